@@ -1,0 +1,98 @@
+/* compile.c: in-process compilation with hipRTC (NVRTC underneath on
+ * NVIDIA).  No child process: the compiler is a library call. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_OPTIONS 64
+
+static double now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Split the normalised option string in place on its single spaces. */
+static int split_options(char *s, const char **opts, int max)
+{
+  int n = 0;
+  while (*s && n < max) {
+    opts[n++] = s;
+    char *sp = strchr(s, ' ');
+    if (!sp)
+      break;
+    *sp = '\0';
+    s = sp + 1;
+  }
+  return n;
+}
+
+static char *program_log(hiprtcProgram prog)
+{
+  size_t n = 0;
+  if (hiprtcGetProgramLogSize(prog, &n) != HIPRTC_SUCCESS || n <= 1)
+    return NULL;
+  char *log = malloc(n + 1);
+  if (log && hiprtcGetProgramLog(prog, log) != HIPRTC_SUCCESS) {
+    free(log);
+    return NULL;
+  }
+  if (log)
+    log[n] = '\0';
+  return log;
+}
+
+static int take_code(hiprtcProgram prog, tj__compile_result *res)
+{
+  size_t n = 0;
+  if (tj__rtc_code_size(prog, &n) != HIPRTC_SUCCESS || n == 0)
+    return TJ_ECOMPILE;
+  res->code = malloc(n);
+  if (!res->code)
+    return TJ_ENOMEM;
+  if (tj__rtc_code(prog, res->code) != HIPRTC_SUCCESS) {
+    free(res->code);
+    res->code = NULL;
+    return TJ_ECOMPILE;
+  }
+  res->size = n;
+  return TJ_OK;
+}
+
+int tj__compile(const char *source, const char *name, const char *arch,
+                const char *extra_options, tj__compile_result *res)
+{
+  memset(res, 0, sizeof *res);
+  char base[512];
+  const char *opts[TJ__MAX_BASE_OPTIONS + MAX_OPTIONS];
+  int nopts = tj__base_options(arch, base, sizeof base, opts);
+  char *extra = strdup(extra_options ? extra_options : "");
+  if (!extra)
+    return TJ_ENOMEM;
+  nopts += split_options(extra, opts + nopts, MAX_OPTIONS);
+
+  double t0 = now_ms();
+  hiprtcProgram prog;
+  hiprtcResult r = hiprtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+  if (r != HIPRTC_SUCCESS) {
+    free(extra);
+    if (asprintf(&res->log, "hiprtcCreateProgram: %s", hiprtcGetErrorString(r)) < 0)
+      res->log = NULL;
+    return TJ_ECOMPILE;
+  }
+  r = hiprtcCompileProgram(prog, nopts, opts);
+  res->log = program_log(prog);
+  int rc = TJ_ECOMPILE;
+  if (r == HIPRTC_SUCCESS)
+    rc = take_code(prog, res);
+  else if (!res->log && asprintf(&res->log, "%s", hiprtcGetErrorString(r)) < 0)
+    res->log = NULL;
+  res->ms = now_ms() - t0;
+  hiprtcDestroyProgram(&prog);
+  free(extra);
+  return rc;
+}

@@ -1,0 +1,20 @@
+/* embedded.h: the tables that build-aux/embed.sh generates. */
+#ifndef TJ_EMBEDDED_H
+#define TJ_EMBEDDED_H
+#include <stddef.h>
+
+typedef struct tj__embedded_kernel {
+  const char *entry;  /* extern "C" function name, the lookup name */
+  const char *file;   /* kernels/<file> it came from */
+  const char *source;
+  size_t source_len;
+} tj__embedded_kernel;
+
+extern const tj__embedded_kernel tj__embedded_kernels[];
+extern const size_t tj__embedded_kernel_count;
+extern const char tj__schema_sql[];
+
+/* The embedded kernel whose entry is name, or NULL. */
+const tj__embedded_kernel *tj__embedded_find(const char *name);
+
+#endif

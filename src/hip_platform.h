@@ -1,0 +1,246 @@
+/*
+ * hip_platform.h: the one place that knows which GPU platform this build is
+ * for (with its twin hip_platform.c).  Everything else in the tree uses the
+ * hip* names and the tj__ services declared at the bottom.
+ *
+ * amd:    the real ROCm headers; hipRTC emits an AMD GPU ELF.
+ * nvidia: <hip/hiprtc.h> maps hipRTC onto NVRTC, which compiles against
+ *         CUDA 13; the HIP runtime calls the project uses are mapped here onto
+ *         the CUDA driver API, loaded with dlopen at first use, because
+ *         Debian's HIP 5.2 nvidia_detail runtime header no longer compiles
+ *         against CUDA 13, and because a machine with the toolkit but no
+ *         driver must still be able to compile kernels and read the cache.
+ */
+#ifndef TJ_HIP_PLATFORM_H
+#define TJ_HIP_PLATFORM_H
+
+#include "config.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(TJ_PLATFORM_AMD)
+
+#include <hip/hip_runtime_api.h>
+#include <hip/hiprtc.h>
+
+#define TJ__PLATFORM "amd"
+
+static inline hiprtcResult tj__rtc_code_size(hiprtcProgram p, size_t *n)
+{
+  return hiprtcGetCodeSize(p, n);
+}
+static inline hiprtcResult tj__rtc_code(hiprtcProgram p, char *code)
+{
+  return hiprtcGetCode(p, code);
+}
+
+#elif defined(TJ_PLATFORM_NVIDIA)
+
+#include <cuda.h>
+#include <hip/hiprtc.h>
+
+#define TJ__PLATFORM "nvidia"
+
+/* hiprtcGetCode is PTX on NVIDIA; the cache keeps the cubin instead, so a
+ * load is cuModuleLoadData of machine code, with no driver JIT. */
+static inline hiprtcResult tj__rtc_code_size(hiprtcProgram p, size_t *n)
+{
+  return nvrtcGetCUBINSize(p, n) == NVRTC_SUCCESS ? HIPRTC_SUCCESS
+                                                  : HIPRTC_ERROR_INVALID_PROGRAM;
+}
+static inline hiprtcResult tj__rtc_code(hiprtcProgram p, char *code)
+{
+  return nvrtcGetCUBIN(p, code) == NVRTC_SUCCESS ? HIPRTC_SUCCESS
+                                                 : HIPRTC_ERROR_INVALID_PROGRAM;
+}
+
+typedef CUresult hipError_t;
+typedef CUmodule hipModule_t;
+typedef CUfunction hipFunction_t;
+typedef CUstream hipStream_t;
+typedef CUevent hipEvent_t;
+typedef CUdeviceptr hipDeviceptr_t;
+#define hipSuccess CUDA_SUCCESS
+#define hipErrorNoDevice CUDA_ERROR_NO_DEVICE
+#define hipErrorNotInitialized CUDA_ERROR_NOT_INITIALIZED
+
+/* The driver entry points, resolved once by dlopen("libcuda.so.1"). */
+typedef struct tj__cuda_api {
+#define TJ__CUDA_FUNCS(X)                                                      \
+  X(cuInit, (unsigned))                                                        \
+  X(cuGetErrorString, (CUresult, const char **))                               \
+  X(cuDriverGetVersion, (int *))                                               \
+  X(cuDeviceGetCount, (int *))                                                 \
+  X(cuDeviceGet, (CUdevice *, int))                                            \
+  X(cuDeviceGetName, (char *, int, CUdevice))                                  \
+  X(cuDeviceGetAttribute, (int *, CUdevice_attribute, CUdevice))               \
+  X(cuDeviceTotalMem, (size_t *, CUdevice))                                    \
+  X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                         \
+  X(cuDevicePrimaryCtxRelease, (CUdevice))                                     \
+  X(cuCtxSetCurrent, (CUcontext))                                              \
+  X(cuCtxSynchronize, (void))                                                  \
+  X(cuModuleLoadData, (CUmodule *, const void *))                              \
+  X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))               \
+  X(cuModuleUnload, (CUmodule))                                                \
+  X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned,       \
+                     unsigned, unsigned, unsigned, CUstream, void **, void **)) \
+  X(cuMemAlloc, (CUdeviceptr *, size_t))                                       \
+  X(cuMemFree, (CUdeviceptr))                                                  \
+  X(cuMemcpyHtoD, (CUdeviceptr, const void *, size_t))                         \
+  X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                               \
+  X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))          \
+  X(cuMemsetD8, (CUdeviceptr, unsigned char, size_t))                          \
+  X(cuStreamCreate, (CUstream *, unsigned))                                    \
+  X(cuStreamDestroy, (CUstream))                                               \
+  X(cuStreamSynchronize, (CUstream))                                           \
+  X(cuEventCreate, (CUevent *, unsigned))                                      \
+  X(cuEventRecord, (CUevent, CUstream))                                        \
+  X(cuEventSynchronize, (CUevent))                                             \
+  X(cuEventElapsedTime, (float *, CUevent, CUevent))                           \
+  X(cuEventDestroy, (CUevent))
+#define TJ__CUDA_FIELD(name, args) CUresult (*name) args;
+  TJ__CUDA_FUNCS(TJ__CUDA_FIELD)
+#undef TJ__CUDA_FIELD
+} tj__cuda_api;
+
+/* The loaded driver, or NULL when libcuda cannot be loaded (no driver). */
+const tj__cuda_api *tj__cuda(void);
+
+#define TJ__CU(call) (tj__cuda() ? tj__cuda()->call : CUDA_ERROR_NO_DEVICE)
+
+static inline hipError_t hipModuleLoadData(hipModule_t *m, const void *image)
+{
+  return TJ__CU(cuModuleLoadData(m, image));
+}
+static inline hipError_t hipModuleGetFunction(hipFunction_t *f, hipModule_t m,
+                                              const char *name)
+{
+  return TJ__CU(cuModuleGetFunction(f, m, name));
+}
+static inline hipError_t hipModuleUnload(hipModule_t m)
+{
+  return TJ__CU(cuModuleUnload(m));
+}
+/* No NULL check of the table here: a function exists only if it loaded. */
+static inline hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx,
+    unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+    unsigned shared, hipStream_t s, void **args, void **extra)
+{
+  return tj__cuda()->cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, s, args,
+                                    extra);
+}
+static inline hipError_t hipMalloc(void **p, size_t n)
+{
+  CUdeviceptr d = 0;
+  hipError_t e = TJ__CU(cuMemAlloc(&d, n));
+  *p = (void *)(uintptr_t)d;
+  return e;
+}
+static inline hipError_t hipFree(void *p)
+{
+  return p ? TJ__CU(cuMemFree((CUdeviceptr)(uintptr_t)p)) : CUDA_SUCCESS;
+}
+static inline hipError_t hipMemcpyHtoD(void *dst, const void *src, size_t n)
+{
+  return TJ__CU(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, n));
+}
+static inline hipError_t hipMemcpyDtoH(void *dst, const void *src, size_t n)
+{
+  return TJ__CU(cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, n));
+}
+static inline hipError_t hipMemcpyDtoDAsync(void *dst, const void *src,
+                                            size_t n, hipStream_t s)
+{
+  return TJ__CU(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst,
+                                  (CUdeviceptr)(uintptr_t)src, n, s));
+}
+static inline hipError_t hipMemset(void *dst, int value, size_t n)
+{
+  return TJ__CU(cuMemsetD8((CUdeviceptr)(uintptr_t)dst, (unsigned char)value, n));
+}
+static inline hipError_t hipStreamCreate(hipStream_t *s)
+{
+  return TJ__CU(cuStreamCreate(s, 0));
+}
+static inline hipError_t hipStreamDestroy(hipStream_t s)
+{
+  return TJ__CU(cuStreamDestroy(s));
+}
+static inline hipError_t hipStreamSynchronize(hipStream_t s)
+{
+  return TJ__CU(cuStreamSynchronize(s));
+}
+static inline hipError_t hipDeviceSynchronize(void)
+{
+  return TJ__CU(cuCtxSynchronize());
+}
+static inline hipError_t hipEventCreate(hipEvent_t *e)
+{
+  return TJ__CU(cuEventCreate(e, 0));
+}
+static inline hipError_t hipEventRecord(hipEvent_t e, hipStream_t s)
+{
+  return TJ__CU(cuEventRecord(e, s));
+}
+static inline hipError_t hipEventSynchronize(hipEvent_t e)
+{
+  return TJ__CU(cuEventSynchronize(e));
+}
+static inline hipError_t hipEventElapsedTime(float *ms, hipEvent_t a, hipEvent_t b)
+{
+  return TJ__CU(cuEventElapsedTime(ms, a, b));
+}
+static inline hipError_t hipEventDestroy(hipEvent_t e)
+{
+  return TJ__CU(cuEventDestroy(e));
+}
+static inline const char *hipGetErrorString(hipError_t e)
+{
+  const char *s = NULL;
+  if (!tj__cuda() || tj__cuda()->cuGetErrorString(e, &s) != CUDA_SUCCESS || !s)
+    return e == CUDA_ERROR_NO_DEVICE ? "no CUDA driver or device" : "CUDA error";
+  return s;
+}
+
+#else
+#error "config.h defines neither TJ_PLATFORM_AMD nor TJ_PLATFORM_NVIDIA"
+#endif
+
+/* ------------------------------------------------- platform services */
+
+/* The device a runtime uses; ctx is the primary context on NVIDIA. */
+typedef struct tj__device {
+  int ordinal;
+  void *ctx;
+} tj__device;
+
+typedef struct tj__device_props {
+  char name[256];
+  char arch[256];    /* as the compiler wants it: gfx90a:sramecc+:xnack-, sm_90 */
+  size_t total_mem;
+  int compute_units; /* CUs on AMD, SMs on NVIDIA */
+} tj__device_props;
+
+/* Number of visible devices; 0 (and TJ_OK) when there is no driver. */
+int tj__device_count(int *count);
+/* Initialise the driver and make device `ordinal` current on this thread.
+ * On failure writes why into err. */
+int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen);
+int tj__device_make_current(const tj__device *dev);
+void tj__device_close(tj__device *dev);
+int tj__device_query(int ordinal, tj__device_props *props);
+
+/* "hiprtc 9.0, comgr 2.4 (HIP 50221153)" or "nvrtc 13.0". */
+void tj__compiler_fingerprint(char *buf, size_t len);
+
+/* TJ_OK when the installed compiler can target arch; otherwise TJ_EARCH
+ * (or TJ_EINVAL for a malformed name) and a sentence in why. */
+int tj__arch_check(const char *arch, char *why, size_t whylen);
+
+/* The options every compile gets for arch, written as pointers into store.
+ * Returns how many (at most TJ__MAX_BASE_OPTIONS). */
+#define TJ__MAX_BASE_OPTIONS 8
+int tj__base_options(const char *arch, char *store, size_t storelen,
+                     const char **opts);
+
+#endif /* TJ_HIP_PLATFORM_H */

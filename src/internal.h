@@ -1,0 +1,163 @@
+/*
+ * internal.h: what the subsystems of libtokitai-jit say to each other.
+ * Names here are tj__ and never exported.  One section per file, in the
+ * order a request flows: runtime -> modtable -> key -> cache -> compile ->
+ * module.
+ */
+#ifndef TJ_INTERNAL_H
+#define TJ_INTERNAL_H
+
+#include "hip_platform.h"
+#include "tokitai-jit.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------ errors.c */
+
+/* Replace rt's message; printf-style.  Returns code, so that a failure
+ * path reads `return tj__fail(rt, TJ_EINVAL, "...", ...)`. */
+int tj__fail(tj_runtime *rt, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Take ownership of a malloc'd message (a compiler log, say). */
+int tj__fail_owned(tj_runtime *rt, int code, char *msg);
+/* A warning: sets the message without failing anything. */
+void tj__warn(tj_runtime *rt, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------ key.c */
+
+#define TJ__KEY_HEX 33 /* 32 hex digits and a NUL */
+
+/* Every input that can change the generated code. */
+typedef struct tj__key_input {
+  const char *source;
+  size_t source_len;
+  const char *entry;
+  const char *options;  /* normalised (tj__options_normalise) */
+  const char *arch;
+  const char *platform;
+  const char *compiler;
+} tj__key_input;
+
+/* XXH3-128 of the canonical encoding, as 32 lowercase hex digits. */
+void tj__key_compute(const tj__key_input *in, char out[TJ__KEY_HEX]);
+/* The canonical encoding itself: a version tag, then each field as an
+ * 8-byte little-endian length and its bytes.  Writes at most cap bytes and
+ * returns the full length. */
+size_t tj__key_encode(const tj__key_input *in, unsigned char *buf, size_t cap);
+/* XXH3-128 of any bytes, as hex (the code blob's hash). */
+void tj__hash_hex(const void *data, size_t len, char out[TJ__KEY_HEX]);
+/* Collapse runs of white space to one space, trim both ends.  Returns a
+ * malloc'd string ("" for NULL), or NULL when out of memory. */
+char *tj__options_normalise(const char *options);
+
+/* ------------------------------------------------------------ cache.c */
+
+typedef struct tj__cache tj__cache;
+
+/* One row as the runtime writes it; strings are borrowed. */
+typedef struct tj__cache_row {
+  const char *key, *kernel, *arch, *platform, *compiler, *options;
+  const void *code;
+  size_t code_size;
+  double compile_ms;
+} tj__cache_row;
+
+/* The default cache path (see tokitai-jit.h), malloc'd; NULL when none can
+ * be formed (no HOME). */
+char *tj__cache_default_path(void);
+/*
+ * Open (creating as needed) the cache at path.  TJ_OK with *out set, or
+ * TJ_OK with *out NULL and a warning in msg when the cache cannot be used
+ * and the runtime should go on without it; TJ_EPERM when the location is
+ * unsafe.  msg is always NUL-terminated.
+ */
+int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
+                   char *msg, size_t msglen);
+void tj__cache_close(tj__cache *c);
+/* Look up key.  TJ_OK: *code is a malloc'd copy that verified against its
+ * hash.  TJ_ENOENT: no usable row (*dropped = 1 when a row failed its hash
+ * and was deleted). */
+int tj__cache_get(tj__cache *c, const char *key, void **code, size_t *size,
+                  int *dropped);
+/* INSERT OR IGNORE one row, in its own transaction. */
+int tj__cache_put(tj__cache *c, const tj__cache_row *row);
+/* In one transaction: add hits[i] to row keys[i] and stamp its last_used,
+ * and add misses to the miss counter.  Called once, at runtime close, so
+ * that a warm start writes nothing. */
+int tj__cache_record_usage(tj__cache *c, const char *const *keys,
+                           const uint64_t *hits, size_t n, uint64_t misses);
+/* The last SQLite error text of c, for messages. */
+const char *tj__cache_errmsg(tj__cache *c);
+
+/* ------------------------------------------------------------ compile.c */
+
+typedef struct tj__compile_result {
+  void *code;      /* malloc'd code object */
+  size_t size;
+  char *log;       /* malloc'd compiler log, may be NULL */
+  double ms;
+} tj__compile_result;
+
+/* Compile source for arch with hipRTC.  extra_options is the normalised
+ * option string.  TJ_OK fills res->code; TJ_ECOMPILE fills res->log. */
+int tj__compile(const char *source, const char *name, const char *arch,
+                const char *extra_options, tj__compile_result *res);
+
+/* ------------------------------------------------------------ module.c */
+
+/* Load code and find entry; *module and *function are hip handles. */
+int tj__module_load(const void *code, const char *entry, void **module,
+                    void **function, char *err, size_t errlen);
+void tj__module_unload(void *module);
+
+/* ------------------------------------------------------------ modtable.c */
+
+/* A kernel of a runtime.  Created once, immutable once ready. */
+struct tj_kernel {
+  char *entry;
+  char key[TJ__KEY_HEX];
+  void *code;
+  size_t code_size;
+  void *module;    /* hipModule_t, NULL on a compile-only runtime */
+  void *function;  /* hipFunction_t, NULL on a compile-only runtime */
+  tj_origin origin;
+  double compile_ms;
+};
+
+typedef struct tj__modtable tj__modtable;
+
+typedef int (*tj__build_fn)(void *ctx, tj_kernel **out);
+
+/*
+ * Find the kernel named (kind, name); if absent, call build once, however
+ * many threads ask at once, and insert what it returns.  *memory_hit says
+ * whether the answer came from the table.
+ */
+int tj__modtable_get(tj__modtable *t, int kind, const char *name,
+                     tj__build_fn build, void *ctx, tj_kernel **out,
+                     int *memory_hit);
+tj__modtable *tj__modtable_new(void);
+/* Call fn on every kernel, then free the table (not the kernels). */
+void tj__modtable_free(tj__modtable *t, void (*fn)(tj_kernel *, void *),
+                       void *ctx);
+
+/* ------------------------------------------------------------ runtime.c */
+
+struct tj_runtime {
+  unsigned flags;
+  int compile_only;      /* no device: compile and cache only */
+  tj__device device;     /* open when !compile_only */
+  char arch[256];
+  char compiler[160];
+  char *cache_path;
+  tj__cache *cache;
+  tj__modtable *table;
+  pthread_mutex_t lock;   /* guards msg and stats */
+  char *msg;
+  tj_stats stats;
+};
+
+#endif /* TJ_INTERNAL_H */

@@ -1,0 +1,409 @@
+/*
+ * runtime.c: the public entry points.  A request flows down from here:
+ * in-memory table (modtable.c) -> key (key.c) -> SQLite (cache.c) ->
+ * hipRTC (compile.c) -> module load (module.c), and back.
+ */
+#include "internal.h"
+#include "embedded.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SOURCE_BYTES (64u << 20)
+#define MAX_OPTIONS_BYTES 4096
+#define MAX_ENTRY_BYTES 256
+
+enum { KIND_EMBEDDED, KIND_CALLER };
+
+const char *tj_version(void) { return TJ_VERSION_STRING; }
+const char *tj_platform(void) { return TJ__PLATFORM; }
+
+/* ------------------------------------------------------- open and close */
+
+static int open_device(tj_runtime *rt, const tj_options *o)
+{
+  char err[256] = "";
+  tj__device_props props;
+  rt->compile_only = 1;
+  int rc = (rt->flags & TJ_NO_DEVICE)
+               ? TJ_ENODEVICE : tj__device_open(o->device, &rt->device, err, sizeof err);
+  if (rc == TJ_OK && (rc = tj__device_query(o->device, &props)) != TJ_OK)
+    tj__device_close(&rt->device);
+  if (rc != TJ_OK) {
+    if (o->arch) { /* no usable device, but an arch: compile only */
+      rt->compile_only = 1;
+      return TJ_OK;
+    }
+    return tj__fail(rt, rc, "no GPU to compile for and no arch given: %s",
+                    (rt->flags & TJ_NO_DEVICE) ? "TJ_NO_DEVICE was set" : err);
+  }
+  size_t base = o->arch ? strcspn(o->arch, ":") : 0;
+  if (o->arch && (strncmp(o->arch, props.arch, base) != 0 ||
+                  (props.arch[base] != '\0' && props.arch[base] != ':'))) {
+    tj__device_close(&rt->device); /* another arch than the device's */
+    return TJ_OK;
+  }
+  rt->compile_only = 0;
+  if (!o->arch)
+    snprintf(rt->arch, sizeof rt->arch, "%s", props.arch);
+  return TJ_OK;
+}
+
+static int open_cache(tj_runtime *rt, const tj_options *o)
+{
+  if (rt->flags & TJ_CACHE_DISABLE)
+    return TJ_OK;
+  rt->cache_path = o->cache_path ? strdup(o->cache_path) : tj__cache_default_path();
+  if (!rt->cache_path) {
+    tj__warn(rt, "no cache location ($TOKITAI_JIT_CACHE, $XDG_CACHE_HOME and "
+                 "$HOME are unset); running without a cache");
+    return TJ_OK;
+  }
+  char msg[1024];
+  int rc = tj__cache_open(rt->cache_path, rt->flags, &rt->cache, msg, sizeof msg);
+  if (rc != TJ_OK)
+    return tj__fail(rt, rc, "%s", msg[0] ? msg : tj_strerror(rc));
+  if (msg[0])
+    tj__warn(rt, "%s", msg);
+  return TJ_OK;
+}
+
+int tj_runtime_open(tj_runtime **out, const tj_options *opts)
+{
+  if (!out)
+    return TJ_EINVAL;
+  *out = NULL;
+  tj_options o = {0};
+  if (opts)
+    o = *opts;
+  tj_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt)
+    return TJ_ENOMEM;
+  pthread_mutex_init(&rt->lock, NULL);
+  rt->compile_only = 1; /* until a device is open */
+  *out = rt;
+  rt->flags = o.flags;
+  unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE | TJ_CACHE_GROUP;
+  if (o.flags & ~known)
+    return tj__fail(rt, TJ_EINVAL, "unknown flags 0x%x", o.flags & ~known);
+  if (o.device < 0)
+    return tj__fail(rt, TJ_EINVAL, "device %d is negative", o.device);
+  tj__compiler_fingerprint(rt->compiler, sizeof rt->compiler);
+  if (o.arch) {
+    char why[512];
+    int rc = tj__arch_check(o.arch, why, sizeof why);
+    if (rc != TJ_OK)
+      return tj__fail(rt, rc, "%s", why);
+    snprintf(rt->arch, sizeof rt->arch, "%s", o.arch);
+  }
+  int rc = open_device(rt, &o);
+  if (rc != TJ_OK)
+    return rc;
+  if (!o.arch) { /* the device's own arch must be one the compiler knows */
+    char why[512];
+    if ((rc = tj__arch_check(rt->arch, why, sizeof why)) != TJ_OK)
+      return tj__fail(rt, rc, "%s", why);
+  }
+  if (!(rt->table = tj__modtable_new()))
+    return tj__fail(rt, TJ_ENOMEM, "out of memory");
+  return open_cache(rt, &o);
+}
+
+struct usage {
+  const char **keys;
+  uint64_t *hits;
+  size_t n;
+};
+
+static void free_kernel(tj_kernel *k, void *ctx)
+{
+  struct usage *u = ctx;
+  if (k->origin == TJ_FROM_CACHE && u->keys) {
+    u->keys[u->n] = strdup(k->key);
+    u->hits[u->n] = 1;
+    if (u->keys[u->n])
+      u->n++;
+  }
+  tj__module_unload(k->module);
+  free(k->entry);
+  free(k->code);
+  free(k);
+}
+
+void tj_runtime_close(tj_runtime *rt)
+{
+  if (!rt)
+    return;
+  size_t cap = (size_t)(rt->stats.cache_hits + 1);
+  struct usage u = {calloc(cap, sizeof *u.keys), calloc(cap, sizeof *u.hits), 0};
+  if (!u.keys || !u.hits) {
+    free(u.keys);
+    u.keys = NULL;
+  }
+  if (!rt->compile_only)
+    tj__device_make_current(&rt->device);
+  tj__modtable_free(rt->table, free_kernel, &u);
+  if (rt->cache)
+    tj__cache_record_usage(rt->cache, u.keys, u.hits, u.n, rt->stats.compiles);
+  for (size_t i = 0; i < u.n; i++)
+    free((char *)u.keys[i]);
+  free(u.keys);
+  free(u.hits);
+  tj__cache_close(rt->cache);
+  if (!rt->compile_only)
+    tj__device_close(&rt->device);
+  free(rt->cache_path);
+  free(rt->msg);
+  pthread_mutex_destroy(&rt->lock);
+  free(rt);
+}
+
+int tj_runtime_bind(tj_runtime *rt)
+{
+  if (!rt)
+    return TJ_EINVAL;
+  if (rt->compile_only)
+    return TJ_ENODEVICE;
+  return tj__device_make_current(&rt->device);
+}
+
+const char *tj_runtime_arch(const tj_runtime *rt) { return rt ? rt->arch : NULL; }
+const char *tj_runtime_compiler(const tj_runtime *rt) { return rt ? rt->compiler : NULL; }
+const char *tj_runtime_cache_path(const tj_runtime *rt)
+{
+  return rt && rt->cache ? rt->cache_path : NULL;
+}
+
+int tj_runtime_stats(const tj_runtime *rt, tj_stats *stats)
+{
+  if (!rt || !stats)
+    return TJ_EINVAL;
+  pthread_mutex_lock((pthread_mutex_t *)&rt->lock);
+  *stats = rt->stats;
+  stats->memory_hits = __atomic_load_n(&rt->stats.memory_hits, __ATOMIC_RELAXED);
+  pthread_mutex_unlock((pthread_mutex_t *)&rt->lock);
+  return TJ_OK;
+}
+
+/* ------------------------------------------------------- building */
+
+typedef struct build_request {
+  tj_runtime *rt;
+  const char *source;
+  size_t source_len;
+  const char *file;     /* name hipRTC shows in its log */
+  const char *entry;
+  const char *options;  /* normalised */
+  char key[TJ__KEY_HEX];
+} build_request;
+
+static void compute_key(tj_runtime *rt, build_request *req)
+{
+  tj__key_input in = {req->source, req->source_len, req->entry, req->options,
+                      rt->arch, TJ__PLATFORM, rt->compiler};
+  tj__key_compute(&in, req->key);
+}
+
+static void count(tj_runtime *rt, uint64_t *counter, double ms)
+{
+  pthread_mutex_lock(&rt->lock);
+  (*counter)++;
+  rt->stats.compile_ms += ms;
+  pthread_mutex_unlock(&rt->lock);
+}
+
+static int from_cache(build_request *req, tj_kernel *k)
+{
+  tj_runtime *rt = req->rt;
+  int dropped = 0;
+  if (!rt->cache)
+    return TJ_ENOENT;
+  int rc = tj__cache_get(rt->cache, req->key, &k->code, &k->code_size, &dropped);
+  if (dropped) {
+    count(rt, &rt->stats.cache_drops, 0);
+    tj__warn(rt, "cache row %s for %s failed its hash check; dropped and "
+                 "recompiling", req->key, req->entry);
+  }
+  if (rc == TJ_OK) {
+    k->origin = TJ_FROM_CACHE;
+    count(rt, &rt->stats.cache_hits, 0);
+  }
+  return rc;
+}
+
+static int from_compiler(build_request *req, tj_kernel *k)
+{
+  tj_runtime *rt = req->rt;
+  tj__compile_result res;
+  int rc = tj__compile(req->source, req->file, rt->arch, req->options, &res);
+  if (rc != TJ_OK) {
+    char *msg = NULL;
+    if (asprintf(&msg, "compiling %s (%s) for %s failed:\n%s", req->entry,
+                 req->file, rt->arch, res.log ? res.log : "(no compiler log)") < 0)
+      msg = NULL;
+    free(res.log);
+    return tj__fail_owned(rt, rc, msg);
+  }
+  free(res.log);
+  k->code = res.code;
+  k->code_size = res.size;
+  k->origin = TJ_FROM_COMPILER;
+  k->compile_ms = res.ms;
+  count(rt, &rt->stats.compiles, res.ms);
+  if (rt->cache) {
+    tj__cache_row row = {req->key, req->entry, rt->arch, TJ__PLATFORM,
+                         rt->compiler, req->options, k->code, k->code_size,
+                         res.ms};
+    if (tj__cache_put(rt->cache, &row) != TJ_OK)
+      tj__warn(rt, "could not store %s in the cache: %s", req->entry,
+               tj__cache_errmsg(rt->cache));
+  }
+  return TJ_OK;
+}
+
+static int build_kernel(void *ctx, tj_kernel **out)
+{
+  build_request *req = ctx;
+  tj_runtime *rt = req->rt;
+  if (!req->key[0])
+    compute_key(rt, req);
+  tj_kernel *k = calloc(1, sizeof *k);
+  if (!k || !(k->entry = strdup(req->entry))) {
+    free(k);
+    return tj__fail(rt, TJ_ENOMEM, "out of memory");
+  }
+  memcpy(k->key, req->key, sizeof k->key);
+  int rc = from_cache(req, k);
+  if (rc == TJ_ENOENT)
+    rc = from_compiler(req, k);
+  if (rc == TJ_OK && !rt->compile_only) {
+    char err[512];
+    tj__device_make_current(&rt->device);
+    rc = tj__module_load(k->code, k->entry, &k->module, &k->function, err,
+                         sizeof err);
+    if (rc != TJ_OK)
+      tj__fail(rt, rc, "%s", err);
+  }
+  if (rc != TJ_OK) {
+    free(k->code);
+    free(k->entry);
+    free(k);
+    return rc;
+  }
+  *out = k;
+  return TJ_OK;
+}
+
+static int get_or_build(build_request *req, int kind, const char *name,
+                        tj_kernel **out)
+{
+  int memory_hit = 0;
+  int rc = tj__modtable_get(req->rt->table, kind, name, build_kernel, req, out,
+                            &memory_hit);
+  if (memory_hit)
+    __atomic_fetch_add(&req->rt->stats.memory_hits, 1, __ATOMIC_RELAXED);
+  return rc;
+}
+
+/* ------------------------------------------------------- public getters */
+
+int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
+{
+  if (!rt)
+    return TJ_EINVAL;
+  if (!name || !out)
+    return tj__fail(rt, TJ_EINVAL, "tj_kernel_get: %s is NULL",
+                    !name ? "name" : "the kernel output pointer");
+  const tj__embedded_kernel *e = tj__embedded_find(name);
+  if (!e)
+    return tj__fail(rt, TJ_ENOENT, "no embedded kernel is named '%.128s' "
+                    "(tokitai-jit --list-kernels names them)", name);
+  /* The key is computed only on a miss: a hit is a lookup by name. */
+  build_request req = {rt, e->source, e->source_len, e->file, e->entry, "", ""};
+  return get_or_build(&req, KIND_EMBEDDED, name, out);
+}
+
+static int valid_entry(const char *entry)
+{
+  size_t n = strlen(entry);
+  if (n == 0 || n > MAX_ENTRY_BYTES || isdigit((unsigned char)entry[0]))
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)entry[i]) && entry[i] != '_')
+      return 0;
+  return 1;
+}
+
+static int check_compile_args(tj_runtime *rt, const char *source,
+                              const char *entry, const char *options,
+                              tj_kernel **out)
+{
+  if (!source || !entry || !out)
+    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: %s is NULL",
+                    !source ? "source" : !entry ? "entry" : "the kernel output pointer");
+  size_t n = strnlen(source, MAX_SOURCE_BYTES + 1);
+  if (n == 0)
+    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: source is empty");
+  if (n > MAX_SOURCE_BYTES)
+    return tj__fail(rt, TJ_ERANGE, "tj_kernel_compile: source is over the "
+                    "limit of %u bytes", MAX_SOURCE_BYTES);
+  if (!valid_entry(entry))
+    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: entry '%.64s' is not a "
+                    "C identifier of at most %d characters", entry, MAX_ENTRY_BYTES);
+  if (options && strnlen(options, MAX_OPTIONS_BYTES + 1) > MAX_OPTIONS_BYTES)
+    return tj__fail(rt, TJ_ERANGE, "tj_kernel_compile: options are over the "
+                    "limit of %d bytes", MAX_OPTIONS_BYTES);
+  return TJ_OK;
+}
+
+int tj_kernel_compile(tj_runtime *rt, const char *source, const char *entry,
+                      const char *options, tj_kernel **out)
+{
+  if (!rt)
+    return TJ_EINVAL;
+  int rc = check_compile_args(rt, source, entry, options, out);
+  if (rc != TJ_OK)
+    return rc;
+  char *norm = tj__options_normalise(options);
+  if (!norm)
+    return tj__fail(rt, TJ_ENOMEM, "out of memory");
+  build_request req = {rt, source, strlen(source), "caller.hip", entry, norm, ""};
+  compute_key(rt, &req);
+  rc = get_or_build(&req, KIND_CALLER, req.key, out);
+  free(norm);
+  return rc;
+}
+
+int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
+              unsigned shared_bytes, void *stream, void **args)
+{
+  if (!k || !grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
+    return TJ_EINVAL;
+  if (!k->function)
+    return TJ_ENODEVICE;
+  hipError_t e = hipModuleLaunchKernel((hipFunction_t)k->function, grid.x,
+                                       grid.y, grid.z, block.x, block.y,
+                                       block.z, shared_bytes,
+                                       (hipStream_t)stream, args, NULL);
+  return e == hipSuccess ? TJ_OK : TJ_EDEVICE;
+}
+
+int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info)
+{
+  if (!k || !info)
+    return TJ_EINVAL;
+  info->entry = k->entry;
+  info->key = k->key;
+  info->code = k->code;
+  info->code_size = k->code_size;
+  info->origin = k->origin;
+  info->compile_ms = k->compile_ms;
+  return TJ_OK;
+}
+
+void *tj_kernel_function(const tj_kernel *k)
+{
+  return k ? k->function : NULL;
+}

@@ -1,0 +1,256 @@
+/*
+ * tokitai-jit.h: the public interface of libtokitai-jit.
+ *
+ * tokitai-jit compiles GPU kernels at run time, in-process, with hipRTC
+ * (NVRTC underneath on NVIDIA), keeps the code objects in an SQLite cache
+ * keyed by XXH3-128 over everything that can change the code, and launches
+ * them with hipModuleLaunchKernel.  Kernel sources shipped with the library
+ * are embedded in it; a caller's own source goes through the same path.
+ *
+ * Conventions
+ *   - Every function that can fail returns an int: TJ_OK (0) or a negative
+ *     TJ_E* code.  tj_strerror(code) names the code; tj_errmsg(rt) gives the
+ *     detail of the last failure on that runtime (the compiler log, the path,
+ *     the argument that was wrong).
+ *   - Handles are opaque.  Whoever opens closes: tj_runtime_open and
+ *     tj_runtime_close.  Kernels belong to their runtime and stay valid until
+ *     it is closed; there is nothing to free for them.
+ *   - Output parameters are marked OUT and are written only on success.
+ *
+ * Thread safety
+ *   One runtime may be shared by any number of threads: tj_kernel_get,
+ *   tj_kernel_compile, tj_launch and the query functions are thread-safe, and
+ *   threads asking at once for the same kernel compile it once.  The
+ *   exceptions are said where they occur: tj_runtime_close must not race any
+ *   other call on the same runtime, and tj_errmsg's string belongs to the
+ *   thread-shared runtime, so read it right after the failing call.
+ *   Separate runtimes share nothing but the cache file, which any number of
+ *   processes may use at once.
+ */
+#ifndef TOKITAI_JIT_H
+#define TOKITAI_JIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TJ_BUILDING_LIBRARY)
+#define TJ_EXPORT __attribute__((visibility("default")))
+#else
+#define TJ_EXPORT
+#endif
+
+#define TJ_VERSION_MAJOR 0
+#define TJ_VERSION_MINOR 1
+#define TJ_VERSION_PATCH 0
+#define TJ_VERSION_STRING "0.1.0"
+
+/*
+ * Status codes.  The numbers never change; a retired code keeps its number.
+ * X(NAME, value, message): the list generates the enum, tj_strerror and
+ * tj_err_name.
+ */
+#define TJ_ERRNO_MAP(X)                                                     \
+  X(OK, 0, "success")                                                       \
+  X(EINVAL, -1, "invalid argument")                                         \
+  X(ENOMEM, -2, "out of memory")                                            \
+  X(ENOENT, -3, "no such kernel")                                           \
+  X(ECOMPILE, -4, "kernel compilation failed")                              \
+  X(ENODEVICE, -5, "no GPU device available")                               \
+  X(EDEVICE, -6, "GPU runtime call failed")                                 \
+  X(ECACHE, -7, "kernel cache error")                                       \
+  X(EPERM, -8, "cache location is not safe to use")                         \
+  X(EARCH, -9, "target architecture not supported by the compiler")         \
+  X(ERANGE, -10, "size out of range")                                       \
+  X(EVERIFY, -11, "result did not match the CPU oracle")                    \
+  X(EIO, -12, "input/output error")
+
+typedef enum {
+#define TJ__ERR_ENUM(name, value, msg) TJ_##name = (value),
+  TJ_ERRNO_MAP(TJ__ERR_ENUM)
+#undef TJ__ERR_ENUM
+  TJ__ERR_LAST = -13
+} tj_status;
+
+/* The message for a status code ("invalid argument").  Never NULL; an unknown
+ * code gives "unknown error".  Static storage, thread-safe. */
+TJ_EXPORT const char *tj_strerror(int code);
+
+/* The code's name ("TJ_EINVAL").  Never NULL.  Static storage, thread-safe. */
+TJ_EXPORT const char *tj_err_name(int code);
+
+/* Library version ("0.1.0") and the platform it was built for ("amd" or
+ * "nvidia").  Static storage, thread-safe. */
+TJ_EXPORT const char *tj_version(void);
+TJ_EXPORT const char *tj_platform(void);
+
+typedef struct tj_runtime tj_runtime;
+typedef struct tj_kernel tj_kernel;
+
+/* Flags for tj_options.flags. */
+#define TJ_CACHE_DISABLE 0x1u   /* no SQLite cache: compile on every miss */
+#define TJ_CACHE_READONLY 0x2u  /* read the cache, never write it */
+#define TJ_NO_DEVICE 0x4u       /* do not touch the GPU: compile only */
+#define TJ_CACHE_GROUP 0x8u     /* allow a cache writable by its group */
+
+/*
+ * Options for tj_runtime_open.  Zero-initialise, then set what you need;
+ * a NULL options pointer means all defaults.
+ *   device      GPU ordinal (default 0).
+ *   arch        Target arch, e.g. "gfx90a", "gfx90a:xnack-", "sm_90".  NULL:
+ *               the device's own.  An arch with no usable device (or with
+ *               TJ_NO_DEVICE) gives a compile-only runtime: kernels are
+ *               compiled and cached, and tj_launch returns TJ_ENODEVICE.
+ *   cache_path  SQLite file.  NULL: $TOKITAI_JIT_CACHE, else
+ *               $XDG_CACHE_HOME/tokitai-jit/cache.db, else
+ *               ~/.cache/tokitai-jit/cache.db.
+ *   flags       TJ_CACHE_DISABLE, TJ_CACHE_READONLY, TJ_NO_DEVICE,
+ *               TJ_CACHE_GROUP.
+ */
+typedef struct tj_options {
+  int device;
+  const char *arch;
+  const char *cache_path;
+  unsigned flags;
+} tj_options;
+
+/*
+ * Open a runtime.  On success *rt is a new runtime that the caller closes
+ * with tj_runtime_close.  On failure *rt is still set when a runtime could
+ * be allocated, so that tj_errmsg(*rt) can say why; close it too (closing
+ * NULL is fine).  Opening initialises the GPU driver unless TJ_NO_DEVICE is
+ * given, and makes the device current on the calling thread.
+ * Errors: TJ_EINVAL (bad options), TJ_ENODEVICE (no device and no arch),
+ * TJ_EARCH (arch the compiler cannot target), TJ_EPERM (unsafe cache),
+ * TJ_ECACHE, TJ_EDEVICE, TJ_ENOMEM.
+ * Thread-safe: yes (each call makes its own runtime).
+ */
+TJ_EXPORT int tj_runtime_open(tj_runtime **rt /* OUT */, const tj_options *opts);
+
+/* Close a runtime: unload its modules, flush its cache hit counters, close
+ * the cache.  Every tj_kernel of it becomes invalid.  NULL is a no-op.
+ * Not thread-safe with respect to other calls on the same runtime. */
+TJ_EXPORT void tj_runtime_close(tj_runtime *rt);
+
+/* The detail of the last failure on rt (the compiler log for TJ_ECOMPILE),
+ * or the last warning (a cache that could not be used).  Owned by rt; valid
+ * until the next call on rt.  Never NULL; "" when there is nothing to say.
+ * tj_errmsg(NULL) says that no runtime was given. */
+TJ_EXPORT const char *tj_errmsg(const tj_runtime *rt);
+
+/* Make the runtime's device current on the calling thread, for threads
+ * other than the one that opened it.  TJ_ENODEVICE on a compile-only
+ * runtime.  Thread-safe. */
+TJ_EXPORT int tj_runtime_bind(tj_runtime *rt);
+
+/* The arch this runtime compiles for ("sm_90", "gfx90a:sramecc+:xnack-"),
+ * the compiler fingerprint ("nvrtc 13.0"), and the cache file in use (NULL
+ * when the cache is disabled or could not be opened).  Owned by rt. */
+TJ_EXPORT const char *tj_runtime_arch(const tj_runtime *rt);
+TJ_EXPORT const char *tj_runtime_compiler(const tj_runtime *rt);
+TJ_EXPORT const char *tj_runtime_cache_path(const tj_runtime *rt);
+
+/*
+ * Get an embedded kernel by its entry name ("gelu_bwd_f16").  The first
+ * call compiles it (or loads it from the cache); later calls return the
+ * same handle from the runtime's in-memory table without touching SQLite or
+ * the compiler.  *k belongs to rt.
+ * Errors: TJ_EINVAL, TJ_ENOENT (no embedded kernel has that entry),
+ * TJ_ECOMPILE, TJ_ECACHE, TJ_EDEVICE.
+ * Thread-safe: yes.
+ */
+TJ_EXPORT int tj_kernel_get(tj_runtime *rt, const char *name,
+                            tj_kernel **k /* OUT */);
+
+/*
+ * Compile a caller's kernel: source is HIP C++ whose entry function is
+ * declared extern "C" __global__; options are extra compiler options
+ * separated by spaces (NULL or "" for none).  Cached like an embedded
+ * kernel; the same (source, entry, options) returns the same handle.
+ * The library copies what it needs; source need not outlive the call.
+ * Errors: as tj_kernel_get; TJ_ECOMPILE puts the full log in tj_errmsg.
+ * Thread-safe: yes.
+ */
+TJ_EXPORT int tj_kernel_compile(tj_runtime *rt, const char *source,
+                                const char *entry, const char *options,
+                                tj_kernel **k /* OUT */);
+
+typedef struct tj_dim3 {
+  unsigned x, y, z;
+} tj_dim3;
+
+/*
+ * Launch k with the given grid and block, bytes of dynamic shared memory,
+ * stream (a hipStream_t / CUstream; NULL for the default stream) and
+ * kernel arguments (an array of pointers to each argument, as
+ * hipModuleLaunchKernel takes them).  Asynchronous: it returns once the
+ * launch is queued.  Nothing is allocated or hashed.  The calling thread
+ * must have the runtime's device current: tj_runtime_open makes it current
+ * on the thread that opens the runtime; other threads call tj_runtime_bind
+ * first (or make it current themselves through HIP/CUDA).
+ * Errors: TJ_EINVAL (NULL kernel, a zero dimension), TJ_ENODEVICE
+ * (compile-only runtime), TJ_EDEVICE (the launch failed; no message is
+ * stored, since the kernel may be shared by threads).
+ * Thread-safe: yes.
+ */
+TJ_EXPORT int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
+                        unsigned shared_bytes, void *stream, void **args);
+
+/* Where a kernel's code came from the first time this runtime asked. */
+typedef enum {
+  TJ_FROM_COMPILER = 0, /* compiled in this process */
+  TJ_FROM_CACHE = 1     /* read from the SQLite cache */
+} tj_origin;
+
+/*
+ * Facts about a kernel: its entry name, the cache key (32 lowercase hex
+ * digits of XXH3-128), the code object (an AMD GPU ELF or an NVIDIA cubin)
+ * and its size, where it came from, and how long its compile took when it
+ * was compiled here.  Pointers are owned by the kernel's runtime.
+ */
+typedef struct tj_kernel_info {
+  const char *entry;
+  const char *key;
+  const void *code;
+  size_t code_size;
+  tj_origin origin;
+  double compile_ms;
+} tj_kernel_info;
+
+TJ_EXPORT int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info /* OUT */);
+
+/* The raw function handle (a hipFunction_t / CUfunction), for callers that
+ * launch it themselves; NULL on a compile-only runtime. */
+TJ_EXPORT void *tj_kernel_function(const tj_kernel *k);
+
+/* Counters of one runtime since it was opened. */
+typedef struct tj_stats {
+  uint64_t memory_hits;  /* answered from the in-memory table */
+  uint64_t cache_hits;   /* loaded from SQLite */
+  uint64_t compiles;     /* compiled in this process */
+  uint64_t cache_drops;  /* rows dropped because their code failed its hash */
+  double compile_ms;     /* total compile time */
+} tj_stats;
+
+TJ_EXPORT int tj_runtime_stats(const tj_runtime *rt, tj_stats *stats /* OUT */);
+
+/*
+ * IEEE 754 binary16 on the host, as the fp16 kernels store it: round to
+ * nearest even, subnormals, signed zeros, infinities; NaN stays NaN (quiet,
+ * with as much of its payload as fits).  Pure functions, thread-safe.
+ */
+TJ_EXPORT uint16_t tj_f32_to_f16(float f);
+TJ_EXPORT float tj_f16_to_f32(uint16_t h);
+
+/* The embedded kernels: count, and the entry name of the i-th (NULL when i
+ * is out of range).  Static storage, thread-safe. */
+TJ_EXPORT size_t tj_embedded_count(void);
+TJ_EXPORT const char *tj_embedded_name(size_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TOKITAI_JIT_H */

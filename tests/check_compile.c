@@ -1,0 +1,203 @@
+/* check_compile.c: the real compiler, no GPU: every embedded kernel
+ * compiles to a GPU ELF holding its entry symbol; errors come back with the
+ * compiler's log and cache nothing; unsupported archs are refused before
+ * the compiler sees them. */
+#include "testutil.h"
+#include "internal.h"
+
+#include <elf.h>
+#include <sqlite3.h>
+
+#ifndef EM_AMDGPU
+#define EM_AMDGPU 224
+#endif
+#ifndef EM_CUDA
+#define EM_CUDA 190
+#endif
+
+#if defined(TJ_PLATFORM_NVIDIA)
+#define WANT_MACHINE EM_CUDA
+#define UNKNOWN_ARCH "sm_12345"
+#else
+#define WANT_MACHINE EM_AMDGPU
+#define UNKNOWN_ARCH "gfx1101" /* comgr 2.4 knows no gfx11; hipRTC would abort */
+#endif
+
+/* Does the ELF image define a symbol called name?  Bounds-checked: the
+ * image came from a compiler, but a test must not crash on a bad one. */
+static int elf_has_symbol(const void *image, size_t size, const char *name)
+{
+  const unsigned char *b = image;
+  if (size < sizeof(Elf64_Ehdr) || memcmp(b, ELFMAG, SELFMAG) != 0)
+    return 0;
+  const Elf64_Ehdr *eh = image;
+  if (eh->e_shoff == 0 || eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr) > size)
+    return 0;
+  const Elf64_Shdr *sh = (const Elf64_Shdr *)(b + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum; i++) {
+    if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
+      continue;
+    const Elf64_Shdr *strs = &sh[sh[i].sh_link];
+    if (sh[i].sh_offset + sh[i].sh_size > size || strs->sh_offset + strs->sh_size > size)
+      return 0;
+    const Elf64_Sym *sym = (const Elf64_Sym *)(b + sh[i].sh_offset);
+    for (size_t j = 0; j < sh[i].sh_size / sizeof *sym; j++)
+      if (sym[j].st_name < strs->sh_size &&
+          strcmp((const char *)b + strs->sh_offset + sym[j].st_name, name) == 0)
+        return sym[j].st_shndx != SHN_UNDEF;
+  }
+  return 0;
+}
+
+START_TEST(every_embedded_kernel_compiles_to_gpu_elf)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  ck_assert_uint_ge(tj_embedded_count(), 5);
+  for (size_t i = 0; i < tj_embedded_count(); i++) {
+    const char *name = tj_embedded_name(i);
+    tj_kernel *k = NULL;
+    int rc = tj_kernel_get(rt, name, &k);
+    ck_assert_msg(rc == TJ_OK, "%s: %s: %s", name, tj_strerror(rc), tj_errmsg(rt));
+    tj_kernel_info info;
+    ck_assert_int_eq(tj_kernel_info_get(k, &info), TJ_OK);
+    ck_assert_str_eq(info.entry, name);
+    ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
+    const Elf64_Ehdr *eh = info.code;
+    ck_assert_uint_ge(info.code_size, sizeof *eh);
+    ck_assert(memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0);
+    ck_assert_int_eq(eh->e_machine, WANT_MACHINE);
+    ck_assert_msg(elf_has_symbol(info.code, info.code_size, name),
+                  "%s is not defined in its code object", name);
+    ck_assert_ptr_null(tj_kernel_function(k)); /* compile only */
+    ck_assert_int_eq(tj_launch(k, (tj_dim3){1, 1, 1}, (tj_dim3){1, 1, 1}, 0,
+                               NULL, NULL), TJ_ENODEVICE);
+  }
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, tj_embedded_count());
+  tj_runtime_close(rt);
+}
+END_TEST
+
+static const char broken_source[] =
+    "extern \"C\" __global__ void broken(int *p) { *p = undeclared_name; }\n";
+
+START_TEST(compile_error_returns_log_and_caches_nothing)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(path, 0);
+  tj_kernel *k = NULL;
+  ck_assert_int_eq(tj_kernel_compile(rt, broken_source, "broken", NULL, &k), TJ_ECOMPILE);
+  ck_assert_ptr_null(k);
+  const char *msg = tj_errmsg(rt);
+  ck_assert_msg(strstr(msg, "undeclared_name"), "log lacks the culprit: %s", msg);
+  ck_assert_msg(strstr(msg, "error"), "log lacks 'error': %s", msg);
+  ck_assert_msg(strstr(msg, TEST_ARCH), "message lacks the arch: %s", msg);
+  /* Failing twice compiles twice: a failure is not remembered as a kernel. */
+  ck_assert_int_eq(tj_kernel_compile(rt, broken_source, "broken", NULL, &k), TJ_ECOMPILE);
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, 0);
+  tj_runtime_close(rt);
+  sqlite3 *db;
+  sqlite3_stmt *q;
+  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+  sqlite3_prepare_v2(db, "SELECT count(*) FROM code_objects", -1, &q, NULL);
+  ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+  ck_assert_int_eq(sqlite3_column_int(q, 0), 0);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  free(path); free(dir);
+}
+END_TEST
+
+START_TEST(caller_kernel_goes_through_the_same_path)
+{
+  static const char src[] =
+      "extern \"C\" __global__ void scale(float *x, float a, int n) {\n"
+      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+      "  if (i < n) x[i] *= a;\n}\n";
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_kernel *k1 = NULL, *k2 = NULL, *k3 = NULL;
+  ck_assert_int_eq(tj_kernel_compile(rt, src, "scale", "", &k1), TJ_OK);
+  ck_assert_int_eq(tj_kernel_compile(rt, src, "scale", "  ", &k2), TJ_OK);
+  ck_assert_ptr_eq(k1, k2); /* same source, entry and (normalised) options */
+  ck_assert_int_eq(tj_kernel_compile(rt, src, "scale", "-DUNUSED=1", &k3), TJ_OK);
+  ck_assert_ptr_ne(k1, k3);
+  tj_kernel_info a, b;
+  tj_kernel_info_get(k1, &a);
+  tj_kernel_info_get(k3, &b);
+  ck_assert_str_ne(a.key, b.key);
+  ck_assert(elf_has_symbol(a.code, a.code_size, "scale"));
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, 2);
+  ck_assert_uint_eq(st.memory_hits, 1);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The arch is checked against the compiler's own list first: hipRTC of
+ * ROCm 5.2 aborts the whole process on an ISA its comgr does not know. */
+START_TEST(unsupported_arch_is_a_clear_error)
+{
+  tj_options o = {0};
+  o.flags = TJ_NO_DEVICE | TJ_CACHE_DISABLE;
+  o.arch = UNKNOWN_ARCH;
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_EARCH);
+  ck_assert_msg(strstr(tj_errmsg(rt), "not supported"), "%s", tj_errmsg(rt));
+  tj_runtime_close(rt);
+
+  char huge[4097];
+  memset(huge, 'a', sizeof huge - 1);
+  huge[sizeof huge - 1] = '\0';
+  const char *bad[] = {huge, "", "gfx90a; rm -rf /", "gfx90a\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    o.arch = bad[i];
+    rt = NULL;
+    ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_EINVAL);
+    ck_assert(strlen(tj_errmsg(rt)) > 0);
+    tj_runtime_close(rt);
+  }
+}
+END_TEST
+
+START_TEST(arch_feature_flags_are_accepted_and_keyed)
+{
+#if defined(TJ_PLATFORM_AMD)
+  tj_options o = {0};
+  o.flags = TJ_NO_DEVICE | TJ_CACHE_DISABLE;
+  o.arch = "gfx90a:xnack-";
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  ck_assert_str_eq(tj_runtime_arch(rt), "gfx90a:xnack-");
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_kernel_info with;
+  tj_kernel_info_get(k, &with);
+  tj_runtime *plain = open_compile_only(NULL, 0);
+  tj_kernel *k2;
+  ck_assert_int_eq(tj_kernel_get(plain, "add_i32", &k2), TJ_OK);
+  tj_kernel_info without;
+  tj_kernel_info_get(k2, &without);
+  ck_assert_str_ne(with.key, without.key);
+  tj_runtime_close(plain);
+  tj_runtime_close(rt);
+#endif
+}
+END_TEST
+
+int main(void)
+{
+  Suite *s = suite_create("compile");
+  TCase *tc = tcase_create("compile");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, every_embedded_kernel_compiles_to_gpu_elf);
+  tcase_add_test(tc, compile_error_returns_log_and_caches_nothing);
+  tcase_add_test(tc, caller_kernel_goes_through_the_same_path);
+  tcase_add_test(tc, unsupported_arch_is_a_clear_error);
+  tcase_add_test(tc, arch_feature_flags_are_accepted_and_keyed);
+  suite_add_tcase(s, tc);
+  return run_suite(s);
+}

@@ -1,0 +1,327 @@
+/* check_runtime.c: the public API end to end on a CPU machine: the cache
+ * round trip between runtimes and processes, tamper detection, threads
+ * sharing one runtime, and every bad argument. */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+static long long query_int(const char *path, const char *sql)
+{
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  long long v = -1;
+  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+  ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s", sql);
+  if (sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+static tj_kernel *get_ok(tj_runtime *rt, const char *name)
+{
+  tj_kernel *k = NULL;
+  int rc = tj_kernel_get(rt, name, &k);
+  ck_assert_msg(rc == TJ_OK, "%s: %s: %s", name, tj_strerror(rc), tj_errmsg(rt));
+  return k;
+}
+
+START_TEST(second_runtime_reads_the_cache)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(path, 0);
+  ck_assert_str_eq(tj_runtime_cache_path(rt), path);
+  tj_kernel_info first, again;
+  tj_kernel_info_get(get_ok(rt, "gelu_bwd_f16"), &first);
+  ck_assert_int_eq(first.origin, TJ_FROM_COMPILER);
+  ck_assert(first.compile_ms > 0);
+  char first_key[33];
+  snprintf(first_key, sizeof first_key, "%s", first.key);
+  size_t first_size = first.code_size;
+  tj_runtime_close(rt); /* info's pointers belong to the runtime */
+  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 1);
+  ck_assert_int_eq(query_int(path, "SELECT value FROM counters WHERE name='misses'"), 1);
+  ck_assert_int_eq(query_int(path, "SELECT hits FROM code_objects"), 0);
+
+  rt = open_compile_only(path, 0);
+  tj_kernel *k = get_ok(rt, "gelu_bwd_f16");
+  tj_kernel_info_get(k, &again);
+  ck_assert_int_eq(again.origin, TJ_FROM_CACHE);
+  ck_assert_str_eq(again.key, first_key);
+  ck_assert_uint_eq(again.code_size, first_size);
+  ck_assert_ptr_eq(get_ok(rt, "gelu_bwd_f16"), k); /* the in-memory table */
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, 0);
+  ck_assert_uint_eq(st.cache_hits, 1);
+  ck_assert_uint_eq(st.memory_hits, 1);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(query_int(path, "SELECT hits FROM code_objects"), 1);
+  free(path); free(dir);
+}
+END_TEST
+
+/* Several processes, each with its own runtime, compile every embedded
+ * kernel into one fresh cache at the same moment: all succeed and the
+ * cache holds one row per key. */
+START_TEST(processes_racing_on_a_fresh_cache)
+{
+  enum { PROCS = 6 };
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  pid_t pids[PROCS];
+  for (int p = 0; p < PROCS; p++) {
+    pids[p] = fork();
+    ck_assert_int_ge(pids[p], 0);
+    if (pids[p] == 0) {
+      tj_options o = {0};
+      o.arch = TEST_ARCH;
+      o.cache_path = path;
+      o.flags = TJ_NO_DEVICE;
+      tj_runtime *rt = NULL;
+      int rc = tj_runtime_open(&rt, &o);
+      for (size_t i = 0; rc == TJ_OK && i < tj_embedded_count(); i++) {
+        tj_kernel *k;
+        rc = tj_kernel_get(rt, tj_embedded_name(i), &k);
+      }
+      if (rc != TJ_OK || tj_errmsg(rt)[0])
+        fprintf(stderr, "child %d: %s: %s\n", p, tj_strerror(rc), tj_errmsg(rt));
+      tj_runtime_close(rt);
+      _exit(rc == TJ_OK ? 0 : 1);
+    }
+  }
+  for (int p = 0; p < PROCS; p++) {
+    int status = 0;
+    ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d failed", p);
+  }
+  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"),
+                   (long long)tj_embedded_count());
+  ck_assert_int_eq(query_int(path, "SELECT count(DISTINCT key) FROM code_objects"),
+                   (long long)tj_embedded_count());
+  free(path); free(dir);
+}
+END_TEST
+
+/* Change one byte inside the stored blob, leaving its size and hash. */
+static void flip_one_code_byte(const char *path, size_t at)
+{
+  sqlite3 *db;
+  sqlite3_blob *b;
+  unsigned char byte;
+  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_blob_open(db, "main", "code_objects", "code",
+                                     (sqlite3_int64)query_int(path,
+                                       "SELECT rowid FROM code_objects"),
+                                     1, &b), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_blob_read(b, &byte, 1, (int)at), SQLITE_OK);
+  byte ^= 0xff;
+  ck_assert_int_eq(sqlite3_blob_write(b, &byte, 1, (int)at), SQLITE_OK);
+  sqlite3_blob_close(b);
+  sqlite3_close(db);
+}
+
+START_TEST(tampered_code_is_recompiled)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(path, 0);
+  tj_kernel_info good;
+  tj_kernel_info_get(get_ok(rt, "add_i32"), &good);
+  void *good_code = malloc(good.code_size);
+  memcpy(good_code, good.code, good.code_size);
+  size_t good_size = good.code_size;
+  tj_runtime_close(rt); /* info's pointers belong to the runtime */
+  flip_one_code_byte(path, good_size / 2);
+
+  rt = open_compile_only(path, 0);
+  tj_kernel_info info;
+  tj_kernel_info_get(get_ok(rt, "add_i32"), &info);
+  ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
+  ck_assert_msg(strstr(tj_errmsg(rt), "hash"), "warning: %s", tj_errmsg(rt));
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.cache_drops, 1);
+  ck_assert_uint_eq(st.compiles, 1);
+  tj_runtime_close(rt);
+  /* The recompiled row is whole again: the next runtime loads it. */
+  rt = open_compile_only(path, 0);
+  tj_kernel_info_get(get_ok(rt, "add_i32"), &info);
+  ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
+  ck_assert_uint_eq(info.code_size, good_size);
+  ck_assert(memcmp(info.code, good_code, good_size) == 0);
+  tj_runtime_close(rt);
+  free(good_code); free(path); free(dir);
+}
+END_TEST
+
+struct race {
+  tj_runtime *rt;
+  pthread_barrier_t *start;
+  tj_kernel *got;
+  int rc;
+};
+
+static void *race_get(void *arg)
+{
+  struct race *r = arg;
+  pthread_barrier_wait(r->start);
+  r->rc = tj_kernel_get(r->rt, "gelu_fwd_f16", &r->got);
+  return NULL;
+}
+
+/* Threads asking at once for a kernel not yet built compile it once. */
+START_TEST(threads_share_one_build)
+{
+  enum { THREADS = 8 };
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, THREADS);
+  pthread_t th[THREADS];
+  struct race r[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    r[i] = (struct race){rt, &start, NULL, -100};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, race_get, &r[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < THREADS; i++) {
+    ck_assert_int_eq(r[i].rc, TJ_OK);
+    ck_assert_ptr_eq(r[i].got, r[0].got);
+  }
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, 1);
+  ck_assert_uint_eq(st.memory_hits, THREADS - 1);
+  pthread_barrier_destroy(&start);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(bad_arguments_get_codes_and_messages)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_kernel *k = NULL;
+  ck_assert_int_eq(tj_kernel_get(NULL, "add_i32", &k), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_get(rt, NULL, &k), TJ_EINVAL);
+  ck_assert(strstr(tj_errmsg(rt), "name"));
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_get(rt, "no_such_kernel", &k), TJ_ENOENT);
+  ck_assert(strstr(tj_errmsg(rt), "no_such_kernel"));
+  ck_assert_ptr_null(k);
+  ck_assert_int_eq(tj_kernel_compile(rt, NULL, "e", NULL, &k), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_compile(rt, "", "e", NULL, &k), TJ_EINVAL);
+  ck_assert(strstr(tj_errmsg(rt), "empty"));
+  ck_assert_int_eq(tj_kernel_compile(rt, "x", "1bad", NULL, &k), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_compile(rt, "x", "a b", NULL, &k), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_compile(rt, "x", "", NULL, &k), TJ_EINVAL);
+  char *opts = malloc(8192);
+  memset(opts, ' ', 8191);
+  opts[8191] = '\0';
+  ck_assert_int_eq(tj_kernel_compile(rt, "x", "e", opts, &k), TJ_ERANGE);
+  free(opts);
+  ck_assert_int_eq(tj_launch(NULL, (tj_dim3){1, 1, 1}, (tj_dim3){1, 1, 1}, 0,
+                             NULL, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  ck_assert_int_eq(tj_launch(k, (tj_dim3){0, 1, 1}, (tj_dim3){1, 1, 1}, 0,
+                             NULL, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_info_get(k, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_info_get(NULL, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_runtime_stats(NULL, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_runtime_bind(rt), TJ_ENODEVICE);
+  ck_assert_int_eq(tj_runtime_bind(NULL), TJ_EINVAL);
+  ck_assert_ptr_null(tj_kernel_function(NULL));
+  tj_runtime_close(rt);
+  tj_runtime_close(NULL);
+  ck_assert_str_eq(tj_errmsg(NULL), "no runtime (NULL handle)");
+}
+END_TEST
+
+START_TEST(bad_options_are_refused)
+{
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq(tj_runtime_open(NULL, NULL), TJ_EINVAL);
+  tj_options o = {0};
+  o.flags = 0x100;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_EINVAL);
+  ck_assert(strstr(tj_errmsg(rt), "flags"));
+  tj_runtime_close(rt);
+  o.flags = TJ_CACHE_DISABLE;
+  o.device = -1;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_EINVAL);
+  tj_runtime_close(rt);
+  /* No device to use and no arch to compile for. */
+  o.device = 0;
+  o.flags = TJ_NO_DEVICE | TJ_CACHE_DISABLE;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_ENODEVICE);
+  ck_assert(strlen(tj_errmsg(rt)) > 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(disabled_cache_writes_no_file)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_options o = {0};
+  o.arch = TEST_ARCH;
+  o.cache_path = path;
+  o.flags = TJ_NO_DEVICE | TJ_CACHE_DISABLE;
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  ck_assert_ptr_null(tj_runtime_cache_path(rt));
+  get_ok(rt, "add_i32");
+  tj_runtime_close(rt);
+  ck_assert_int_ne(access(path, F_OK), 0);
+  free(path); free(dir);
+}
+END_TEST
+
+START_TEST(unsafe_cache_refuses_to_open)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  ck_assert_int_eq(chmod(dir, 0777), 0);
+  tj_options o = {0};
+  o.arch = TEST_ARCH;
+  o.cache_path = path;
+  o.flags = TJ_NO_DEVICE;
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_EPERM);
+  ck_assert(strstr(tj_errmsg(rt), "other users"));
+  tj_runtime_close(rt);
+  free(path); free(dir);
+}
+END_TEST
+
+START_TEST(error_table_is_complete)
+{
+  for (int code = 0; code > TJ__ERR_LAST; code--) {
+    ck_assert_str_ne(tj_strerror(code), "unknown error");
+    ck_assert(strncmp(tj_err_name(code), "TJ_", 3) == 0);
+  }
+  ck_assert_str_eq(tj_strerror(1), "unknown error");
+  ck_assert_str_eq(tj_err_name(TJ_ECOMPILE), "TJ_ECOMPILE");
+  ck_assert_str_eq(tj_strerror(TJ_OK), "success");
+  ck_assert_str_eq(tj_version(), TJ_VERSION_STRING);
+  ck_assert_ptr_null(tj_embedded_name(tj_embedded_count()));
+}
+END_TEST
+
+int main(void)
+{
+  Suite *s = suite_create("runtime");
+  TCase *tc = tcase_create("runtime");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, second_runtime_reads_the_cache);
+  tcase_add_test(tc, processes_racing_on_a_fresh_cache);
+  tcase_add_test(tc, tampered_code_is_recompiled);
+  tcase_add_test(tc, threads_share_one_build);
+  tcase_add_test(tc, bad_arguments_get_codes_and_messages);
+  tcase_add_test(tc, bad_options_are_refused);
+  tcase_add_test(tc, disabled_cache_writes_no_file);
+  tcase_add_test(tc, unsafe_cache_refuses_to_open);
+  tcase_add_test(tc, error_table_is_complete);
+  suite_add_tcase(s, tc);
+  return run_suite(s);
+}

@@ -1,0 +1,68 @@
+/* testutil.h: what the Check suites share. */
+#ifndef TJ_TESTUTIL_H
+#define TJ_TESTUTIL_H
+
+#include "config.h" /* first: feature macros and the platform */
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tokitai-jit.h"
+
+/* The arch compile-only tests target: one every supported compiler knows. */
+#if defined(TJ_PLATFORM_NVIDIA)
+#define TEST_ARCH "sm_90"
+#else
+#define TEST_ARCH "gfx90a"
+#endif
+
+/* A fresh directory under $TJ_TEST_TMPDIR (or /tmp), private to one test. */
+static inline char *test_tmpdir(void)
+{
+  const char *base = getenv("TJ_TEST_TMPDIR");
+  char *dir = NULL;
+  if (asprintf(&dir, "%s/tj-XXXXXX", base && *base ? base : "/tmp") < 0 ||
+      !mkdtemp(dir)) {
+    perror("mkdtemp");
+    abort();
+  }
+  return dir;
+}
+
+static inline char *test_path(const char *dir, const char *name)
+{
+  char *p = NULL;
+  if (asprintf(&p, "%s/%s", dir, name) < 0)
+    abort();
+  return p;
+}
+
+/* Open a compile-only runtime for TEST_ARCH on the cache at path (NULL:
+ * no cache), failing the test on error. */
+static inline tj_runtime *open_compile_only(const char *cache_path, unsigned flags)
+{
+  tj_options o = {0};
+  o.arch = TEST_ARCH;
+  o.cache_path = cache_path;
+  o.flags = TJ_NO_DEVICE | flags | (cache_path ? 0 : TJ_CACHE_DISABLE);
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &o);
+  ck_assert_msg(rc == TJ_OK, "tj_runtime_open: %s: %s", tj_strerror(rc),
+                tj_errmsg(rt));
+  return rt;
+}
+
+/* Run one suite; exit status as automake's harness reads it. */
+static inline int run_suite(Suite *s)
+{
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif
