@@ -260,6 +260,11 @@ void tj__cache_close(tj__cache *c)
   cache_free(c);
 }
 
+struct sqlite3 *tj__cache_db(tj__cache *c) { return c->db; }
+void tj__cache_lock(tj__cache *c) { pthread_mutex_lock(&c->lock); }
+void tj__cache_unlock(tj__cache *c) { pthread_mutex_unlock(&c->lock); }
+int tj__cache_readonly(const tj__cache *c) { return c->readonly; }
+
 const char *tj__cache_errmsg(tj__cache *c)
 {
   return c && c->db ? sqlite3_errmsg(c->db) : "no cache";

@@ -92,6 +92,25 @@ int tj__cache_record_usage(tj__cache *c, const char *const *keys,
 /* The last SQLite error text of c, for messages. */
 const char *tj__cache_errmsg(tj__cache *c);
 
+/* For the maintenance half of the store (cache_admin.c), which shares the
+ * connection: the handle and the lock that serialises its statements. */
+struct sqlite3;
+struct sqlite3 *tj__cache_db(tj__cache *c);
+void tj__cache_lock(tj__cache *c);
+void tj__cache_unlock(tj__cache *c);
+int tj__cache_readonly(const tj__cache *c);
+
+/* ------------------------------------------------------------ cache_admin.c */
+
+#define TJ__CACHE_DEFAULT_LIMIT (1ull << 30)
+
+/* Delete rows last used more than max_age_seconds ago (< 0: none), then
+ * the least recently used until the code fits in max_bytes (0: no limit).
+ * Each deletion in its own short transaction, safe against racing
+ * processes.  *evicted (may be NULL) gets the count. */
+int tj__cache_trim(tj__cache *c, int64_t max_age_seconds, uint64_t max_bytes,
+                   uint64_t *evicted);
+
 /* ------------------------------------------------------------ compile.c */
 
 typedef struct tj__compile_result {
@@ -154,6 +173,7 @@ struct tj_runtime {
   char compiler[160];
   char *cache_path;
   tj__cache *cache;
+  uint64_t cache_max_bytes;
   tj__modtable *table;
   pthread_mutex_t lock;   /* guards msg and stats */
   char *msg;

@@ -85,6 +85,7 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   rt->compile_only = 1; /* until a device is open */
   *out = rt;
   rt->flags = o.flags;
+  rt->cache_max_bytes = o.cache_max_bytes ? o.cache_max_bytes : TJ__CACHE_DEFAULT_LIMIT;
   unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE | TJ_CACHE_GROUP;
   if (o.flags & ~known)
     return tj__fail(rt, TJ_EINVAL, "unknown flags 0x%x", o.flags & ~known);
@@ -259,6 +260,8 @@ static int from_compiler(build_request *req, tj_kernel *k)
     if (tj__cache_put(rt->cache, &row) != TJ_OK)
       tj__warn(rt, "could not store %s in the cache: %s", req->entry,
                tj__cache_errmsg(rt->cache));
+    else
+      tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
   }
   return TJ_OK;
 }

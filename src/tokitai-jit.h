@@ -109,12 +109,15 @@ typedef struct tj_kernel tj_kernel;
  *               ~/.cache/tokitai-jit/cache.db.
  *   flags       TJ_CACHE_DISABLE, TJ_CACHE_READONLY, TJ_NO_DEVICE,
  *               TJ_CACHE_GROUP.
+ *   cache_max_bytes  When a store takes the cache over this size, the least
+ *               recently used rows are evicted until it fits (0: 1 GiB).
  */
 typedef struct tj_options {
   int device;
   const char *arch;
   const char *cache_path;
   unsigned flags;
+  uint64_t cache_max_bytes; /* size limit of the cache; 0: 1 GiB */
 } tj_options;
 
 /*
@@ -244,6 +247,163 @@ TJ_EXPORT int tj_runtime_stats(const tj_runtime *rt, tj_stats *stats /* OUT */);
  */
 TJ_EXPORT uint16_t tj_f32_to_f16(float f);
 TJ_EXPORT float tj_f16_to_f32(uint16_t h);
+
+/* ================================================================ cache
+ * Inspecting and trimming a cache file, with or without a GPU or a runtime
+ * (what `tokitai-jit --list-cache` and friends use).  A tj_cache is one
+ * connection to one file; use it from one thread at a time.  Any number of
+ * processes and runtimes may use the same file meanwhile.
+ */
+typedef struct tj_cache tj_cache;
+
+/* Open the cache at path (NULL: the default location, as in tj_options).
+ * flags: TJ_CACHE_READONLY, TJ_CACHE_GROUP.  A missing file is TJ_ENOENT
+ * (nothing is created) unless flags lacks TJ_CACHE_READONLY, in which case
+ * an empty cache is created.  On failure *c is still set when possible, for
+ * tj_cache_errmsg; close it (NULL is fine). */
+TJ_EXPORT int tj_cache_open(tj_cache **c /* OUT */, const char *path,
+                            unsigned flags);
+TJ_EXPORT void tj_cache_close(tj_cache *c);
+/* Detail of the last failure on c; owned by c, never NULL. */
+TJ_EXPORT const char *tj_cache_errmsg(const tj_cache *c);
+/* The file c reads.  Owned by c. */
+TJ_EXPORT const char *tj_cache_path(const tj_cache *c);
+
+/* One cached code object.  Strings are owned by the cache and valid only
+ * during the callback. */
+typedef struct tj_cache_entry {
+  const char *key;       /* 32 hex digits */
+  const char *kernel;
+  const char *arch;
+  const char *platform;
+  const char *compiler;
+  const char *options;
+  const char *code_hash; /* stored XXH3-128 of the code */
+  uint64_t code_size;
+  double compile_ms;
+  int64_t created;       /* unix seconds */
+  int64_t last_used;     /* unix seconds */
+  uint64_t hits;
+} tj_cache_entry;
+
+/* Called once per entry; return non-zero to stop early. */
+typedef int (*tj_cache_visit)(const tj_cache_entry *e, void *ctx);
+
+/* Visit every entry, most recently used first. */
+TJ_EXPORT int tj_cache_list(tj_cache *c, tj_cache_visit fn, void *ctx);
+
+typedef struct tj_cache_stats {
+  uint64_t entries;
+  uint64_t bytes;          /* sum of code sizes */
+  uint64_t hits;           /* loads from the cache, all processes */
+  uint64_t misses;         /* compiles that had to run, all processes */
+  double compile_ms_saved; /* sum over entries of hits x compile time */
+  int schema_version;
+  uint64_t size_limit;     /* bytes; the library default unless set */
+  uint64_t file_bytes;     /* the database file itself */
+} tj_cache_stats;
+
+TJ_EXPORT int tj_cache_get_stats(tj_cache *c, tj_cache_stats *st /* OUT */);
+
+/* SQLite's integrity check, then every blob against its stored hash.  Each
+ * bad entry is passed to fn (may be NULL); with repair non-zero the bad
+ * rows are deleted.  *bad (may be NULL) gets the count.  TJ_OK when the
+ * check ran, whatever it found; TJ_ECACHE when the file itself is damaged
+ * beyond what row deletion can fix (message in tj_cache_errmsg). */
+TJ_EXPORT int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn,
+                              void *ctx, uint64_t *bad /* OUT */);
+
+/* Delete entries last used more than max_age_seconds ago (< 0: no age
+ * limit), then the least recently used until the code fits in max_bytes
+ * (0: no size limit).  *evicted (may be NULL) gets the number deleted. */
+TJ_EXPORT int tj_cache_evict(tj_cache *c, int64_t max_age_seconds,
+                             uint64_t max_bytes, uint64_t *evicted /* OUT */);
+
+/* Delete every entry and reset the counters. */
+TJ_EXPORT int tj_cache_clear(tj_cache *c);
+
+/* ================================================================ kernels
+ * The embedded kernels as C calls.  Device-pointer calls queue the launch
+ * on stream (NULL: the default stream) and return; fp16 data is IEEE
+ * binary16 bits in uint16_t.  Host-buffer calls (_host) allocate device
+ * memory, copy in, launch, copy out, free, and return when the result is in
+ * the caller's buffer; each input's length is passed so that a mismatch is
+ * caught ("grad_output length 3 does not match n=4").  n = 0, NULL
+ * pointers, and sizes whose byte count overflows are TJ_EINVAL with a
+ * message naming the argument.  Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_add_i32(tj_runtime *rt, void *stream, const int32_t *a,
+                         const int32_t *b, int32_t *c, size_t n);
+TJ_EXPORT int tj_gelu_fwd_f16(tj_runtime *rt, void *stream, const uint16_t *x,
+                              uint16_t *y, size_t n);
+TJ_EXPORT int tj_gelu_bwd_f16(tj_runtime *rt, void *stream,
+                              const uint16_t *grad_out, const uint16_t *x,
+                              uint16_t *grad_in, size_t n);
+TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
+                                  const uint16_t *x, const uint16_t *grad_out,
+                                  uint16_t *y, uint16_t *grad_in, size_t n);
+/* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
+ * dimensions; fp32 accumulation.  beta == 0: C is not read. */
+TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
+                          float alpha, const uint16_t *A, int lda,
+                          const uint16_t *B, int ldb, float beta, uint16_t *C,
+                          int ldc);
+
+TJ_EXPORT int tj_add_i32_host(tj_runtime *rt, const int32_t *a, size_t a_len,
+                              const int32_t *b, size_t b_len, int32_t *c,
+                              size_t n);
+TJ_EXPORT int tj_gelu_fwd_f16_host(tj_runtime *rt, const uint16_t *x,
+                                   size_t x_len, uint16_t *y, size_t n);
+TJ_EXPORT int tj_gelu_bwd_f16_host(tj_runtime *rt, const uint16_t *grad_out,
+                                   size_t grad_out_len, const uint16_t *x,
+                                   size_t x_len, uint16_t *grad_in, size_t n);
+TJ_EXPORT int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x,
+                                       size_t x_len, const uint16_t *grad_out,
+                                       size_t grad_out_len, uint16_t *y,
+                                       uint16_t *grad_in, size_t n);
+/* A, B, C dense (lda = K, ldb = N, ldc = N); C is read when beta != 0. */
+TJ_EXPORT int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K,
+                               float alpha, const uint16_t *A,
+                               const uint16_t *B, float beta, uint16_t *C);
+
+/* ================================================================ verify
+ * Run an embedded kernel on seeded random inputs, compare every element
+ * with the CPU oracle in double precision, and report, as the pilots did.
+ */
+typedef struct tj_report {
+  char kernel[64];
+  uint64_t n;               /* elements; for gemm_f16, M*N */
+  int m, n_cols, k;         /* gemm_f16 shape; 0 otherwise */
+  uint64_t seed;
+  uint64_t compared;        /* outputs compared with the oracle */
+  double max_abs_error;
+  double rel_l2_error;
+  double max_abs_tolerance; /* the limits this kernel is held to */
+  double rel_l2_tolerance;
+  int within_tolerance;     /* 1 when every limit held and nothing is NaN */
+  double kernel_ms;         /* median of the timed launches, from events */
+  double bytes_moved;       /* fewest bytes the kernel must move */
+  double gb_per_s;
+  double tflop_per_s;       /* gemm_f16 only */
+  char source_fingerprint[33]; /* XXH3-128 of the kernel source */
+  char code_key[33];           /* its cache key */
+  char compiler[160];
+  char device[256];
+  char arch[256];
+  char evidence[1024];      /* what this run showed */
+  char non_claims[1024];    /* what it did not show */
+} tj_report;
+
+/* n: elements (for gemm_f16, the size of a square M = N = K problem).
+ * TJ_OK when the run completed, whether or not the oracle agreed (see
+ * within_tolerance); TJ_EVERIFY is never returned here, so that the caller
+ * gets the report either way. */
+TJ_EXPORT int tj_verify(tj_runtime *rt, const char *kernel, uint64_t n,
+                        uint64_t seed, tj_report *report /* OUT */);
+/* The report as a markdown section or a JSON object; malloc'd, the caller
+ * frees.  NULL when out of memory. */
+TJ_EXPORT char *tj_report_markdown(const tj_report *r);
+TJ_EXPORT char *tj_report_json(const tj_report *r);
 
 /* The embedded kernels: count, and the entry name of the i-th (NULL when i
  * is out of range).  Static storage, thread-safe. */

@@ -1,0 +1,89 @@
+/* bench.h: what the parts of tj-bench share. */
+#ifndef TJ_BENCH_H
+#define TJ_BENCH_H
+
+#include "config.h"
+#include "internal.h" /* hip* calls and device queries, for the raw baselines */
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BENCH_MAX_RESULTS 128
+
+typedef struct bench_result {
+  char section[32];
+  char name[96];
+  double value;
+  char unit[16];
+} bench_result;
+
+typedef struct bench_results {
+  char device[256], arch[256], compiler[160], platform[16], date[32];
+  bench_result r[BENCH_MAX_RESULTS];
+  int count;
+} bench_results;
+
+typedef void (*bench_record_fn)(const char *section, const char *name,
+                                double value, const char *unit);
+
+static inline double now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static inline void die(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "tj-bench: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  exit(1);
+}
+
+#define CHECK(call)                                                          \
+  do {                                                                       \
+    hipError_t e_ = (call);                                                  \
+    if (e_ != hipSuccess)                                                    \
+      die("%s:%d: %s: %s", __FILE__, __LINE__, #call, hipGetErrorString(e_)); \
+  } while (0)
+
+static int bench_cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median of v (sorted in place). */
+static inline double median(double *v, int n)
+{
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static inline double minimum(const double *v, int n)
+{
+  double m = v[0];
+  for (int i = 1; i < n; i++)
+    m = v[i] < m ? v[i] : m;
+  return m;
+}
+
+/* Milliseconds of one call of fn(ctx) on the GPU, median of reps, timed
+ * with events after one warm-up call. */
+double bench_time_gpu(void (*fn)(void *), void *ctx, int reps);
+
+void bench_header(bench_results *r);
+void bench_write_json(const bench_results *r, const char *path);
+void bench_memory_bound(tj_runtime *rt, int quick, bench_record_fn record);
+void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record);
+void bench_pilot(tj_runtime *rt, const char *pilot, bench_record_fn record);
+
+#endif

@@ -1,0 +1,150 @@
+/* bench_gemm.c: gemm_f16 in TFLOP/s next to the vendor BLAS of the same
+ * run (cuBLAS on NVIDIA, rocBLAS on AMD, each loaded at run time so that
+ * the benchmark builds without them). */
+#include "bench.h"
+
+#include <dlfcn.h>
+#include <math.h>
+
+/* The vendor call for row-major C = A*B, fp16 in and out, fp32 compute. */
+typedef struct vendor_blas {
+  const char *name;
+  void *lib, *handle;
+  int (*gemm)(struct vendor_blas *v, int m, int n, int k, const void *A,
+              const void *B, void *C);
+} vendor_blas;
+
+#if defined(TJ_PLATFORM_NVIDIA)
+/* cuBLAS values, from cublas_api.h and library_types.h. */
+enum { CUBLAS_OP_N = 0, CUDA_R_16F = 2, CUBLAS_COMPUTE_32F = 68,
+       CUBLAS_GEMM_DEFAULT = -1 };
+typedef int (*cublas_create_fn)(void **);
+typedef int (*cublas_gemm_ex_fn)(void *, int, int, int, int, int, const void *,
+                                 const void *, int, int, const void *, int, int,
+                                 const void *, void *, int, int, int, int);
+
+/* Row-major C = A*B is column-major C^T = B^T * A^T: swap the operands. */
+static int cublas_gemm(vendor_blas *v, int m, int n, int k, const void *A,
+                       const void *B, void *C)
+{
+  static const float one = 1.0f, zero = 0.0f;
+  cublas_gemm_ex_fn gemm_ex = (cublas_gemm_ex_fn)dlsym(v->lib, "cublasGemmEx");
+  return gemm_ex(v->handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B,
+                 CUDA_R_16F, n, A, CUDA_R_16F, k, &zero, C, CUDA_R_16F, n,
+                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+static int vendor_open(vendor_blas *v)
+{
+  static const char *names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  for (size_t i = 0; i < 3 && !v->lib; i++)
+    v->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  cublas_create_fn create = v->lib ? (cublas_create_fn)dlsym(v->lib, "cublasCreate_v2") : NULL;
+  if (!create || !dlsym(v->lib, "cublasGemmEx") || create(&v->handle) != 0)
+    return 0;
+  v->name = "cuBLAS";
+  v->gemm = cublas_gemm;
+  return 1;
+}
+#else
+static int vendor_open(vendor_blas *v)
+{
+  (void)v; /* rocBLAS is not packaged where this was written; see RESULTS.md */
+  return 0;
+}
+#endif
+
+typedef struct gemm_ctx {
+  tj_runtime *rt;
+  vendor_blas *vendor;
+  int n;
+  void *A, *B, *C;
+} gemm_ctx;
+
+static void run_ours(void *p)
+{
+  gemm_ctx *g = p;
+  if (tj_gemm_f16(g->rt, NULL, g->n, g->n, g->n, 1.0f, g->A, g->n, g->B, g->n,
+                  0.0f, g->C, g->n) != TJ_OK)
+    die("gemm_f16: %s", tj_errmsg(g->rt));
+}
+
+static void run_vendor(void *p)
+{
+  gemm_ctx *g = p;
+  if (g->vendor->gemm(g->vendor, g->n, g->n, g->n, g->A, g->B, g->C) != 0)
+    die("%s gemm failed", g->vendor->name);
+}
+
+static void *random_halves(size_t count, unsigned seed)
+{
+  uint16_t *h = malloc(count * 2);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 7;
+  for (size_t i = 0; i < count; i++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    h[i] = tj_f32_to_f16((float)((s >> 11) * 0x1.0p-53 * 2.0 - 1.0));
+  }
+  void *d;
+  CHECK(hipMalloc(&d, count * 2));
+  CHECK(hipMemcpyHtoD(d, h, count * 2));
+  free(h);
+  return d;
+}
+
+/* Relative L2 difference between our C and the vendor's, as a sanity
+ * check that both computed the same product. */
+static double agreement(gemm_ctx *g)
+{
+  size_t count = (size_t)g->n * g->n;
+  uint16_t *ours = malloc(count * 2), *theirs = malloc(count * 2);
+  run_ours(g);
+  CHECK(hipDeviceSynchronize());
+  CHECK(hipMemcpyDtoH(ours, g->C, count * 2));
+  run_vendor(g);
+  CHECK(hipDeviceSynchronize());
+  CHECK(hipMemcpyDtoH(theirs, g->C, count * 2));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < count; i++) {
+    double a = tj_f16_to_f32(ours[i]), b = tj_f16_to_f32(theirs[i]);
+    num += (a - b) * (a - b);
+    den += b * b;
+  }
+  free(ours);
+  free(theirs);
+  return den > 0 ? sqrt(num / den) : NAN;
+}
+
+void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
+{
+  vendor_blas vendor = {0};
+  int have_vendor = vendor_open(&vendor);
+  printf("gemm_f16 (row-major, alpha=1, beta=0) vs %s\n",
+         have_vendor ? vendor.name : "no vendor BLAS");
+  static const int sizes[] = {1024, 4096, 8192};
+  for (int i = 0; i < (quick ? 1 : 3); i++) {
+    int n = sizes[i];
+    size_t count = (size_t)n * n;
+    gemm_ctx g = {rt, &vendor, n, random_halves(count, 1), random_halves(count, 2), NULL};
+    CHECK(hipMalloc(&g.C, count * 2));
+    double flop = 2.0 * n * n * (double)n;
+    int reps = n >= 8192 ? 5 : 10;
+    double ours = flop / (bench_time_gpu(run_ours, &g, reps) * 1e9);
+    char label[96];
+    snprintf(label, sizeof label, "gemm_f16 %d^3", n);
+    record("gemm", label, ours, "TFLOP/s");
+    if (have_vendor) {
+      double theirs = flop / (bench_time_gpu(run_vendor, &g, reps) * 1e9);
+      snprintf(label, sizeof label, "%s %d^3", vendor.name, n);
+      record("gemm", label, theirs, "TFLOP/s");
+      snprintf(label, sizeof label, "gemm_f16 / %s %d^3", vendor.name, n);
+      record("gemm", label, ours / theirs, "x");
+      if (n == 1024) {
+        snprintf(label, sizeof label, "rel L2 vs %s %d^3", vendor.name, n);
+        record("gemm", label, agreement(&g), "");
+      }
+    }
+    hipFree(g.A);
+    hipFree(g.B);
+    hipFree(g.C);
+  }
+}

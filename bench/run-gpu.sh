@@ -1,0 +1,30 @@
+#!/bin/bash
+# run-gpu.sh: build, test and measure on a GPU machine in one go, from a
+# `make dist` tarball in the repository root plus the Debian -dev packages
+# in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
+#   bash bench/run-gpu.sh [check|bench|all]   (default all)
+set -u
+what=${1:-all}
+out=${OUT:-$PWD/out}
+mkdir -p "$out"
+. .device/gpu-env.sh
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
+rm -rf /tmp/tj && mkdir -p /tmp/tj && tar xzf tokitai-jit-*.tar.gz -C /tmp/tj
+cd /tmp/tj/tokitai-jit-*/ || exit 1
+status=0
+( ./configure --with-hip-platform=nvidia --enable-bench > "$out/configure.log" 2>&1 &&
+  make -j16 > "$out/make.log" 2>&1 ) || { tail -30 "$out/configure.log" "$out/make.log"; exit 1; }
+if [ "$what" != bench ]; then
+  make -j16 check > "$out/check.log" 2>&1 || status=1
+  cat tests/*.log > "$out/tests.log" 2>/dev/null
+  grep -E '^(PASS|FAIL|SKIP|ERROR|XFAIL|XPASS):' "$out/check.log"
+  grep -h -E '^[0-9]+%: Checks' tests/*.log
+  [ $status = 0 ] || grep -h -B2 -A8 -E ':(F|E):' tests/*.log | head -80
+fi
+if [ "$what" != check ]; then
+  nvcc -O3 -arch=sm_90 -o /tmp/tj/pilot_gelu_bwd bench/pilot_gelu_bwd.cu > "$out/pilot-build.log" 2>&1 ||
+    echo "pilot build failed: $(tail -3 "$out/pilot-build.log")"
+  pilot=; [ -x /tmp/tj/pilot_gelu_bwd ] && pilot="--pilot /tmp/tj/pilot_gelu_bwd"
+  ./bench/tj-bench --json "$out/bench.json" $pilot 2>&1 | tee "$out/bench.txt" || status=1
+fi
+exit $status
