@@ -1,0 +1,142 @@
+/*
+ * oracle.c: double-precision references for the embedded kernels, and the
+ * error measures that tests and `tokitai-jit --run` report.
+ *
+ * The references are written for obviousness, not speed: the formula as
+ * the kernel's comment states it, with no algebraic rewriting, so that a
+ * rewriting mistake in a kernel shows up as a difference here.
+ */
+#include "oracle.h"
+
+#include "tokitai-jit.h"
+
+#include <math.h>
+#include <string.h>
+
+/* sqrt(2/pi) and the cubic coefficient of the tanh approximation. */
+#define GELU_C 0.79788456080286535588
+#define GELU_A 0.044715
+
+double tj__gelu(double x) {
+  double t = tanh(GELU_C * (x + GELU_A * x * x * x));
+  return 0.5 * x * (1.0 + t);
+}
+
+double tj__gelu_grad(double x) {
+  double t = tanh(GELU_C * (x + GELU_A * x * x * x));
+  double du = GELU_C * (1.0 + 3.0 * GELU_A * x * x);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du;
+}
+
+/* Signed overflow is undefined in C; unsigned arithmetic wraps, and the
+ * conversion back is two's complement on every compiler we build with. */
+void tj__oracle_add_i32(const int32_t *a, const int32_t *b, int32_t *c,
+                        size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t sum = (uint32_t)a[i] + (uint32_t)b[i];
+    c[i] = (int32_t)sum;
+  }
+}
+
+void tj__oracle_gelu_fwd(const uint16_t *x, double *y, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = tj__gelu((double)tj_f16_to_f32(x[i]));
+}
+
+void tj__oracle_gelu_bwd(const uint16_t *grad_out, const uint16_t *x,
+                         double *grad_in, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    double g = (double)tj_f16_to_f32(grad_out[i]);
+    grad_in[i] = g * tj__gelu_grad((double)tj_f16_to_f32(x[i]));
+  }
+}
+
+static double half_at(const uint16_t *m, int ld, int row, int col) {
+  return (double)tj_f16_to_f32(m[(size_t)row * (size_t)ld + (size_t)col]);
+}
+
+static double dot_row_col(int K, const uint16_t *A, int lda, int m,
+                          const uint16_t *B, int ldb, int n) {
+  double sum = 0.0;
+  for (int k = 0; k < K; k++)
+    sum += half_at(A, lda, m, k) * half_at(B, ldb, k, n);
+  return sum;
+}
+
+void tj__oracle_gemm(int M, int N, int K, double alpha, const uint16_t *A,
+                     int lda, const uint16_t *B, int ldb, double beta,
+                     const uint16_t *C, int ldc, double *out) {
+  for (int m = 0; m < M; m++) {
+    for (int n = 0; n < N; n++) {
+      double v = alpha * dot_row_col(K, A, lda, m, B, ldb, n);
+      if (beta != 0.0)
+        v += beta * half_at(C, ldc, m, n);
+      out[(size_t)m * (size_t)N + (size_t)n] = v;
+    }
+  }
+}
+
+/* Running sums of one comparison. */
+typedef struct error_acc {
+  tj__error_stats s;
+  double err_sq, want_sq;
+} error_acc;
+
+static void same_kind(error_acc *acc, double got, double want) {
+  int same = isnan(want) ? isnan(got) : (got == want);
+  if (!same)
+    acc->s.special_mismatch++;
+}
+
+static void accumulate(error_acc *acc, size_t i, double got, double want) {
+  acc->s.count++;
+  if (!isfinite(want)) {
+    same_kind(acc, got, want);
+    return;
+  }
+  if (!isfinite(got)) {
+    acc->s.nonfinite++;
+    return;
+  }
+  double d = fabs(got - want);
+  if (d > acc->s.max_abs) {
+    acc->s.max_abs = d;
+    acc->s.max_abs_index = i;
+  }
+  acc->err_sq += d * d;
+  acc->want_sq += want * want;
+}
+
+static void finish(error_acc *acc, tj__error_stats *out) {
+  if (acc->err_sq == 0.0)
+    acc->s.rel_l2 = 0.0;
+  else if (acc->want_sq == 0.0)
+    acc->s.rel_l2 = INFINITY;
+  else
+    acc->s.rel_l2 = sqrt(acc->err_sq) / sqrt(acc->want_sq);
+  *out = acc->s;
+}
+
+void tj__compare_f16(const uint16_t *got, const double *want, size_t n,
+                     tj__error_stats *out) {
+  error_acc acc;
+  memset(&acc, 0, sizeof acc);
+  for (size_t i = 0; i < n; i++)
+    accumulate(&acc, i, (double)tj_f16_to_f32(got[i]), want[i]);
+  finish(&acc, out);
+}
+
+void tj__compare_i32(const int32_t *got, const int32_t *want, size_t n,
+                     tj__error_stats *out) {
+  error_acc acc;
+  memset(&acc, 0, sizeof acc);
+  for (size_t i = 0; i < n; i++)
+    accumulate(&acc, i, (double)got[i], (double)want[i]);
+  finish(&acc, out);
+}
+
+int tj__error_within(const tj__error_stats *s, double max_abs_tol,
+                     double rel_l2_tol) {
+  return s->nonfinite == 0 && s->special_mismatch == 0 &&
+         s->max_abs <= max_abs_tol && s->rel_l2 <= rel_l2_tol;
+}

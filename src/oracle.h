@@ -1,0 +1,69 @@
+/*
+ * oracle.h: CPU reference results for the embedded kernels, in double
+ * precision, and the measures used to compare a GPU result with them.
+ *
+ * Internal (tj__ names, never exported).  Every function is pure: no
+ * allocation, no global state, thread-safe.  Half arrays are raw IEEE
+ * binary16 bits (uint16_t), as the kernels read and write them.
+ */
+#ifndef TJ_ORACLE_H
+#define TJ_ORACLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The tanh approximation of GELU that the kernels implement, and its
+ * derivative with respect to x. */
+double tj__gelu(double x);
+double tj__gelu_grad(double x);
+
+/* c[i] = a[i] + b[i], wrapping as two's complement (what add_i32 does). */
+void tj__oracle_add_i32(const int32_t *a, const int32_t *b, int32_t *c,
+                        size_t n);
+
+/* y[i] = gelu(x[i]), from half inputs to double results. */
+void tj__oracle_gelu_fwd(const uint16_t *x, double *y, size_t n);
+
+/* grad_in[i] = grad_out[i] * gelu'(x[i]). */
+void tj__oracle_gelu_bwd(const uint16_t *grad_out, const uint16_t *x,
+                         double *grad_in, size_t n);
+
+/*
+ * out = alpha * A * B + beta * C, all row-major: A is M x K with leading
+ * dimension lda, B is K x N (ldb), C is M x N (ldc); out is M x N with
+ * leading dimension N.  Products and sums in double.  When beta == 0, C is
+ * not read (it may be NULL), as the kernel does not read it either.
+ */
+void tj__oracle_gemm(int M, int N, int K, double alpha, const uint16_t *A,
+                     int lda, const uint16_t *B, int ldb, double beta,
+                     const uint16_t *C, int ldc, double *out);
+
+/*
+ * How far a result is from its reference.  Elements whose reference is
+ * finite make up max_abs and rel_l2 (sqrt(sum (got-want)^2) /
+ * sqrt(sum want^2)); among them, a result that is not finite is counted in
+ * nonfinite and left out of both sums, so check nonfinite too (or use
+ * tj__error_within).  Elements whose reference is inf or NaN must match it
+ * in kind (NaN for NaN, the same infinity); special_mismatch counts those
+ * that do not.
+ */
+typedef struct tj__error_stats {
+  size_t count;            /* elements compared */
+  double max_abs;          /* largest |got - want| */
+  size_t max_abs_index;    /* where it is */
+  double rel_l2;           /* 0 when both norms are 0; inf when want is 0 */
+  size_t nonfinite;        /* got is inf/NaN where want is finite */
+  size_t special_mismatch; /* want is inf/NaN and got is not the same */
+} tj__error_stats;
+
+void tj__compare_f16(const uint16_t *got, const double *want, size_t n,
+                     tj__error_stats *out);
+void tj__compare_i32(const int32_t *got, const int32_t *want, size_t n,
+                     tj__error_stats *out);
+
+/* 1 when nothing is non-finite or mismatched and both errors are within
+ * their tolerances, else 0. */
+int tj__error_within(const tj__error_stats *s, double max_abs_tol,
+                     double rel_l2_tol);
+
+#endif /* TJ_ORACLE_H */
