@@ -89,8 +89,25 @@ int tj__cache_put(tj__cache *c, const tj__cache_row *row);
  * that a warm start writes nothing. */
 int tj__cache_record_usage(tj__cache *c, const char *const *keys,
                            const uint64_t *hits, size_t n, uint64_t misses);
-/* The last SQLite error text of c, for messages. */
+/* Why the last get or put failed, for messages: the reason the cache was
+ * given up (see below) once it has been, else SQLite's last error. */
 const char *tj__cache_errmsg(tj__cache *c);
+/*
+ * A get that fails for any reason but a busy database, or a put that finds
+ * the file damaged, gives the file up for the rest of the connection (a
+ * damaged one is moved aside as at open); any other failed put (disk full,
+ * I/O error) stops writes only.  The call that meets the failure returns
+ * TJ_ECACHE, once; after it, get misses and put stores nothing, quietly.
+ */
+
+/* Entries from another compiler can never be hit (the compiler is in the
+ * key); delete those not used for idle_seconds.  *evicted may be NULL. */
+#define TJ__CACHE_FOREIGN_IDLE (30 * 24 * 3600)
+int tj__cache_evict_foreign(tj__cache *c, const char *compiler,
+                            int64_t idle_seconds, uint64_t *evicted);
+/* Whether a statfs f_type is a network file system (the cache then takes a
+ * rollback journal instead of WAL). */
+int tj__cache_fs_is_network(unsigned long magic);
 
 /* For the maintenance half of the store (cache_admin.c), which shares the
  * connection: the handle and the lock that serialises its statements. */

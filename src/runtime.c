@@ -222,6 +222,10 @@ static int from_cache(build_request *req, tj_kernel *k)
   if (!rt->cache)
     return TJ_ENOENT;
   int rc = tj__cache_get(rt->cache, req->key, &k->code, &k->code_size, &dropped);
+  if (rc == TJ_ECACHE) { /* the file failed under us: said once, then a miss */
+    tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
+    return TJ_ENOENT;
+  }
   if (dropped) {
     count(rt, &rt->stats.cache_drops, 0);
     tj__warn(rt, "cache row %s for %s failed its hash check; dropped and "
@@ -257,11 +261,18 @@ static int from_compiler(build_request *req, tj_kernel *k)
     tj__cache_row row = {req->key, req->entry, rt->arch, TJ__PLATFORM,
                          rt->compiler, req->options, k->code, k->code_size,
                          res.ms};
-    if (tj__cache_put(rt->cache, &row) != TJ_OK)
+    /* A failed store costs only the next process a compile: the kernel
+     * in hand is good, so warn (the cache says so once) and go on. */
+    if (tj__cache_put(rt->cache, &row) != TJ_OK) {
       tj__warn(rt, "could not store %s in the cache: %s", req->entry,
                tj__cache_errmsg(rt->cache));
-    else
+    } else {
+      /* A compile is when an upgrade shows: rows of the old compiler can
+       * never be hit again and go once they have idled long enough. */
+      tj__cache_evict_foreign(rt->cache, rt->compiler, TJ__CACHE_FOREIGN_IDLE,
+                              NULL);
       tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
+    }
   }
   return TJ_OK;
 }

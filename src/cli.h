@@ -1,0 +1,117 @@
+/*
+ * cli.h: what the parts of the tokitai-jit command share.
+ *   cli.c         options, dispatch, help and version
+ *   cli_format.c  parsing sizes and durations; sizes, times, tables and
+ *                 JSON strings for output
+ *   cli_cache.c   the commands that read or trim a cache file
+ *   cli_gpu.c     the commands that need the compiler or a GPU: --info,
+ *                 --list-kernels, --warm, --run
+ */
+#ifndef TJ_CLI_H
+#define TJ_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define PROGRAM "tokitai-jit"
+
+/* Exit statuses, as GNU programs use them. */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+#define CLI_MAX_ARCHS 32
+
+typedef enum cli_command {
+  CMD_NONE,
+  CMD_LIST,
+  CMD_STATS,
+  CMD_INFO,
+  CMD_LIST_KERNELS,
+  CMD_WARM,
+  CMD_RUN,
+  CMD_VERIFY,
+  CMD_EVICT,
+  CMD_CLEAR
+} cli_command;
+
+/* The parsed command line; built once in main, read-only after. */
+typedef struct cli_options {
+  cli_command command;
+  const char *cache_path;          /* --cache; NULL: the library's default */
+  unsigned cache_flags;            /* TJ_CACHE_GROUP with --group */
+  const char *archs[CLI_MAX_ARCHS];
+  int narchs;
+  char **kernels;                  /* --warm operands */
+  int nkernels;
+  const char *run_kernel;
+  uint64_t n;                      /* --n; 0: the kernel's default */
+  uint64_t seed;
+  int device;
+  int json;
+  int repair;
+  int64_t max_age;                 /* --evict-older-than; -1: none */
+  uint64_t max_size;               /* --max-size; 0: none */
+  int color;                       /* ANSI styles on stdout */
+  int progress;                    /* stderr is a terminal */
+  int width;                       /* terminal columns; 0: not a terminal */
+} cli_options;
+
+/* ------------------------------------------------------------ cli.c */
+
+/* "tokitai-jit: " and the message on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------ cli_format.c */
+
+/* "30d", "12h", "90" (seconds).  0 on success, -1 when malformed, -2
+ * when too large. */
+int cli_parse_duration(const char *s, int64_t *seconds);
+/* "500M", "2G", "1.5GiB", "10MB", "4096".  K, M, G, T and KiB... are
+ * powers of 1024; KB, MB... powers of 1000.  0, -1 or -2 as above. */
+int cli_parse_size(const char *s, uint64_t *bytes);
+/* A non-negative decimal integer that fits in max. */
+int cli_parse_uint(const char *s, uint64_t max, uint64_t *out);
+
+void cli_format_size(uint64_t bytes, char *buf, size_t len); /* "1.2 MiB" */
+void cli_format_ms(double ms, char *buf, size_t len);        /* "850 ms" */
+void cli_format_time(int64_t unix_seconds, char *buf, size_t len);
+/* s as a JSON string literal, quotes included; bytes that are not UTF-8
+ * become U+FFFD so that the output always parses. */
+void cli_json_string(FILE *f, const char *s);
+
+/* sgr (one of the STYLE_ sequences) when colour is on, else "". */
+#define STYLE_BOLD "\033[1m"
+#define STYLE_RED "\033[31m"
+#define STYLE_GREEN "\033[32m"
+#define STYLE_RESET "\033[0m"
+const char *cli_style(const cli_options *o, const char *sgr);
+
+/* "label            value" lines for --stats and --info. */
+void cli_field(const char *label, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A table of strings printed with aligned columns. */
+typedef struct cli_table cli_table;
+/* align: one 'l' or 'r' per column. */
+cli_table *cli_table_new(int ncols, const char *const *headers,
+                         const char *align);
+int cli_table_add(cli_table *t, const char *const *cells); /* copies */
+/* On a terminal narrower than the table, column `shrink` is cut to fit. */
+void cli_table_print(const cli_table *t, const cli_options *o, int shrink);
+void cli_table_free(cli_table *t);
+
+/* ------------------------------------------------------------ commands */
+
+int cli_list_cache(const cli_options *o);
+int cli_stats(const cli_options *o);
+int cli_verify_cache(const cli_options *o);
+int cli_evict(const cli_options *o);
+int cli_clear_cache(const cli_options *o);
+
+int cli_info(const cli_options *o);
+int cli_list_kernels(const cli_options *o);
+int cli_warm(const cli_options *o);
+int cli_run(const cli_options *o);
+/* "hiprtc 5.2, comgr 2.4 (HIP 50221153)" or "nvrtc 13.0". */
+void cli_compiler(char *buf, size_t len);
+
+#endif

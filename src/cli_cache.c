@@ -1,0 +1,363 @@
+/*
+ * cli_cache.c: the tokitai-jit commands that read or trim a cache file:
+ * --list-cache, --stats, --verify-cache, --evict-older-than / --max-size,
+ * --clear-cache.  None needs a GPU or the compiler.  A missing cache is
+ * not an error (nothing has been compiled yet), and looking at one never
+ * creates it.
+ */
+#include "config.h"
+#include "cli.h"
+#include "tokitai-jit.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CACHE_OPEN, CACHE_MISSING, CACHE_ERROR };
+
+/* Open the cache read-only first, so that a missing file stays missing;
+ * then, for a command that writes, read-write, which also moves a file
+ * that is not a database aside (the library says so in its message). */
+static int open_cache(const cli_options *o, int writable, tj_cache **out)
+{
+  tj_cache *c = NULL;
+  int rc = tj_cache_open(&c, o->cache_path, TJ_CACHE_READONLY | o->cache_flags);
+  if (rc == TJ_ENOENT && c) {
+    *out = c;
+    return CACHE_MISSING;
+  }
+  if (writable && (rc == TJ_OK || rc == TJ_ECACHE)) {
+    tj_cache_close(c);
+    c = NULL;
+    rc = tj_cache_open(&c, o->cache_path, o->cache_flags);
+    if (rc == TJ_OK && *tj_cache_errmsg(c))
+      cli_error("%s", tj_cache_errmsg(c));
+  }
+  *out = NULL;
+  if (rc != TJ_OK) {
+    cli_error("%s", c ? tj_cache_errmsg(c) : tj_strerror(rc));
+    tj_cache_close(c);
+    return CACHE_ERROR;
+  }
+  *out = c;
+  return CACHE_OPEN;
+}
+
+/* The line for a cache that does not exist; JSON callers print their own. */
+static int say_missing(const cli_options *o, tj_cache *c)
+{
+  if (!o->json)
+    printf("%s (nothing has been cached yet)\n", tj_cache_errmsg(c));
+  tj_cache_close(c);
+  return EXIT_OK;
+}
+
+static int get_stats(tj_cache *c, tj_cache_stats *st)
+{
+  int rc = tj_cache_get_stats(c, st);
+  if (rc != TJ_OK)
+    cli_error("%s", tj_cache_errmsg(c));
+  return rc;
+}
+
+static void print_entry_json(const tj_cache_entry *e)
+{
+  printf("{\"key\": ");
+  cli_json_string(stdout, e->key);
+  printf(", \"kernel\": ");
+  cli_json_string(stdout, e->kernel);
+  printf(", \"arch\": ");
+  cli_json_string(stdout, e->arch);
+  printf(", \"platform\": ");
+  cli_json_string(stdout, e->platform);
+  printf(", \"compiler\": ");
+  cli_json_string(stdout, e->compiler);
+  printf(", \"options\": ");
+  cli_json_string(stdout, e->options);
+  printf(", \"code_hash\": ");
+  cli_json_string(stdout, e->code_hash);
+  printf(", \"code_size\": %" PRIu64 ", \"compile_ms\": %.3f, "
+         "\"created\": %" PRId64 ", \"last_used\": %" PRId64
+         ", \"hits\": %" PRIu64 "}", e->code_size, e->compile_ms, e->created,
+         e->last_used, e->hits);
+}
+
+/* ------------------------------------------------------------ --list-cache */
+
+typedef struct list_ctx {
+  const cli_options *o;
+  cli_table *table;
+  uint64_t count, bytes;
+  int failed;
+} list_ctx;
+
+static int add_row(const tj_cache_entry *e, void *arg)
+{
+  list_ctx *l = arg;
+  char key[13], size[32], ms[32], hits[24], used[32];
+  snprintf(key, sizeof key, "%s", e->key);
+  cli_format_size(e->code_size, size, sizeof size);
+  cli_format_ms(e->compile_ms, ms, sizeof ms);
+  snprintf(hits, sizeof hits, "%" PRIu64, e->hits);
+  cli_format_time(e->last_used, used, sizeof used);
+  const char *cells[] = {key, e->kernel, e->arch, e->platform, e->compiler,
+                         size, ms, hits, used};
+  l->count++;
+  l->bytes += e->code_size;
+  if (l->o->json) {
+    fputs(l->count > 1 ? ",\n  " : "\n  ", stdout);
+    print_entry_json(e);
+    return 0;
+  }
+  if (cli_table_add(l->table, cells) != 0) {
+    l->failed = 1;
+    return 1;
+  }
+  return 0;
+}
+
+static void print_listing(const list_ctx *l, const char *path)
+{
+  char total[32];
+  if (l->o->json) {
+    fputs(l->count ? "\n]\n" : "]\n", stdout);
+    return;
+  }
+  if (l->count == 0) {
+    printf("cache %s is empty\n", path);
+    return;
+  }
+  cli_table_print(l->table, l->o, 4);
+  cli_format_size(l->bytes, total, sizeof total);
+  printf("%" PRIu64 " %s, %s of code, in %s\n", l->count,
+         l->count == 1 ? "entry" : "entries", total, path);
+}
+
+int cli_list_cache(const cli_options *o)
+{
+  static const char *const headers[] = {"KEY", "KERNEL", "ARCH", "PLATFORM",
+                                        "COMPILER", "SIZE", "COMPILE", "HITS",
+                                        "LAST USED"};
+  tj_cache *c;
+  int state = open_cache(o, 0, &c);
+  if (state == CACHE_MISSING && o->json) {
+    puts("[]");
+    tj_cache_close(c);
+    return EXIT_OK;
+  }
+  if (state != CACHE_OPEN)
+    return state == CACHE_MISSING ? say_missing(o, c) : EXIT_FAIL;
+  list_ctx l = {o, cli_table_new(9, headers, "lllllrrrl"), 0, 0, 0};
+  if (!l.table) {
+    cli_error("out of memory");
+    tj_cache_close(c);
+    return EXIT_FAIL;
+  }
+  if (o->json)
+    fputs("[", stdout);
+  int rc = tj_cache_list(c, add_row, &l);
+  if (rc != TJ_OK || l.failed)
+    cli_error("listing %s: %s", tj_cache_path(c),
+              l.failed ? "out of memory" : tj_cache_errmsg(c));
+  else
+    print_listing(&l, tj_cache_path(c));
+  cli_table_free(l.table);
+  tj_cache_close(c);
+  return rc == TJ_OK && !l.failed ? EXIT_OK : EXIT_FAIL;
+}
+
+/* ------------------------------------------------------------ --stats */
+
+static void print_stats_json(const char *path, const tj_cache_stats *s)
+{
+  printf("{\"cache_path\": ");
+  cli_json_string(stdout, path);
+  if (!s) {
+    printf(", \"exists\": false}\n");
+    return;
+  }
+  printf(", \"exists\": true, \"schema_version\": %d, \"entries\": %" PRIu64
+         ", \"bytes\": %" PRIu64 ", \"file_bytes\": %" PRIu64
+         ", \"size_limit\": %" PRIu64 ", \"hits\": %" PRIu64
+         ", \"misses\": %" PRIu64 ", \"compile_ms_saved\": %.3f}\n",
+         s->schema_version, s->entries, s->bytes, s->file_bytes, s->size_limit,
+         s->hits, s->misses, s->compile_ms_saved);
+}
+
+static void print_stats(const char *path, const tj_cache_stats *s)
+{
+  char bytes[32], file[32], limit[32], saved[32], rate[32] = "-";
+  cli_format_size(s->bytes, bytes, sizeof bytes);
+  cli_format_size(s->file_bytes, file, sizeof file);
+  cli_format_size(s->size_limit, limit, sizeof limit);
+  cli_format_ms(s->compile_ms_saved, saved, sizeof saved);
+  if (s->hits + s->misses > 0)
+    snprintf(rate, sizeof rate, "%.1f%%",
+             100.0 * (double)s->hits / (double)(s->hits + s->misses));
+  cli_field("cache", "%s", path);
+  cli_field("schema version", "%d", s->schema_version);
+  cli_field("entries", "%" PRIu64, s->entries);
+  cli_field("code size", "%s (%" PRIu64 " bytes)", bytes, s->bytes);
+  cli_field("file size", "%s", file);
+  cli_field("size limit", "%s (the library's default)", limit);
+  cli_field("hits", "%" PRIu64, s->hits);
+  cli_field("misses", "%" PRIu64, s->misses);
+  cli_field("hit rate", "%s", rate);
+  cli_field("compile time saved", "%s", saved);
+}
+
+int cli_stats(const cli_options *o)
+{
+  tj_cache *c;
+  tj_cache_stats s;
+  int state = open_cache(o, 0, &c);
+  if (state == CACHE_MISSING && o->json) {
+    print_stats_json(tj_cache_path(c), NULL);
+    tj_cache_close(c);
+    return EXIT_OK;
+  }
+  if (state != CACHE_OPEN)
+    return state == CACHE_MISSING ? say_missing(o, c) : EXIT_FAIL;
+  int rc = get_stats(c, &s);
+  if (rc == TJ_OK && o->json)
+    print_stats_json(tj_cache_path(c), &s);
+  else if (rc == TJ_OK)
+    print_stats(tj_cache_path(c), &s);
+  tj_cache_close(c);
+  return rc == TJ_OK ? EXIT_OK : EXIT_FAIL;
+}
+
+/* ------------------------------------------------------------ --verify-cache */
+
+typedef struct verify_ctx {
+  const cli_options *o;
+  uint64_t reported;
+} verify_ctx;
+
+static int report_bad(const tj_cache_entry *e, void *arg)
+{
+  verify_ctx *v = arg;
+  const cli_options *o = v->o;
+  if (o->json) {
+    fputs(v->reported ? ",\n    " : "\n    ", stdout);
+    print_entry_json(e);
+  } else {
+    printf("%sbad%s  %s  %s  %s: code does not match its stored hash\n",
+           cli_style(o, STYLE_RED), cli_style(o, STYLE_RESET), e->key,
+           e->kernel, e->arch);
+  }
+  v->reported++;
+  return 0;
+}
+
+static void verify_summary(const cli_options *o, const char *path,
+                           uint64_t checked, uint64_t bad)
+{
+  const char *entries = bad == 1 ? "entry" : "entries";
+  if (o->json)
+    printf("%s], \"repaired\": %s}\n", bad ? "\n  " : "",
+           o->repair && bad ? "true" : "false");
+  else
+    printf("checked %" PRIu64 " %s in %s: SQLite integrity check %sok%s, %"
+           PRIu64 " bad\n", checked, checked == 1 ? "entry" : "entries", path,
+           cli_style(o, STYLE_GREEN), cli_style(o, STYLE_RESET), bad);
+  if (bad && o->repair && !o->json)
+    printf("dropped %" PRIu64 " bad %s\n", bad, entries);
+  else if (bad && !o->repair)
+    cli_error("found %" PRIu64 " bad %s in %s; " PROGRAM " --verify-cache "
+              "--repair drops %s", bad, entries, path, bad == 1 ? "it" : "them");
+}
+
+static int verify_open_cache(const cli_options *o, tj_cache *c)
+{
+  tj_cache_stats s;
+  verify_ctx v = {o, 0};
+  uint64_t bad = 0;
+  if (get_stats(c, &s) != TJ_OK)
+    return EXIT_FAIL;
+  if (o->json) {
+    printf("{\"cache_path\": ");
+    cli_json_string(stdout, tj_cache_path(c));
+    printf(", \"exists\": true, \"checked\": %" PRIu64 ", \"bad\": [",
+           s.entries);
+  }
+  int rc = tj_cache_verify(c, o->repair, report_bad, &v, &bad);
+  if (rc != TJ_OK) {
+    if (o->json)
+      printf("], \"error\": \"integrity check failed\"}\n");
+    cli_error("%s", tj_cache_errmsg(c));
+    if (rc == TJ_ECACHE)
+      cli_error("the database itself is damaged: remove %s, or empty it "
+                "with --clear-cache", tj_cache_path(c));
+    return EXIT_FAIL;
+  }
+  verify_summary(o, tj_cache_path(c), s.entries, bad);
+  return bad && !o->repair ? EXIT_FAIL : EXIT_OK;
+}
+
+int cli_verify_cache(const cli_options *o)
+{
+  tj_cache *c;
+  int state = open_cache(o, o->repair, &c);
+  if (state == CACHE_MISSING && o->json) {
+    printf("{\"cache_path\": ");
+    cli_json_string(stdout, tj_cache_path(c));
+    printf(", \"exists\": false}\n");
+    tj_cache_close(c);
+    return EXIT_OK;
+  }
+  if (state != CACHE_OPEN)
+    return state == CACHE_MISSING ? say_missing(o, c) : EXIT_FAIL;
+  int rc = verify_open_cache(o, c);
+  tj_cache_close(c);
+  return rc;
+}
+
+/* ------------------------------------------------------------ trimming */
+
+static const char *plural(uint64_t n)
+{
+  return n == 1 ? "entry" : "entries";
+}
+
+int cli_evict(const cli_options *o)
+{
+  tj_cache *c;
+  tj_cache_stats after;
+  uint64_t evicted = 0;
+  int state = open_cache(o, 1, &c);
+  if (state != CACHE_OPEN)
+    return state == CACHE_MISSING ? say_missing(o, c) : EXIT_FAIL;
+  int rc = tj_cache_evict(c, o->max_age, o->max_size, &evicted);
+  if (rc != TJ_OK)
+    cli_error("%s", tj_cache_errmsg(c));
+  else if ((rc = get_stats(c, &after)) == TJ_OK) {
+    char left[32];
+    cli_format_size(after.bytes, left, sizeof left);
+    printf("evicted %" PRIu64 " %s from %s; %" PRIu64 " %s (%s) remain\n",
+           evicted, plural(evicted), tj_cache_path(c), after.entries,
+           plural(after.entries), left);
+  }
+  tj_cache_close(c);
+  return rc == TJ_OK ? EXIT_OK : EXIT_FAIL;
+}
+
+int cli_clear_cache(const cli_options *o)
+{
+  tj_cache *c;
+  tj_cache_stats before;
+  int state = open_cache(o, 1, &c);
+  if (state != CACHE_OPEN)
+    return state == CACHE_MISSING ? say_missing(o, c) : EXIT_FAIL;
+  int rc = get_stats(c, &before);
+  if (rc == TJ_OK && (rc = tj_cache_clear(c)) != TJ_OK)
+    cli_error("%s", tj_cache_errmsg(c));
+  if (rc == TJ_OK) {
+    char bytes[32];
+    cli_format_size(before.bytes, bytes, sizeof bytes);
+    printf("cleared %s: removed %" PRIu64 " %s (%s of code)\n",
+           tj_cache_path(c), before.entries, plural(before.entries), bytes);
+  }
+  tj_cache_close(c);
+  return rc == TJ_OK ? EXIT_OK : EXIT_FAIL;
+}

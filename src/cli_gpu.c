@@ -1,0 +1,322 @@
+/*
+ * cli_gpu.c: the tokitai-jit commands that need the compiler or a GPU:
+ * --info, --list-kernels, --warm, --run.
+ *
+ * The public API has no call that lists devices or names the compiler
+ * without a runtime, so --info and --version use the platform services of
+ * hip_platform.h, which the program links from the library's convenience
+ * archive; everything else goes through tokitai-jit.h.
+ */
+#include "config.h"
+#include "cli.h"
+#include "hip_platform.h"
+#include "tokitai-jit.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RUN_DEFAULT_N (1u << 20)   /* elements of an elementwise kernel */
+#define RUN_DEFAULT_GEMM_N 512     /* M = N = K of gemm_f16 */
+
+void cli_compiler(char *buf, size_t len)
+{
+  tj__compiler_fingerprint(buf, len);
+}
+
+static int kernel_known(const char *name)
+{
+  for (size_t i = 0; i < tj_embedded_count(); i++)
+    if (strcmp(tj_embedded_name(i), name) == 0)
+      return 1;
+  return 0;
+}
+
+static int unknown_kernel(const char *name)
+{
+  cli_error("no embedded kernel is named '%s' (" PROGRAM " --list-kernels "
+            "lists them)", name);
+  return EXIT_FAIL;
+}
+
+/* ------------------------------------------------------------ --list-kernels */
+
+static void print_kernels_json(void)
+{
+  putchar('[');
+  for (size_t i = 0; i < tj_embedded_count(); i++) {
+    fputs(i ? ", " : "", stdout);
+    cli_json_string(stdout, tj_embedded_name(i));
+  }
+  putchar(']');
+}
+
+int cli_list_kernels(const cli_options *o)
+{
+  if (o->json) {
+    print_kernels_json();
+    putchar('\n');
+    return EXIT_OK;
+  }
+  for (size_t i = 0; i < tj_embedded_count(); i++)
+    puts(tj_embedded_name(i));
+  return EXIT_OK;
+}
+
+/* ------------------------------------------------------------ --info */
+
+/* The cache path and whether it exists, without creating it. */
+static void cache_facts(const cli_options *o, char *path, size_t len,
+                        int *exists, uint64_t *entries)
+{
+  tj_cache *c = NULL;
+  tj_cache_stats s;
+  int rc = tj_cache_open(&c, o->cache_path, TJ_CACHE_READONLY | o->cache_flags);
+  snprintf(path, len, "%s", tj_cache_path(c) ? tj_cache_path(c) : "(none)");
+  *exists = rc != TJ_ENOENT;
+  *entries = rc == TJ_OK && tj_cache_get_stats(c, &s) == TJ_OK ? s.entries : 0;
+  tj_cache_close(c);
+}
+
+static void print_device_json(int i, const tj__device_props *p)
+{
+  printf("%s{\"ordinal\": %d, \"name\": ", i ? ", " : "", i);
+  cli_json_string(stdout, p->name);
+  printf(", \"arch\": ");
+  cli_json_string(stdout, p->arch);
+  printf(", \"memory_bytes\": %zu, \"compute_units\": %d}", p->total_mem,
+         p->compute_units);
+}
+
+static void print_device(int i, const tj__device_props *p)
+{
+  char label[32], mem[32];
+  snprintf(label, sizeof label, "device %d", i);
+  cli_format_size(p->total_mem, mem, sizeof mem);
+  cli_field(label, "%s: %s, %s, %d compute units", p->name, p->arch, mem,
+            p->compute_units);
+}
+
+static void print_devices(const cli_options *o, int count)
+{
+  tj__device_props p;
+  if (o->json)
+    printf(", \"devices\": [");
+  else if (count == 0)
+    cli_field("devices", "none visible (compile-only: " PROGRAM " --warm "
+              "--arch ARCH still compiles)");
+  for (int i = 0; i < count; i++) {
+    memset(&p, 0, sizeof p);
+    if (tj__device_query(i, &p) != TJ_OK)
+      snprintf(p.name, sizeof p.name, "(its properties could not be read)");
+    if (o->json)
+      print_device_json(i, &p);
+    else
+      print_device(i, &p);
+  }
+  if (o->json)
+    putchar(']');
+}
+
+static void print_kernel_names(const cli_options *o)
+{
+  if (o->json) {
+    printf(", \"kernels\": ");
+    print_kernels_json();
+    return;
+  }
+  printf("%-20s", "embedded kernels");
+  for (size_t i = 0; i < tj_embedded_count(); i++)
+    printf("%s%s", i ? ", " : "", tj_embedded_name(i));
+  putchar('\n');
+}
+
+int cli_info(const cli_options *o)
+{
+  char compiler[160], path[4096];
+  int exists, count = 0;
+  uint64_t entries;
+  cli_compiler(compiler, sizeof compiler);
+  cache_facts(o, path, sizeof path, &exists, &entries);
+  tj__device_count(&count);
+  if (o->json) {
+    printf("{\"version\": \"%s\", \"platform\": \"%s\", \"compiler\": ",
+           tj_version(), tj_platform());
+    cli_json_string(stdout, compiler);
+    printf(", \"cache_path\": ");
+    cli_json_string(stdout, path);
+    printf(", \"cache_exists\": %s", exists ? "true" : "false");
+  } else {
+    cli_field("version", "%s", tj_version());
+    cli_field("platform", "%s", tj_platform());
+    cli_field("compiler", "%s", compiler);
+    if (exists)
+      cli_field("cache", "%s (%" PRIu64 " %s)", path, entries,
+                entries == 1 ? "entry" : "entries");
+    else
+      cli_field("cache", "%s (not created yet)", path);
+  }
+  print_devices(o, count);
+  print_kernel_names(o);
+  if (o->json)
+    puts("}");
+  return EXIT_OK;
+}
+
+/* ------------------------------------------------------------ --warm */
+
+typedef struct warm_plan {
+  const char *const *kernels;
+  size_t nkernels;
+  tj_runtime *rts[CLI_MAX_ARCHS];
+  int nrts;
+  size_t compiled, cached, failed;
+  double compile_ms;
+} warm_plan;
+
+/* One runtime per arch, all opened before anything compiles, so that a
+ * bad arch stops the command before it has done half its work. */
+static int open_warm_runtimes(const cli_options *o, warm_plan *w)
+{
+  int n = o->narchs ? o->narchs : 1;
+  for (int i = 0; i < n; i++) {
+    const char *arch = o->narchs ? o->archs[i] : NULL;
+    tj_options opts = {0};
+    opts.device = o->device;
+    opts.arch = arch;
+    opts.cache_path = o->cache_path;
+    opts.flags = o->cache_flags | (arch ? TJ_NO_DEVICE : 0);
+    tj_runtime *rt = NULL;
+    int rc = tj_runtime_open(&rt, &opts);
+    if (rc == TJ_OK && !tj_runtime_cache_path(rt)) {
+      cli_error("cannot warm the cache: %s", tj_errmsg(rt));
+      rc = TJ_ECACHE;
+    } else if (rc != TJ_OK && arch) {
+      cli_error("--arch %s: %s", arch, tj_errmsg(rt));
+    } else if (rc != TJ_OK) {
+      cli_error("cannot warm for this machine's GPU: %s (give --arch to "
+                "compile without one)", tj_errmsg(rt));
+    }
+    if (rc != TJ_OK) {
+      tj_runtime_close(rt);
+      return EXIT_FAIL;
+    }
+    w->rts[w->nrts++] = rt;
+  }
+  return EXIT_OK;
+}
+
+static void warm_one(const cli_options *o, warm_plan *w, tj_runtime *rt,
+                     const char *name, size_t step, size_t total)
+{
+  tj_kernel *k;
+  tj_kernel_info info;
+  if (o->progress) /* one line, rewritten in place */
+    fprintf(stderr, "\r\033[K[%zu/%zu] %s for %s", step, total, name,
+            tj_runtime_arch(rt));
+  int rc = tj_kernel_get(rt, name, &k);
+  if (rc == TJ_OK)
+    rc = tj_kernel_info_get(k, &info);
+  if (o->progress)
+    fputs("\r\033[K", stderr);
+  if (rc != TJ_OK) {
+    cli_error("%s for %s: %s: %s", name, tj_runtime_arch(rt), tj_strerror(rc),
+              tj_errmsg(rt));
+    w->failed++;
+  } else if (info.origin == TJ_FROM_CACHE) {
+    w->cached++;
+  } else {
+    w->compiled++;
+    w->compile_ms += info.compile_ms;
+  }
+}
+
+static void warm_summary(const warm_plan *w, const char *path)
+{
+  char ms[32];
+  cli_format_ms(w->compile_ms, ms, sizeof ms);
+  printf("warmed %zu %s for ", w->nkernels, w->nkernels == 1 ? "kernel" : "kernels");
+  for (int i = 0; i < w->nrts; i++)
+    printf("%s%s", i ? ", " : "", tj_runtime_arch(w->rts[i]));
+  printf(" in %s: %zu compiled (%s), %zu already cached", path, w->compiled,
+         ms, w->cached);
+  if (w->failed)
+    printf(", %zu failed", w->failed);
+  putchar('\n');
+}
+
+int cli_warm(const cli_options *o)
+{
+  warm_plan w = {0};
+  w.kernels = (const char *const *)o->kernels;
+  w.nkernels = (size_t)o->nkernels;
+  for (size_t i = 0; i < w.nkernels; i++)
+    if (!kernel_known(w.kernels[i]))
+      return unknown_kernel(w.kernels[i]);
+  const char *all[64];
+  if (w.nkernels == 0) {
+    for (; w.nkernels < tj_embedded_count() && w.nkernels < 64; w.nkernels++)
+      all[w.nkernels] = tj_embedded_name(w.nkernels);
+    w.kernels = all;
+  }
+  int rc = open_warm_runtimes(o, &w);
+  size_t step = 0, total = w.nkernels * (size_t)w.nrts;
+  for (int a = 0; rc == EXIT_OK && a < w.nrts; a++)
+    for (size_t i = 0; i < w.nkernels; i++)
+      warm_one(o, &w, w.rts[a], w.kernels[i], ++step, total);
+  if (rc == EXIT_OK)
+    warm_summary(&w, tj_runtime_cache_path(w.rts[0]));
+  for (int a = 0; a < w.nrts; a++)
+    tj_runtime_close(w.rts[a]); /* records the hits and misses */
+  return rc == EXIT_OK && !w.failed ? EXIT_OK : EXIT_FAIL;
+}
+
+/* ------------------------------------------------------------ --run */
+
+static int print_report(const cli_options *o, const tj_report *r)
+{
+  char *text = o->json ? tj_report_json(r) : tj_report_markdown(r);
+  if (!text) {
+    cli_error("out of memory formatting the report");
+    return EXIT_FAIL;
+  }
+  fputs(text, stdout);
+  if (*text && text[strlen(text) - 1] != '\n')
+    putchar('\n');
+  free(text);
+  if (!r->within_tolerance)
+    cli_error("%s disagrees with the CPU oracle: max abs error %g (limit %g), "
+              "rel L2 error %g (limit %g)", r->kernel, r->max_abs_error,
+              r->max_abs_tolerance, r->rel_l2_error, r->rel_l2_tolerance);
+  return r->within_tolerance ? EXIT_OK : EXIT_FAIL;
+}
+
+int cli_run(const cli_options *o)
+{
+  const char *name = o->run_kernel;
+  if (!kernel_known(name))
+    return unknown_kernel(name);
+  tj_options opts = {0};
+  opts.device = o->device;
+  opts.cache_path = o->cache_path;
+  opts.flags = o->cache_flags;
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &opts);
+  if (rc == TJ_OK) {
+    uint64_t n = o->n ? o->n : strcmp(name, "gemm_f16") == 0
+                                   ? RUN_DEFAULT_GEMM_N : RUN_DEFAULT_N;
+    tj_report *r = calloc(1, sizeof *r); /* 3 KiB: not for the stack */
+    rc = r ? tj_verify(rt, name, n, o->seed, r) : TJ_ENOMEM;
+    if (rc == TJ_OK)
+      rc = print_report(o, r) == EXIT_OK ? TJ_OK : TJ_EVERIFY;
+    else
+      cli_error("running %s: %s: %s", name, tj_strerror(rc), tj_errmsg(rt));
+    free(r);
+  } else if (rc == TJ_ENODEVICE) {
+    cli_error("cannot run %s: no GPU (%s)", name, tj_errmsg(rt));
+  } else {
+    cli_error("cannot run %s: %s: %s", name, tj_strerror(rc), tj_errmsg(rt));
+  }
+  tj_runtime_close(rt);
+  return rc == TJ_OK ? EXIT_OK : EXIT_FAIL;
+}

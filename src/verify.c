@@ -1,0 +1,934 @@
+/*
+ * verify.c: tj_verify and its reports (the "verify" section of
+ * tokitai-jit.h).
+ *
+ * A run generates seeded random inputs, launches the kernel through its
+ * public C call (so the launch shape checked is the one callers get),
+ * poisons the outputs before every launch so that an element the kernel
+ * did not write fails, times the launches with events, and compares the
+ * last launch's outputs with the double-precision oracle of oracle.h:
+ * every element, except for GEMM beyond n = 512, where a seeded sample of
+ * whole rows keeps the CPU's share to about 2^27 multiply-adds.
+ */
+#include "internal.h"
+#include "embedded.h"
+#include "oracle.h"
+
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Time spent on timed launches is about this, within the bounds below. */
+#define TIMING_BUDGET_MS 500.0
+#define MIN_TIMED 3
+#define MAX_TIMED 25
+/* Oracle values are made and compared this many at a time, so host
+ * memory stays at the inputs and outputs themselves. */
+#define COMPARE_CHUNK ((size_t)1 << 20)
+/* GEMM: every row up to n = 512, i.e. up to 2^27 multiply-adds; above,
+ * as many rows as that budget buys, and never fewer than two. */
+#define GEMM_ORACLE_BUDGET ((uint64_t)1 << 27)
+#define GEMM_MIN_ROWS 2
+/* M = N = K = n; the grid allows 65535 blocks of 128 rows. */
+#define GEMM_N_MAX ((uint64_t)65535 * 128)
+/* fp16 has no relative precision below its smallest normal, 2^-14: there
+ * a correctly rounded result is only good to 2^-25 absolute.  So rel L2's
+ * denominator never drops below that of values of magnitude 2^-14;
+ * without this floor one correctly rounded output of 1e-6 alone gives a
+ * rel L2 near 1e-2.  Larger outputs never feel it. */
+#define F16_REL_FLOOR 0x1p-14
+
+enum verify_op { OP_ADD_I32, OP_GELU_FWD, OP_GELU_BWD, OP_GELU_FWD_BWD, OP_GEMM };
+
+/* What tj_verify knows about a kernel: its arrays, limits and inputs. */
+typedef struct verify_kind {
+  const char *name;
+  enum verify_op op;
+  int nin, nout;
+  size_t elem;
+  double max_abs_tol, rel_l2_tol; /* INFINITY: not limited */
+  double rel_floor;               /* see F16_REL_FLOOR; 0: none */
+  double lo, hi;                  /* input range of the fp16 kernels */
+} verify_kind;
+
+static const verify_kind kinds[] = {
+    {"add_i32", OP_ADD_I32, 2, 1, 4, 0.0, 0.0, 0.0, 0.0, 0.0},
+    {"gelu_fwd_f16", OP_GELU_FWD, 1, 1, 2, 1e-2, 1e-3, F16_REL_FLOOR, -6.0, 6.0},
+    {"gelu_bwd_f16", OP_GELU_BWD, 2, 1, 2, 1e-2, 1e-3, F16_REL_FLOOR, -6.0, 6.0},
+    {"gelu_fwd_bwd_f16", OP_GELU_FWD_BWD, 2, 2, 2, 1e-2, 1e-3, F16_REL_FLOOR,
+     -6.0, 6.0},
+    {"gemm_f16", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0},
+};
+
+static const verify_kind *find_kind(const char *name)
+{
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (strcmp(kinds[i].name, name) == 0)
+      return &kinds[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------- inputs */
+
+/* splitmix64: tiny, seedable with any value, good enough to spread test
+ * inputs; each array gets its own stream of the seed. */
+static uint64_t splitmix64(uint64_t *state)
+{
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t stream_of(uint64_t seed, int which)
+{
+  uint64_t s = seed ^ (0xd1b54a32d192ed03ull * (uint64_t)(which + 1));
+  return splitmix64(&s);
+}
+
+/* Uniform in [lo, hi], rounded to fp16.  Zeros are drawn again, so that
+ * no input is ever all zeros (which would hide a kernel that writes 0). */
+static void fill_f16(uint16_t *p, size_t n, double lo, double hi,
+                     uint64_t state)
+{
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h;
+    do {
+      double u = (double)(splitmix64(&state) >> 11) * 0x1p-53;
+      h = tj_f32_to_f16((float)(lo + (hi - lo) * u));
+    } while ((h & 0x7fffu) == 0);
+    p[i] = h;
+  }
+}
+
+/* Uniform over the non-zero 32-bit values: half of all sums wrap. */
+static void fill_i32(int32_t *p, size_t n, uint64_t state)
+{
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    do
+      u = (uint32_t)(splitmix64(&state) >> 32);
+    while (u == 0);
+    p[i] = (int32_t)u;
+  }
+}
+
+/* ------------------------------------------------------- one run */
+
+typedef struct error_sum {
+  tj__error_stats s;
+  double err_sq, want_sq;
+  size_t finite; /* elements in the sums */
+} error_sum;
+
+typedef struct verify_run {
+  tj_runtime *rt;
+  const verify_kind *kind;
+  uint64_t n;            /* elements, or the GEMM size */
+  uint64_t seed;
+  size_t in_bytes, out_bytes; /* of each input, each output */
+  void *in[2], *out[2];  /* host copies */
+  void *dev[4];          /* inputs, then outputs */
+  int timed;             /* launches in the median */
+  double ms;             /* their median */
+  uint64_t rows;         /* GEMM rows compared */
+  error_sum err[2];      /* one per output */
+} verify_run;
+
+static int device_failed(tj_runtime *rt, const char *what, hipError_t e)
+{
+  return tj__fail(rt, TJ_EDEVICE, "tj_verify: %s failed: %s", what,
+                  hipGetErrorString(e));
+}
+
+static int make_inputs(verify_run *v)
+{
+  const verify_kind *kd = v->kind;
+  size_t count = v->in_bytes / kd->elem;
+  for (int i = 0; i < kd->nin; i++) {
+    if (!(v->in[i] = malloc(v->in_bytes)))
+      return tj__fail(v->rt, TJ_ENOMEM, "tj_verify: out of host memory for "
+                      "%zu bytes of input", v->in_bytes);
+    if (kd->op == OP_ADD_I32)
+      fill_i32(v->in[i], count, stream_of(v->seed, i));
+    else
+      fill_f16(v->in[i], count, kd->lo, kd->hi, stream_of(v->seed, i));
+  }
+  for (int i = 0; i < kd->nout; i++)
+    if (!(v->out[i] = malloc(v->out_bytes)))
+      return tj__fail(v->rt, TJ_ENOMEM, "tj_verify: out of host memory for "
+                      "%zu bytes of output", v->out_bytes);
+  return TJ_OK;
+}
+
+static int make_device_buffers(verify_run *v)
+{
+  const verify_kind *kd = v->kind;
+  for (int i = 0; i < kd->nin + kd->nout; i++) {
+    size_t bytes = i < kd->nin ? v->in_bytes : v->out_bytes;
+    hipError_t e = hipMalloc(&v->dev[i], bytes);
+    if (e != hipSuccess) {
+      v->dev[i] = NULL;
+      return tj__fail(v->rt, TJ_ENOMEM, "tj_verify: hipMalloc of %zu bytes "
+                      "failed: %s", bytes, hipGetErrorString(e));
+    }
+    if (i < kd->nin && (e = hipMemcpyHtoD(v->dev[i], v->in[i], bytes)) != hipSuccess)
+      return device_failed(v->rt, "copying inputs to the device", e);
+  }
+  return TJ_OK;
+}
+
+static void release(verify_run *v)
+{
+  for (int i = 0; i < 2; i++) {
+    free(v->in[i]);
+    free(v->out[i]);
+  }
+  for (int i = 0; i < 4; i++)
+    hipFree(v->dev[i]);
+}
+
+/* GEMM runs with alpha = 1 and beta = 0, so that C is only written and
+ * its poison cannot leak into the result. */
+static int launch_once(const verify_run *v)
+{
+  void *const *d = v->dev;
+  size_t n = (size_t)v->n;
+  int g = (int)v->n;
+  switch (v->kind->op) {
+  case OP_ADD_I32:
+    return tj_add_i32(v->rt, NULL, d[0], d[1], d[2], n);
+  case OP_GELU_FWD:
+    return tj_gelu_fwd_f16(v->rt, NULL, d[0], d[1], n);
+  case OP_GELU_BWD:
+    return tj_gelu_bwd_f16(v->rt, NULL, d[0], d[1], d[2], n);
+  case OP_GELU_FWD_BWD:
+    return tj_gelu_fwd_bwd_f16(v->rt, NULL, d[0], d[1], d[2], d[3], n);
+  case OP_GEMM:
+    return tj_gemm_f16(v->rt, NULL, g, g, g, 1.0f, d[0], g, d[1], g, 0.0f,
+                       d[2], g);
+  }
+  return TJ_EINVAL;
+}
+
+/* Poison (0xff bytes: NaN in fp16, -1 in int32), launch between two
+ * events, wait, and read the time. */
+static int timed_launch(const verify_run *v, hipEvent_t ev[2], float *ms)
+{
+  const verify_kind *kd = v->kind;
+  hipError_t e = hipSuccess;
+  for (int i = 0; i < kd->nout && e == hipSuccess; i++)
+    e = hipMemset(v->dev[kd->nin + i], 0xff, v->out_bytes);
+  if (e != hipSuccess)
+    return device_failed(v->rt, "poisoning the outputs", e);
+  if ((e = hipEventRecord(ev[0], NULL)) != hipSuccess)
+    return device_failed(v->rt, "hipEventRecord", e);
+  int rc = launch_once(v);
+  if (rc != TJ_OK)
+    return rc;
+  if ((e = hipEventRecord(ev[1], NULL)) != hipSuccess ||
+      (e = hipEventSynchronize(ev[1])) != hipSuccess)
+    return device_failed(v->rt, v->kind->name, e);
+  if ((e = hipEventElapsedTime(ms, ev[0], ev[1])) != hipSuccess)
+    return device_failed(v->rt, "hipEventElapsedTime", e);
+  return TJ_OK;
+}
+
+static int compare_float(const void *a, const void *b)
+{
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* An odd count, so the median is one launch's time. */
+static int timed_count(float warm_ms)
+{
+  double want = warm_ms > 0 ? TIMING_BUDGET_MS / warm_ms : MAX_TIMED;
+  int reps = want > MAX_TIMED ? MAX_TIMED : want < MIN_TIMED ? MIN_TIMED : (int)want;
+  return reps | 1;
+}
+
+/* One warm-up (module first use, clocks), then the timed launches. */
+static int time_launches(verify_run *v)
+{
+  hipEvent_t ev[2];
+  hipError_t e = hipEventCreate(&ev[0]);
+  if (e != hipSuccess)
+    return device_failed(v->rt, "hipEventCreate", e);
+  if ((e = hipEventCreate(&ev[1])) != hipSuccess) {
+    hipEventDestroy(ev[0]);
+    return device_failed(v->rt, "hipEventCreate", e);
+  }
+  float ms[MAX_TIMED], warm = 0;
+  int rc = timed_launch(v, ev, &warm);
+  v->timed = timed_count(warm);
+  for (int i = 0; rc == TJ_OK && i < v->timed; i++)
+    rc = timed_launch(v, ev, &ms[i]);
+  hipEventDestroy(ev[0]);
+  hipEventDestroy(ev[1]);
+  if (rc != TJ_OK)
+    return rc;
+  qsort(ms, (size_t)v->timed, sizeof ms[0], compare_float);
+  v->ms = ms[v->timed / 2];
+  return TJ_OK;
+}
+
+static int copy_results(verify_run *v)
+{
+  for (int i = 0; i < v->kind->nout; i++) {
+    hipError_t e = hipMemcpyDtoH(v->out[i], v->dev[v->kind->nin + i],
+                                 v->out_bytes);
+    if (e != hipSuccess)
+      return device_failed(v->rt, "copying results to the host", e);
+  }
+  return TJ_OK;
+}
+
+/* ------------------------------------------------------- comparing */
+
+/* tj__error_stats keeps no sums, and chunks need them to merge; the sums
+ * follow oracle.c's rule: only elements where both values are finite. */
+static void merge_chunk(error_sum *acc, const tj__error_stats *c, size_t base)
+{
+  acc->s.count += c->count;
+  acc->s.nonfinite += c->nonfinite;
+  acc->s.special_mismatch += c->special_mismatch;
+  if (c->max_abs > acc->s.max_abs) {
+    acc->s.max_abs = c->max_abs;
+    acc->s.max_abs_index = base + c->max_abs_index;
+  }
+}
+
+static void add_square(error_sum *acc, double got, double want)
+{
+  if (isfinite(got) && isfinite(want)) {
+    acc->err_sq += (got - want) * (got - want);
+    acc->want_sq += want * want;
+    acc->finite++;
+  }
+}
+
+static void compare_f16_chunk(error_sum *acc, const uint16_t *got,
+                              const double *want, size_t n, size_t base)
+{
+  tj__error_stats c;
+  tj__compare_f16(got, want, n, &c);
+  merge_chunk(acc, &c, base);
+  for (size_t i = 0; i < n; i++)
+    add_square(acc, (double)tj_f16_to_f32(got[i]), want[i]);
+}
+
+static void compare_i32_chunk(error_sum *acc, const int32_t *got,
+                              const int32_t *want, size_t n, size_t base)
+{
+  tj__error_stats c;
+  tj__compare_i32(got, want, n, &c);
+  merge_chunk(acc, &c, base);
+  for (size_t i = 0; i < n; i++)
+    add_square(acc, (double)got[i], (double)want[i]);
+}
+
+/* rel_l2 as oracle.c defines it, but with the denominator held at least
+ * at rel_floor per element (F16_REL_FLOOR). */
+static void finish_sum(error_sum *acc, double rel_floor)
+{
+  double den = fmax(acc->want_sq, (double)acc->finite * rel_floor * rel_floor);
+  if (acc->err_sq == 0.0)
+    acc->s.rel_l2 = 0.0;
+  else if (den == 0.0)
+    acc->s.rel_l2 = INFINITY;
+  else
+    acc->s.rel_l2 = sqrt(acc->err_sq) / sqrt(den);
+}
+
+static void compare_chunk(verify_run *v, size_t base, size_t m, void *want)
+{
+  const uint16_t *h0 = v->in[0], *h1 = v->in[1];
+  double *w0 = want, *w1 = w0 + COMPARE_CHUNK;
+  switch (v->kind->op) {
+  case OP_ADD_I32:
+    tj__oracle_add_i32((const int32_t *)v->in[0] + base,
+                       (const int32_t *)v->in[1] + base, want, m);
+    compare_i32_chunk(&v->err[0], (const int32_t *)v->out[0] + base, want, m,
+                      base);
+    return;
+  case OP_GELU_FWD:
+    tj__oracle_gelu_fwd(h0 + base, w0, m);
+    break;
+  case OP_GELU_BWD: /* grad_out, x */
+    tj__oracle_gelu_bwd(h0 + base, h1 + base, w0, m);
+    break;
+  case OP_GELU_FWD_BWD: /* x, grad_out */
+    tj__oracle_gelu_fwd(h0 + base, w0, m);
+    tj__oracle_gelu_bwd(h1 + base, h0 + base, w1, m);
+    compare_f16_chunk(&v->err[1], (const uint16_t *)v->out[1] + base, w1, m,
+                      base);
+    break;
+  case OP_GEMM:
+    return;
+  }
+  compare_f16_chunk(&v->err[0], (const uint16_t *)v->out[0] + base, w0, m,
+                    base);
+}
+
+static int compare_elementwise(verify_run *v)
+{
+  /* Room for two outputs' worth of doubles (int32 uses less). */
+  void *want = malloc(2 * COMPARE_CHUNK * sizeof(double));
+  if (!want)
+    return tj__fail(v->rt, TJ_ENOMEM, "tj_verify: out of host memory");
+  size_t n = (size_t)v->n;
+  for (size_t base = 0; base < n; base += COMPARE_CHUNK)
+    compare_chunk(v, base, n - base < COMPARE_CHUNK ? n - base : COMPARE_CHUNK,
+                  want);
+  free(want);
+  return TJ_OK;
+}
+
+static uint64_t gemm_rows_to_compare(uint64_t n)
+{
+  uint64_t rows = GEMM_ORACLE_BUDGET / (n * n);
+  if (rows < GEMM_MIN_ROWS)
+    rows = GEMM_MIN_ROWS;
+  return rows > n ? n : rows;
+}
+
+/* Row i of the sample: all rows when they fit the budget; otherwise rows
+ * 0 and n-1 (the first and the last, partial, tile) and one seeded row in
+ * each of the equal bands between, so the rows are distinct and cover
+ * every tile row of the grid evenly. */
+static uint64_t gemm_row(uint64_t i, uint64_t rows, uint64_t n, uint64_t seed)
+{
+  if (rows == n || i == 0)
+    return i;
+  if (i == rows - 1)
+    return n - 1;
+  uint64_t lo = i * n / rows, hi = (i + 1) * n / rows;
+  uint64_t s = seed ^ (0x2545f4914f6cdd1dull * (i + 1));
+  return lo + splitmix64(&s) % (hi - lo);
+}
+
+static int compare_gemm(verify_run *v)
+{
+  int n = (int)v->n;
+  double *want = malloc((size_t)n * sizeof *want);
+  if (!want)
+    return tj__fail(v->rt, TJ_ENOMEM, "tj_verify: out of host memory");
+  const uint16_t *A = v->in[0], *B = v->in[1], *C = v->out[0];
+  v->rows = gemm_rows_to_compare(v->n);
+  for (uint64_t i = 0; i < v->rows; i++) {
+    size_t r = (size_t)gemm_row(i, v->rows, v->n, v->seed);
+    /* One row of the product is the oracle on a 1 x K slice of A. */
+    tj__oracle_gemm(1, n, n, 1.0, A + r * (size_t)n, n, B, n, 0.0, NULL, n,
+                    want);
+    compare_f16_chunk(&v->err[0], C + r * (size_t)n, want, (size_t)n,
+                      r * (size_t)n);
+  }
+  free(want);
+  return TJ_OK;
+}
+
+static int run_and_compare(verify_run *v)
+{
+  int rc = make_inputs(v);
+  if (rc == TJ_OK)
+    rc = make_device_buffers(v);
+  if (rc == TJ_OK)
+    rc = time_launches(v);
+  if (rc == TJ_OK)
+    rc = copy_results(v);
+  if (rc == TJ_OK)
+    rc = v->kind->op == OP_GEMM ? compare_gemm(v) : compare_elementwise(v);
+  for (int i = 0; i < v->kind->nout; i++)
+    finish_sum(&v->err[i], v->kind->rel_floor);
+  return rc;
+}
+
+/* ------------------------------------------------------- the report */
+
+static int within(const verify_run *v, int i)
+{
+  return tj__error_within(&v->err[i].s, v->kind->max_abs_tol,
+                          v->kind->rel_l2_tol);
+}
+
+static void fill_errors(tj_report *r, const verify_run *v)
+{
+  r->within_tolerance = 1;
+  for (int i = 0; i < v->kind->nout; i++) {
+    const tj__error_stats *s = &v->err[i].s;
+    r->compared += s->count;
+    /* Two outputs: report the worse of each measure. */
+    r->max_abs_error = fmax(r->max_abs_error, s->max_abs);
+    r->rel_l2_error = fmax(r->rel_l2_error, s->rel_l2);
+    r->within_tolerance &= within(v, i);
+  }
+  r->max_abs_tolerance = v->kind->max_abs_tol;
+  r->rel_l2_tolerance = v->kind->rel_l2_tol;
+}
+
+static void fill_rates(tj_report *r, const verify_run *v)
+{
+  double n = (double)v->n;
+  const verify_kind *kd = v->kind;
+  r->kernel_ms = v->ms;
+  /* Each input read once and each output written once; GEMM with
+   * beta = 0 reads A and B and writes C. */
+  r->bytes_moved = kd->op == OP_GEMM ? 2.0 * 3.0 * n * n
+                                     : (double)(kd->nin + kd->nout) * n * (double)kd->elem;
+  if (v->ms > 0) {
+    r->gb_per_s = r->bytes_moved / (v->ms * 1e6);
+    if (kd->op == OP_GEMM)
+      r->tflop_per_s = 2.0 * n * n * n / (v->ms * 1e9);
+  }
+}
+
+static void fill_identity(tj_report *r, const verify_run *v,
+                          const tj__embedded_kernel *e, const tj_kernel *k,
+                          const tj__device_props *props)
+{
+  snprintf(r->kernel, sizeof r->kernel, "%s", v->kind->name);
+  r->n = v->kind->op == OP_GEMM ? v->n * v->n : v->n;
+  if (v->kind->op == OP_GEMM)
+    r->m = r->n_cols = r->k = (int)v->n;
+  r->seed = v->seed;
+  tj__hash_hex(e->source, e->source_len, r->source_fingerprint);
+  tj_kernel_info info;
+  if (tj_kernel_info_get(k, &info) == TJ_OK)
+    snprintf(r->code_key, sizeof r->code_key, "%s", info.key);
+  snprintf(r->compiler, sizeof r->compiler, "%s", tj_runtime_compiler(v->rt));
+  snprintf(r->device, sizeof r->device, "%s", props->name);
+  snprintf(r->arch, sizeof r->arch, "%s", tj_runtime_arch(v->rt));
+}
+
+/* Append to a fixed report field; truncation is safe and silent. */
+static void field_append(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void field_append(char *buf, size_t cap, const char *fmt, ...)
+{
+  size_t len = strnlen(buf, cap);
+  if (len + 1 >= cap)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, cap - len, fmt, ap);
+  va_end(ap);
+}
+
+static void evidence_errors(tj_report *r, const verify_run *v)
+{
+  static const char *const names[2][2] = {{"", ""}, {"y: ", "grad_in: "}};
+  int two = v->kind->nout == 2;
+  for (int i = 0; i < v->kind->nout; i++) {
+    const tj__error_stats *s = &v->err[i].s;
+    field_append(r->evidence, sizeof r->evidence,
+                 "%s%smax abs error %.3g, rel L2 %.3g", i ? "; " : "",
+                 names[two][i], s->max_abs, s->rel_l2);
+    if (s->nonfinite || s->special_mismatch)
+      field_append(r->evidence, sizeof r->evidence,
+                   ", %zu non-finite where the oracle is finite, %zu "
+                   "inf/NaN mismatches", s->nonfinite, s->special_mismatch);
+    if (!within(v, i))
+      field_append(r->evidence, sizeof r->evidence, ", worst at index %zu",
+                   s->max_abs_index);
+  }
+}
+
+static void fill_evidence(tj_report *r, const verify_run *v)
+{
+  const verify_kind *kd = v->kind;
+  if (kd->op == OP_GEMM)
+    field_append(r->evidence, sizeof r->evidence, "gemm_f16 M = N = K = %llu",
+                 (unsigned long long)v->n);
+  else
+    field_append(r->evidence, sizeof r->evidence, "%s on %llu elements",
+                 kd->name, (unsigned long long)v->n);
+  field_append(r->evidence, sizeof r->evidence, " on %s (%s): %llu outputs "
+               "compared with the double-precision oracle %s (", r->device,
+               r->arch, (unsigned long long)r->compared,
+               r->within_tolerance ? "were all within tolerance"
+                                   : "were NOT all within tolerance");
+  evidence_errors(r, v);
+  if (kd->op == OP_GEMM)
+    field_append(r->evidence, sizeof r->evidence, "; limit rel L2 %g). ",
+                 kd->rel_l2_tol);
+  else
+    field_append(r->evidence, sizeof r->evidence, "; limits max abs %g, rel "
+                 "L2 %g). ", kd->max_abs_tol, kd->rel_l2_tol);
+  field_append(r->evidence, sizeof r->evidence, "Median of %d timed launches "
+               "%.4g ms: %.4g GB/s", v->timed, r->kernel_ms, r->gb_per_s);
+  if (kd->op == OP_GEMM)
+    field_append(r->evidence, sizeof r->evidence, ", %.4g TFLOP/s",
+                 r->tflop_per_s);
+  field_append(r->evidence, sizeof r->evidence, ".");
+}
+
+static void fill_non_claims(tj_report *r, const verify_run *v)
+{
+  const verify_kind *kd = v->kind;
+  char *nc = r->non_claims;
+  size_t cap = sizeof r->non_claims;
+  field_append(nc, cap, "Not a comparison with a vendor library or any other "
+               "implementation. Timing covers kernel execution only (events "
+               "around each launch, median of %d after one warm-up), not "
+               "transfers or compilation, and includes launch latency. One "
+               "device, one run, one seed (%llu). ", v->timed,
+               (unsigned long long)v->seed);
+  if (kd->op == OP_ADD_I32)
+    field_append(nc, cap, "Inputs uniform over the non-zero 32-bit values. ");
+  else
+    field_append(nc, cap, "Inputs uniform in [%g, %g] (zeros redrawn): no "
+                 "inf, NaN or larger magnitudes. Rel L2's denominator is at "
+                 "least sqrt(count) * 2^-14, the smallest normal fp16, so "
+                 "outputs below that are held to absolute accuracy. ",
+                 kd->lo, kd->hi);
+  if (kd->op != OP_GEMM) {
+    field_append(nc, cap, "Buffers came from hipMalloc, so every pointer was "
+                 "16-byte aligned: the misaligned and in-place paths were "
+                 "not run.");
+    return;
+  }
+  field_append(nc, cap, "Square, dense, alpha = 1, beta = 0 only: the path "
+               "that reads C was not run. Max abs error is reported, not "
+               "held to a limit.");
+  if (v->rows < v->n)
+    field_append(nc, cap, " Only %llu of %llu rows were compared (rows 0 and "
+                 "n-1, and one seeded row in each band between); the other "
+                 "outputs were not checked.", (unsigned long long)v->rows,
+                 (unsigned long long)v->n);
+}
+
+/* ------------------------------------------------------- tj_verify */
+
+/* Sizes that no device can hold are refused before anything runs. */
+static int check_n(tj_runtime *rt, const verify_kind *kd, uint64_t n,
+                   size_t *in_bytes, size_t *out_bytes)
+{
+  if (n == 0)
+    return tj__fail(rt, TJ_EINVAL, "tj_verify: n is 0");
+  size_t elems = 0, all = 0;
+  if (kd->op == OP_GEMM && n > GEMM_N_MAX)
+    return tj__fail(rt, TJ_ERANGE, "tj_verify: gemm_f16 n=%llu is over %llu "
+                    "(M = N = K = n, and the grid allows 65535 blocks of 128 "
+                    "rows)", (unsigned long long)n,
+                    (unsigned long long)GEMM_N_MAX);
+  int arrays = kd->nin + kd->nout;
+  if (n > SIZE_MAX ||
+      __builtin_mul_overflow((size_t)n, kd->op == OP_GEMM ? (size_t)n : 1, &elems) ||
+      __builtin_mul_overflow(elems, kd->elem * (size_t)arrays, &all))
+    return tj__fail(rt, TJ_ERANGE, "tj_verify: %s with n=%llu needs more "
+                    "bytes than size_t holds", kd->name, (unsigned long long)n);
+  *in_bytes = *out_bytes = elems * kd->elem;
+  return TJ_OK;
+}
+
+static int check_device(tj_runtime *rt, const verify_kind *kd, uint64_t n,
+                        size_t bytes, tj__device_props *props)
+{
+  if (rt->compile_only)
+    return tj__fail(rt, TJ_ENODEVICE, "no GPU: tj_verify runs %s, and this "
+                    "runtime is compile-only (arch %s)", kd->name, rt->arch);
+  if (tj__device_query(rt->device.ordinal, props) != TJ_OK)
+    return tj__fail(rt, TJ_EDEVICE, "tj_verify: could not query device %d",
+                    rt->device.ordinal);
+  if (bytes > props->total_mem / 2)
+    return tj__fail(rt, TJ_ERANGE, "tj_verify: %s with n=%llu needs %zu "
+                    "bytes of device memory, over half of the %zu that %s "
+                    "has", kd->name, (unsigned long long)n, bytes,
+                    props->total_mem, props->name);
+  if (tj_runtime_bind(rt) != TJ_OK)
+    return tj__fail(rt, TJ_EDEVICE, "tj_verify: could not make device %d "
+                    "current", rt->device.ordinal);
+  return TJ_OK;
+}
+
+int tj_verify(tj_runtime *rt, const char *kernel, uint64_t n, uint64_t seed,
+              tj_report *report)
+{
+  if (!rt)
+    return TJ_EINVAL;
+  if (!kernel || !report)
+    return tj__fail(rt, TJ_EINVAL, "tj_verify: %s is NULL",
+                    !kernel ? "kernel" : "report");
+  const verify_kind *kd = find_kind(kernel);
+  const tj__embedded_kernel *e = tj__embedded_find(kernel);
+  if (!kd || !e)
+    return tj__fail(rt, TJ_ENOENT, "tj_verify: no embedded kernel with an "
+                    "oracle is named '%.128s'", kernel);
+  verify_run v = {.rt = rt, .kind = kd, .n = n, .seed = seed};
+  tj__device_props props;
+  tj_kernel *k = NULL;
+  int rc = check_n(rt, kd, n, &v.in_bytes, &v.out_bytes);
+  if (rc == TJ_OK)
+    rc = check_device(rt, kd, n, (size_t)(kd->nin + kd->nout) * v.in_bytes,
+                      &props);
+  if (rc == TJ_OK)
+    rc = tj_kernel_get(rt, kernel, &k);
+  if (rc != TJ_OK)
+    return rc;
+  rc = run_and_compare(&v);
+  release(&v);
+  if (rc != TJ_OK)
+    return rc;
+  tj_report r;
+  memset(&r, 0, sizeof r);
+  fill_identity(&r, &v, e, k, &props);
+  fill_errors(&r, &v);
+  fill_rates(&r, &v);
+  fill_evidence(&r, &v);
+  fill_non_claims(&r, &v);
+  *report = r;
+  return TJ_OK;
+}
+
+/* ------------------------------------------------------- text output */
+
+/* A growing string; a failed allocation sticks and ends as NULL. */
+typedef struct strbuf {
+  char *s;
+  size_t len, cap;
+  int failed;
+} strbuf;
+
+static int sb_reserve(strbuf *b, size_t more)
+{
+  if (b->failed)
+    return 0;
+  if (b->len + more + 1 <= b->cap)
+    return 1;
+  size_t cap = b->cap ? b->cap : 1024;
+  while (cap < b->len + more + 1)
+    cap *= 2;
+  char *s = realloc(b->s, cap);
+  if (!s) {
+    b->failed = 1;
+    return 0;
+  }
+  b->s = s;
+  b->cap = cap;
+  return 1;
+}
+
+static void sb_printf(strbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sb_printf(strbuf *b, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0 || !sb_reserve(b, (size_t)n)) {
+    b->failed = 1;
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+static char *sb_finish(strbuf *b)
+{
+  if (b->failed || !b->s) {
+    free(b->s);
+    return NULL;
+  }
+  return b->s;
+}
+
+/* Reports are data: numbers always with '.', whatever LC_NUMERIC the
+ * calling program chose.  uselocale() switches this thread only. */
+typedef struct c_numbers {
+  locale_t c, old;
+} c_numbers;
+
+static void c_numbers_begin(c_numbers *cn)
+{
+  cn->c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  cn->old = cn->c ? uselocale(cn->c) : (locale_t)0;
+}
+
+static void c_numbers_end(c_numbers *cn)
+{
+  if (cn->c) {
+    uselocale(cn->old);
+    freelocale(cn->c);
+  }
+}
+
+/* A report's strings are fixed arrays that a caller may have filled
+ * without a terminator: never read past the field. */
+static void json_string(strbuf *b, const char *s, size_t cap)
+{
+  size_t n = strnlen(s, cap);
+  sb_printf(b, "\"");
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    switch (c) {
+    case '"': sb_printf(b, "\\\""); break;
+    case '\\': sb_printf(b, "\\\\"); break;
+    case '\n': sb_printf(b, "\\n"); break;
+    case '\r': sb_printf(b, "\\r"); break;
+    case '\t': sb_printf(b, "\\t"); break;
+    case '\b': sb_printf(b, "\\b"); break;
+    case '\f': sb_printf(b, "\\f"); break;
+    default:
+      if (c < 0x20)
+        sb_printf(b, "\\u%04x", c);
+      else
+        sb_printf(b, "%c", c);
+    }
+  }
+  sb_printf(b, "\"");
+}
+
+/* JSON has no NaN or infinity: they are written as null. */
+static void json_number(strbuf *b, double v)
+{
+  if (isfinite(v))
+    sb_printf(b, "%.10g", v);
+  else
+    sb_printf(b, "null");
+}
+
+#define JSON_STR(b, r, field, last)                                         \
+  do {                                                                      \
+    sb_printf(b, "  \"" #field "\": ");                                     \
+    json_string(b, (r)->field, sizeof (r)->field);                          \
+    sb_printf(b, "%s\n", (last) ? "" : ",");                                \
+  } while (0)
+#define JSON_NUM(b, r, field)                                               \
+  do {                                                                      \
+    sb_printf(b, "  \"" #field "\": ");                                     \
+    json_number(b, (r)->field);                                             \
+    sb_printf(b, ",\n");                                                    \
+  } while (0)
+
+static void json_body(strbuf *b, const tj_report *r)
+{
+  JSON_STR(b, r, kernel, 0);
+  sb_printf(b, "  \"n\": %llu,\n  \"m\": %d,\n  \"n_cols\": %d,\n  \"k\": %d,\n"
+            "  \"seed\": %llu,\n  \"compared\": %llu,\n",
+            (unsigned long long)r->n, r->m, r->n_cols, r->k,
+            (unsigned long long)r->seed, (unsigned long long)r->compared);
+  JSON_NUM(b, r, max_abs_error);
+  JSON_NUM(b, r, rel_l2_error);
+  JSON_NUM(b, r, max_abs_tolerance);
+  JSON_NUM(b, r, rel_l2_tolerance);
+  sb_printf(b, "  \"within_tolerance\": %s,\n",
+            r->within_tolerance ? "true" : "false");
+  JSON_NUM(b, r, kernel_ms);
+  JSON_NUM(b, r, bytes_moved);
+  JSON_NUM(b, r, gb_per_s);
+  /* Not a GEMM (m == 0): there is no FLOP rate, rather than a rate of 0. */
+  sb_printf(b, "  \"tflop_per_s\": ");
+  json_number(b, r->m ? r->tflop_per_s : NAN);
+  sb_printf(b, ",\n");
+  JSON_STR(b, r, source_fingerprint, 0);
+  JSON_STR(b, r, code_key, 0);
+  JSON_STR(b, r, compiler, 0);
+  JSON_STR(b, r, device, 0);
+  JSON_STR(b, r, arch, 0);
+  JSON_STR(b, r, evidence, 0);
+  JSON_STR(b, r, non_claims, 1);
+}
+
+char *tj_report_json(const tj_report *r)
+{
+  if (!r)
+    return NULL;
+  strbuf b = {0};
+  c_numbers cn;
+  c_numbers_begin(&cn);
+  sb_printf(&b, "{\n");
+  json_body(&b, r);
+  sb_printf(&b, "}\n");
+  c_numbers_end(&cn);
+  return sb_finish(&b);
+}
+
+/* A table cell or paragraph: '|' would end the cell (and a backslash
+ * before it would undo its escape) and a newline the row, so they are
+ * escaped and flattened. */
+static void md_text(strbuf *b, const char *s, size_t cap)
+{
+  size_t n = strnlen(s, cap);
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c == '|' || c == '\\')
+      sb_printf(b, "\\%c", c);
+    else if (c == '\n' || c == '\r' || c == '\t')
+      sb_printf(b, " ");
+    else
+      sb_printf(b, "%c", c);
+  }
+}
+
+static void md_number(strbuf *b, const char *name, double v, const char *none)
+{
+  sb_printf(b, "| %s | ", name);
+  if (isfinite(v))
+    sb_printf(b, "%.6g", v);
+  else
+    sb_printf(b, "%s", none ? none : isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf");
+  sb_printf(b, " |\n");
+}
+
+#define MD_STR(b, r, field)                                                 \
+  do {                                                                      \
+    sb_printf(b, "| " #field " | ");                                        \
+    md_text(b, (r)->field, sizeof (r)->field);                              \
+    sb_printf(b, " |\n");                                                   \
+  } while (0)
+
+static void md_table(strbuf *b, const tj_report *r)
+{
+  sb_printf(b, "| field | value |\n|---|---|\n");
+  MD_STR(b, r, kernel);
+  sb_printf(b, "| n | %llu |\n| m | %d |\n| n_cols | %d |\n| k | %d |\n"
+            "| seed | %llu |\n| compared | %llu |\n",
+            (unsigned long long)r->n, r->m, r->n_cols, r->k,
+            (unsigned long long)r->seed, (unsigned long long)r->compared);
+  md_number(b, "max_abs_error", r->max_abs_error, NULL);
+  md_number(b, "rel_l2_error", r->rel_l2_error, NULL);
+  md_number(b, "max_abs_tolerance", r->max_abs_tolerance,
+            isfinite(r->max_abs_tolerance) ? NULL : "none (not limited)");
+  md_number(b, "rel_l2_tolerance", r->rel_l2_tolerance,
+            isfinite(r->rel_l2_tolerance) ? NULL : "none (not limited)");
+  sb_printf(b, "| within_tolerance | %s |\n", r->within_tolerance ? "yes" : "no");
+  md_number(b, "kernel_ms", r->kernel_ms, NULL);
+  md_number(b, "bytes_moved", r->bytes_moved, NULL);
+  md_number(b, "gb_per_s", r->gb_per_s, NULL);
+  if (r->m)
+    md_number(b, "tflop_per_s", r->tflop_per_s, NULL);
+  else /* not a GEMM: no FLOP rate, rather than a rate of 0 */
+    sb_printf(b, "| tflop_per_s | n/a |\n");
+  MD_STR(b, r, source_fingerprint);
+  MD_STR(b, r, code_key);
+  MD_STR(b, r, compiler);
+  MD_STR(b, r, device);
+  MD_STR(b, r, arch);
+}
+
+char *tj_report_markdown(const tj_report *r)
+{
+  if (!r)
+    return NULL;
+  strbuf b = {0};
+  c_numbers cn;
+  c_numbers_begin(&cn);
+  sb_printf(&b, "## tj_verify: ");
+  md_text(&b, r->kernel, sizeof r->kernel);
+  sb_printf(&b, ", n = %llu\n\n", (unsigned long long)r->n);
+  md_table(&b, r);
+  sb_printf(&b, "\n**Evidence** (evidence). ");
+  md_text(&b, r->evidence, sizeof r->evidence);
+  sb_printf(&b, "\n\n**Non-claims** (non_claims). ");
+  md_text(&b, r->non_claims, sizeof r->non_claims);
+  sb_printf(&b, "\n");
+  c_numbers_end(&cn);
+  return sb_finish(&b);
+}

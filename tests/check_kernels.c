@@ -1,0 +1,558 @@
+/* check_kernels.c: the kernel calls and tj_verify on a CPU machine: every
+ * argument check of every call, with its exact message, on a compile-only
+ * runtime; that a valid call there is TJ_ENODEVICE without compiling or
+ * touching the caller's output; the launch shapes the calls assume against
+ * the embedded sources; and the JSON and markdown reports. */
+#include "testutil.h"
+#include "internal.h"
+#include "embedded.h"
+#include "jsoncheck.h"
+
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+
+/* Device pointers are never dereferenced before a launch, and a
+ * compile-only runtime never launches: distinct, aligned, far-apart fake
+ * addresses exercise the checks. */
+#define FAKE(i) ((void *)((uintptr_t)(i) << 32))
+
+static void expect_fail(tj_runtime *rt, int rc, int code, const char *msg)
+{
+  ck_assert_msg(rc == code, "got %s, want %s (%s)", tj_err_name(rc),
+                tj_err_name(code), tj_errmsg(rt));
+  ck_assert_str_eq(tj_errmsg(rt), msg);
+}
+
+static void expect_no_gpu(tj_runtime *rt, int rc, const char *fn)
+{
+  char want[256];
+  snprintf(want, sizeof want, "no GPU: %s launches a kernel, and this "
+           "runtime is compile-only (arch %s)", fn, TEST_ARCH);
+  expect_fail(rt, rc, TJ_ENODEVICE, want);
+}
+
+static uint64_t compiles(tj_runtime *rt)
+{
+  tj_stats st;
+  ck_assert_int_eq(tj_runtime_stats(rt, &st), TJ_OK);
+  return st.compiles + st.cache_hits;
+}
+
+/* ------------------------------------------------------- no runtime */
+
+START_TEST(null_runtime_is_einval)
+{
+  uint16_t h[4] = {0};
+  int32_t i[4] = {0};
+  tj_report r;
+  ck_assert_int_eq(tj_add_i32(NULL, NULL, i, i, i, 4), TJ_EINVAL);
+  ck_assert_int_eq(tj_gelu_fwd_f16(NULL, NULL, h, h, 4), TJ_EINVAL);
+  ck_assert_int_eq(tj_gelu_bwd_f16(NULL, NULL, h, h, h, 4), TJ_EINVAL);
+  ck_assert_int_eq(tj_gelu_fwd_bwd_f16(NULL, NULL, h, h, h, h + 2, 2), TJ_EINVAL);
+  ck_assert_int_eq(tj_gemm_f16(NULL, NULL, 1, 1, 1, 1, h, 1, h, 1, 0, h + 1, 1), TJ_EINVAL);
+  ck_assert_int_eq(tj_add_i32_host(NULL, i, 4, i, 4, i, 4), TJ_EINVAL);
+  ck_assert_int_eq(tj_gelu_fwd_f16_host(NULL, h, 4, h, 4), TJ_EINVAL);
+  ck_assert_int_eq(tj_gelu_bwd_f16_host(NULL, h, 4, h, 4, h, 4), TJ_EINVAL);
+  ck_assert_int_eq(tj_gelu_fwd_bwd_f16_host(NULL, h, 2, h, 2, h, h + 2, 2), TJ_EINVAL);
+  ck_assert_int_eq(tj_gemm_f16_host(NULL, 1, 1, 1, 1, h, h, 0, h + 1), TJ_EINVAL);
+  ck_assert_int_eq(tj_verify(NULL, "add_i32", 4, 1, &r), TJ_EINVAL);
+  ck_assert_ptr_null(tj_report_json(NULL));
+  ck_assert_ptr_null(tj_report_markdown(NULL));
+}
+END_TEST
+
+/* ------------------------------------------------------- elementwise */
+
+START_TEST(device_calls_name_null_arguments)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  int32_t *a = FAKE(1), *b = FAKE(2), *c = FAKE(3);
+  uint16_t *x = FAKE(4), *y = FAKE(5), *g = FAKE(6), *d = FAKE(7);
+  expect_fail(rt, tj_add_i32(rt, NULL, NULL, b, c, 4), TJ_EINVAL, "tj_add_i32: a is NULL");
+  expect_fail(rt, tj_add_i32(rt, NULL, a, NULL, c, 4), TJ_EINVAL, "tj_add_i32: b is NULL");
+  expect_fail(rt, tj_add_i32(rt, NULL, a, b, NULL, 4), TJ_EINVAL, "tj_add_i32: c is NULL");
+  expect_fail(rt, tj_gelu_fwd_f16(rt, NULL, NULL, y, 4), TJ_EINVAL, "tj_gelu_fwd_f16: x is NULL");
+  expect_fail(rt, tj_gelu_fwd_f16(rt, NULL, x, NULL, 4), TJ_EINVAL, "tj_gelu_fwd_f16: y is NULL");
+  expect_fail(rt, tj_gelu_bwd_f16(rt, NULL, NULL, x, d, 4), TJ_EINVAL, "tj_gelu_bwd_f16: grad_out is NULL");
+  expect_fail(rt, tj_gelu_bwd_f16(rt, NULL, g, NULL, d, 4), TJ_EINVAL, "tj_gelu_bwd_f16: x is NULL");
+  expect_fail(rt, tj_gelu_bwd_f16(rt, NULL, g, x, NULL, 4), TJ_EINVAL, "tj_gelu_bwd_f16: grad_in is NULL");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16(rt, NULL, NULL, g, y, d, 4), TJ_EINVAL, "tj_gelu_fwd_bwd_f16: x is NULL");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16(rt, NULL, x, NULL, y, d, 4), TJ_EINVAL, "tj_gelu_fwd_bwd_f16: grad_out is NULL");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16(rt, NULL, x, g, NULL, d, 4), TJ_EINVAL, "tj_gelu_fwd_bwd_f16: y is NULL");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16(rt, NULL, x, g, y, NULL, 4), TJ_EINVAL, "tj_gelu_fwd_bwd_f16: grad_in is NULL");
+  ck_assert_uint_eq(compiles(rt), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(device_calls_reject_n_zero_and_overflow)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  int32_t *a = FAKE(1), *b = FAKE(2), *c = FAKE(3);
+  uint16_t *x = FAKE(4), *y = FAKE(5), *g = FAKE(6), *d = FAKE(7);
+  expect_fail(rt, tj_add_i32(rt, NULL, a, b, c, 0), TJ_EINVAL, "tj_add_i32: n is 0");
+  expect_fail(rt, tj_gelu_fwd_f16(rt, NULL, x, y, 0), TJ_EINVAL, "tj_gelu_fwd_f16: n is 0");
+  expect_fail(rt, tj_gelu_bwd_f16(rt, NULL, g, x, d, 0), TJ_EINVAL, "tj_gelu_bwd_f16: n is 0");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16(rt, NULL, x, g, y, d, 0), TJ_EINVAL, "tj_gelu_fwd_bwd_f16: n is 0");
+  char want[256];
+  size_t n4 = SIZE_MAX / 4 + 1, n2 = SIZE_MAX / 2 + 1;
+  snprintf(want, sizeof want, "tj_add_i32: n=%zu elements of 4 bytes overflow size_t", n4);
+  expect_fail(rt, tj_add_i32(rt, NULL, a, b, c, n4), TJ_EINVAL, want);
+  snprintf(want, sizeof want, "tj_gelu_fwd_f16: n=%zu elements of 2 bytes overflow size_t", n2);
+  expect_fail(rt, tj_gelu_fwd_f16(rt, NULL, x, y, n2), TJ_EINVAL, want);
+  snprintf(want, sizeof want, "tj_gelu_bwd_f16: n=%zu elements of 2 bytes overflow size_t", SIZE_MAX);
+  expect_fail(rt, tj_gelu_bwd_f16(rt, NULL, g, x, d, SIZE_MAX), TJ_EINVAL, want);
+  snprintf(want, sizeof want, "tj_gelu_fwd_bwd_f16: n=%zu elements of 2 bytes overflow size_t", n2);
+  expect_fail(rt, tj_gelu_fwd_bwd_f16(rt, NULL, x, g, y, d, n2), TJ_EINVAL, want);
+  ck_assert_uint_eq(compiles(rt), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(device_calls_reject_misaligned_pointers)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  int32_t *a = FAKE(1), *b = FAKE(2), *c = FAKE(3);
+  uint16_t *x = FAKE(4), *y = FAKE(5);
+  int32_t *a2 = (int32_t *)((char *)a + 2);
+  uint16_t *y1 = (uint16_t *)((char *)y + 1);
+  expect_fail(rt, tj_add_i32(rt, NULL, a2, b, c, 4), TJ_EINVAL, "tj_add_i32: a is not 4-byte aligned");
+  expect_fail(rt, tj_gelu_fwd_f16(rt, NULL, x, y1, 4), TJ_EINVAL, "tj_gelu_fwd_f16: y is not 2-byte aligned");
+  /* One element off is still naturally aligned: allowed. */
+  expect_no_gpu(rt, tj_add_i32(rt, NULL, a + 1, b + 3, c + 1, 4), "tj_add_i32");
+  expect_no_gpu(rt, tj_gelu_fwd_f16(rt, NULL, x + 1, y + 1, 4), "tj_gelu_fwd_f16");
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(device_calls_reject_partial_overlaps)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  int32_t *a = FAKE(1), *b = FAKE(2);
+  uint16_t *x = FAKE(4), *g = FAKE(6), *y = FAKE(5);
+  const char *msg = "tj_gelu_fwd_f16: x and y overlap (an output may be exactly an input, nothing else)";
+  expect_fail(rt, tj_gelu_fwd_f16(rt, NULL, x, x + 3, 4), TJ_EINVAL, msg);
+  expect_fail(rt, tj_gelu_fwd_f16(rt, NULL, x + 3, x, 4), TJ_EINVAL, msg);
+  expect_fail(rt, tj_add_i32(rt, NULL, a, b, b + 1, 2), TJ_EINVAL,
+              "tj_add_i32: b and c overlap (an output may be exactly an input, nothing else)");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16(rt, NULL, x, g, y, y, 4), TJ_EINVAL,
+              "tj_gelu_fwd_bwd_f16: y and grad_in overlap (an output may be exactly an input, nothing else)");
+  /* In place, shared inputs, and arrays that just touch are all fine. */
+  expect_no_gpu(rt, tj_gelu_fwd_f16(rt, NULL, x, x, 4), "tj_gelu_fwd_f16");
+  expect_no_gpu(rt, tj_gelu_fwd_f16(rt, NULL, x, x + 4, 4), "tj_gelu_fwd_f16");
+  expect_no_gpu(rt, tj_add_i32(rt, NULL, a, a, a, 4), "tj_add_i32");
+  expect_no_gpu(rt, tj_gelu_bwd_f16(rt, NULL, g, x, g, 4), "tj_gelu_bwd_f16");
+  expect_no_gpu(rt, tj_gelu_fwd_bwd_f16(rt, NULL, x, g, x, g, 4), "tj_gelu_fwd_bwd_f16");
+  ck_assert_uint_eq(compiles(rt), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* Valid calls fail only for want of a GPU, and compile nothing. */
+START_TEST(valid_calls_on_compile_only_runtime_are_enodevice)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  int32_t *a = FAKE(1), *b = FAKE(2), *c = FAKE(3);
+  uint16_t *x = FAKE(4), *y = FAKE(5), *g = FAKE(6), *d = FAKE(7);
+  expect_no_gpu(rt, tj_add_i32(rt, NULL, a, b, c, 1000), "tj_add_i32");
+  expect_no_gpu(rt, tj_gelu_fwd_f16(rt, NULL, x, y, 1), "tj_gelu_fwd_f16");
+  expect_no_gpu(rt, tj_gelu_bwd_f16(rt, NULL, g, x, d, 7), "tj_gelu_bwd_f16");
+  expect_no_gpu(rt, tj_gelu_fwd_bwd_f16(rt, NULL, x, g, y, d, 9), "tj_gelu_fwd_bwd_f16");
+  expect_no_gpu(rt, tj_gemm_f16(rt, NULL, 3, 5, 7, 1, x, 7, g, 5, 0, d, 5), "tj_gemm_f16");
+  ck_assert_uint_eq(compiles(rt), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* ------------------------------------------------------- host calls */
+
+START_TEST(host_calls_check_lengths)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  int32_t a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {9, 9, 9, 9};
+  uint16_t x[4] = {1, 2, 3, 4}, g[4] = {1, 2, 3, 4}, y[4] = {7, 7, 7, 7}, d[4] = {7, 7, 7, 7};
+  expect_fail(rt, tj_gelu_bwd_f16_host(rt, g, 3, x, 4, d, 4), TJ_EINVAL,
+              "tj_gelu_bwd_f16_host: grad_out length 3 does not match n=4");
+  expect_fail(rt, tj_gelu_bwd_f16_host(rt, g, 4, x, 5, d, 4), TJ_EINVAL,
+              "tj_gelu_bwd_f16_host: x length 5 does not match n=4");
+  expect_fail(rt, tj_add_i32_host(rt, a, 3, b, 4, c, 4), TJ_EINVAL,
+              "tj_add_i32_host: a length 3 does not match n=4");
+  expect_fail(rt, tj_add_i32_host(rt, a, 4, b, 0, c, 4), TJ_EINVAL,
+              "tj_add_i32_host: b length 0 does not match n=4");
+  expect_fail(rt, tj_gelu_fwd_f16_host(rt, x, 2, y, 4), TJ_EINVAL,
+              "tj_gelu_fwd_f16_host: x length 2 does not match n=4");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16_host(rt, x, 1, g, 4, y, d, 4), TJ_EINVAL,
+              "tj_gelu_fwd_bwd_f16_host: x length 1 does not match n=4");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16_host(rt, x, 4, g, 3, y, d, 4), TJ_EINVAL,
+              "tj_gelu_fwd_bwd_f16_host: grad_out length 3 does not match n=4");
+  /* Outputs are written only on success. */
+  for (int i = 0; i < 4; i++) {
+    ck_assert_int_eq(c[i], 9);
+    ck_assert_uint_eq(y[i], 7);
+    ck_assert_uint_eq(d[i], 7);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(host_calls_check_pointers_and_n)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  int32_t a[4] = {0}, c[4] = {0};
+  uint16_t x[4] = {0}, g[4] = {0}, y[4] = {0}, d[4] = {0};
+  expect_fail(rt, tj_add_i32_host(rt, a, 4, NULL, 4, c, 4), TJ_EINVAL, "tj_add_i32_host: b is NULL");
+  expect_fail(rt, tj_gelu_fwd_f16_host(rt, x, 4, NULL, 4), TJ_EINVAL, "tj_gelu_fwd_f16_host: y is NULL");
+  expect_fail(rt, tj_gelu_bwd_f16_host(rt, NULL, 4, x, 4, d, 4), TJ_EINVAL, "tj_gelu_bwd_f16_host: grad_out is NULL");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16_host(rt, x, 4, g, 4, y, NULL, 4), TJ_EINVAL,
+              "tj_gelu_fwd_bwd_f16_host: grad_in is NULL");
+  expect_fail(rt, tj_add_i32_host(rt, a, 0, a, 0, c, 0), TJ_EINVAL, "tj_add_i32_host: n is 0");
+  expect_fail(rt, tj_gelu_fwd_f16_host(rt, x, 0, y, 0), TJ_EINVAL, "tj_gelu_fwd_f16_host: n is 0");
+  expect_fail(rt, tj_gelu_bwd_f16_host(rt, g, 0, x, 0, d, 0), TJ_EINVAL, "tj_gelu_bwd_f16_host: n is 0");
+  expect_fail(rt, tj_gelu_fwd_bwd_f16_host(rt, x, 0, g, 0, y, d, 0), TJ_EINVAL, "tj_gelu_fwd_bwd_f16_host: n is 0");
+  char want[256];
+  snprintf(want, sizeof want, "tj_gelu_fwd_f16_host: n=%zu elements of 2 bytes overflow size_t", SIZE_MAX);
+  expect_fail(rt, tj_gelu_fwd_f16_host(rt, x, SIZE_MAX, y, SIZE_MAX), TJ_EINVAL, want);
+  expect_fail(rt, tj_gelu_fwd_bwd_f16_host(rt, x, 4, g, 4, y, y, 4), TJ_EINVAL,
+              "tj_gelu_fwd_bwd_f16_host: y and grad_in overlap (an output may be exactly an input, nothing else)");
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(valid_host_calls_are_enodevice_and_leave_outputs)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  int32_t a[3] = {1, 2, 3}, c[3] = {5, 5, 5};
+  uint16_t x[3] = {1, 2, 3}, y[3] = {5, 5, 5}, d[3] = {5, 5, 5};
+  uint16_t A[6] = {1, 2, 3, 4, 5, 6}, C[4] = {5, 5, 5, 5};
+  expect_no_gpu(rt, tj_add_i32_host(rt, a, 3, a, 3, c, 3), "tj_add_i32_host");
+  expect_no_gpu(rt, tj_gelu_fwd_f16_host(rt, x, 3, y, 3), "tj_gelu_fwd_f16_host");
+  expect_no_gpu(rt, tj_gelu_bwd_f16_host(rt, x, 3, x, 3, d, 3), "tj_gelu_bwd_f16_host");
+  expect_no_gpu(rt, tj_gelu_fwd_bwd_f16_host(rt, x, 3, x, 3, y, d, 3), "tj_gelu_fwd_bwd_f16_host");
+  expect_no_gpu(rt, tj_gemm_f16_host(rt, 2, 2, 3, 1, A, A, 0.5f, C), "tj_gemm_f16_host");
+  for (int i = 0; i < 3; i++)
+    ck_assert(c[i] == 5 && y[i] == 5 && d[i] == 5 && C[i] == 5);
+  ck_assert_uint_eq(compiles(rt), 0); /* checked before compiling */
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* ------------------------------------------------------- gemm */
+
+START_TEST(gemm_checks_dimensions)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  uint16_t *A = FAKE(1), *B = FAKE(2), *C = FAKE(3);
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 0, 4, 4, 1, A, 4, B, 4, 0, C, 4), TJ_EINVAL, "tj_gemm_f16: M=0 must be at least 1");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 4, -2, 4, 1, A, 4, B, 4, 0, C, 4), TJ_EINVAL, "tj_gemm_f16: N=-2 must be at least 1");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 4, 4, 0, 1, A, 4, B, 4, 0, C, 4), TJ_EINVAL, "tj_gemm_f16: K=0 must be at least 1");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 4, 8, 6, 1, A, 5, B, 8, 0, C, 8), TJ_EINVAL,
+              "tj_gemm_f16: lda=5 is less than K=6 (A is row-major M x K)");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 4, 8, 6, 1, A, 6, B, 6, 0, C, 8), TJ_EINVAL,
+              "tj_gemm_f16: ldb=6 is less than N=8 (B is row-major K x N)");
+  /* Row-major: ldc is at least N, whatever M is. */
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 4, 8, 6, 1, A, 6, B, 8, 0, C, 4), TJ_EINVAL,
+              "tj_gemm_f16: ldc=4 is less than N=8 (C is row-major M x N)");
+  expect_no_gpu(rt, tj_gemm_f16(rt, NULL, 8, 4, 6, 1, A, 6, B, 4, 0, C, 4), "tj_gemm_f16");
+  expect_no_gpu(rt, tj_gemm_f16(rt, NULL, 8, 4, 6, 1, A, 9, B, 5, 0, C, 7), "tj_gemm_f16");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 4, 4, 4, 1, NULL, 4, B, 4, 0, C, 4), TJ_EINVAL, "tj_gemm_f16: A is NULL");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 4, 4, 4, 1, A, 4, NULL, 4, 0, C, 4), TJ_EINVAL, "tj_gemm_f16: B is NULL");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 4, 4, 4, 1, A, 4, B, 4, 0, NULL, 4), TJ_EINVAL, "tj_gemm_f16: C is NULL");
+  ck_assert_uint_eq(compiles(rt), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(gemm_checks_ranges_alignment_and_overlap)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  uint16_t *A = FAKE(1), *B = FAKE(2), *C = FAKE(3);
+  int mmax = 65535 * 128;
+  expect_no_gpu(rt, tj_gemm_f16(rt, NULL, mmax, 1, 1, 1, A, 1, B, 1, 0, C, 1), "tj_gemm_f16");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, mmax + 1, 1, 1, 1, A, 1, B, 1, 0, C, 1), TJ_ERANGE,
+              "tj_gemm_f16: M=8388481 needs more than 65535 blocks of 128 rows, the grid's y limit");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 1, 1, INT_MAX, 1, A, INT_MAX, B, 1, 0, C, 1), TJ_ERANGE,
+              "tj_gemm_f16: K=2147483647 is over 2147483391, the most the kernel's int tile arithmetic allows");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 2, 2, 2, 1, A, 2, B, 2, 0, (uint16_t *)((char *)C + 1), 2),
+              TJ_EINVAL, "tj_gemm_f16: C is not 2-byte aligned");
+  /* C's span ((M-1) ldc + N elements) reaching into A's. */
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 2, 2, 2, 1, A, 2, B, 2, 0, A + 3, 2), TJ_EINVAL,
+              "tj_gemm_f16: C overlaps A");
+  expect_fail(rt, tj_gemm_f16(rt, NULL, 2, 2, 2, 1, A, 2, B, 2, 0, B - 3, 2), TJ_EINVAL,
+              "tj_gemm_f16: C overlaps B");
+  expect_no_gpu(rt, tj_gemm_f16(rt, NULL, 2, 2, 2, 1, A, 2, B, 2, 0, A + 4, 2), "tj_gemm_f16");
+  ck_assert_uint_eq(compiles(rt), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(gemm_host_checks)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  uint16_t A[6] = {0}, B[6] = {0}, C[4] = {0};
+  expect_fail(rt, tj_gemm_f16_host(rt, 2, 2, 3, 1, NULL, B, 0, C), TJ_EINVAL, "tj_gemm_f16_host: A is NULL");
+  expect_fail(rt, tj_gemm_f16_host(rt, 2, 2, 3, 1, A, B, 0, NULL), TJ_EINVAL, "tj_gemm_f16_host: C is NULL");
+  expect_fail(rt, tj_gemm_f16_host(rt, 2, 0, 3, 1, A, B, 0, C), TJ_EINVAL, "tj_gemm_f16_host: N=0 must be at least 1");
+  expect_fail(rt, tj_gemm_f16_host(rt, 8388481, 1, 1, 1, A, B, 0, C), TJ_ERANGE,
+              "tj_gemm_f16_host: M=8388481 needs more than 65535 blocks of 128 rows, the grid's y limit");
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* ------------------------------------------------------- launch shapes */
+
+/* The block size in front of entry's name, from its __launch_bounds__. */
+static int launch_bounds_of(const char *src, const char *entry)
+{
+  static const char tag[] = "__launch_bounds__(";
+  for (const char *p = strstr(src, tag); p; p = strstr(p + 1, tag)) {
+    char *end;
+    long threads = strtol(p + strlen(tag), &end, 10);
+    /* Past an optional second argument (minimum blocks per SM). */
+    end = strchr(end, ')');
+    if (!end)
+      return -1;
+    for (end++; *end == ' ' || *end == '\n'; end++)
+      ;
+    size_t n = strlen(entry);
+    if (strncmp(end, entry, n) == 0 && end[n] == '(')
+      return (int)threads;
+  }
+  return -1;
+}
+
+/* kernels_api.c launches these block sizes; a kernel whose bounds change
+ * must change there too, or its launches fail. */
+START_TEST(block_sizes_match_the_kernel_sources)
+{
+  static const struct { const char *entry; int threads; } want[] = {
+      {"add_i32", 256}, {"gelu_fwd_f16", 256}, {"gelu_bwd_f16", 256},
+      {"gelu_fwd_bwd_f16", 256}, {"gemm_f16", 128}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const tj__embedded_kernel *e = tj__embedded_find(want[i].entry);
+    ck_assert_msg(e != NULL, "%s is not embedded", want[i].entry);
+    ck_assert_msg(launch_bounds_of(e->source, want[i].entry) == want[i].threads,
+                  "%s: __launch_bounds__ is %d, kernels_api.c launches %d",
+                  want[i].entry, launch_bounds_of(e->source, want[i].entry),
+                  want[i].threads);
+  }
+}
+END_TEST
+
+/* ------------------------------------------------------- tj_verify */
+
+START_TEST(verify_checks_arguments)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_report r;
+  memset(&r, 0x5a, sizeof r);
+  expect_fail(rt, tj_verify(rt, NULL, 4, 1, &r), TJ_EINVAL, "tj_verify: kernel is NULL");
+  expect_fail(rt, tj_verify(rt, "add_i32", 4, 1, NULL), TJ_EINVAL, "tj_verify: report is NULL");
+  expect_fail(rt, tj_verify(rt, "no_such_kernel", 4, 1, &r), TJ_ENOENT,
+              "tj_verify: no embedded kernel with an oracle is named 'no_such_kernel'");
+  expect_fail(rt, tj_verify(rt, "gelu_fwd_f16", 0, 1, &r), TJ_EINVAL, "tj_verify: n is 0");
+  expect_fail(rt, tj_verify(rt, "gemm_f16", 8388481, 1, &r), TJ_ERANGE,
+              "tj_verify: gemm_f16 n=8388481 is over 8388480 (M = N = K = n, and the grid allows 65535 blocks of 128 rows)");
+  expect_fail(rt, tj_verify(rt, "add_i32", UINT64_MAX, 1, &r), TJ_ERANGE,
+              "tj_verify: add_i32 with n=18446744073709551615 needs more bytes than size_t holds");
+  expect_fail(rt, tj_verify(rt, "gelu_fwd_bwd_f16", UINT64_MAX / 4, 1, &r), TJ_ERANGE,
+              "tj_verify: gelu_fwd_bwd_f16 with n=4611686018427387903 needs more bytes than size_t holds");
+  /* The report is an OUT parameter: untouched on failure. */
+  unsigned char *p = (unsigned char *)&r;
+  for (size_t i = 0; i < sizeof r; i++)
+    ck_assert_uint_eq(p[i], 0x5a);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* Every embedded kernel has an oracle: verify gets as far as the GPU. */
+START_TEST(verify_knows_every_embedded_kernel)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  ck_assert_uint_ge(tj_embedded_count(), 5);
+  for (size_t i = 0; i < tj_embedded_count(); i++) {
+    const char *name = tj_embedded_name(i);
+    tj_report r;
+    char want[256];
+    snprintf(want, sizeof want, "no GPU: tj_verify runs %s, and this runtime "
+             "is compile-only (arch %s)", name, TEST_ARCH);
+    expect_fail(rt, tj_verify(rt, name, 1000, 7, &r), TJ_ENODEVICE, want);
+  }
+  ck_assert_uint_eq(compiles(rt), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* ------------------------------------------------------- reports */
+
+static void fill_report(tj_report *r, int gemm)
+{
+  memset(r, 0, sizeof *r);
+  snprintf(r->kernel, sizeof r->kernel, "%s", gemm ? "gemm_f16" : "gelu_bwd_f16");
+  r->n = gemm ? 1024 * 1024 : 1048579;
+  if (gemm)
+    r->m = r->n_cols = r->k = 1024;
+  r->seed = 42;
+  r->compared = r->n;
+  r->max_abs_error = NAN;
+  r->rel_l2_error = INFINITY;
+  r->max_abs_tolerance = gemm ? INFINITY : 1e-2;
+  r->rel_l2_tolerance = 1e-3;
+  r->within_tolerance = 0;
+  r->kernel_ms = 0.0125;
+  r->bytes_moved = 6291474;
+  r->gb_per_s = 503.3;
+  r->tflop_per_s = gemm ? 312.5 : 0;
+  snprintf(r->source_fingerprint, sizeof r->source_fingerprint, "%032d", 7);
+  snprintf(r->code_key, sizeof r->code_key, "%032d", 9);
+  snprintf(r->compiler, sizeof r->compiler, "nvrtc 13.0");
+  snprintf(r->device, sizeof r->device, "Say \"H200\" \\ | tab\there\x01");
+  snprintf(r->arch, sizeof r->arch, "sm_90");
+  snprintf(r->evidence, sizeof r->evidence, "line one\nline two");
+  snprintf(r->non_claims, sizeof r->non_claims, "not a vendor comparison");
+}
+
+static const char *const report_keys[] = {
+    "kernel", "n", "m", "n_cols", "k", "seed", "compared", "max_abs_error",
+    "rel_l2_error", "max_abs_tolerance", "rel_l2_tolerance",
+    "within_tolerance", "kernel_ms", "bytes_moved", "gb_per_s", "tflop_per_s",
+    "source_fingerprint", "code_key", "compiler", "device", "arch",
+    "evidence", "non_claims"};
+
+static void assert_value(const char *json, const char *key, const char *want)
+{
+  const char *v = json_after_key(json, key);
+  ck_assert_msg(v != NULL, "key %s missing:\n%s", key, json);
+  ck_assert_msg(strncmp(v, want, strlen(want)) == 0, "%s: got %.40s, want %s",
+                key, v, want);
+}
+
+START_TEST(report_json_is_valid_and_escaped)
+{
+  tj_report r;
+  fill_report(&r, 0);
+  char *j = tj_report_json(&r);
+  ck_assert_ptr_nonnull(j);
+  ck_assert_msg(json_valid_object(j), "not valid JSON:\n%s", j);
+  for (size_t i = 0; i < sizeof report_keys / sizeof report_keys[0]; i++)
+    ck_assert_msg(json_after_key(j, report_keys[i]), "no key %s", report_keys[i]);
+  assert_value(j, "max_abs_error", "null");  /* NaN */
+  assert_value(j, "rel_l2_error", "null");   /* inf */
+  assert_value(j, "tflop_per_s", "null");    /* not a GEMM */
+  assert_value(j, "within_tolerance", "false");
+  assert_value(j, "kernel_ms", "0.0125");
+  assert_value(j, "n", "1048579");
+  assert_value(j, "device", "\"Say \\\"H200\\\" \\\\ | tab\\there\\u0001\"");
+  assert_value(j, "evidence", "\"line one\\nline two\"");
+  free(j);
+  fill_report(&r, 1);
+  r.max_abs_error = 0.25;
+  j = tj_report_json(&r);
+  ck_assert_msg(json_valid_object(j), "not valid JSON:\n%s", j);
+  assert_value(j, "tflop_per_s", "312.5");
+  assert_value(j, "max_abs_tolerance", "null"); /* not limited */
+  assert_value(j, "max_abs_error", "0.25");
+  assert_value(j, "m", "1024");
+  free(j);
+}
+END_TEST
+
+/* A caller's report may hold strings without a terminator. */
+START_TEST(report_fields_without_terminator_stay_bounded)
+{
+  tj_report r;
+  fill_report(&r, 0);
+  memset(r.device, 'D', sizeof r.device);
+  memset(r.non_claims, '"', sizeof r.non_claims);
+  char *j = tj_report_json(&r);
+  ck_assert_msg(json_valid_object(j), "not valid JSON");
+  const char *v = json_after_key(j, "device");
+  ck_assert_uint_eq(strspn(v + 1, "D"), sizeof r.device);
+  free(j);
+  char *m = tj_report_markdown(&r);
+  ck_assert_ptr_nonnull(m);
+  free(m);
+}
+END_TEST
+
+/* Numbers are written with '.', whatever the program's locale. */
+START_TEST(report_numbers_ignore_the_locale)
+{
+  static const char *const comma_locales[] = {"de_DE.UTF-8", "de_DE.utf8",
+                                              "fr_FR.UTF-8", "fr_FR.utf8"};
+  const char *set = NULL;
+  for (size_t i = 0; !set && i < sizeof comma_locales / sizeof comma_locales[0]; i++)
+    set = setlocale(LC_NUMERIC, comma_locales[i]);
+  if (!set) {
+    printf("report_numbers_ignore_the_locale: no comma-decimal locale installed; "
+           "checked in the C locale only\n");
+  }
+  tj_report r;
+  fill_report(&r, 1);
+  char *j = tj_report_json(&r), *m = tj_report_markdown(&r);
+  setlocale(LC_NUMERIC, "C");
+  ck_assert_msg(json_valid_object(j), "not valid JSON under %s:\n%s", set, j);
+  assert_value(j, "kernel_ms", "0.0125");
+  ck_assert_ptr_nonnull(strstr(m, "| kernel_ms | 0.0125 |"));
+  free(j);
+  free(m);
+}
+END_TEST
+
+START_TEST(report_markdown_has_every_field)
+{
+  tj_report r;
+  fill_report(&r, 0);
+  char *m = tj_report_markdown(&r);
+  ck_assert_ptr_nonnull(m);
+  for (size_t i = 0; i < sizeof report_keys / sizeof report_keys[0]; i++) {
+    char cell[64];
+    snprintf(cell, sizeof cell, "%s", report_keys[i]);
+    ck_assert_msg(strstr(m, cell), "markdown lacks %s:\n%s", cell, m);
+  }
+  ck_assert_ptr_nonnull(strstr(m, "## tj_verify: gelu_bwd_f16, n = 1048579"));
+  ck_assert_ptr_nonnull(strstr(m, "| kernel | gelu_bwd_f16 |"));
+  ck_assert_ptr_nonnull(strstr(m, "| max_abs_error | NaN |"));
+  ck_assert_ptr_nonnull(strstr(m, "| rel_l2_error | inf |"));
+  ck_assert_ptr_nonnull(strstr(m, "| within_tolerance | no |"));
+  ck_assert_ptr_nonnull(strstr(m, "| tflop_per_s | n/a |"));
+  /* A '|' in a value is escaped, a newline flattened. */
+  ck_assert_ptr_nonnull(strstr(m, "\\\\ \\| tab"));
+  ck_assert_ptr_nonnull(strstr(m, "line one line two"));
+  free(m);
+  fill_report(&r, 1);
+  m = tj_report_markdown(&r);
+  ck_assert_ptr_nonnull(strstr(m, "| max_abs_tolerance | none (not limited) |"));
+  ck_assert_ptr_nonnull(strstr(m, "| tflop_per_s | 312.5 |"));
+  free(m);
+}
+END_TEST
+
+int main(void)
+{
+  Suite *s = suite_create("kernels");
+  TCase *args = tcase_create("arguments");
+  tcase_add_test(args, null_runtime_is_einval);
+  tcase_add_test(args, device_calls_name_null_arguments);
+  tcase_add_test(args, device_calls_reject_n_zero_and_overflow);
+  tcase_add_test(args, device_calls_reject_misaligned_pointers);
+  tcase_add_test(args, device_calls_reject_partial_overlaps);
+  tcase_add_test(args, valid_calls_on_compile_only_runtime_are_enodevice);
+  tcase_add_test(args, host_calls_check_lengths);
+  tcase_add_test(args, host_calls_check_pointers_and_n);
+  tcase_add_test(args, valid_host_calls_are_enodevice_and_leave_outputs);
+  tcase_add_test(args, gemm_checks_dimensions);
+  tcase_add_test(args, gemm_checks_ranges_alignment_and_overlap);
+  tcase_add_test(args, gemm_host_checks);
+  tcase_add_test(args, block_sizes_match_the_kernel_sources);
+  tcase_add_test(args, verify_checks_arguments);
+  tcase_add_test(args, verify_knows_every_embedded_kernel);
+  suite_add_tcase(s, args);
+  TCase *reports = tcase_create("reports");
+  tcase_add_test(reports, report_json_is_valid_and_escaped);
+  tcase_add_test(reports, report_fields_without_terminator_stay_bounded);
+  tcase_add_test(reports, report_numbers_ignore_the_locale);
+  tcase_add_test(reports, report_markdown_has_every_field);
+  suite_add_tcase(s, reports);
+  return run_suite(s);
+}

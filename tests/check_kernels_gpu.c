@@ -1,0 +1,733 @@
+/* check_kernels_gpu.c: the kernel calls and tj_verify on a real GPU, every
+ * output compared with the CPU oracle.  Exits 77 (skip) when there is no
+ * GPU.  Every test runs in its own forked process (Check's default) and
+ * the parent never touches the GPU, because a CUDA context does not
+ * survive fork().  Timeouts are hang guards, not timing assertions. */
+#include "testutil.h"
+#include "internal.h"
+#include "embedded.h"
+#include "oracle.h"
+#include "jsoncheck.h"
+
+#include <math.h>
+#include <sys/wait.h>
+
+/* Set once in main, before any test is forked; read-only after.  One
+ * cache for the suite, so each forked test does not recompile. */
+static char *suite_cache_path;
+
+#define CHECK_HIP(call)                                                      \
+  do {                                                                       \
+    hipError_t e_ = (call);                                                  \
+    ck_assert_msg(e_ == hipSuccess, "%s: %s", #call, hipGetErrorString(e_)); \
+  } while (0)
+
+#define CHECK_TJ(rt, call)                                                   \
+  do {                                                                       \
+    int rc_ = (call);                                                        \
+    ck_assert_msg(rc_ == TJ_OK, "%s: %s: %s", #call, tj_err_name(rc_),       \
+                  tj_errmsg(rt));                                            \
+  } while (0)
+
+static tj_runtime *open_gpu(void)
+{
+  tj_options o = {0};
+  o.cache_path = suite_cache_path;
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &o);
+  ck_assert_msg(rc == TJ_OK, "open: %s: %s", tj_strerror(rc), tj_errmsg(rt));
+  return rt;
+}
+
+/* ------------------------------------------------------- data */
+
+static uint64_t next_random(uint64_t *s)
+{
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void random_f16(uint16_t *p, size_t n, double lo, double hi, uint64_t seed)
+{
+  for (size_t i = 0; i < n; i++) {
+    double u = (double)(next_random(&seed) >> 11) * 0x1p-53;
+    p[i] = tj_f32_to_f16((float)(lo + (hi - lo) * u));
+  }
+}
+
+static void random_i32(int32_t *p, size_t n, uint64_t seed)
+{
+  for (size_t i = 0; i < n; i++)
+    p[i] = (int32_t)(uint32_t)(next_random(&seed) >> 32);
+}
+
+static void *xmalloc(size_t bytes)
+{
+  void *p = malloc(bytes ? bytes : 1);
+  ck_assert_msg(p != NULL, "out of host memory for %zu bytes", bytes);
+  return p;
+}
+
+/* Device memory filled with 0xff bytes (NaN in fp16, -1 in int32), so
+ * anything a kernel fails to write, or writes where it should not, shows. */
+static void *dev_poisoned(size_t bytes)
+{
+  void *d = NULL;
+  CHECK_HIP(hipMalloc(&d, bytes));
+  CHECK_HIP(hipMemset(d, 0xff, bytes));
+  return d;
+}
+
+static void put(void *dev, const void *host, size_t bytes)
+{
+  CHECK_HIP(hipMemcpyHtoD(dev, (void *)host, bytes));
+}
+
+static void get(void *host, const void *dev, size_t bytes)
+{
+  CHECK_HIP(hipMemcpyDtoH(host, (void *)dev, bytes));
+}
+
+/* ------------------------------------------------------- elementwise */
+
+typedef struct ew_case {
+  const char *kernel;
+  int nin, nout;
+  size_t elem;
+} ew_case;
+
+/* Inputs in parameter order: add (a, b), fwd (x), bwd (grad_out, x),
+ * fwd_bwd (x, grad_out); outputs likewise. */
+static const ew_case ew_cases[] = {
+    {"add_i32", 2, 1, 4},
+    {"gelu_fwd_f16", 1, 1, 2},
+    {"gelu_bwd_f16", 2, 1, 2},
+    {"gelu_fwd_bwd_f16", 2, 2, 2},
+};
+#define N_EW (int)(sizeof ew_cases / sizeof ew_cases[0])
+
+static void make_inputs(const ew_case *c, size_t n, uint64_t seed, void *in[2])
+{
+  for (int i = 0; i < c->nin; i++) {
+    in[i] = xmalloc(n * c->elem);
+    if (c->elem == 4)
+      random_i32(in[i], n, seed + (uint64_t)i);
+    else
+      random_f16(in[i], n, -6.0, 6.0, seed + (uint64_t)i);
+  }
+}
+
+static int call_device(tj_runtime *rt, const ew_case *c, void *stream,
+                       void *const *in, void *const *out, size_t n)
+{
+  if (strcmp(c->kernel, "add_i32") == 0)
+    return tj_add_i32(rt, stream, in[0], in[1], out[0], n);
+  if (strcmp(c->kernel, "gelu_fwd_f16") == 0)
+    return tj_gelu_fwd_f16(rt, stream, in[0], out[0], n);
+  if (strcmp(c->kernel, "gelu_bwd_f16") == 0)
+    return tj_gelu_bwd_f16(rt, stream, in[0], in[1], out[0], n);
+  return tj_gelu_fwd_bwd_f16(rt, stream, in[0], in[1], out[0], out[1], n);
+}
+
+static int call_host(tj_runtime *rt, const ew_case *c, void *const *in,
+                     void *const *out, size_t n)
+{
+  if (strcmp(c->kernel, "add_i32") == 0)
+    return tj_add_i32_host(rt, in[0], n, in[1], n, out[0], n);
+  if (strcmp(c->kernel, "gelu_fwd_f16") == 0)
+    return tj_gelu_fwd_f16_host(rt, in[0], n, out[0], n);
+  if (strcmp(c->kernel, "gelu_bwd_f16") == 0)
+    return tj_gelu_bwd_f16_host(rt, in[0], n, in[1], n, out[0], n);
+  return tj_gelu_fwd_bwd_f16_host(rt, in[0], n, in[1], n, out[0], out[1], n);
+}
+
+static void check_exact_i32(const int32_t *a, const int32_t *b,
+                            const int32_t *got, size_t n, const char *what)
+{
+  int32_t *want = xmalloc(n * 4);
+  tj__oracle_add_i32(a, b, want, n);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(got[i] == want[i], "%s: c[%zu] = %d, want %d", what, i,
+                  got[i], want[i]);
+  free(want);
+}
+
+/* rel L2 with tj_verify's floor: fp16 has no relative precision below
+ * 2^-14, so the denominator is at least sqrt(count) * 2^-14 and a lone
+ * correctly rounded subnormal output does not fail. */
+static double rel_l2_floored(const uint16_t *got, const double *want, size_t n)
+{
+  double err = 0, ref = 0;
+  size_t count = 0;
+  for (size_t i = 0; i < n; i++) {
+    double g = tj_f16_to_f32(got[i]);
+    if (isfinite(g) && isfinite(want[i])) {
+      err += (g - want[i]) * (g - want[i]);
+      ref += want[i] * want[i];
+      count++;
+    }
+  }
+  ref = fmax(ref, (double)count * 0x1p-28);
+  return err == 0 ? 0 : sqrt(err / ref);
+}
+
+static void check_close_f16(const uint16_t *got, const double *want, size_t n,
+                            const char *what)
+{
+  tj__error_stats s;
+  tj__compare_f16(got, want, n, &s);
+  double rel = rel_l2_floored(got, want, n);
+  ck_assert_msg(s.nonfinite == 0 && s.special_mismatch == 0 &&
+                s.max_abs <= 1e-2 && rel <= 1e-3,
+                "%s: max abs %g at %zu (got %g, want %g), rel L2 %g, "
+                "%zu non-finite, %zu special mismatches", what, s.max_abs,
+                s.max_abs_index, (double)tj_f16_to_f32(got[s.max_abs_index]),
+                want[s.max_abs_index], rel, s.nonfinite, s.special_mismatch);
+}
+
+/* Every output of case c against the oracle on the original inputs. */
+static void check_outputs(const ew_case *c, void *const *in, void *const *out,
+                          size_t n, const char *what)
+{
+  if (c->elem == 4) {
+    check_exact_i32(in[0], in[1], out[0], n, what);
+    return;
+  }
+  double *want = xmalloc(n * sizeof *want);
+  if (strcmp(c->kernel, "gelu_bwd_f16") == 0) {
+    tj__oracle_gelu_bwd(in[0], in[1], want, n);
+    check_close_f16(out[0], want, n, what);
+  } else {
+    tj__oracle_gelu_fwd(in[0], want, n);
+    check_close_f16(out[0], want, n, what);
+  }
+  if (c->nout == 2) {
+    tj__oracle_gelu_bwd(in[1], in[0], want, n);
+    check_close_f16(out[1], want, n, what);
+  }
+  free(want);
+}
+
+static void free_all(void **p, int n)
+{
+  for (int i = 0; i < n; i++)
+    free(p[i]);
+}
+
+/* ------------------------------------------------------- tj_verify */
+
+static double bytes_per_element(const ew_case *c)
+{
+  return (double)((size_t)(c->nin + c->nout) * c->elem);
+}
+
+static void check_report_identity(tj_runtime *rt, const tj_report *r)
+{
+  const tj__embedded_kernel *e = tj__embedded_find(r->kernel);
+  ck_assert_ptr_nonnull(e);
+  char fp[TJ__KEY_HEX];
+  tj__hash_hex(e->source, e->source_len, fp);
+  ck_assert_str_eq(r->source_fingerprint, fp);
+  tj_kernel *k = NULL;
+  tj_kernel_info info;
+  CHECK_TJ(rt, tj_kernel_get(rt, r->kernel, &k));
+  CHECK_TJ(rt, tj_kernel_info_get(k, &info));
+  ck_assert_str_eq(r->code_key, info.key);
+  ck_assert_str_eq(r->arch, tj_runtime_arch(rt));
+  ck_assert_str_eq(r->compiler, tj_runtime_compiler(rt));
+  ck_assert(r->device[0] && r->evidence[0] && r->non_claims[0]);
+  char *j = tj_report_json(r), *m = tj_report_markdown(r);
+  ck_assert_msg(j && json_valid_object(j), "bad JSON:\n%s", j ? j : "(null)");
+  ck_assert_ptr_nonnull(m);
+  free(j);
+  free(m);
+}
+
+static void check_report(tj_runtime *rt, const tj_report *r, uint64_t n,
+                         uint64_t compared)
+{
+  printf("%s n=%llu: %s\n", r->kernel, (unsigned long long)n, r->evidence);
+  ck_assert_msg(r->within_tolerance, "%s n=%llu: %s", r->kernel,
+                (unsigned long long)n, r->evidence);
+  ck_assert_uint_eq(r->compared, compared);
+  ck_assert(r->max_abs_error <= r->max_abs_tolerance);
+  ck_assert(r->rel_l2_error <= r->rel_l2_tolerance);
+  ck_assert_msg(r->kernel_ms > 0 && isfinite(r->kernel_ms), "kernel_ms %g",
+                r->kernel_ms);
+  ck_assert(r->gb_per_s > 0 && isfinite(r->gb_per_s));
+  check_report_identity(rt, r);
+}
+
+static void verify_elementwise(const ew_case *c, const uint64_t *sizes, int count)
+{
+  tj_runtime *rt = open_gpu();
+  for (int i = 0; i < count; i++) {
+    tj_report r;
+    CHECK_TJ(rt, tj_verify(rt, c->kernel, sizes[i], 1000 + (uint64_t)i, &r));
+    ck_assert_str_eq(r.kernel, c->kernel);
+    ck_assert_uint_eq(r.n, sizes[i]);
+    ck_assert_int_eq(r.m, 0);
+    ck_assert(r.bytes_moved == (double)sizes[i] * bytes_per_element(c));
+    if (c->elem == 4)
+      ck_assert(r.max_abs_error == 0 && r.rel_l2_error == 0);
+    check_report(rt, &r, sizes[i], sizes[i] * (uint64_t)c->nout);
+  }
+  tj_runtime_close(rt);
+}
+
+START_TEST(verify_elementwise_small_and_odd_sizes)
+{
+  static const uint64_t sizes[] = {1, 7, 8, 9, (1u << 20) + 3};
+  verify_elementwise(&ew_cases[_i], sizes, 5);
+}
+END_TEST
+
+START_TEST(verify_elementwise_2_27)
+{
+  static const uint64_t sizes[] = {(uint64_t)1 << 27};
+  verify_elementwise(&ew_cases[_i], sizes, 1);
+}
+END_TEST
+
+static void verify_gemm(tj_runtime *rt, uint64_t n, uint64_t compared)
+{
+  tj_report r;
+  CHECK_TJ(rt, tj_verify(rt, "gemm_f16", n, 77, &r));
+  ck_assert_uint_eq(r.n, n * n);
+  ck_assert(r.m == (int)n && r.n_cols == (int)n && r.k == (int)n);
+  ck_assert(r.bytes_moved == 6.0 * (double)n * (double)n);
+  ck_assert(r.tflop_per_s > 0 && isfinite(r.tflop_per_s));
+  check_report(rt, &r, n, compared);
+  if (compared < n * n)
+    ck_assert_msg(strstr(r.non_claims, "rows were compared"), "%s", r.non_claims);
+}
+
+START_TEST(verify_gemm_every_element)
+{
+  tj_runtime *rt = open_gpu();
+  static const uint64_t sizes[] = {1, 7, 64, 129, 512};
+  for (int i = 0; i < 5; i++)
+    verify_gemm(rt, sizes[i], sizes[i] * sizes[i]);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* Above n = 512 a seeded sample of rows: 2^27 / n^2 of them, at least 2. */
+START_TEST(verify_gemm_sampled_rows)
+{
+  tj_runtime *rt = open_gpu();
+  verify_gemm(rt, 1024, 128 * 1024);
+  verify_gemm(rt, 2000, 33 * 2000);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(verify_is_reproducible_from_its_seed)
+{
+  tj_runtime *rt = open_gpu();
+  tj_report a, b, c;
+  CHECK_TJ(rt, tj_verify(rt, "gelu_bwd_f16", 4099, 5, &a));
+  CHECK_TJ(rt, tj_verify(rt, "gelu_bwd_f16", 4099, 5, &b));
+  CHECK_TJ(rt, tj_verify(rt, "gelu_bwd_f16", 4099, 6, &c));
+  ck_assert(a.max_abs_error == b.max_abs_error && a.rel_l2_error == b.rel_l2_error);
+  ck_assert(a.rel_l2_error != c.rel_l2_error); /* other inputs */
+  ck_assert_uint_eq(c.seed, 6);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* ------------------------------------------------------- misaligned */
+
+enum layout { SAME_OFFSET, MIXED_OFFSETS, IN_PLACE };
+#define GUARD 8 /* elements around each array */
+
+/* Elements outside [off, off + n) of a buffer of total elements must
+ * still hold the poison. */
+static void check_guards(const unsigned char *buf, size_t elem, size_t total,
+                         size_t off, size_t n, const char *what)
+{
+  for (size_t i = 0; i < total * elem; i++)
+    if (i < off * elem || i >= (off + n) * elem)
+      ck_assert_msg(buf[i] == 0xff, "%s: byte %zu outside the array was "
+                    "written", what, i);
+}
+
+/*
+ * Arrays one element past a 256-byte boundary: 4-byte (int) or 2-byte
+ * (fp16) aligned only.  SAME_OFFSET: all at +1 (head, vector body, tail);
+ * MIXED_OFFSETS: outputs at +GUARD, so phases differ (scalar path);
+ * IN_PLACE: each output is the input of the same index.
+ */
+static void run_misaligned(tj_runtime *rt, const ew_case *c, size_t n,
+                           enum layout lay, hipStream_t stream)
+{
+  size_t total = n + 2 * GUARD, bytes = total * c->elem;
+  size_t in_off = 1, out_off = lay == MIXED_OFFSETS ? GUARD : 1;
+  void *in[2] = {0}, *out[2] = {0}, *dev_in[2] = {0}, *dev_out[2] = {0};
+  void *din[2], *dout[2];
+  make_inputs(c, n, 31 * n + (uint64_t)lay, in);
+  for (int i = 0; i < c->nin; i++) {
+    dev_in[i] = dev_poisoned(bytes);
+    din[i] = (char *)dev_in[i] + in_off * c->elem;
+    put(din[i], in[i], n * c->elem);
+  }
+  for (int i = 0; i < c->nout; i++) {
+    int shared = lay == IN_PLACE && i < c->nin;
+    dev_out[i] = shared ? NULL : dev_poisoned(bytes);
+    dout[i] = shared ? din[i] : (char *)dev_out[i] + out_off * c->elem;
+  }
+  CHECK_TJ(rt, call_device(rt, c, stream, din, dout, n));
+  CHECK_HIP(hipStreamSynchronize(stream));
+  char what[128];
+  snprintf(what, sizeof what, "%s n=%zu layout %d", c->kernel, n, (int)lay);
+  for (int i = 0; i < c->nout; i++) {
+    unsigned char *whole = xmalloc(bytes);
+    get(whole, dev_out[i] ? dev_out[i] : dev_in[i], bytes);
+    size_t off = dev_out[i] ? out_off : in_off;
+    check_guards(whole, c->elem, total, off, n, what);
+    out[i] = xmalloc(n * c->elem);
+    memcpy(out[i], whole + off * c->elem, n * c->elem);
+    free(whole);
+  }
+  check_outputs(c, in, out, n, what);
+  for (int i = 0; i < 2; i++) {
+    hipFree(dev_in[i]);
+    hipFree(dev_out[i]);
+  }
+  free_all(in, 2);
+  free_all(out, 2);
+}
+
+/* On a stream of the caller's own, as a library user would. */
+START_TEST(elementwise_misaligned_and_in_place)
+{
+  tj_runtime *rt = open_gpu();
+  hipStream_t stream;
+  CHECK_HIP(hipStreamCreate(&stream));
+  static const size_t sizes[] = {1, 7, 1000003};
+  for (int s = 0; s < 3; s++)
+    for (int lay = SAME_OFFSET; lay <= IN_PLACE; lay++)
+      run_misaligned(rt, &ew_cases[_i], sizes[s], (enum layout)lay, stream);
+  CHECK_HIP(hipStreamDestroy(stream));
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* ------------------------------------------------------- host calls */
+
+START_TEST(host_calls_match_the_oracle)
+{
+  tj_runtime *rt = open_gpu();
+  const ew_case *c = &ew_cases[_i];
+  static const size_t sizes[] = {1, 9, 65537, (1u << 20) + 5};
+  for (int s = 0; s < 4; s++) {
+    size_t n = sizes[s];
+    void *in[2] = {0}, *out[2] = {0};
+    make_inputs(c, n, 500 + n, in);
+    for (int i = 0; i < c->nout; i++)
+      out[i] = xmalloc(n * c->elem);
+    CHECK_TJ(rt, call_host(rt, c, in, out, n));
+    char what[96];
+    snprintf(what, sizeof what, "%s_host n=%zu", c->kernel, n);
+    check_outputs(c, in, out, n, what);
+    free_all(in, 2);
+    free_all(out, 2);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(host_add_wraps_as_twos_complement)
+{
+  tj_runtime *rt = open_gpu();
+  int32_t a[] = {INT32_MAX, INT32_MIN, -1, 0, INT32_MAX, 12345};
+  int32_t b[] = {1, -1, 1, 0, INT32_MAX, -12345};
+  int32_t want[] = {INT32_MIN, INT32_MAX, 0, 0, -2, 0};
+  int32_t c[6];
+  CHECK_TJ(rt, tj_add_i32_host(rt, a, 6, b, 6, c, 6));
+  for (int i = 0; i < 6; i++)
+    ck_assert_int_eq(c[i], want[i]);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* Zeros, subnormals, and magnitudes where exp over- or underflows. */
+START_TEST(gelu_extreme_inputs)
+{
+  static const float xs[] = {0.0f, -0.0f, 6e-8f, -6e-8f, 1e-4f, -1e-4f,
+                             9.0f, -9.0f, 20.0f, -20.0f, 100.0f, -100.0f,
+                             65504.0f, -65504.0f, 0.5f, -3.0f};
+  enum { N = sizeof xs / sizeof xs[0] };
+  tj_runtime *rt = open_gpu();
+  uint16_t x[N], g[N], y[N], gi[N], y2[N], gi2[N];
+  double want[N];
+  for (int i = 0; i < N; i++) {
+    x[i] = tj_f32_to_f16(xs[i]);
+    g[i] = tj_f32_to_f16(i % 2 ? -1.5f : 0.75f);
+  }
+  CHECK_TJ(rt, tj_gelu_fwd_f16_host(rt, x, N, y, N));
+  CHECK_TJ(rt, tj_gelu_bwd_f16_host(rt, g, N, x, N, gi, N));
+  CHECK_TJ(rt, tj_gelu_fwd_bwd_f16_host(rt, x, N, g, N, y2, gi2, N));
+  tj__oracle_gelu_fwd(x, want, N);
+  check_close_f16(y, want, N, "gelu_fwd extremes");
+  check_close_f16(y2, want, N, "gelu_fwd_bwd y extremes");
+  tj__oracle_gelu_bwd(g, x, want, N);
+  check_close_f16(gi, want, N, "gelu_bwd extremes");
+  check_close_f16(gi2, want, N, "gelu_fwd_bwd grad_in extremes");
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* A call that fails its checks on a real device leaves the output. */
+START_TEST(host_failure_leaves_the_output)
+{
+  tj_runtime *rt = open_gpu();
+  uint16_t x[4] = {1, 2, 3, 4}, gi[4] = {9, 9, 9, 9};
+  ck_assert_int_eq(tj_gelu_bwd_f16_host(rt, x, 3, x, 4, gi, 4), TJ_EINVAL);
+  ck_assert_str_eq(tj_errmsg(rt), "tj_gelu_bwd_f16_host: grad_out length 3 does not match n=4");
+  for (int i = 0; i < 4; i++)
+    ck_assert_uint_eq(gi[i], 9);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* After the first call, a call is a memory-table hit: no compile, no
+ * cache read. */
+START_TEST(repeated_calls_hit_the_memory_table)
+{
+  tj_runtime *rt = open_gpu();
+  int32_t *d = dev_poisoned(1024 * 4);
+  CHECK_TJ(rt, tj_add_i32(rt, NULL, d, d, d, 1024));
+  tj_stats before, after;
+  tj_runtime_stats(rt, &before);
+  for (int i = 0; i < 50; i++)
+    CHECK_TJ(rt, tj_add_i32(rt, NULL, d, d, d, 1024));
+  CHECK_HIP(hipDeviceSynchronize());
+  tj_runtime_stats(rt, &after);
+  ck_assert_uint_eq(after.compiles, before.compiles);
+  ck_assert_uint_eq(after.cache_hits, before.cache_hits);
+  ck_assert_uint_eq(after.memory_hits, before.memory_hits + 50);
+  hipFree(d);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* ------------------------------------------------------- gemm */
+
+typedef struct gemm_case {
+  int M, N, K, lda, ldb, ldc;
+  float alpha, beta;
+  int offset; /* elements past the allocation's start: 1 misaligns */
+} gemm_case;
+
+/* fp16 output rounding (half an ulp, 2^-11 relative) with room to spare,
+ * and an absolute term for fp32 accumulation near zero. */
+static void check_gemm_result(const gemm_case *g, const uint16_t *C,
+                              const double *want, const char *what)
+{
+  uint16_t *dense = xmalloc((size_t)g->M * (size_t)g->N * 2);
+  for (int m = 0; m < g->M; m++)
+    for (int n = 0; n < g->N; n++) {
+      size_t at = (size_t)m * (size_t)g->N + (size_t)n;
+      uint16_t h = C[(size_t)m * (size_t)g->ldc + (size_t)n];
+      double got = tj_f16_to_f32(h), w = want[at];
+      ck_assert_msg(fabs(got - w) <= 0x1p-10 * fabs(w) + 1e-3,
+                    "%s: C[%d][%d] = %g, want %g", what, m, n, got, w);
+      dense[at] = h;
+    }
+  tj__error_stats s;
+  size_t count = (size_t)g->M * (size_t)g->N;
+  tj__compare_f16(dense, want, count, &s);
+  double rel = rel_l2_floored(dense, want, count);
+  ck_assert_msg(s.nonfinite == 0 && s.special_mismatch == 0 && rel <= 1e-3,
+                "%s: rel L2 %g, %zu non-finite", what, rel, s.nonfinite);
+  free(dense);
+}
+
+/* C's padding columns (ldc > N) are never written. */
+static void check_gemm_padding(const gemm_case *g, const uint16_t *C,
+                               const uint16_t *before, const char *what)
+{
+  for (int m = 0; m < g->M; m++)
+    for (int n = g->N; n < g->ldc; n++) {
+      size_t at = (size_t)m * (size_t)g->ldc + (size_t)n;
+      ck_assert_msg(C[at] == before[at], "%s: padding C[%d][%d] was written",
+                    what, m, n);
+    }
+}
+
+static void *gemm_to_device(const uint16_t *host, size_t elems, int offset)
+{
+  void *d = dev_poisoned((elems + (size_t)offset) * 2);
+  put((uint16_t *)d + offset, host, elems * 2);
+  return d;
+}
+
+/* A, B and (beta != 0) C random in [-1, 1], padding included, so a read
+ * of padding would show; C all NaN when beta == 0, so a read of C would. */
+static void run_gemm_case(tj_runtime *rt, const gemm_case *g, hipStream_t stream)
+{
+  size_t na = (size_t)g->M * (size_t)g->lda, nb = (size_t)g->K * (size_t)g->ldb;
+  size_t nc = (size_t)g->M * (size_t)g->ldc;
+  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2), *C0 = xmalloc(nc * 2);
+  uint16_t *C = xmalloc(nc * 2);
+  double *want = xmalloc((size_t)g->M * (size_t)g->N * sizeof *want);
+  random_f16(A, na, -1, 1, (uint64_t)g->M * 3 + 1);
+  random_f16(B, nb, -1, 1, (uint64_t)g->N * 5 + 2);
+  if (g->beta != 0)
+    random_f16(C0, nc, -1, 1, (uint64_t)g->K * 7 + 3);
+  else
+    memset(C0, 0xff, nc * 2);
+  void *dA = gemm_to_device(A, na, g->offset), *dB = gemm_to_device(B, nb, g->offset);
+  void *dC = gemm_to_device(C0, nc, g->offset);
+  uint16_t *pA = (uint16_t *)dA + g->offset, *pB = (uint16_t *)dB + g->offset;
+  uint16_t *pC = (uint16_t *)dC + g->offset;
+  CHECK_TJ(rt, tj_gemm_f16(rt, stream, g->M, g->N, g->K, g->alpha, pA, g->lda,
+                           pB, g->ldb, g->beta, pC, g->ldc));
+  CHECK_HIP(hipStreamSynchronize(stream));
+  get(C, pC, nc * 2);
+  tj__oracle_gemm(g->M, g->N, g->K, g->alpha, A, g->lda, B, g->ldb, g->beta,
+                  g->beta != 0 ? C0 : NULL, g->ldc, want);
+  char what[160];
+  snprintf(what, sizeof what, "gemm %dx%dx%d ld %d,%d,%d alpha %g beta %g "
+           "offset %d", g->M, g->N, g->K, g->lda, g->ldb, g->ldc, g->alpha,
+           g->beta, g->offset);
+  check_gemm_result(g, C, want, what);
+  check_gemm_padding(g, C, C0, what);
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  free(A); free(B); free(C0); free(C); free(want);
+}
+
+static const int gemm_shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {128, 128, 128},
+                                     {1000, 1000, 1000}};
+
+/* Dense, with beta = 0 (C only written) and beta != 0 (C read). */
+START_TEST(gemm_device_call_shapes)
+{
+  tj_runtime *rt = open_gpu();
+  int M = gemm_shapes[_i][0], N = gemm_shapes[_i][1], K = gemm_shapes[_i][2];
+  gemm_case plain = {M, N, K, K, N, N, 1.0f, 0.0f, 0};
+  gemm_case scaled = {M, N, K, K, N, N, 0.5f, -0.75f, 0};
+  run_gemm_case(rt, &plain, NULL);
+  run_gemm_case(rt, &scaled, NULL);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(gemm_padded_leading_dimensions)
+{
+  tj_runtime *rt = open_gpu();
+  gemm_case cases[] = {{70, 50, 90, 97, 61, 53, 1.0f, 0.0f, 0},
+                       {70, 50, 90, 97, 61, 53, 1.0f, 1.5f, 0},
+                       {130, 260, 40, 48, 264, 272, 2.0f, 0.0f, 0},
+                       {130, 260, 40, 48, 264, 272, -1.0f, 0.25f, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_gemm_case(rt, &cases[i], NULL);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* A, B, C one element past an allocation: 2-byte aligned only, so the
+ * kernel must take its guarded loads and single stores. */
+START_TEST(gemm_misaligned_on_a_stream)
+{
+  tj_runtime *rt = open_gpu();
+  hipStream_t stream;
+  CHECK_HIP(hipStreamCreate(&stream));
+  gemm_case cases[] = {{67, 67, 67, 67, 67, 67, 1.0f, 0.0f, 1},
+                       {128, 128, 128, 128, 128, 128, 1.0f, 0.5f, 1},
+                       {200, 100, 300, 300, 100, 100, 1.0f, 0.0f, 1},
+                       {200, 100, 300, 300, 100, 100, 1.0f, 0.0f, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    run_gemm_case(rt, &cases[i], stream);
+  CHECK_HIP(hipStreamDestroy(stream));
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(gemm_host_call)
+{
+  tj_runtime *rt = open_gpu();
+  static const int shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {300, 200, 100}};
+  for (int s = 0; s < 3; s++) {
+    int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+    for (int with_c = 0; with_c < 2; with_c++) {
+      gemm_case g = {M, N, K, K, N, N, 1.0f, with_c ? -1.25f : 0.0f, 0};
+      size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+      uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
+      uint16_t *C0 = xmalloc(nc * 2), *C = xmalloc(nc * 2);
+      double *want = xmalloc(nc * sizeof *want);
+      random_f16(A, na, -1, 1, 11);
+      random_f16(B, nb, -1, 1, 12);
+      random_f16(C0, nc, -1, 1, 13);
+      memcpy(C, C0, nc * 2);
+      CHECK_TJ(rt, tj_gemm_f16_host(rt, M, N, K, g.alpha, A, B, g.beta, C));
+      tj__oracle_gemm(M, N, K, g.alpha, A, K, B, N, g.beta, C0, N, want);
+      check_gemm_result(&g, C, want, with_c ? "gemm host beta" : "gemm host");
+      free(A); free(B); free(C0); free(C); free(want);
+    }
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* ------------------------------------------------------- main */
+
+/* Ask a child, so that this process never initialises the driver. */
+static int gpu_present(void)
+{
+  pid_t pid = fork();
+  if (pid == 0) {
+    int n = 0;
+    tj__device_count(&n);
+    _exit(n > 0 ? 0 : 1);
+  }
+  int status = 1;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static TCase *new_case(Suite *s, const char *name)
+{
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, 900); /* a hang guard, not a timing assertion */
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
+int main(void)
+{
+  if (!gpu_present()) {
+    printf("no GPU: skipping the kernel GPU suite\n");
+    return 77;
+  }
+  char *dir = test_tmpdir();
+  suite_cache_path = test_path(dir, "cache.db");
+  Suite *s = suite_create("kernels_gpu");
+  TCase *verify = new_case(s, "verify");
+  tcase_add_loop_test(verify, verify_elementwise_small_and_odd_sizes, 0, N_EW);
+  tcase_add_loop_test(verify, verify_elementwise_2_27, 0, N_EW);
+  tcase_add_test(verify, verify_gemm_every_element);
+  tcase_add_test(verify, verify_gemm_sampled_rows);
+  tcase_add_test(verify, verify_is_reproducible_from_its_seed);
+  TCase *calls = new_case(s, "calls");
+  tcase_add_loop_test(calls, elementwise_misaligned_and_in_place, 0, N_EW);
+  tcase_add_loop_test(calls, host_calls_match_the_oracle, 0, N_EW);
+  tcase_add_test(calls, host_add_wraps_as_twos_complement);
+  tcase_add_test(calls, gelu_extreme_inputs);
+  tcase_add_test(calls, host_failure_leaves_the_output);
+  tcase_add_test(calls, repeated_calls_hit_the_memory_table);
+  TCase *gemm = new_case(s, "gemm");
+  tcase_add_loop_test(gemm, gemm_device_call_shapes, 0, 4);
+  tcase_add_test(gemm, gemm_padded_leading_dimensions);
+  tcase_add_test(gemm, gemm_misaligned_on_a_stream);
+  tcase_add_test(gemm, gemm_host_call);
+  int rc = run_suite(s);
+  free(suite_cache_path);
+  free(dir);
+  return rc;
+}
