@@ -57,7 +57,7 @@ extern "C" {
   X(OK, 0, "success")                                                       \
   X(EINVAL, -1, "invalid argument")                                         \
   X(ENOMEM, -2, "out of memory")                                            \
-  X(ENOENT, -3, "no such kernel")                                           \
+  X(ENOENT, -3, "not found (no such kernel or cache)")                      \
   X(ECOMPILE, -4, "kernel compilation failed")                              \
   X(ENODEVICE, -5, "no GPU device available")                               \
   X(EDEVICE, -6, "GPU runtime call failed")                                 \
@@ -328,7 +328,7 @@ TJ_EXPORT int tj_cache_clear(tj_cache *c);
  * binary16 bits in uint16_t.  Host-buffer calls (_host) allocate device
  * memory, copy in, launch, copy out, free, and return when the result is in
  * the caller's buffer; each input's length is passed so that a mismatch is
- * caught ("grad_output length 3 does not match n=4").  n = 0, NULL
+ * caught ("grad_out length 3 does not match n=4").  n = 0, NULL
  * pointers, and sizes whose byte count overflows are TJ_EINVAL with a
  * message naming the argument.  Thread-safe as tj_launch is.
  */

@@ -32,7 +32,7 @@ static void *to_device(const void *host, size_t bytes)
   void *d = NULL;
   CHECK_HIP(hipMalloc(&d, bytes));
   if (host)
-    CHECK_HIP(hipMemcpyHtoD(d, host, bytes));
+    CHECK_HIP(hipMemcpyHtoD(d, (void *)host, bytes)); /* HIP 5.2 takes void * */
   else
     CHECK_HIP(hipMemset(d, 0xff, bytes)); /* poison: unwritten shows */
   return d;
