@@ -220,23 +220,9 @@ START_TEST(threads_launch_through_one_runtime)
 }
 END_TEST
 
-/* Ask a child, so that this process never initialises the driver. */
-static int gpu_present(void)
-{
-  pid_t pid = fork();
-  if (pid == 0) {
-    int n = 0;
-    tj__device_count(&n);
-    _exit(n > 0 ? 0 : 1);
-  }
-  int status = 1;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 int main(void)
 {
-  if (!gpu_present()) {
+  if (!test_gpu_present()) {
     printf("no GPU: skipping the GPU suite\n");
     return 77;
   }

@@ -677,20 +677,6 @@ END_TEST
 
 /* ------------------------------------------------------- main */
 
-/* Ask a child, so that this process never initialises the driver. */
-static int gpu_present(void)
-{
-  pid_t pid = fork();
-  if (pid == 0) {
-    int n = 0;
-    tj__device_count(&n);
-    _exit(n > 0 ? 0 : 1);
-  }
-  int status = 1;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 static TCase *new_case(Suite *s, const char *name)
 {
   TCase *tc = tcase_create(name);
@@ -701,7 +687,7 @@ static TCase *new_case(Suite *s, const char *name)
 
 int main(void)
 {
-  if (!gpu_present()) {
+  if (!test_gpu_present()) {
     printf("no GPU: skipping the kernel GPU suite\n");
     return 77;
   }

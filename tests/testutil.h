@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tokitai-jit.h"
@@ -53,6 +54,25 @@ static inline tj_runtime *open_compile_only(const char *cache_path, unsigned fla
   ck_assert_msg(rc == TJ_OK, "tj_runtime_open: %s: %s", tj_strerror(rc),
                 tj_errmsg(rt));
   return rt;
+}
+
+/* Is there a GPU a runtime can open?  Asked in a child, so that the
+ * calling process never initialises the driver: a CUDA context does not
+ * survive the fork() with which Check runs each test. */
+static inline int test_gpu_present(void)
+{
+  pid_t pid = fork();
+  if (pid == 0) {
+    tj_options o = {0};
+    o.flags = TJ_CACHE_DISABLE;
+    tj_runtime *rt = NULL;
+    int rc = tj_runtime_open(&rt, &o);
+    tj_runtime_close(rt);
+    _exit(rc == TJ_OK ? 0 : 1);
+  }
+  int status = 1;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 /* Run one suite; exit status as automake's harness reads it. */
