@@ -778,16 +778,44 @@ static int take_verified(sqlite3_stmt *st, void **code, size_t *size,
   return TJ_OK;
 }
 
-/* Delete only the row we judged: a racing writer may have replaced it. */
-static void drop_row(tj__cache *c, const char *key, const char *stored)
+/* Whether SQLite finds the file's structure whole.  A row that fails its
+ * hash is most often damage in that row alone, but it can also be a page
+ * two structures share, which SQLite does not notice on writing: the row
+ * would be recompiled, stored over the same page and fail again, forever.
+ * So a failed hash pays for one quick_check; rare, and O(file). */
+static int file_is_whole(tj__cache *c)
+{
+  sqlite3_stmt *st;
+  int whole = 1;
+  if (sqlite3_prepare_v2(c->db, "PRAGMA quick_check(1)", -1, &st, NULL) != SQLITE_OK)
+    return 1;
+  int rc = step_retry(st);
+  if (rc == SQLITE_ROW) {
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    whole = t && strcmp((const char *)t, "ok") == 0;
+  } else if (!is_busy(rc)) {
+    whole = 0;
+  }
+  sqlite3_finalize(st);
+  return whole;
+}
+
+/* Delete only the row we judged: a racing writer may have replaced it.  A
+ * row that cannot be deleted would be judged and recompiled forever (its
+ * key blocks the good row's INSERT OR IGNORE), so a failure here gives the
+ * file up like a failed store: TJ_ECACHE, else TJ_ENOENT. */
+static int drop_row(tj__cache *c, const char *key, const char *stored)
 {
   if (tj__cache_readonly(c))
-    return;
+    return TJ_ENOENT;
   sqlite3_bind_text(c->drop, 1, key, -1, SQLITE_STATIC);
   sqlite3_bind_text(c->drop, 2, stored, -1, SQLITE_STATIC);
-  step_retry(c->drop);
+  int rc = step_retry(c->drop);
   sqlite3_reset(c->drop);
   sqlite3_clear_bindings(c->drop);
+  if (rc == SQLITE_DONE || is_busy(rc))
+    return TJ_ENOENT;
+  return cache_failed(c, rc, 0);
 }
 
 int tj__cache_get(tj__cache *c, const char *key, void **code, size_t *size,
@@ -810,7 +838,8 @@ int tj__cache_get(tj__cache *c, const char *key, void **code, size_t *size,
   if (step != SQLITE_ROW && step != SQLITE_DONE && !is_busy(step))
     rc = cache_failed(c, step, 1);
   if (*dropped)
-    drop_row(c, key, stored);
+    rc = file_is_whole(c) ? drop_row(c, key, stored)
+                          : cache_failed(c, SQLITE_CORRUPT, 1);
   pthread_mutex_unlock(&c->lock);
   free(stored);
   return rc;

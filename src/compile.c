@@ -9,6 +9,18 @@
 
 #define MAX_OPTIONS 64
 
+/*
+ * hipRTC is not safe to call from two threads at once: comgr parses its
+ * options into LLVM's process-wide command-line registry, so two compiles
+ * at the same moment abort the process ("LLVM ERROR: inconsistency in
+ * registered CommandLine options") or fail ("No available targets are
+ * compatible with triple amdgcn-amd-amdhsa").  tests/check_reliability.c
+ * (case "many") caught both with 8 threads of one runtime.  So compiles in
+ * one process take turns; separate processes still compile in parallel.
+ * Process-wide because the hazard is: the compiler is one per process.
+ */
+static pthread_mutex_t compiler_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static double now_ms(void)
 {
   struct timespec ts;
@@ -75,10 +87,12 @@ int tj__compile(const char *source, const char *name, const char *arch,
     return TJ_ENOMEM;
   nopts += split_options(extra, opts + nopts, MAX_OPTIONS);
 
+  pthread_mutex_lock(&compiler_lock);
   double t0 = now_ms();
   hiprtcProgram prog;
   hiprtcResult r = hiprtcCreateProgram(&prog, source, name, 0, NULL, NULL);
   if (r != HIPRTC_SUCCESS) {
+    pthread_mutex_unlock(&compiler_lock);
     free(extra);
     if (asprintf(&res->log, "hiprtcCreateProgram: %s", hiprtcGetErrorString(r)) < 0)
       res->log = NULL;
@@ -93,6 +107,7 @@ int tj__compile(const char *source, const char *name, const char *arch,
     res->log = NULL;
   res->ms = now_ms() - t0;
   hiprtcDestroyProgram(&prog);
+  pthread_mutex_unlock(&compiler_lock);
   free(extra);
   return rc;
 }

@@ -78,8 +78,9 @@ int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
                    char *msg, size_t msglen);
 void tj__cache_close(tj__cache *c);
 /* Look up key.  TJ_OK: *code is a malloc'd copy that verified against its
- * hash.  TJ_ENOENT: no usable row (*dropped = 1 when a row failed its hash
- * and was deleted). */
+ * hash and size.  TJ_ENOENT: no usable row (*dropped = 1 when a row failed
+ * its hash and was deleted).  TJ_ECACHE: the cache was given up (below),
+ * *dropped as before. */
 int tj__cache_get(tj__cache *c, const char *key, void **code, size_t *size,
                   int *dropped);
 /* INSERT OR IGNORE one row, in its own transaction. */
@@ -115,6 +116,8 @@ struct sqlite3;
 struct sqlite3 *tj__cache_db(tj__cache *c);
 void tj__cache_lock(tj__cache *c);
 void tj__cache_unlock(tj__cache *c);
+/* True when c was opened read-only, SQLite could only open the file
+ * read-only, or writes stopped after a failure: leave the file alone. */
 int tj__cache_readonly(const tj__cache *c);
 
 /* ------------------------------------------------------------ cache_admin.c */

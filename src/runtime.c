@@ -222,14 +222,14 @@ static int from_cache(build_request *req, tj_kernel *k)
   if (!rt->cache)
     return TJ_ENOENT;
   int rc = tj__cache_get(rt->cache, req->key, &k->code, &k->code_size, &dropped);
-  if (rc == TJ_ECACHE) { /* the file failed under us: said once, then a miss */
-    tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
-    return TJ_ENOENT;
-  }
   if (dropped) {
     count(rt, &rt->stats.cache_drops, 0);
     tj__warn(rt, "cache row %s for %s failed its hash check; dropped and "
                  "recompiling", req->key, req->entry);
+  }
+  if (rc == TJ_ECACHE) { /* the file failed under us: said once, then a miss */
+    tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
+    return TJ_ENOENT;
   }
   if (rc == TJ_OK) {
     k->origin = TJ_FROM_CACHE;
