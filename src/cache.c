@@ -588,7 +588,7 @@ static int move_aside(const char *path, unsigned flags, dev_t dev, ino_t ino,
 
 /* ------------------------------------------------------- opening */
 
-enum open_outcome { OPENED, UNUSABLE, CORRUPT, NEWER, VANISHED };
+enum open_outcome { OPENED, UNUSABLE, CORRUPT, NEWER, VANISHED, TRANSIENT };
 
 /* Open the connection and note the file it has and whether SQLite could
  * only open it read-only (a read-only file system or file). */
@@ -641,6 +641,10 @@ static enum open_outcome open_failed(tj__cache *c, int rc, int version,
   /* SQLITE_ERROR here is a table without the columns we prepare against. */
   if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB || rc == SQLITE_ERROR)
     return CORRUPT;
+  /* Seen with 16 processes opening one new file at once: an I/O error from
+   * the first WAL set-up that a second attempt does not meet. */
+  if (rc == SQLITE_IOERR || rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+    return TRANSIENT;
   return UNUSABLE;
 }
 
@@ -716,6 +720,10 @@ int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
     cache_free(c);
     if (o == VANISHED)
       continue;
+    if (o == TRANSIENT && attempt + 1 < OPEN_ATTEMPTS) {
+      sleep_ms(25L * (attempt + 1));
+      continue;
+    }
     if (o != CORRUPT || readonly || !move_aside(path, flags, dev, ino, msg, msglen))
       return TJ_OK;
   }
