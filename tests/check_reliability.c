@@ -234,7 +234,9 @@ START_TEST(processes_race_on_a_fresh_cache_for_two_archs)
     ck_assert_int_ge(pids[p] = fork(), 0);
     if (pids[p] == 0) {
       close(go[1]);
-      _exit(racer(path, go[0], kernels));
+      int rc = racer(path, go[0], kernels);
+      free(pids); free(path); free(dir); /* for valgrind in the child */
+      _exit(rc);
     }
   }
   close(go[1]); /* every child's read returns now: they start together */
@@ -722,6 +724,7 @@ START_TEST(processes_race_on_a_corrupt_file)
         _exit(3);
       struct arch_job j = {path, TEST_ARCH, 1, -100, ""};
       compile_all(&j);
+      free(pids); free(path); free(dir);
       _exit(j.rc == TJ_OK ? 0 : 1);
     }
   }
@@ -893,10 +896,12 @@ static void in_private_tmpfs(const char *label, const char *options, scenario fn
   if (pid == 0) {
     char *dir = test_tmpdir();
     if (unshare(CLONE_NEWNS) != 0 ||
-        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("tmpfs", dir, "tmpfs", 0, options) != 0)
       _exit(77);
-    _exit(fn(dir));
+    int rc = fn(dir);
+    free(dir);
+    _exit(rc);
   }
   int status = 0;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -912,7 +917,7 @@ static void in_private_tmpfs(const char *label, const char *options, scenario fn
 
 static int remount_readonly(const char *mnt)
 {
-  return mount(NULL, mnt, NULL, MS_REMOUNT | MS_RDONLY, NULL);
+  return mount("tmpfs", mnt, "tmpfs", MS_REMOUNT | MS_RDONLY, NULL);
 }
 
 /* Compile add_i32 and gelu_fwd_f16 with no new warning after the first. */
@@ -1075,7 +1080,9 @@ START_TEST(directory_without_write_permission)
     if (as_nobody && (setgroups(0, NULL) != 0 || setgid(65534) != 0 ||
                       setuid(65534) != 0))
       _exit(77);
-    _exit(unwritable_dir(ro));
+    int rc = unwritable_dir(ro);
+    free(ro); free(dir);
+    _exit(rc);
   }
   int status = 0;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
