@@ -4,21 +4,22 @@
 # nothing else (internals are tj__, hidden).
 set -u
 srcdir=${srcdir:-.}
-header=$srcdir/src/tokitai-jit.h
+inc=$srcdir/src/include
+headers="$inc/tokitai-jit.h $inc/tokitai-jit/cache.h $inc/tokitai-jit/ops.h"
 CC=${CC:-cc}
 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '#include "tokitai-jit.h"\nint main(void) { return tj_strerror(TJ_OK) == 0; }\n' > "$tmp/use.c"
 
-if $CC -std=c99 -pedantic -Wall -Wextra -Werror -I"$srcdir/src" -c "$tmp/use.c" -o "$tmp/use.o"; then
+if $CC -std=c99 -pedantic -Wall -Wextra -Werror -I"$inc" -c "$tmp/use.c" -o "$tmp/use.o"; then
   echo "ok: header is pedantic C99"
 else
   echo "FAIL: header does not compile as pedantic C99"; fail=1
 fi
 if command -v c++ >/dev/null 2>&1; then
   cp "$tmp/use.c" "$tmp/use.cc"
-  if c++ -std=c++11 -pedantic -Wall -Wextra -Werror -I"$srcdir/src" -c "$tmp/use.cc" -o "$tmp/usecc.o"; then
+  if c++ -std=c++11 -pedantic -Wall -Wextra -Werror -I"$inc" -c "$tmp/use.cc" -o "$tmp/usecc.o"; then
     echo "ok: header compiles as C++"
   else
     echo "FAIL: header does not compile as C++"; fail=1
@@ -30,7 +31,7 @@ fi
 lib=.libs/libtokitai-jit.so
 if [ -f "$lib" ] && command -v nm >/dev/null 2>&1; then
   nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBRV]$/ {print $3}' | sort > "$tmp/exported"
-  sed -n 's/^TJ_EXPORT [^(]*[ *]\(tj_[a-z0-9_]*\)(.*/\1/p' "$header" | sort -u > "$tmp/declared"
+  cat $headers | sed -n 's/^TJ_EXPORT [^(]*[ *]\(tj_[a-z0-9_]*\)(.*/\1/p' | sort -u > "$tmp/declared"
   leaked=$(grep -v '^tj_[a-z]' "$tmp/exported" | grep -v '^_' || true)
   missing=$(comm -23 "$tmp/declared" "$tmp/exported")
   extra=$(comm -13 "$tmp/declared" "$tmp/exported" | grep '^tj_' || true)

@@ -2,7 +2,7 @@
  * check_half.c: tj_f32_to_f16 and tj_f16_to_f32 against the definition.
  *
  * The reference conversion below is deliberately slow and different in
- * kind from src/half.c: it rounds in double with frexp/ldexp/floor instead
+ * kind from src/ops/half.c: it rounds in double with frexp/ldexp/floor instead
  * of shifting bits, so that a shared mistake is unlikely.
  */
 #include "tokitai-jit.h"

@@ -1,8 +1,8 @@
 /*
  * fuzz_cli.c: libFuzzer harness for the tokitai-jit command line: the
- * option parser (parse_options in src/cli.c, reached by including that file
+ * option parser (parse_options in src/cli/cli.c, reached by including that file
  * with its main renamed, since it is static) and the value parsers of
- * src/cli_format.c (sizes, durations, whole numbers).
+ * src/cli/cli_format.c (sizes, durations, whole numbers).
  *
  * The input is split at NUL bytes into up to 32 arguments after the program
  * name.  Checked on every input: the parser ends with 0 (go on), done
@@ -20,7 +20,7 @@
 
 int tj_cli_main(int argc, char **argv);
 #define main tj_cli_main
-#include "../../src/cli.c"
+#include "../../src/cli/cli.c"
 #undef main
 
 #define MAX_ARGS 33

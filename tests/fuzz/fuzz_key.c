@@ -1,5 +1,5 @@
 /*
- * fuzz_key.c: libFuzzer harness for the cache key (src/key.c).
+ * fuzz_key.c: libFuzzer harness for the cache key (src/core/key.c).
  *
  * The input is split at NUL bytes into source, entry, options, arch,
  * platform and compiler (a missing field is NULL).  Checked on every input:

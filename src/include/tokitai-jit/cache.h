@@ -1,0 +1,92 @@
+/*
+ * tokitai-jit/cache.h: inspecting and trimming a cache file (tj_cache_*).
+ * Part of the public interface; <tokitai-jit.h> includes it, and it may
+ * also be included on its own.  Conventions as in <tokitai-jit.h>.
+ */
+#ifndef TOKITAI_JIT_CACHE_H
+#define TOKITAI_JIT_CACHE_H
+
+#include <tokitai-jit.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ================================================================ cache
+ * Inspecting and trimming a cache file, with or without a GPU or a runtime
+ * (what `tokitai-jit --list-cache` and friends use).  A tj_cache is one
+ * connection to one file; use it from one thread at a time.  Any number of
+ * processes and runtimes may use the same file meanwhile.
+ */
+typedef struct tj_cache tj_cache;
+
+/* Open the cache at path (NULL: the default location, as in tj_options).
+ * flags: TJ_CACHE_READONLY, TJ_CACHE_GROUP.  A missing file is TJ_ENOENT
+ * (nothing is created) unless flags lacks TJ_CACHE_READONLY, in which case
+ * an empty cache is created.  On failure *c is still set when possible, for
+ * tj_cache_errmsg; close it (NULL is fine). */
+TJ_EXPORT int tj_cache_open(tj_cache **c /* OUT */, const char *path,
+                            unsigned flags);
+TJ_EXPORT void tj_cache_close(tj_cache *c);
+/* Detail of the last failure on c; owned by c, never NULL. */
+TJ_EXPORT const char *tj_cache_errmsg(const tj_cache *c);
+/* The file c reads.  Owned by c. */
+TJ_EXPORT const char *tj_cache_path(const tj_cache *c);
+
+/* One cached code object.  Strings are owned by the cache and valid only
+ * during the callback. */
+typedef struct tj_cache_entry {
+  const char *key;       /* 32 hex digits */
+  const char *kernel;
+  const char *arch;
+  const char *platform;
+  const char *compiler;
+  const char *options;
+  const char *code_hash; /* stored XXH3-128 of the code */
+  uint64_t code_size;
+  double compile_ms;
+  int64_t created;       /* unix seconds */
+  int64_t last_used;     /* unix seconds */
+  uint64_t hits;
+} tj_cache_entry;
+
+/* Called once per entry; return non-zero to stop early. */
+typedef int (*tj_cache_visit)(const tj_cache_entry *e, void *ctx);
+
+/* Visit every entry, most recently used first. */
+TJ_EXPORT int tj_cache_list(tj_cache *c, tj_cache_visit fn, void *ctx);
+
+typedef struct tj_cache_stats {
+  uint64_t entries;
+  uint64_t bytes;          /* sum of code sizes */
+  uint64_t hits;           /* loads from the cache, all processes */
+  uint64_t misses;         /* compiles that had to run, all processes */
+  double compile_ms_saved; /* sum over entries of hits x compile time */
+  int schema_version;
+  uint64_t size_limit;     /* bytes; the library default unless set */
+  uint64_t file_bytes;     /* the database file itself */
+} tj_cache_stats;
+
+TJ_EXPORT int tj_cache_get_stats(tj_cache *c, tj_cache_stats *st /* OUT */);
+
+/* SQLite's integrity check, then every blob against its stored hash.  Each
+ * bad entry is passed to fn (may be NULL); with repair non-zero the bad
+ * rows are deleted.  *bad (may be NULL) gets the count.  TJ_OK when the
+ * check ran, whatever it found; TJ_ECACHE when the file itself is damaged
+ * beyond what row deletion can fix (message in tj_cache_errmsg). */
+TJ_EXPORT int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn,
+                              void *ctx, uint64_t *bad /* OUT */);
+
+/* Delete entries last used more than max_age_seconds ago (< 0: no age
+ * limit), then the least recently used until the code fits in max_bytes
+ * (0: no size limit).  *evicted (may be NULL) gets the number deleted. */
+TJ_EXPORT int tj_cache_evict(tj_cache *c, int64_t max_age_seconds,
+                             uint64_t max_bytes, uint64_t *evicted /* OUT */);
+
+/* Delete every entry and reset the counters. */
+TJ_EXPORT int tj_cache_clear(tj_cache *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TOKITAI_JIT_CACHE_H */

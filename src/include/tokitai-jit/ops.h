@@ -1,0 +1,115 @@
+/*
+ * tokitai-jit/ops.h: the embedded kernels as C calls, their verifier
+ * and reports, and fp16 conversion on the host.
+ * Part of the public interface; <tokitai-jit.h> includes it, and it may
+ * also be included on its own.  Conventions as in <tokitai-jit.h>.
+ */
+#ifndef TOKITAI_JIT_OPS_H
+#define TOKITAI_JIT_OPS_H
+
+#include <tokitai-jit.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * IEEE 754 binary16 on the host, as the fp16 kernels store it: round to
+ * nearest even, subnormals, signed zeros, infinities; NaN stays NaN (quiet,
+ * with as much of its payload as fits).  Pure functions, thread-safe.
+ */
+TJ_EXPORT uint16_t tj_f32_to_f16(float f);
+TJ_EXPORT float tj_f16_to_f32(uint16_t h);
+
+/* ================================================================ kernels
+ * The embedded kernels as C calls.  Device-pointer calls queue the launch
+ * on stream (NULL: the default stream) and return; fp16 data is IEEE
+ * binary16 bits in uint16_t.  Host-buffer calls (_host) allocate device
+ * memory, copy in, launch, copy out, free, and return when the result is in
+ * the caller's buffer; each input's length is passed so that a mismatch is
+ * caught ("grad_out length 3 does not match n=4").  n = 0, NULL
+ * pointers, and sizes whose byte count overflows are TJ_EINVAL with a
+ * message naming the argument.  Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_add_i32(tj_runtime *rt, void *stream, const int32_t *a,
+                         const int32_t *b, int32_t *c, size_t n);
+TJ_EXPORT int tj_gelu_fwd_f16(tj_runtime *rt, void *stream, const uint16_t *x,
+                              uint16_t *y, size_t n);
+TJ_EXPORT int tj_gelu_bwd_f16(tj_runtime *rt, void *stream,
+                              const uint16_t *grad_out, const uint16_t *x,
+                              uint16_t *grad_in, size_t n);
+TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
+                                  const uint16_t *x, const uint16_t *grad_out,
+                                  uint16_t *y, uint16_t *grad_in, size_t n);
+/* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
+ * dimensions; fp32 accumulation.  beta == 0: C is not read. */
+TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
+                          float alpha, const uint16_t *A, int lda,
+                          const uint16_t *B, int ldb, float beta, uint16_t *C,
+                          int ldc);
+
+TJ_EXPORT int tj_add_i32_host(tj_runtime *rt, const int32_t *a, size_t a_len,
+                              const int32_t *b, size_t b_len, int32_t *c,
+                              size_t n);
+TJ_EXPORT int tj_gelu_fwd_f16_host(tj_runtime *rt, const uint16_t *x,
+                                   size_t x_len, uint16_t *y, size_t n);
+TJ_EXPORT int tj_gelu_bwd_f16_host(tj_runtime *rt, const uint16_t *grad_out,
+                                   size_t grad_out_len, const uint16_t *x,
+                                   size_t x_len, uint16_t *grad_in, size_t n);
+TJ_EXPORT int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x,
+                                       size_t x_len, const uint16_t *grad_out,
+                                       size_t grad_out_len, uint16_t *y,
+                                       uint16_t *grad_in, size_t n);
+/* A, B, C dense (lda = K, ldb = N, ldc = N); C is read when beta != 0. */
+TJ_EXPORT int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K,
+                               float alpha, const uint16_t *A,
+                               const uint16_t *B, float beta, uint16_t *C);
+
+/* ================================================================ verify
+ * Run an embedded kernel on seeded random inputs, compare every element
+ * with the CPU oracle in double precision, and report, as the pilots did.
+ */
+typedef struct tj_report {
+  char kernel[64];
+  uint64_t n;               /* elements; for gemm_f16, M*N */
+  int m, n_cols, k;         /* gemm_f16 shape; 0 otherwise */
+  uint64_t seed;
+  uint64_t compared;        /* outputs compared with the oracle */
+  double max_abs_error;
+  double rel_l2_error;
+  double max_abs_tolerance; /* the limits this kernel is held to */
+  double rel_l2_tolerance;
+  int within_tolerance;     /* 1 when every limit held and nothing is NaN */
+  double kernel_ms;         /* median of the timed launches, from events */
+  double bytes_moved;       /* fewest bytes the kernel must move */
+  double gb_per_s;
+  double tflop_per_s;       /* gemm_f16 only */
+  char source_fingerprint[33]; /* XXH3-128 of the kernel source */
+  char code_key[33];           /* its cache key */
+  char compiler[160];
+  char device[256];
+  char arch[256];
+  char evidence[1024];      /* what this run showed */
+  char non_claims[1024];    /* what it did not show */
+} tj_report;
+
+/* n: elements (for gemm_f16, the size of a square M = N = K problem).
+ * TJ_OK when the run completed, whether or not the oracle agreed (see
+ * within_tolerance); TJ_EVERIFY is never returned here, so that the caller
+ * gets the report either way. */
+TJ_EXPORT int tj_verify(tj_runtime *rt, const char *kernel, uint64_t n,
+                        uint64_t seed, tj_report *report /* OUT */);
+/* The report as a markdown section or a JSON object; malloc'd, the caller
+ * frees.  NULL when out of memory. */
+TJ_EXPORT char *tj_report_markdown(const tj_report *r);
+TJ_EXPORT char *tj_report_json(const tj_report *r);
+
+/* The embedded kernels: count, and the entry name of the i-th (NULL when i
+ * is out of range).  Static storage, thread-safe. */
+TJ_EXPORT size_t tj_embedded_count(void);
+TJ_EXPORT const char *tj_embedded_name(size_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TOKITAI_JIT_OPS_H */
