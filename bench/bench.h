@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BENCH_MAX_RESULTS 128
+#define BENCH_MAX_RESULTS 256
 
 typedef struct bench_result {
   char section[32];
@@ -79,6 +79,8 @@ static inline double minimum(const double *v, int n)
 /* Milliseconds of one call of fn(ctx) on the GPU, median of reps, timed
  * with events after one warm-up call. */
 double bench_time_gpu(void (*fn)(void *), void *ctx, int reps);
+/* The same with L2 emptied before each rep (see bench_util.c). */
+double bench_time_gpu_flushed(void (*fn)(void *), void *ctx, int reps);
 
 void bench_header(bench_results *r);
 void bench_write_json(const bench_results *r, const char *path);

@@ -57,14 +57,14 @@ static int vendor_open(vendor_blas *v)
 typedef struct gemm_ctx {
   tj_runtime *rt;
   vendor_blas *vendor;
-  int n;
+  int m, n, k;
   void *A, *B, *C;
 } gemm_ctx;
 
 static void run_ours(void *p)
 {
   gemm_ctx *g = p;
-  if (tj_gemm_f16(g->rt, NULL, g->n, g->n, g->n, 1.0f, g->A, g->n, g->B, g->n,
+  if (tj_gemm_f16(g->rt, NULL, g->m, g->n, g->k, 1.0f, g->A, g->k, g->B, g->n,
                   0.0f, g->C, g->n) != TJ_OK)
     die("gemm_f16: %s", tj_errmsg(g->rt));
 }
@@ -72,13 +72,15 @@ static void run_ours(void *p)
 static void run_vendor(void *p)
 {
   gemm_ctx *g = p;
-  if (g->vendor->gemm(g->vendor, g->n, g->n, g->n, g->A, g->B, g->C) != 0)
+  if (g->vendor->gemm(g->vendor, g->m, g->n, g->k, g->A, g->B, g->C) != 0)
     die("%s gemm failed", g->vendor->name);
 }
 
 static void *random_halves(size_t count, unsigned seed)
 {
   uint16_t *h = malloc(count * 2);
+  if (!h)
+    die("out of host memory");
   uint64_t s = seed * 0x9e3779b97f4a7c15ull + 7;
   for (size_t i = 0; i < count; i++) {
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
@@ -95,8 +97,10 @@ static void *random_halves(size_t count, unsigned seed)
  * check that both computed the same product. */
 static double agreement(gemm_ctx *g)
 {
-  size_t count = (size_t)g->n * g->n;
+  size_t count = (size_t)g->m * g->n;
   uint16_t *ours = malloc(count * 2), *theirs = malloc(count * 2);
+  if (!ours || !theirs)
+    die("out of host memory");
   run_ours(g);
   CHECK(hipDeviceSynchronize());
   CHECK(hipMemcpyDtoH(ours, g->C, count * 2));
@@ -114,35 +118,90 @@ static double agreement(gemm_ctx *g)
   return den > 0 ? sqrt(num / den) : NAN;
 }
 
+typedef struct copy_ctx {
+  void *src, *dst;
+  size_t bytes;
+} copy_ctx;
+
+static void run_copy(void *p)
+{
+  copy_ctx *c = p;
+  CHECK(hipMemcpyDtoDAsync(c->dst, c->src, c->bytes, NULL));
+}
+
+/* The yardstick for the skinny shapes, measured in this run: a 256 MiB
+ * device-to-device copy, bytes read plus written over time. */
+static double copy_rate_gbs(void)
+{
+  copy_ctx c = {NULL, NULL, (size_t)256 << 20};
+  CHECK(hipMalloc(&c.src, c.bytes));
+  CHECK(hipMalloc(&c.dst, c.bytes));
+  CHECK(hipMemset(c.src, 0, c.bytes));
+  double ms = bench_time_gpu(run_copy, &c, 20);
+  hipFree(c.src);
+  hipFree(c.dst);
+  return 2.0 * (double)c.bytes / (ms * 1e6);
+}
+
+/* Every shape is timed with L2 emptied first: B of 1 x 4096 x 4096 is
+ * 32 MiB and would otherwise be served from L2 after the first rep.
+ * The shapes of issue 14: square, and M in {1, 4, 16, 128, 4096} with
+ * (N, K) in {(4096, 4096), (11008, 4096), (4096, 11008)}. */
+static const int shapes[][3] = {
+    {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
+    {8192, 8192, 8192},
+    {1, 4096, 4096}, {1, 11008, 4096}, {1, 4096, 11008},
+    {4, 4096, 4096}, {4, 11008, 4096}, {4, 4096, 11008},
+    {16, 4096, 4096}, {16, 11008, 4096}, {16, 4096, 11008},
+    {128, 4096, 4096}, {128, 11008, 4096}, {128, 4096, 11008},
+    {4096, 11008, 4096}, {4096, 4096, 11008}};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
+                        bench_record_fn record)
+{
+  double flop = 2.0 * g->m * (double)g->n * g->k;
+  double bytes = 2.0 * ((double)g->m * g->k + (double)g->k * g->n +
+                        (double)g->m * g->n);
+  int reps = flop > 5e11 ? 5 : 20;
+  double ms = bench_time_gpu_flushed(run_ours, g, reps);
+  char shape[48], label[96];
+  snprintf(shape, sizeof shape, "%dx%dx%d", g->m, g->n, g->k);
+  snprintf(label, sizeof label, "gemm_f16 %s", shape);
+  record("gemm", label, flop / (ms * 1e9), "TFLOP/s");
+  if (g->m <= 16) {
+    snprintf(label, sizeof label, "gemm_f16 %s bandwidth / copy", shape);
+    record("gemm", label, bytes / (ms * 1e6) / copy_gbs, "x");
+  }
+  if (!have_vendor)
+    return;
+  double vms = bench_time_gpu_flushed(run_vendor, g, reps);
+  snprintf(label, sizeof label, "%s %s", g->vendor->name, shape);
+  record("gemm", label, flop / (vms * 1e9), "TFLOP/s");
+  snprintf(label, sizeof label, "gemm_f16 / %s %s (time ratio)",
+           g->vendor->name, shape);
+  record("gemm", label, vms / ms, "x");
+  if ((double)g->m * g->n <= 64.0 * 1024 * 1024) {
+    snprintf(label, sizeof label, "rel L2 vs %s %s", g->vendor->name, shape);
+    record("gemm", label, agreement(g), "");
+  }
+}
+
 void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
 {
   vendor_blas vendor = {0};
   int have_vendor = vendor_open(&vendor);
   printf("gemm_f16 (row-major, alpha=1, beta=0) vs %s\n",
          have_vendor ? vendor.name : "no vendor BLAS");
-  static const int sizes[] = {1024, 4096, 8192};
-  for (int i = 0; i < (quick ? 1 : 3); i++) {
-    int n = sizes[i];
-    size_t count = (size_t)n * n;
-    gemm_ctx g = {rt, &vendor, n, random_halves(count, 1), random_halves(count, 2), NULL};
-    CHECK(hipMalloc(&g.C, count * 2));
-    double flop = 2.0 * n * n * (double)n;
-    int reps = n >= 8192 ? 5 : 10;
-    double ours = flop / (bench_time_gpu(run_ours, &g, reps) * 1e9);
-    char label[96];
-    snprintf(label, sizeof label, "gemm_f16 %d^3", n);
-    record("gemm", label, ours, "TFLOP/s");
-    if (have_vendor) {
-      double theirs = flop / (bench_time_gpu(run_vendor, &g, reps) * 1e9);
-      snprintf(label, sizeof label, "%s %d^3", vendor.name, n);
-      record("gemm", label, theirs, "TFLOP/s");
-      snprintf(label, sizeof label, "gemm_f16 / %s %d^3", vendor.name, n);
-      record("gemm", label, ours / theirs, "x");
-      if (n == 1024) {
-        snprintf(label, sizeof label, "rel L2 vs %s %d^3", vendor.name, n);
-        record("gemm", label, agreement(&g), "");
-      }
-    }
+  double copy_gbs = copy_rate_gbs();
+  record("gemm", "device-to-device copy, 256 MiB", copy_gbs, "GB/s");
+  for (size_t i = 0; i < (quick ? 1 : N_SHAPES); i++) {
+    gemm_ctx g = {rt, &vendor, shapes[i][0], shapes[i][1], shapes[i][2],
+                  NULL, NULL, NULL};
+    g.A = random_halves((size_t)g.m * g.k, 1);
+    g.B = random_halves((size_t)g.k * g.n, 2);
+    CHECK(hipMalloc(&g.C, (size_t)g.m * g.n * 2));
+    bench_shape(&g, have_vendor, copy_gbs, record);
     hipFree(g.A);
     hipFree(g.B);
     hipFree(g.C);

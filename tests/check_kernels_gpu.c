@@ -324,6 +324,49 @@ START_TEST(verify_gemm_sampled_rows)
 }
 END_TEST
 
+/* The skinny entries, each through tj_gemm_f16 at its own row count with
+ * N = K = 1000: every output compared. */
+START_TEST(verify_gemm_skinny_entries)
+{
+  tj_runtime *rt = open_gpu();
+  static const int rows[] = {1, 2, 4, 8, 16};
+  for (int i = 0; i < 5; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "gemm_skinny_f16_m%d", rows[i]);
+    tj_report r;
+    CHECK_TJ(rt, tj_verify(rt, name, 1000, 91, &r));
+    ck_assert(r.m == rows[i] && r.n_cols == 1000 && r.k == 1000);
+    ck_assert_uint_eq(r.n, (uint64_t)rows[i] * 1000);
+    check_report(rt, &r, 1000, (uint64_t)rows[i] * 1000);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* alpha == 0 on the skinny path reads neither A nor B (BLAS): NaN in both
+ * must not reach C = beta * C. */
+START_TEST(gemm_skinny_alpha_zero_reads_no_operand)
+{
+  tj_runtime *rt = open_gpu();
+  const int M = 5, N = 70, K = 300;
+  uint16_t C0[5 * 70], C[5 * 70];
+  random_f16(C0, (size_t)M * N, -1, 1, 17);
+  void *dA = dev_poisoned((size_t)M * K * 2), *dB = dev_poisoned((size_t)K * N * 2);
+  void *dC = dev_poisoned((size_t)M * N * 2);
+  put(dC, C0, sizeof C0);
+  CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 0.0f, dA, K, dB, N, 0.5f, dC, N));
+  CHECK_HIP(hipDeviceSynchronize());
+  get(C, dC, sizeof C);
+  for (int i = 0; i < M * N; i++)
+    ck_assert_msg(C[i] == tj_f32_to_f16(0.5f * tj_f16_to_f32(C0[i])),
+                  "C[%d] = 0x%04x, want 0.5 * C", i, C[i]);
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 START_TEST(verify_is_reproducible_from_its_seed)
 {
   tj_runtime *rt = open_gpu();
@@ -602,8 +645,14 @@ static void run_gemm_case(tj_runtime *rt, const gemm_case *g, hipStream_t stream
   free(A); free(B); free(C0); free(C); free(want);
 }
 
+/* M <= 16 takes the skinny kernel: every row count it is built for, the
+ * ones between, strips cut by N, K tails of its 256-row steps. */
 static const int gemm_shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {128, 128, 128},
-                                     {1000, 1000, 1000}};
+                                     {1000, 1000, 1000}, {1, 4096, 300},
+                                     {2, 31, 257}, {3, 1000, 517},
+                                     {4, 8, 7}, {5, 33, 1}, {8, 100, 1025},
+                                     {9, 64, 2048}, {16, 4104, 263},
+                                     {16, 1, 5000}};
 
 /* Dense, with beta = 0 (C only written) and beta != 0 (C read). */
 START_TEST(gemm_device_call_shapes)
@@ -622,6 +671,8 @@ START_TEST(gemm_padded_leading_dimensions)
 {
   tj_runtime *rt = open_gpu();
   gemm_case cases[] = {{70, 50, 90, 97, 61, 53, 1.0f, 0.0f, 0},
+                       {3, 50, 90, 97, 61, 53, 1.0f, 1.5f, 0},
+                       {12, 260, 40, 48, 264, 272, -1.0f, 0.25f, 0},
                        {70, 50, 90, 97, 61, 53, 1.0f, 1.5f, 0},
                        {130, 260, 40, 48, 264, 272, 2.0f, 0.0f, 0},
                        {130, 260, 40, 48, 264, 272, -1.0f, 0.25f, 0}};
@@ -641,7 +692,10 @@ START_TEST(gemm_misaligned_on_a_stream)
   gemm_case cases[] = {{67, 67, 67, 67, 67, 67, 1.0f, 0.0f, 1},
                        {128, 128, 128, 128, 128, 128, 1.0f, 0.5f, 1},
                        {200, 100, 300, 300, 100, 100, 1.0f, 0.0f, 1},
-                       {200, 100, 300, 300, 100, 100, 1.0f, 0.0f, 0}};
+                       {200, 100, 300, 300, 100, 100, 1.0f, 0.0f, 0},
+                       {1, 70, 300, 300, 70, 70, 1.0f, 0.0f, 1},
+                       {4, 64, 129, 129, 64, 64, 1.0f, 0.5f, 1},
+                       {16, 96, 200, 201, 97, 99, 1.0f, 0.0f, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     run_gemm_case(rt, &cases[i], stream);
   CHECK_HIP(hipStreamDestroy(stream));
@@ -699,6 +753,7 @@ int main(void)
   tcase_add_loop_test(verify, verify_elementwise_2_27, 0, N_EW);
   tcase_add_test(verify, verify_gemm_every_element);
   tcase_add_test(verify, verify_gemm_sampled_rows);
+  tcase_add_test(verify, verify_gemm_skinny_entries);
   tcase_add_test(verify, verify_is_reproducible_from_its_seed);
   TCase *calls = new_case(s, "calls");
   tcase_add_loop_test(calls, elementwise_misaligned_and_in_place, 0, N_EW);
@@ -708,7 +763,9 @@ int main(void)
   tcase_add_test(calls, host_failure_leaves_the_output);
   tcase_add_test(calls, repeated_calls_hit_the_memory_table);
   TCase *gemm = new_case(s, "gemm");
-  tcase_add_loop_test(gemm, gemm_device_call_shapes, 0, 4);
+  tcase_add_loop_test(gemm, gemm_device_call_shapes, 0,
+                      sizeof gemm_shapes / sizeof gemm_shapes[0]);
+  tcase_add_test(gemm, gemm_skinny_alpha_zero_reads_no_operand);
   tcase_add_test(gemm, gemm_padded_leading_dimensions);
   tcase_add_test(gemm, gemm_misaligned_on_a_stream);
   tcase_add_test(gemm, gemm_host_call);

@@ -52,15 +52,23 @@ typedef struct verify_kind {
   double max_abs_tol, rel_l2_tol; /* INFINITY: not limited */
   double rel_floor;               /* see F16_REL_FLOOR; 0: none */
   double lo, hi;                  /* input range of the fp16 kernels */
+  int gemm_rows;                  /* M of a skinny GEMM entry; 0: M = n */
 } verify_kind;
 
 static const verify_kind kinds[] = {
-    {"add_i32", OP_ADD_I32, 2, 1, 4, 0.0, 0.0, 0.0, 0.0, 0.0},
-    {"gelu_fwd_f16", OP_GELU_FWD, 1, 1, 2, 1e-2, 1e-3, F16_REL_FLOOR, -6.0, 6.0},
-    {"gelu_bwd_f16", OP_GELU_BWD, 2, 1, 2, 1e-2, 1e-3, F16_REL_FLOOR, -6.0, 6.0},
+    {"add_i32", OP_ADD_I32, 2, 1, 4, 0.0, 0.0, 0.0, 0.0, 0.0, 0},
+    {"gelu_fwd_f16", OP_GELU_FWD, 1, 1, 2, 1e-2, 1e-3, F16_REL_FLOOR, -6.0, 6.0, 0},
+    {"gelu_bwd_f16", OP_GELU_BWD, 2, 1, 2, 1e-2, 1e-3, F16_REL_FLOOR, -6.0, 6.0, 0},
     {"gelu_fwd_bwd_f16", OP_GELU_FWD_BWD, 2, 2, 2, 1e-2, 1e-3, F16_REL_FLOOR,
-     -6.0, 6.0},
-    {"gemm_f16", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0},
+     -6.0, 6.0, 0},
+    {"gemm_f16", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
+    /* The skinny entries run through tj_gemm_f16 with their own M, N = K =
+     * n, which is the shape that makes tj_gemm_f16 pick them. */
+    {"gemm_skinny_f16_m1", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 1},
+    {"gemm_skinny_f16_m2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 2},
+    {"gemm_skinny_f16_m4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
+    {"gemm_skinny_f16_m8", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 8},
+    {"gemm_skinny_f16_m16", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
 };
 
 static const verify_kind *find_kind(const char *name)
@@ -138,6 +146,12 @@ typedef struct verify_run {
   error_sum err[2];      /* one per output */
 } verify_run;
 
+/* The GEMM's M: the skinny entry's row count, else n (square). */
+static int gemm_m(const verify_run *v)
+{
+  return v->kind->gemm_rows ? v->kind->gemm_rows : (int)v->n;
+}
+
 static int device_failed(tj_runtime *rt, const char *what, hipError_t e)
 {
   return tj__fail(rt, TJ_EDEVICE, "tj_verify: %s failed: %s", what,
@@ -195,6 +209,7 @@ static void release(verify_run *v)
  * its poison cannot leak into the result. */
 static int launch_once(const verify_run *v)
 {
+  const int M = gemm_m(v);
   void *const *d = v->dev;
   size_t n = (size_t)v->n;
   int g = (int)v->n;
@@ -208,7 +223,7 @@ static int launch_once(const verify_run *v)
   case OP_GELU_FWD_BWD:
     return tj_gelu_fwd_bwd_f16(v->rt, NULL, d[0], d[1], d[2], d[3], n);
   case OP_GEMM:
-    return tj_gemm_f16(v->rt, NULL, g, g, g, 1.0f, d[0], g, d[1], g, 0.0f,
+    return tj_gemm_f16(v->rt, NULL, M, g, g, 1.0f, d[0], g, d[1], g, 0.0f,
                        d[2], g);
   }
   return TJ_EINVAL;
@@ -418,9 +433,10 @@ static int compare_gemm(verify_run *v)
   if (!want)
     return tj__fail(v->rt, TJ_ENOMEM, "tj_verify: out of host memory");
   const uint16_t *A = v->in[0], *B = v->in[1], *C = v->out[0];
-  v->rows = gemm_rows_to_compare(v->n);
+  uint64_t M = (uint64_t)gemm_m(v);
+  v->rows = M < v->n ? M : gemm_rows_to_compare(v->n);
   for (uint64_t i = 0; i < v->rows; i++) {
-    size_t r = (size_t)gemm_row(i, v->rows, v->n, v->seed);
+    size_t r = (size_t)gemm_row(i, v->rows, M, v->seed);
     /* One row of the product is the oracle on a 1 x K slice of A. */
     tj__oracle_gemm(1, n, n, 1.0, A + r * (size_t)n, n, B, n, 0.0, NULL, n,
                     want);
@@ -477,12 +493,13 @@ static void fill_rates(tj_report *r, const verify_run *v)
   r->kernel_ms = v->ms;
   /* Each input read once and each output written once; GEMM with
    * beta = 0 reads A and B and writes C. */
-  r->bytes_moved = kd->op == OP_GEMM ? 2.0 * 3.0 * n * n
+  double m = (double)gemm_m(v);
+  r->bytes_moved = kd->op == OP_GEMM ? 2.0 * (2.0 * m * n + n * n)
                                      : (double)(kd->nin + kd->nout) * n * (double)kd->elem;
   if (v->ms > 0) {
     r->gb_per_s = r->bytes_moved / (v->ms * 1e6);
     if (kd->op == OP_GEMM)
-      r->tflop_per_s = 2.0 * n * n * n / (v->ms * 1e9);
+      r->tflop_per_s = 2.0 * m * n * n / (v->ms * 1e9);
   }
 }
 
@@ -491,9 +508,11 @@ static void fill_identity(tj_report *r, const verify_run *v,
                           const tj__device_props *props)
 {
   snprintf(r->kernel, sizeof r->kernel, "%s", v->kind->name);
-  r->n = v->kind->op == OP_GEMM ? v->n * v->n : v->n;
-  if (v->kind->op == OP_GEMM)
-    r->m = r->n_cols = r->k = (int)v->n;
+  r->n = v->kind->op == OP_GEMM ? (uint64_t)gemm_m(v) * v->n : v->n;
+  if (v->kind->op == OP_GEMM) {
+    r->m = gemm_m(v);
+    r->n_cols = r->k = (int)v->n;
+  }
   r->seed = v->seed;
   tj__hash_hex(e->source, e->source_len, r->source_fingerprint);
   tj_kernel_info info;
@@ -541,8 +560,8 @@ static void fill_evidence(tj_report *r, const verify_run *v)
 {
   const verify_kind *kd = v->kind;
   if (kd->op == OP_GEMM)
-    field_append(r->evidence, sizeof r->evidence, "gemm_f16 M = N = K = %llu",
-                 (unsigned long long)v->n);
+    field_append(r->evidence, sizeof r->evidence, "%s M = %d, N = K = %llu",
+                 kd->name, gemm_m(v), (unsigned long long)v->n);
   else
     field_append(r->evidence, sizeof r->evidence, "%s on %llu elements",
                  kd->name, (unsigned long long)v->n);
@@ -591,10 +610,10 @@ static void fill_non_claims(tj_report *r, const verify_run *v)
                  "not run.");
     return;
   }
-  field_append(nc, cap, "Square, dense, alpha = 1, beta = 0 only: the path "
+  field_append(nc, cap, "%s, dense, alpha = 1, beta = 0 only: the path "
                "that reads C was not run. Max abs error is reported, not "
-               "held to a limit.");
-  if (v->rows < v->n)
+               "held to a limit.", kd->gemm_rows ? "One shape" : "Square");
+  if (v->rows < (uint64_t)gemm_m(v))
     field_append(nc, cap, " Only %llu of %llu rows were compared (rows 0 and "
                  "n-1, and one seeded row in each band between); the other "
                  "outputs were not checked.", (unsigned long long)v->rows,
