@@ -5,7 +5,7 @@
  * ratios taken in the same run.  Nothing here is asserted: this is a
  * program that prints figures, not a test.
  *
- *   tj-bench [--json FILE] [--quick] [--pilot PATH]
+ *   tj-bench [--json FILE] [--quick] [--pilot PATH] [--only SECTION]
  *
  * Sections: cold compile, warm start in a new process, hot in-memory hit,
  * launch cost against a raw hipModuleLaunchKernel, memory-bound kernels
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
 {
   if (argc == 4 && strcmp(argv[1], "--child-warm") == 0)
     return child_warm(argv[2], argv[3]);
-  const char *json = NULL, *pilot = NULL;
+  const char *json = NULL, *pilot = NULL, *only = NULL;
   int quick = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
@@ -216,8 +216,11 @@ int main(int argc, char **argv)
       pilot = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0)
       quick = 1;
+    else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
     else {
-      fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH]\n");
+      fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH] "
+              "[--only start|launch|memory|gemm|pilot]\n");
       return 2;
     }
   }
@@ -227,19 +230,27 @@ int main(int argc, char **argv)
   char cache[64];
   snprintf(cache, sizeof cache, "%s/cache.db", dir);
 
+#define WANT(section) (!only || strcmp(only, section) == 0)
   bench_header(&R);
-  warm_start(cache, quick);
-  cold_compile(quick);
+  if (WANT("start")) {
+    warm_start(cache, quick);
+    cold_compile(quick);
+  }
   tj_options o = {0};
   o.cache_path = cache;
   tj_runtime *rt = NULL;
   if (tj_runtime_open(&rt, &o) != TJ_OK)
     die("runtime: %s", tj_errmsg(rt));
-  hot_hit(rt);
-  launch_cost(rt);
-  bench_memory_bound(rt, quick, record);
-  bench_gemm(rt, quick, record);
-  bench_pilot(rt, pilot, record);
+  if (WANT("launch")) {
+    hot_hit(rt);
+    launch_cost(rt);
+  }
+  if (WANT("memory"))
+    bench_memory_bound(rt, quick, record);
+  if (WANT("gemm"))
+    bench_gemm(rt, quick, record);
+  if (WANT("pilot"))
+    bench_pilot(rt, pilot, record);
   tj_runtime_close(rt);
   if (json)
     bench_write_json(&R, json);
