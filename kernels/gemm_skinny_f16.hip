@@ -1,10 +1,10 @@
 /*
  * gemm_skinny_f16.hip: C = alpha * A * B + beta * C for a few rows of A
- * (M <= 16), fp16 in and out, fp32 accumulation, row-major as gemm_f16.
+ * (M <= 8), fp16 in and out, fp32 accumulation, row-major as gemm_f16.
  *
  * Entries (one per row count it is built for; the caller takes the
  * smallest that is >= M and the kernel guards the rows past M)
- *   gemm_skinny_f16_m1, _m2, _m4, _m8, _m16 (int M, int N, int K,
+ *   gemm_skinny_f16_m1, _m2, _m4, _m8 (int M, int N, int K,
  *       float alpha, const __half *A, int lda, const __half *B, int ldb,
  *       float beta, __half *C, int ldc)
  *   Same arguments and meaning as gemm_f16: A is M x K (A[m*lda + k]),
@@ -18,19 +18,26 @@
  * tiled kernel spends a 128-row tile on M = 1 and has N / 128 blocks; this
  * one gives each block a 32-column strip of B and all of K, so that every
  * byte of B is read once, 16 bytes per thread per load, by enough blocks
- * to fill the GPU (N = 4096: 128 blocks).
+ * to fill the GPU (N = 4096: 128 blocks), each with as many threads as
+ * its partial sums leave registers for, to keep bytes in flight.
+ *
+ * Measured on an H200 (first version, 256 threads for every entry):
+ * correct, but 26% of the copy rate at 1 x 4096 x 4096 and 5% at 16 rows,
+ * where fp32 FMAs and the per-row loads of A bound it: 16 rows and more
+ * stay on gemm_f16's tensor cores until a tensor-core skinny path exists.
  *
  * Launch
- *   block   (256, 1, 1)
+ *   block   (T, 1, 1), T = 1024 for _m1 and _m2, 512 for _m4, 256 for _m8
+ *           (each entry's __launch_bounds__)
  *   grid    (ceil(N / 32), 1, 1)
  *   shared  0 bytes of dynamic shared memory (the cross-warp sum uses
- *           static shared memory: 8 warps x 4 x rows x 8 floats, 16 KiB
- *           for _m16)
+ *           static shared memory: T / 32 warps x 4 x rows x 8 floats,
+ *           8 KiB at most)
  *
  * Inside a block, thread t owns columns n0 + 8 * (t % 4) .. + 7 and the
- * rows k = t / 4, t / 4 + 64, ... of B; its partial sums (rows x 8 fp32)
- * are added across the 8 row slots of its warp with shuffles and across
- * the 8 warps in shared memory, and warp 0 writes C.  A "warp" here is 32
+ * rows k = t / 4, t / 4 + T / 4, ... of B; its partial sums (rows x 8
+ * fp32) are added across the 8 row slots of its warp with shuffles and
+ * across the warps in shared memory, and warp 0 writes C.  A "warp" here is 32
  * threads; on a 64-wide AMD wavefront the xor shuffles (distances 4 to 16)
  * stay inside each half, so the same code holds there.  Summation order is
  * fixed, so a result does not depend on timing.
@@ -43,12 +50,9 @@
  * Compiles unchanged with hipRTC (AMD) and NVRTC (NVIDIA).
  */
 
-#define TJ_SK_THREADS 256
 #define TJ_SK_VEC 8                                 /* halves per load */
 #define TJ_SK_GROUPS 4                              /* loads per strip row */
 #define TJ_SK_COLS (TJ_SK_VEC * TJ_SK_GROUPS)       /* 32 columns per block */
-#define TJ_SK_SLOTS (TJ_SK_THREADS / TJ_SK_GROUPS)  /* 64 rows per step */
-#define TJ_SK_WARPS (TJ_SK_THREADS / 32)
 #define TJ_SK_UNROLL 4 /* rows in flight per thread: bytes in flight */
 
 /* HIP's shuffles take no mask; CUDA 9 and later want the _sync form. */
@@ -109,32 +113,34 @@ __device__ __forceinline__ void tj_sk_fma(const tj_sk_params &p, int k,
 
 /* This thread's rows of B, TJ_SK_UNROLL loads issued before their use so
  * that enough bytes are in flight to keep the memory busy. */
-template <int MT>
+template <int MT, int THREADS>
 __device__ __forceinline__ void tj_sk_stream(const tj_sk_params &p, int slot,
                                              int n0, bool vec,
                                              float acc[MT][8]) {
-  const int step = TJ_SK_SLOTS * TJ_SK_UNROLL;
+  const int slots = THREADS / TJ_SK_GROUPS;
+  const int step = slots * TJ_SK_UNROLL;
   int k = slot;
-  for (; k + (TJ_SK_UNROLL - 1) * TJ_SK_SLOTS < p.K; k += step) {
+  for (; k + (TJ_SK_UNROLL - 1) * slots < p.K; k += step) {
     uint4 b[TJ_SK_UNROLL];
 #pragma unroll
     for (int u = 0; u < TJ_SK_UNROLL; u++)
-      b[u] = tj_sk_load_b(p, k + u * TJ_SK_SLOTS, n0, vec);
+      b[u] = tj_sk_load_b(p, k + u * slots, n0, vec);
 #pragma unroll
     for (int u = 0; u < TJ_SK_UNROLL; u++)
-      tj_sk_fma<MT>(p, k + u * TJ_SK_SLOTS, b[u], acc);
+      tj_sk_fma<MT>(p, k + u * slots, b[u], acc);
   }
-  for (; k < p.K; k += TJ_SK_SLOTS) {
+  for (; k < p.K; k += slots) {
     tj_sk_fma<MT>(p, k, tj_sk_load_b(p, k, n0, vec), acc);
   }
 }
 
 /* Sum the partials of the 8 row slots in a warp (lanes that share
  * lane % 4), then of the 8 warps, and write C from warp 0. */
-template <int MT>
+template <int MT, int THREADS>
 __device__ __forceinline__ void tj_sk_finish(const tj_sk_params &p,
                                              float acc[MT][8]) {
-  __shared__ float part[TJ_SK_WARPS][TJ_SK_GROUPS][MT][8];
+  const int warps = THREADS / 32;
+  __shared__ float part[warps][TJ_SK_GROUPS][MT][8];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
   for (int m = 0; m < MT; m++)
@@ -159,7 +165,7 @@ __device__ __forceinline__ void tj_sk_finish(const tj_sk_params &p,
     return;
   for (int m = 0; m < MT && m < p.M; m++) {
     float s = 0.0f;
-    for (int w = 0; w < TJ_SK_WARPS; w++)
+    for (int w = 0; w < warps; w++)
       s += part[w][g][m][j];
     __half *c = p.C + (long long)m * p.ldc + col;
     float r = p.alpha * s;
@@ -169,7 +175,7 @@ __device__ __forceinline__ void tj_sk_finish(const tj_sk_params &p,
   }
 }
 
-template <int MT>
+template <int MT, int THREADS>
 __device__ __forceinline__ void tj_sk_run(const tj_sk_params &p) {
   const int group = threadIdx.x % TJ_SK_GROUPS;
   const int slot = threadIdx.x / TJ_SK_GROUPS;
@@ -183,8 +189,8 @@ __device__ __forceinline__ void tj_sk_run(const tj_sk_params &p) {
   const bool vec = n0 + TJ_SK_VEC <= p.N && (p.ldb % 8) == 0 &&
                    (reinterpret_cast<unsigned long long>(p.B) & 15ull) == 0;
   if (p.alpha != 0.0f && n0 < p.N)
-    tj_sk_stream<MT>(p, slot, n0, vec, acc);
-  tj_sk_finish<MT>(p, acc);
+    tj_sk_stream<MT, THREADS>(p, slot, n0, vec, acc);
+  tj_sk_finish<MT, THREADS>(p, acc);
 }
 
 /* The entries are written out, not made by a macro: the library's table
@@ -194,23 +200,19 @@ __device__ __forceinline__ void tj_sk_run(const tj_sk_params &p) {
       const __half *B, int ldb, float beta, __half *C, int ldc
 #define TJ_SK_PARAMS {M, N, K, alpha, beta, A, B, C, lda, ldb, ldc}
 
-extern "C" __global__ void __launch_bounds__(256) gemm_skinny_f16_m1(TJ_SK_ARGS) {
+extern "C" __global__ void __launch_bounds__(1024) gemm_skinny_f16_m1(TJ_SK_ARGS) {
   tj_sk_params p = TJ_SK_PARAMS;
-  tj_sk_run<1>(p);
+  tj_sk_run<1, 1024>(p);
 }
-extern "C" __global__ void __launch_bounds__(256) gemm_skinny_f16_m2(TJ_SK_ARGS) {
+extern "C" __global__ void __launch_bounds__(1024) gemm_skinny_f16_m2(TJ_SK_ARGS) {
   tj_sk_params p = TJ_SK_PARAMS;
-  tj_sk_run<2>(p);
+  tj_sk_run<2, 1024>(p);
 }
-extern "C" __global__ void __launch_bounds__(256) gemm_skinny_f16_m4(TJ_SK_ARGS) {
+extern "C" __global__ void __launch_bounds__(512) gemm_skinny_f16_m4(TJ_SK_ARGS) {
   tj_sk_params p = TJ_SK_PARAMS;
-  tj_sk_run<4>(p);
+  tj_sk_run<4, 512>(p);
 }
 extern "C" __global__ void __launch_bounds__(256) gemm_skinny_f16_m8(TJ_SK_ARGS) {
   tj_sk_params p = TJ_SK_PARAMS;
-  tj_sk_run<8>(p);
-}
-extern "C" __global__ void __launch_bounds__(256) gemm_skinny_f16_m16(TJ_SK_ARGS) {
-  tj_sk_params p = TJ_SK_PARAMS;
-  tj_sk_run<16>(p);
+  tj_sk_run<8, 256>(p);
 }

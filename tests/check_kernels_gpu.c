@@ -329,8 +329,8 @@ END_TEST
 START_TEST(verify_gemm_skinny_entries)
 {
   tj_runtime *rt = open_gpu();
-  static const int rows[] = {1, 2, 4, 8, 16};
-  for (int i = 0; i < 5; i++) {
+  static const int rows[] = {1, 2, 4, 8};
+  for (int i = 0; i < 4; i++) {
     char name[64];
     snprintf(name, sizeof name, "gemm_skinny_f16_m%d", rows[i]);
     tj_report r;
@@ -645,8 +645,9 @@ static void run_gemm_case(tj_runtime *rt, const gemm_case *g, hipStream_t stream
   free(A); free(B); free(C0); free(C); free(want);
 }
 
-/* M <= 16 takes the skinny kernel: every row count it is built for, the
- * ones between, strips cut by N, K tails of its 256-row steps. */
+/* M <= 8 takes the skinny kernel: every row count it is built for, the
+ * ones between, strips cut by N, K tails of its steps; 9 and 16 the tiled
+ * one. */
 static const int gemm_shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {128, 128, 128},
                                      {1000, 1000, 1000}, {1, 4096, 300},
                                      {2, 31, 257}, {3, 1000, 517},

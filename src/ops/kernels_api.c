@@ -36,10 +36,10 @@
 /* The kernel's tile loops index in int and run up to a tile (plus a
  * k-step) past each dimension, so dimensions stay clear of INT_MAX. */
 #define GEMM_DIM_MAX (INT_MAX - 256)
-/* gemm_skinny_f16.hip: for M <= 16, 256 threads per 32-column strip of C,
- * entries built for 1, 2, 4, 8 and 16 rows. */
-#define SKINNY_MAX_M 16
-#define SKINNY_THREADS 256u
+/* gemm_skinny_f16.hip: for M <= 8, one block per 32-column strip of C,
+ * entries built for 1, 2, 4 and 8 rows with 1024, 1024, 512 and 256
+ * threads. */
+#define SKINNY_MAX_M 8
 #define SKINNY_COLS 32
 
 #define MAX_HOST_BUFFERS 4
@@ -306,12 +306,14 @@ int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream, const uint16_t *x,
 
 /* A few rows of A make the product a stream over B, which the tiled
  * kernel (one 128-row tile for M = 1) cannot keep up with: the skinny
- * kernel built for the smallest row count >= M takes it. */
-static const char *skinny_entry(int M)
+ * kernel built for the smallest row count >= M takes it.  From 9 rows on,
+ * its fp32 FMAs cost more than the tiled kernel's wasted tile rows (see
+ * the kernel's header). */
+static const char *skinny_entry(int M, unsigned *threads)
 {
+  *threads = M <= 2 ? 1024u : M <= 4 ? 512u : 256u;
   return M <= 1 ? "gemm_skinny_f16_m1" : M <= 2 ? "gemm_skinny_f16_m2"
-       : M <= 4 ? "gemm_skinny_f16_m4" : M <= 8 ? "gemm_skinny_f16_m8"
-       : "gemm_skinny_f16_m16";
+       : M <= 4 ? "gemm_skinny_f16_m4" : "gemm_skinny_f16_m8";
 }
 
 int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
@@ -325,10 +327,13 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   if (rc != TJ_OK)
     return rc;
   void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc};
-  if (M <= SKINNY_MAX_M)
-    return launch(rt, fn, skinny_entry(M),
+  if (M <= SKINNY_MAX_M) {
+    unsigned threads;
+    const char *entry = skinny_entry(M, &threads);
+    return launch(rt, fn, entry,
                   (tj_dim3){(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
-                  (tj_dim3){SKINNY_THREADS, 1, 1}, stream, args);
+                  (tj_dim3){threads, 1, 1}, stream, args);
+  }
   tj_dim3 grid = {(unsigned)((N - 1) / GEMM_TILE + 1),
                   (unsigned)((M - 1) / GEMM_TILE + 1), 1};
   return launch(rt, fn, "gemm_f16", grid, (tj_dim3){GEMM_THREADS, 1, 1},

@@ -68,7 +68,6 @@ static const verify_kind kinds[] = {
     {"gemm_skinny_f16_m2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 2},
     {"gemm_skinny_f16_m4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
     {"gemm_skinny_f16_m8", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 8},
-    {"gemm_skinny_f16_m16", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
 };
 
 static const verify_kind *find_kind(const char *name)

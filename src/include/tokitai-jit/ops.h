@@ -42,7 +42,7 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
                                   const uint16_t *x, const uint16_t *grad_out,
                                   uint16_t *y, uint16_t *grad_in, size_t n);
 /* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
- * dimensions; fp32 accumulation.  beta == 0: C is not read.  M <= 16 runs
+ * dimensions; fp32 accumulation.  beta == 0: C is not read.  M <= 8 runs
  * a kernel that streams B (kernels/gemm_skinny_f16.hip), which with
  * alpha == 0 reads neither A nor B; larger M runs the tiled kernel
  * (kernels/gemm_f16.hip), which computes A * B even then, so inf or NaN
