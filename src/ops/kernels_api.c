@@ -237,71 +237,92 @@ static int launch_elementwise(tj_runtime *rt, const char *fn,
 
 /* ------------------------------------------------------- device calls */
 
+/*
+ * The elementwise kernels differ only in their arrays: the table says
+ * which, in the order the kernel takes them (inputs, then outputs), and
+ * one call checks, fills the argument list and launches for all four.
+ */
+typedef struct elementwise_op {
+  const char *fn, *host_fn, *kernel;
+  int nin, nout;
+  size_t elem;
+  unsigned per_block;
+  const char *names[MAX_HOST_BUFFERS];
+} elementwise_op;
+
+enum { OP_ADD_I32, OP_GELU_FWD, OP_GELU_BWD, OP_GELU_FWD_BWD };
+
+static const elementwise_op elementwise_ops[] = {
+    [OP_ADD_I32] = {"tj_add_i32", "tj_add_i32_host", "add_i32", 2, 1, 4,
+                    ADD_I32_PER_BLOCK, {"a", "b", "c"}},
+    [OP_GELU_FWD] = {"tj_gelu_fwd_f16", "tj_gelu_fwd_f16_host", "gelu_fwd_f16",
+                     1, 1, 2, GELU_PER_BLOCK, {"x", "y"}},
+    [OP_GELU_BWD] = {"tj_gelu_bwd_f16", "tj_gelu_bwd_f16_host", "gelu_bwd_f16",
+                     2, 1, 2, GELU_PER_BLOCK, {"grad_out", "x", "grad_in"}},
+    [OP_GELU_FWD_BWD] = {"tj_gelu_fwd_bwd_f16", "tj_gelu_fwd_bwd_f16_host",
+                         "gelu_fwd_bwd_f16", 2, 2, 2, GELU_PER_BLOCK,
+                         {"x", "grad_out", "y", "grad_in"}}};
+
+static int check_op(tj_runtime *rt, const char *fn, const elementwise_op *op,
+                    const void *const *ptr, size_t n)
+{
+  array_arg arr[MAX_HOST_BUFFERS];
+  int na = op->nin + op->nout;
+  for (int i = 0; i < na; i++)
+    arr[i] = (array_arg){op->names[i], ptr[i], i >= op->nin};
+  return check_elementwise(rt, fn, arr, na, n, op->elem);
+}
+
+/* The device-pointer call: ptr holds the arrays in the kernel's order. */
+static int elementwise_call(tj_runtime *rt, int which, void *stream,
+                            const void *const *ptr, size_t n)
+{
+  const elementwise_op *op = &elementwise_ops[which];
+  if (!rt)
+    return TJ_EINVAL;
+  int rc = check_op(rt, op->fn, op, ptr, n);
+  if (rc != TJ_OK)
+    return rc;
+  const void *p[MAX_HOST_BUFFERS];
+  unsigned long long nn = n;
+  void *args[MAX_HOST_BUFFERS + 1];
+  int na = op->nin + op->nout;
+  for (int i = 0; i < na; i++) {
+    p[i] = ptr[i];
+    args[i] = &p[i];
+  }
+  args[na] = &nn;
+  return launch_elementwise(rt, op->fn, op->kernel, n, op->per_block, stream,
+                            args);
+}
+
 int tj_add_i32(tj_runtime *rt, void *stream, const int32_t *a,
                const int32_t *b, int32_t *c, size_t n)
 {
-  static const char fn[] = "tj_add_i32";
-  if (!rt)
-    return TJ_EINVAL;
-  const array_arg arr[] = {{"a", a, 0}, {"b", b, 0}, {"c", c, 1}};
-  int rc = check_elementwise(rt, fn, arr, 3, n, sizeof *a);
-  if (rc != TJ_OK)
-    return rc;
-  unsigned long long nn = n;
-  void *args[] = {&a, &b, &c, &nn};
-  return launch_elementwise(rt, fn, "add_i32", n, ADD_I32_PER_BLOCK, stream,
-                            args);
+  const void *ptr[] = {a, b, c};
+  return elementwise_call(rt, OP_ADD_I32, stream, ptr, n);
 }
 
 int tj_gelu_fwd_f16(tj_runtime *rt, void *stream, const uint16_t *x,
                     uint16_t *y, size_t n)
 {
-  static const char fn[] = "tj_gelu_fwd_f16";
-  if (!rt)
-    return TJ_EINVAL;
-  const array_arg arr[] = {{"x", x, 0}, {"y", y, 1}};
-  int rc = check_elementwise(rt, fn, arr, 2, n, sizeof *x);
-  if (rc != TJ_OK)
-    return rc;
-  unsigned long long nn = n;
-  void *args[] = {&x, &y, &nn};
-  return launch_elementwise(rt, fn, "gelu_fwd_f16", n, GELU_PER_BLOCK, stream,
-                            args);
+  const void *ptr[] = {x, y};
+  return elementwise_call(rt, OP_GELU_FWD, stream, ptr, n);
 }
 
 int tj_gelu_bwd_f16(tj_runtime *rt, void *stream, const uint16_t *grad_out,
                     const uint16_t *x, uint16_t *grad_in, size_t n)
 {
-  static const char fn[] = "tj_gelu_bwd_f16";
-  if (!rt)
-    return TJ_EINVAL;
-  const array_arg arr[] = {
-      {"grad_out", grad_out, 0}, {"x", x, 0}, {"grad_in", grad_in, 1}};
-  int rc = check_elementwise(rt, fn, arr, 3, n, sizeof *x);
-  if (rc != TJ_OK)
-    return rc;
-  unsigned long long nn = n;
-  void *args[] = {&grad_out, &x, &grad_in, &nn};
-  return launch_elementwise(rt, fn, "gelu_bwd_f16", n, GELU_PER_BLOCK, stream,
-                            args);
+  const void *ptr[] = {grad_out, x, grad_in};
+  return elementwise_call(rt, OP_GELU_BWD, stream, ptr, n);
 }
 
 int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream, const uint16_t *x,
                         const uint16_t *grad_out, uint16_t *y,
                         uint16_t *grad_in, size_t n)
 {
-  static const char fn[] = "tj_gelu_fwd_bwd_f16";
-  if (!rt)
-    return TJ_EINVAL;
-  const array_arg arr[] = {{"x", x, 0}, {"grad_out", grad_out, 0},
-                           {"y", y, 1}, {"grad_in", grad_in, 1}};
-  int rc = check_elementwise(rt, fn, arr, 4, n, sizeof *x);
-  if (rc != TJ_OK)
-    return rc;
-  unsigned long long nn = n;
-  void *args[] = {&x, &grad_out, &y, &grad_in, &nn};
-  return launch_elementwise(rt, fn, "gelu_fwd_bwd_f16", n, GELU_PER_BLOCK,
-                            stream, args);
+  const void *ptr[] = {x, grad_out, y, grad_in};
+  return elementwise_call(rt, OP_GELU_FWD_BWD, stream, ptr, n);
 }
 
 /* A few rows of A make the product a stream over B, which the tiled
@@ -436,106 +457,72 @@ static int host_run(tj_runtime *rt, const char *fn, const char *kernel,
   return rc;
 }
 
-static int call_add_i32(tj_runtime *rt, const void *ctx, void *const *d)
+typedef struct elementwise_job {
+  int which;
+  size_t n;
+} elementwise_job;
+
+static int call_elementwise(tj_runtime *rt, const void *ctx, void *const *d)
 {
-  return tj_add_i32(rt, NULL, d[0], d[1], d[2], *(const size_t *)ctx);
+  const elementwise_job *j = ctx;
+  return elementwise_call(rt, j->which, NULL, (const void *const *)d, j->n);
 }
 
-static int call_gelu_fwd(tj_runtime *rt, const void *ctx, void *const *d)
+/* The host call: ptr as for elementwise_call, len[i] the length the
+ * caller gave for input i. */
+static int elementwise_host(tj_runtime *rt, int which, const void *const *ptr,
+                            const size_t *len, size_t n)
 {
-  return tj_gelu_fwd_f16(rt, NULL, d[0], d[1], *(const size_t *)ctx);
-}
-
-static int call_gelu_bwd(tj_runtime *rt, const void *ctx, void *const *d)
-{
-  return tj_gelu_bwd_f16(rt, NULL, d[0], d[1], d[2], *(const size_t *)ctx);
-}
-
-static int call_gelu_fwd_bwd(tj_runtime *rt, const void *ctx, void *const *d)
-{
-  return tj_gelu_fwd_bwd_f16(rt, NULL, d[0], d[1], d[2], d[3],
-                             *(const size_t *)ctx);
+  const elementwise_op *op = &elementwise_ops[which];
+  if (!rt)
+    return TJ_EINVAL;
+  int rc = check_op(rt, op->host_fn, op, ptr, n);
+  for (int i = 0; i < op->nin && rc == TJ_OK; i++)
+    rc = check_length(rt, op->host_fn, op->names[i], len[i], n);
+  if (rc != TJ_OK)
+    return rc;
+  host_buffer buf[MAX_HOST_BUFFERS];
+  int na = op->nin + op->nout;
+  for (int i = 0; i < na; i++)
+    buf[i] = i < op->nin ? (host_buffer){ptr[i], NULL, n * op->elem}
+                         : (host_buffer){NULL, (void *)ptr[i], n * op->elem};
+  const elementwise_job job = {which, n};
+  return host_run(rt, op->host_fn, op->kernel, buf, na, call_elementwise,
+                  &job);
 }
 
 int tj_add_i32_host(tj_runtime *rt, const int32_t *a, size_t a_len,
                     const int32_t *b, size_t b_len, int32_t *c, size_t n)
 {
-  static const char fn[] = "tj_add_i32_host";
-  if (!rt)
-    return TJ_EINVAL;
-  const array_arg arr[] = {{"a", a, 0}, {"b", b, 0}, {"c", c, 1}};
-  int rc = check_elementwise(rt, fn, arr, 3, n, sizeof *a);
-  if (rc == TJ_OK)
-    rc = check_length(rt, fn, "a", a_len, n);
-  if (rc == TJ_OK)
-    rc = check_length(rt, fn, "b", b_len, n);
-  if (rc != TJ_OK)
-    return rc;
-  size_t bytes = n * sizeof *a;
-  const host_buffer buf[] = {{a, NULL, bytes}, {b, NULL, bytes},
-                             {NULL, c, bytes}};
-  return host_run(rt, fn, "add_i32", buf, 3, call_add_i32, &n);
+  const void *ptr[] = {a, b, c};
+  const size_t len[] = {a_len, b_len};
+  return elementwise_host(rt, OP_ADD_I32, ptr, len, n);
 }
 
 int tj_gelu_fwd_f16_host(tj_runtime *rt, const uint16_t *x, size_t x_len,
                          uint16_t *y, size_t n)
 {
-  static const char fn[] = "tj_gelu_fwd_f16_host";
-  if (!rt)
-    return TJ_EINVAL;
-  const array_arg arr[] = {{"x", x, 0}, {"y", y, 1}};
-  int rc = check_elementwise(rt, fn, arr, 2, n, sizeof *x);
-  if (rc == TJ_OK)
-    rc = check_length(rt, fn, "x", x_len, n);
-  if (rc != TJ_OK)
-    return rc;
-  size_t bytes = n * sizeof *x;
-  const host_buffer buf[] = {{x, NULL, bytes}, {NULL, y, bytes}};
-  return host_run(rt, fn, "gelu_fwd_f16", buf, 2, call_gelu_fwd, &n);
+  const void *ptr[] = {x, y};
+  const size_t len[] = {x_len};
+  return elementwise_host(rt, OP_GELU_FWD, ptr, len, n);
 }
 
 int tj_gelu_bwd_f16_host(tj_runtime *rt, const uint16_t *grad_out,
                          size_t grad_out_len, const uint16_t *x, size_t x_len,
                          uint16_t *grad_in, size_t n)
 {
-  static const char fn[] = "tj_gelu_bwd_f16_host";
-  if (!rt)
-    return TJ_EINVAL;
-  const array_arg arr[] = {
-      {"grad_out", grad_out, 0}, {"x", x, 0}, {"grad_in", grad_in, 1}};
-  int rc = check_elementwise(rt, fn, arr, 3, n, sizeof *x);
-  if (rc == TJ_OK)
-    rc = check_length(rt, fn, "grad_out", grad_out_len, n);
-  if (rc == TJ_OK)
-    rc = check_length(rt, fn, "x", x_len, n);
-  if (rc != TJ_OK)
-    return rc;
-  size_t bytes = n * sizeof *x;
-  const host_buffer buf[] = {{grad_out, NULL, bytes}, {x, NULL, bytes},
-                             {NULL, grad_in, bytes}};
-  return host_run(rt, fn, "gelu_bwd_f16", buf, 3, call_gelu_bwd, &n);
+  const void *ptr[] = {grad_out, x, grad_in};
+  const size_t len[] = {grad_out_len, x_len};
+  return elementwise_host(rt, OP_GELU_BWD, ptr, len, n);
 }
 
 int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x, size_t x_len,
                              const uint16_t *grad_out, size_t grad_out_len,
                              uint16_t *y, uint16_t *grad_in, size_t n)
 {
-  static const char fn[] = "tj_gelu_fwd_bwd_f16_host";
-  if (!rt)
-    return TJ_EINVAL;
-  const array_arg arr[] = {{"x", x, 0}, {"grad_out", grad_out, 0},
-                           {"y", y, 1}, {"grad_in", grad_in, 1}};
-  int rc = check_elementwise(rt, fn, arr, 4, n, sizeof *x);
-  if (rc == TJ_OK)
-    rc = check_length(rt, fn, "x", x_len, n);
-  if (rc == TJ_OK)
-    rc = check_length(rt, fn, "grad_out", grad_out_len, n);
-  if (rc != TJ_OK)
-    return rc;
-  size_t bytes = n * sizeof *x;
-  const host_buffer buf[] = {{x, NULL, bytes}, {grad_out, NULL, bytes},
-                             {NULL, y, bytes}, {NULL, grad_in, bytes}};
-  return host_run(rt, fn, "gelu_fwd_bwd_f16", buf, 4, call_gelu_fwd_bwd, &n);
+  const void *ptr[] = {x, grad_out, y, grad_in};
+  const size_t len[] = {x_len, grad_out_len};
+  return elementwise_host(rt, OP_GELU_FWD_BWD, ptr, len, n);
 }
 
 typedef struct gemm_shape {
@@ -567,5 +554,7 @@ int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K, float alpha,
       {A, NULL, matrix_span(M, K, K)},
       {B, NULL, matrix_span(K, N, N)},
       {beta != 0.0f ? C : NULL, C, matrix_span(M, N, N)}};
-  return host_run(rt, fn, "gemm_f16", buf, 3, call_gemm, &shape);
+  unsigned threads;
+  const char *kernel = M <= SKINNY_MAX_M ? skinny_entry(M, &threads) : "gemm_f16";
+  return host_run(rt, fn, kernel, buf, 3, call_gemm, &shape);
 }
