@@ -200,13 +200,21 @@ static int check_gemm(tj_runtime *rt, const char *fn, int M, int N, int K,
 
 /* ------------------------------------------------------- launching */
 
-static int launch(tj_runtime *rt, const char *fn, const char *kernel,
-                  tj_dim3 grid, tj_dim3 block, void *stream, void **args)
+/* The kernel a call launches: compiled or loaded the first time, a hit
+ * in the in-memory table after; a compile-only runtime has none. */
+static int kernel_for(tj_runtime *rt, const char *fn, const char *kernel,
+                      tj_kernel **k)
 {
   if (rt->compile_only)
     return no_gpu(rt, fn);
+  return tj_kernel_get(rt, kernel, k);
+}
+
+static int launch(tj_runtime *rt, const char *fn, const char *kernel,
+                  tj_dim3 grid, tj_dim3 block, void *stream, void **args)
+{
   tj_kernel *k = NULL;
-  int rc = tj_kernel_get(rt, kernel, &k);
+  int rc = kernel_for(rt, fn, kernel, &k);
   if (rc != TJ_OK)
     return rc;
   rc = tj_launch(k, grid, block, 0, stream, args);
@@ -431,10 +439,8 @@ static int host_run(tj_runtime *rt, const char *fn, const char *kernel,
                     const host_buffer *b, int nb, device_call call,
                     const void *ctx)
 {
-  if (rt->compile_only)
-    return no_gpu(rt, fn);
   tj_kernel *k = NULL;
-  int rc = tj_kernel_get(rt, kernel, &k);
+  int rc = kernel_for(rt, fn, kernel, &k);
   if (rc != TJ_OK)
     return rc;
   if (tj_runtime_bind(rt) != TJ_OK)
