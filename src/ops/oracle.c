@@ -76,19 +76,14 @@ void tj__oracle_gemm(int M, int N, int K, double alpha, const uint16_t *A,
   }
 }
 
-/* Running sums of one comparison. */
-typedef struct error_acc {
-  tj__error_stats s;
-  double err_sq, want_sq;
-} error_acc;
-
-static void same_kind(error_acc *acc, double got, double want) {
+static void same_kind(tj__error_acc *acc, double got, double want) {
   int same = isnan(want) ? isnan(got) : (got == want);
   if (!same)
     acc->s.special_mismatch++;
 }
 
-static void accumulate(error_acc *acc, size_t i, double got, double want) {
+static void accumulate(tj__error_acc *acc, size_t i, double got,
+                       double want) {
   acc->s.count++;
   if (!isfinite(want)) {
     same_kind(acc, got, want);
@@ -105,34 +100,47 @@ static void accumulate(error_acc *acc, size_t i, double got, double want) {
   }
   acc->err_sq += d * d;
   acc->want_sq += want * want;
+  acc->finite++;
 }
 
-static void finish(error_acc *acc, tj__error_stats *out) {
-  if (acc->err_sq == 0.0)
-    acc->s.rel_l2 = 0.0;
-  else if (acc->want_sq == 0.0)
-    acc->s.rel_l2 = INFINITY;
-  else
-    acc->s.rel_l2 = sqrt(acc->err_sq) / sqrt(acc->want_sq);
+void tj__error_add_f16(tj__error_acc *acc, const uint16_t *got,
+                       const double *want, size_t n, size_t base) {
+  for (size_t i = 0; i < n; i++)
+    accumulate(acc, base + i, (double)tj_f16_to_f32(got[i]), want[i]);
+}
+
+void tj__error_add_i32(tj__error_acc *acc, const int32_t *got,
+                       const int32_t *want, size_t n, size_t base) {
+  for (size_t i = 0; i < n; i++)
+    accumulate(acc, base + i, (double)got[i], (double)want[i]);
+}
+
+void tj__error_finish(const tj__error_acc *acc, double rel_floor,
+                      tj__error_stats *out) {
+  double den = fmax(acc->want_sq, (double)acc->finite * rel_floor * rel_floor);
   *out = acc->s;
+  if (acc->err_sq == 0.0)
+    out->rel_l2 = 0.0;
+  else if (den == 0.0)
+    out->rel_l2 = INFINITY;
+  else
+    out->rel_l2 = sqrt(acc->err_sq) / sqrt(den);
 }
 
 void tj__compare_f16(const uint16_t *got, const double *want, size_t n,
                      tj__error_stats *out) {
-  error_acc acc;
+  tj__error_acc acc;
   memset(&acc, 0, sizeof acc);
-  for (size_t i = 0; i < n; i++)
-    accumulate(&acc, i, (double)tj_f16_to_f32(got[i]), want[i]);
-  finish(&acc, out);
+  tj__error_add_f16(&acc, got, want, n, 0);
+  tj__error_finish(&acc, 0.0, out);
 }
 
 void tj__compare_i32(const int32_t *got, const int32_t *want, size_t n,
                      tj__error_stats *out) {
-  error_acc acc;
+  tj__error_acc acc;
   memset(&acc, 0, sizeof acc);
-  for (size_t i = 0; i < n; i++)
-    accumulate(&acc, i, (double)got[i], (double)want[i]);
-  finish(&acc, out);
+  tj__error_add_i32(&acc, got, want, n, 0);
+  tj__error_finish(&acc, 0.0, out);
 }
 
 int tj__error_within(const tj__error_stats *s, double max_abs_tol,

@@ -56,6 +56,24 @@ typedef struct tj__error_stats {
   size_t special_mismatch; /* want is inf/NaN and got is not the same */
 } tj__error_stats;
 
+/* Running sums of a comparison made in chunks: zero it, add each chunk
+ * (base: the index of its first element, for max_abs_index), finish. */
+typedef struct tj__error_acc {
+  tj__error_stats s;
+  double err_sq, want_sq;
+  size_t finite; /* elements in the sums */
+} tj__error_acc;
+
+void tj__error_add_f16(tj__error_acc *acc, const uint16_t *got,
+                       const double *want, size_t n, size_t base);
+void tj__error_add_i32(tj__error_acc *acc, const int32_t *got,
+                       const int32_t *want, size_t n, size_t base);
+/* The stats, rel_l2's denominator held at least at rel_floor per element
+ * in the sums (0: as defined above). */
+void tj__error_finish(const tj__error_acc *acc, double rel_floor,
+                      tj__error_stats *out);
+
+/* One whole array: zero, add, finish with no floor. */
 void tj__compare_f16(const uint16_t *got, const double *want, size_t n,
                      tj__error_stats *out);
 void tj__compare_i32(const int32_t *got, const int32_t *want, size_t n,

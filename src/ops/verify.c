@@ -124,12 +124,6 @@ static void fill_i32(int32_t *p, size_t n, uint64_t state)
 
 /* ------------------------------------------------------- one run */
 
-typedef struct error_sum {
-  tj__error_stats s;
-  double err_sq, want_sq;
-  size_t finite; /* elements in the sums */
-} error_sum;
-
 typedef struct verify_run {
   tj_runtime *rt;
   const verify_kind *kind;
@@ -141,7 +135,8 @@ typedef struct verify_run {
   int timed;             /* launches in the median */
   double ms;             /* their median */
   uint64_t rows;         /* GEMM rows compared */
-  error_sum err[2];      /* one per output */
+  tj__error_acc err[2];  /* one per output */
+  tj__error_stats stats[2]; /* their results */
 } verify_run;
 
 /* The GEMM's M: the skinny entry's row count, else n (square). */
@@ -302,61 +297,6 @@ static int copy_results(verify_run *v)
 
 /* ------------------------------------------------------- comparing */
 
-/* tj__error_stats keeps no sums, and chunks need them to merge; the sums
- * follow oracle.c's rule: only elements where both values are finite. */
-static void merge_chunk(error_sum *acc, const tj__error_stats *c, size_t base)
-{
-  acc->s.count += c->count;
-  acc->s.nonfinite += c->nonfinite;
-  acc->s.special_mismatch += c->special_mismatch;
-  if (c->max_abs > acc->s.max_abs) {
-    acc->s.max_abs = c->max_abs;
-    acc->s.max_abs_index = base + c->max_abs_index;
-  }
-}
-
-static void add_square(error_sum *acc, double got, double want)
-{
-  if (isfinite(got) && isfinite(want)) {
-    acc->err_sq += (got - want) * (got - want);
-    acc->want_sq += want * want;
-    acc->finite++;
-  }
-}
-
-static void compare_f16_chunk(error_sum *acc, const uint16_t *got,
-                              const double *want, size_t n, size_t base)
-{
-  tj__error_stats c;
-  tj__compare_f16(got, want, n, &c);
-  merge_chunk(acc, &c, base);
-  for (size_t i = 0; i < n; i++)
-    add_square(acc, (double)tj_f16_to_f32(got[i]), want[i]);
-}
-
-static void compare_i32_chunk(error_sum *acc, const int32_t *got,
-                              const int32_t *want, size_t n, size_t base)
-{
-  tj__error_stats c;
-  tj__compare_i32(got, want, n, &c);
-  merge_chunk(acc, &c, base);
-  for (size_t i = 0; i < n; i++)
-    add_square(acc, (double)got[i], (double)want[i]);
-}
-
-/* rel_l2 as oracle.c defines it, but with the denominator held at least
- * at rel_floor per element (F16_REL_FLOOR). */
-static void finish_sum(error_sum *acc, double rel_floor)
-{
-  double den = fmax(acc->want_sq, (double)acc->finite * rel_floor * rel_floor);
-  if (acc->err_sq == 0.0)
-    acc->s.rel_l2 = 0.0;
-  else if (den == 0.0)
-    acc->s.rel_l2 = INFINITY;
-  else
-    acc->s.rel_l2 = sqrt(acc->err_sq) / sqrt(den);
-}
-
 static void compare_chunk(verify_run *v, size_t base, size_t m, void *want)
 {
   const uint16_t *h0 = v->in[0], *h1 = v->in[1];
@@ -365,7 +305,7 @@ static void compare_chunk(verify_run *v, size_t base, size_t m, void *want)
   case OP_ADD_I32:
     tj__oracle_add_i32((const int32_t *)v->in[0] + base,
                        (const int32_t *)v->in[1] + base, want, m);
-    compare_i32_chunk(&v->err[0], (const int32_t *)v->out[0] + base, want, m,
+    tj__error_add_i32(&v->err[0], (const int32_t *)v->out[0] + base, want, m,
                       base);
     return;
   case OP_GELU_FWD:
@@ -377,13 +317,13 @@ static void compare_chunk(verify_run *v, size_t base, size_t m, void *want)
   case OP_GELU_FWD_BWD: /* x, grad_out */
     tj__oracle_gelu_fwd(h0 + base, w0, m);
     tj__oracle_gelu_bwd(h1 + base, h0 + base, w1, m);
-    compare_f16_chunk(&v->err[1], (const uint16_t *)v->out[1] + base, w1, m,
+    tj__error_add_f16(&v->err[1], (const uint16_t *)v->out[1] + base, w1, m,
                       base);
     break;
   case OP_GEMM:
     return;
   }
-  compare_f16_chunk(&v->err[0], (const uint16_t *)v->out[0] + base, w0, m,
+  tj__error_add_f16(&v->err[0], (const uint16_t *)v->out[0] + base, w0, m,
                     base);
 }
 
@@ -438,7 +378,7 @@ static int compare_gemm(verify_run *v)
     /* One row of the product is the oracle on a 1 x K slice of A. */
     tj__oracle_gemm(1, n, n, 1.0, A + r * (size_t)n, n, B, n, 0.0, NULL, n,
                     want);
-    compare_f16_chunk(&v->err[0], C + r * (size_t)n, want, (size_t)n,
+    tj__error_add_f16(&v->err[0], C + r * (size_t)n, want, (size_t)n,
                       r * (size_t)n);
   }
   free(want);
@@ -457,7 +397,7 @@ static int run_and_compare(verify_run *v)
   if (rc == TJ_OK)
     rc = v->kind->op == OP_GEMM ? compare_gemm(v) : compare_elementwise(v);
   for (int i = 0; i < v->kind->nout; i++)
-    finish_sum(&v->err[i], v->kind->rel_floor);
+    tj__error_finish(&v->err[i], v->kind->rel_floor, &v->stats[i]);
   return rc;
 }
 
@@ -465,7 +405,7 @@ static int run_and_compare(verify_run *v)
 
 static int within(const verify_run *v, int i)
 {
-  return tj__error_within(&v->err[i].s, v->kind->max_abs_tol,
+  return tj__error_within(&v->stats[i], v->kind->max_abs_tol,
                           v->kind->rel_l2_tol);
 }
 
@@ -473,7 +413,7 @@ static void fill_errors(tj_report *r, const verify_run *v)
 {
   r->within_tolerance = 1;
   for (int i = 0; i < v->kind->nout; i++) {
-    const tj__error_stats *s = &v->err[i].s;
+    const tj__error_stats *s = &v->stats[i];
     r->compared += s->count;
     /* Two outputs: report the worse of each measure. */
     r->max_abs_error = fmax(r->max_abs_error, s->max_abs);
@@ -540,7 +480,7 @@ static void evidence_errors(tj_report *r, const verify_run *v)
   static const char *const names[2][2] = {{"", ""}, {"y: ", "grad_in: "}};
   int two = v->kind->nout == 2;
   for (int i = 0; i < v->kind->nout; i++) {
-    const tj__error_stats *s = &v->err[i].s;
+    const tj__error_stats *s = &v->stats[i];
     field_append(r->evidence, sizeof r->evidence,
                  "%s%smax abs error %.3g, rel L2 %.3g", i ? "; " : "",
                  names[two][i], s->max_abs, s->rel_l2);
