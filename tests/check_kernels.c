@@ -458,6 +458,24 @@ START_TEST(report_json_is_valid_and_escaped)
 END_TEST
 
 /* A caller's report may hold strings without a terminator. */
+/* Prose fields are bytes: invalid UTF-8 becomes U+FFFD, valid passes. */
+START_TEST(report_json_replaces_invalid_utf8)
+{
+  tj_report r;
+  fill_report(&r, 0);
+  snprintf(r.evidence, sizeof r.evidence, "bad \xff\xc3( ok \xc3\xa9 "
+           "surrogate \xed\xa0\x80 cut \xe2\x82");
+  char *j = tj_report_json(&r);
+  ck_assert_ptr_nonnull(j);
+  ck_assert_msg(json_valid_object(j), "not valid JSON:\n%s", j);
+  ck_assert_ptr_null(strchr(j, '\xff'));
+  ck_assert_ptr_null(strstr(j, "\xed\xa0"));
+  ck_assert_ptr_nonnull(strstr(j, "bad \\ufffd\\ufffd( ok \xc3\xa9 surrogate "
+                               "\\ufffd\\ufffd\\ufffd cut \\ufffd\\ufffd\""));
+  free(j);
+}
+END_TEST
+
 START_TEST(report_fields_without_terminator_stay_bounded)
 {
   tj_report r;
@@ -551,6 +569,7 @@ int main(void)
   TCase *reports = tcase_create("reports");
   tcase_add_test(reports, report_json_is_valid_and_escaped);
   tcase_add_test(reports, report_fields_without_terminator_stay_bounded);
+  tcase_add_test(reports, report_json_replaces_invalid_utf8);
   tcase_add_test(reports, report_numbers_ignore_the_locale);
   tcase_add_test(reports, report_markdown_has_every_field);
   suite_add_tcase(s, reports);

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 #include "cli.h"
+#include "json_escape.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -150,49 +151,15 @@ void cli_format_time(int64_t unix_seconds, char *buf, size_t len)
     snprintf(buf, len, "-");
 }
 
-/* Length of the well-formed UTF-8 sequence at s, or 0 when it is not one
- * (overlong forms, surrogates and code points past U+10FFFF included). */
-static size_t utf8_sequence(const unsigned char *s)
+static void file_put(void *ctx, const char *p, size_t n)
 {
-  unsigned c = s[0];
-  size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-  if (c >= 0xf5)
-    n = 0;
-  for (size_t i = 1; i < n; i++)
-    if ((s[i] & 0xc0) != 0x80)
-      return 0;
-  if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
-      (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
-    return 0;
-  return n;
+  fwrite(p, 1, n, (FILE *)ctx);
 }
 
 void cli_json_string(FILE *f, const char *str)
 {
-  const unsigned char *s = (const unsigned char *)(str ? str : "");
-  putc('"', f);
-  while (*s) {
-    unsigned c = *s;
-    size_t n;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c == '\n')
-      fputs("\\n", f);
-    else if (c == '\t')
-      fputs("\\t", f);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else if (c < 0x80)
-      putc((int)c, f);
-    else if ((n = utf8_sequence(s)) != 0) {
-      fwrite(s, 1, n, f);
-      s += n;
-      continue;
-    } else
-      fputs("\\ufffd", f);
-    s++;
-  }
-  putc('"', f);
+  const char *s = str ? str : "";
+  tj_json_escape(s, strlen(s), file_put, f);
 }
 
 const char *cli_style(const cli_options *o, const char *sgr)

@@ -4,6 +4,7 @@
  * calling program chose, since a report is data.
  */
 #include "internal.h"
+#include "json_escape.h"
 
 #include <locale.h>
 #include <math.h>
@@ -89,28 +90,20 @@ static void c_numbers_end(c_numbers *cn)
 
 /* A report's strings are fixed arrays that a caller may have filled
  * without a terminator: never read past the field. */
+static void sb_put(void *ctx, const char *p, size_t n)
+{
+  strbuf *b = ctx;
+  if (!sb_reserve(b, n))
+    return;
+  memcpy(b->s + b->len, p, n);
+  b->len += n;
+  b->s[b->len] = '\0';
+}
+
+/* A report's fixed-size text field, which need not end in a NUL. */
 static void json_string(strbuf *b, const char *s, size_t cap)
 {
-  size_t n = strnlen(s, cap);
-  sb_printf(b, "\"");
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    switch (c) {
-    case '"': sb_printf(b, "\\\""); break;
-    case '\\': sb_printf(b, "\\\\"); break;
-    case '\n': sb_printf(b, "\\n"); break;
-    case '\r': sb_printf(b, "\\r"); break;
-    case '\t': sb_printf(b, "\\t"); break;
-    case '\b': sb_printf(b, "\\b"); break;
-    case '\f': sb_printf(b, "\\f"); break;
-    default:
-      if (c < 0x20)
-        sb_printf(b, "\\u%04x", c);
-      else
-        sb_printf(b, "%c", c);
-    }
-  }
-  sb_printf(b, "\"");
+  tj_json_escape(s, strnlen(s, cap), sb_put, b);
 }
 
 /* JSON has no NaN or infinity: they are written as null. */
