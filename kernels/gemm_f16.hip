@@ -6,7 +6,8 @@
  *   gemm_f16(int M, int N, int K, float alpha, const __half *A, int lda,
  *            const __half *B, int ldb, float beta, __half *C, int ldc)
  *   A is M x K (element (m,k) at A[m*lda + k]), B is K x N (B[k*ldb + n]),
- *   C is M x N (C[m*ldc + n]).  Any M, N >= 1 and K >= 0; lda >= K,
+ *   C is M x N (C[m*ldc + n]).  Any M, N >= 1 and K >= 0 (tj_gemm_f16
+ *   itself asks for K >= 1, as BLAS callers mean a product); lda >= K,
  *   ldb >= N, ldc >= N.  When beta == 0, C is only written, never read, so
  *   whatever it held (NaN included) does not reach the result.  C must not
  *   overlap A or B.

@@ -23,20 +23,23 @@
 /* float bias 127 minus half bias 15 */
 #define BIAS_DIFF 112
 
-static uint32_t float_bits(float f) {
+static uint32_t float_bits(float f)
+{
   uint32_t u;
   memcpy(&u, &f, sizeof u);
   return u;
 }
 
-static float bits_float(uint32_t u) {
+static float bits_float(uint32_t u)
+{
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
 }
 
 /* v >> shift, rounded to nearest with ties to even (1 <= shift <= 31). */
-static uint32_t shift_round_even(uint32_t v, unsigned shift) {
+static uint32_t shift_round_even(uint32_t v, unsigned shift)
+{
   uint32_t q = v >> shift;
   uint32_t rem = v & ((1u << shift) - 1u);
   uint32_t halfway = 1u << (shift - 1u);
@@ -47,7 +50,8 @@ static uint32_t shift_round_even(uint32_t v, unsigned shift) {
 
 /* Inf stays inf; a NaN is made quiet and keeps the top of its payload, so
  * that a half NaN survives half -> float -> half. */
-static uint16_t f16_from_inf_nan(uint32_t sign, uint32_t man) {
+static uint16_t f16_from_inf_nan(uint32_t sign, uint32_t man)
+{
   if (man == 0)
     return (uint16_t)(sign | F16_INF);
   return (uint16_t)(sign | F16_INF | F16_QUIET | (man >> MAN_DROP));
@@ -55,7 +59,8 @@ static uint16_t f16_from_inf_nan(uint32_t sign, uint32_t man) {
 
 /* |f| below the smallest normal half: the significand, with its hidden
  * bit, is shifted down to units of 2^-24 and rounded once. */
-static uint16_t f16_subnormal(uint32_t sign, uint32_t exp, uint32_t man) {
+static uint16_t f16_subnormal(uint32_t sign, uint32_t exp, uint32_t man)
+{
   int half_exp = (int)exp - BIAS_DIFF; /* <= 0 here */
   if (half_exp < -10)
     return (uint16_t)sign; /* below 2^-25: rounds to zero */
@@ -64,7 +69,8 @@ static uint16_t f16_subnormal(uint32_t sign, uint32_t exp, uint32_t man) {
   return (uint16_t)(sign | shift_round_even(man, (unsigned)(14 - half_exp)));
 }
 
-uint16_t tj_f32_to_f16(float f) {
+uint16_t tj_f32_to_f16(float f)
+{
   uint32_t x = float_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t exp = (x >> F32_MAN_BITS) & F32_EXP_MASK;
@@ -83,7 +89,8 @@ uint16_t tj_f32_to_f16(float f) {
 }
 
 /* Half subnormal: value man * 2^-24, renormalised for float. */
-static uint32_t f32_from_subnormal(uint32_t sign, uint32_t man) {
+static uint32_t f32_from_subnormal(uint32_t sign, uint32_t man)
+{
   unsigned top = 9; /* the highest set bit of man */
   while (!(man & (1u << top)))
     top--;
@@ -92,7 +99,8 @@ static uint32_t f32_from_subnormal(uint32_t sign, uint32_t man) {
   return sign | (exp << F32_MAN_BITS) | frac;
 }
 
-float tj_f16_to_f32(uint16_t h) {
+float tj_f16_to_f32(uint16_t h)
+{
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t man = h & F16_MAN_MASK;

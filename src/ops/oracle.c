@@ -17,12 +17,14 @@
 #define GELU_C 0.79788456080286535588
 #define GELU_A 0.044715
 
-double tj__gelu(double x) {
+double tj__gelu(double x)
+{
   double t = tanh(GELU_C * (x + GELU_A * x * x * x));
   return 0.5 * x * (1.0 + t);
 }
 
-double tj__gelu_grad(double x) {
+double tj__gelu_grad(double x)
+{
   double t = tanh(GELU_C * (x + GELU_A * x * x * x));
   double du = GELU_C * (1.0 + 3.0 * GELU_A * x * x);
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du;
@@ -31,32 +33,37 @@ double tj__gelu_grad(double x) {
 /* Signed overflow is undefined in C; unsigned arithmetic wraps, and the
  * conversion back is two's complement on every compiler we build with. */
 void tj__oracle_add_i32(const int32_t *a, const int32_t *b, int32_t *c,
-                        size_t n) {
+                        size_t n)
+{
   for (size_t i = 0; i < n; i++) {
     uint32_t sum = (uint32_t)a[i] + (uint32_t)b[i];
     c[i] = (int32_t)sum;
   }
 }
 
-void tj__oracle_gelu_fwd(const uint16_t *x, double *y, size_t n) {
+void tj__oracle_gelu_fwd(const uint16_t *x, double *y, size_t n)
+{
   for (size_t i = 0; i < n; i++)
     y[i] = tj__gelu((double)tj_f16_to_f32(x[i]));
 }
 
 void tj__oracle_gelu_bwd(const uint16_t *grad_out, const uint16_t *x,
-                         double *grad_in, size_t n) {
+                         double *grad_in, size_t n)
+{
   for (size_t i = 0; i < n; i++) {
     double g = (double)tj_f16_to_f32(grad_out[i]);
     grad_in[i] = g * tj__gelu_grad((double)tj_f16_to_f32(x[i]));
   }
 }
 
-static double half_at(const uint16_t *m, int ld, int row, int col) {
+static double half_at(const uint16_t *m, int ld, int row, int col)
+{
   return (double)tj_f16_to_f32(m[(size_t)row * (size_t)ld + (size_t)col]);
 }
 
 static double dot_row_col(int K, const uint16_t *A, int lda, int m,
-                          const uint16_t *B, int ldb, int n) {
+                          const uint16_t *B, int ldb, int n)
+{
   double sum = 0.0;
   for (int k = 0; k < K; k++)
     sum += half_at(A, lda, m, k) * half_at(B, ldb, k, n);
@@ -65,7 +72,8 @@ static double dot_row_col(int K, const uint16_t *A, int lda, int m,
 
 void tj__oracle_gemm(int M, int N, int K, double alpha, const uint16_t *A,
                      int lda, const uint16_t *B, int ldb, double beta,
-                     const uint16_t *C, int ldc, double *out) {
+                     const uint16_t *C, int ldc, double *out)
+{
   for (int m = 0; m < M; m++) {
     for (int n = 0; n < N; n++) {
       double v = alpha * dot_row_col(K, A, lda, m, B, ldb, n);
@@ -76,14 +84,15 @@ void tj__oracle_gemm(int M, int N, int K, double alpha, const uint16_t *A,
   }
 }
 
-static void same_kind(tj__error_acc *acc, double got, double want) {
+static void same_kind(tj__error_acc *acc, double got, double want)
+{
   int same = isnan(want) ? isnan(got) : (got == want);
   if (!same)
     acc->s.special_mismatch++;
 }
 
-static void accumulate(tj__error_acc *acc, size_t i, double got,
-                       double want) {
+static void accumulate(tj__error_acc *acc, size_t i, double got, double want)
+{
   acc->s.count++;
   if (!isfinite(want)) {
     same_kind(acc, got, want);
@@ -104,19 +113,22 @@ static void accumulate(tj__error_acc *acc, size_t i, double got,
 }
 
 void tj__error_add_f16(tj__error_acc *acc, const uint16_t *got,
-                       const double *want, size_t n, size_t base) {
+                       const double *want, size_t n, size_t base)
+{
   for (size_t i = 0; i < n; i++)
     accumulate(acc, base + i, (double)tj_f16_to_f32(got[i]), want[i]);
 }
 
 void tj__error_add_i32(tj__error_acc *acc, const int32_t *got,
-                       const int32_t *want, size_t n, size_t base) {
+                       const int32_t *want, size_t n, size_t base)
+{
   for (size_t i = 0; i < n; i++)
     accumulate(acc, base + i, (double)got[i], (double)want[i]);
 }
 
 void tj__error_finish(const tj__error_acc *acc, double rel_floor,
-                      tj__error_stats *out) {
+                      tj__error_stats *out)
+{
   double den = fmax(acc->want_sq, (double)acc->finite * rel_floor * rel_floor);
   *out = acc->s;
   if (acc->err_sq == 0.0)
@@ -128,7 +140,8 @@ void tj__error_finish(const tj__error_acc *acc, double rel_floor,
 }
 
 void tj__compare_f16(const uint16_t *got, const double *want, size_t n,
-                     tj__error_stats *out) {
+                     tj__error_stats *out)
+{
   tj__error_acc acc;
   memset(&acc, 0, sizeof acc);
   tj__error_add_f16(&acc, got, want, n, 0);
@@ -136,7 +149,8 @@ void tj__compare_f16(const uint16_t *got, const double *want, size_t n,
 }
 
 void tj__compare_i32(const int32_t *got, const int32_t *want, size_t n,
-                     tj__error_stats *out) {
+                     tj__error_stats *out)
+{
   tj__error_acc acc;
   memset(&acc, 0, sizeof acc);
   tj__error_add_i32(&acc, got, want, n, 0);
@@ -144,7 +158,8 @@ void tj__compare_i32(const int32_t *got, const int32_t *want, size_t n,
 }
 
 int tj__error_within(const tj__error_stats *s, double max_abs_tol,
-                     double rel_l2_tol) {
+                     double rel_l2_tol)
+{
   return s->nonfinite == 0 && s->special_mismatch == 0 &&
          s->max_abs <= max_abs_tol && s->rel_l2 <= rel_l2_tol;
 }
