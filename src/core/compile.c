@@ -90,7 +90,13 @@ int tj__compile(const char *source, const char *name, const char *arch,
   pthread_mutex_lock(&compiler_lock);
   double t0 = now_ms();
   hiprtcProgram prog;
-  hiprtcResult r = hiprtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+  int nheaders = 0;
+  const char *const *header_names, *const *header_contents;
+  tj__platform_headers(&nheaders, &header_names, &header_contents);
+  /* hipRTC reads the header arrays and never writes them. */
+  hiprtcResult r = hiprtcCreateProgram(&prog, source, name, nheaders,
+                                       (const char **)header_contents,
+                                       (const char **)header_names);
   if (r != HIPRTC_SUCCESS) {
     pthread_mutex_unlock(&compiler_lock);
     free(extra);

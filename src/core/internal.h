@@ -39,6 +39,7 @@ typedef struct tj__key_input {
   const char *arch;
   const char *platform;
   const char *compiler;
+  const char *platform_headers; /* tj__platform_headers_digest() */
 } tj__key_input;
 
 /* XXH3-128 of the canonical encoding, as 32 lowercase hex digits. */

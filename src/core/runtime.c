@@ -203,7 +203,8 @@ typedef struct build_request {
 static void compute_key(tj_runtime *rt, build_request *req)
 {
   tj__key_input in = {req->source, req->source_len, req->entry, req->options,
-                      rt->arch, TJ__PLATFORM, rt->compiler};
+                      rt->arch, TJ__PLATFORM, rt->compiler,
+                      tj__platform_headers_digest()};
   tj__key_compute(&in, req->key);
 }
 

@@ -6,9 +6,12 @@
 #include "tokitai-jit.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
 
 /* An arch name is short and made of [A-Za-z0-9_:+-]; anything else is a
  * malformed name, rejected before it reaches a compiler. */
@@ -28,6 +31,57 @@ static int arch_name_wellformed(const char *arch, char *why, size_t whylen)
     }
   }
   return TJ_OK;
+}
+
+/* ------------------------------------------------ supplied headers */
+
+void tj__platform_headers(int *count, const char *const **names,
+                          const char *const **contents)
+{
+  *count = tj__platform_header_count;
+  *names = tj__platform_header_names;
+  *contents = tj__platform_header_contents;
+}
+
+/* Once per process, like the tables it is computed from. */
+static char headers_digest[33];
+static pthread_once_t headers_digest_once = PTHREAD_ONCE_INIT;
+
+/* A length-prefixed field, so that no name can run into its contents. */
+static void digest_field(XXH3_state_t *state, const char *s)
+{
+  uint64_t len = strlen(s);
+  unsigned char prefix[8];
+  for (int i = 0; i < 8; i++)
+    prefix[i] = (unsigned char)(len >> (8 * i));
+  XXH3_128bits_update(state, prefix, sizeof prefix);
+  XXH3_128bits_update(state, s, (size_t)len);
+}
+
+static void compute_headers_digest(void)
+{
+  static const char digits[] = "0123456789abcdef";
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_128bits_reset(&state);
+  digest_field(&state, "tokitai-jit platform headers v1");
+  for (int i = 0; i < tj__platform_header_count; i++) {
+    digest_field(&state, tj__platform_header_names[i]);
+    digest_field(&state, tj__platform_header_contents[i]);
+  }
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(&state));
+  for (size_t i = 0; i < sizeof c.digest; i++) {
+    headers_digest[2 * i] = digits[c.digest[i] >> 4];
+    headers_digest[2 * i + 1] = digits[c.digest[i] & 15];
+  }
+  headers_digest[32] = '\0';
+}
+
+const char *tj__platform_headers_digest(void)
+{
+  pthread_once(&headers_digest_once, compute_headers_digest);
+  return headers_digest;
 }
 
 #if defined(TJ_PLATFORM_AMD)

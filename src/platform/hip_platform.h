@@ -243,4 +243,23 @@ int tj__arch_check(const char *arch, char *why, size_t whylen);
 int tj__base_options(const char *arch, char *store, size_t storelen,
                      const char **opts);
 
+/* The headers this platform supplies in memory to every compile.  On
+ * NVIDIA: the HIP device headers (hip/hip_runtime.h, hip/hip_fp16.h,
+ * hip/hip_runtime_api.h, hip/hip_common.h) mapped onto CUDA, from
+ * src/platform/hip_nvidia.  On AMD, where hipRTC brings its own copy of
+ * HIP's headers: the same four names, putting back the macros that copy
+ * lost (hipThreadIdx_x, HIP_DYNAMIC_SHARED, __HIP_PLATFORM_AMD__, ...) and
+ * standing in for the installed ones, which clash with it under hipRTC 5.2
+ * (src/platform/hip_amd/hip/hip_common.h says how).  Static storage. */
+void tj__platform_headers(int *count, const char *const **names,
+                          const char *const **contents);
+/* XXH3-128 hex of those headers' names and contents, for the key (32 hex
+ * + NUL).  Computed once per process; static storage. */
+const char *tj__platform_headers_digest(void);
+/* The tables behind tj__platform_headers, written by
+ * build-aux/embed-headers.sh into src/platform/platform_headers_embedded.c. */
+extern const char *const tj__platform_header_names[];
+extern const char *const tj__platform_header_contents[];
+extern const int tj__platform_header_count;
+
 #endif /* TJ_HIP_PLATFORM_H */
