@@ -236,7 +236,7 @@ int tj_add_i32(tj_runtime *rt, void *stream, const int32_t *a,
                const int32_t *b, int32_t *c, size_t n)
 {
   static const char fn[] = "tj_add_i32";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   const array_arg arr[] = {{"a", a, 0}, {"b", b, 0}, {"c", c, 1}};
   int rc = check_elementwise(rt, fn, arr, 3, n, sizeof *a);
@@ -252,7 +252,7 @@ int tj_gelu_fwd_f16(tj_runtime *rt, void *stream, const uint16_t *x,
                     uint16_t *y, size_t n)
 {
   static const char fn[] = "tj_gelu_fwd_f16";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   const array_arg arr[] = {{"x", x, 0}, {"y", y, 1}};
   int rc = check_elementwise(rt, fn, arr, 2, n, sizeof *x);
@@ -268,7 +268,7 @@ int tj_gelu_bwd_f16(tj_runtime *rt, void *stream, const uint16_t *grad_out,
                     const uint16_t *x, uint16_t *grad_in, size_t n)
 {
   static const char fn[] = "tj_gelu_bwd_f16";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   const array_arg arr[] = {
       {"grad_out", grad_out, 0}, {"x", x, 0}, {"grad_in", grad_in, 1}};
@@ -286,7 +286,7 @@ int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream, const uint16_t *x,
                         uint16_t *grad_in, size_t n)
 {
   static const char fn[] = "tj_gelu_fwd_bwd_f16";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   const array_arg arr[] = {{"x", x, 0}, {"grad_out", grad_out, 0},
                            {"y", y, 1}, {"grad_in", grad_in, 1}};
@@ -304,7 +304,7 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                 int ldb, float beta, uint16_t *C, int ldc)
 {
   static const char fn[] = "tj_gemm_f16";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   int rc = check_gemm(rt, fn, M, N, K, A, lda, B, ldb, C, ldc);
   if (rc != TJ_OK)
@@ -437,7 +437,7 @@ int tj_add_i32_host(tj_runtime *rt, const int32_t *a, size_t a_len,
                     const int32_t *b, size_t b_len, int32_t *c, size_t n)
 {
   static const char fn[] = "tj_add_i32_host";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   const array_arg arr[] = {{"a", a, 0}, {"b", b, 0}, {"c", c, 1}};
   int rc = check_elementwise(rt, fn, arr, 3, n, sizeof *a);
@@ -457,7 +457,7 @@ int tj_gelu_fwd_f16_host(tj_runtime *rt, const uint16_t *x, size_t x_len,
                          uint16_t *y, size_t n)
 {
   static const char fn[] = "tj_gelu_fwd_f16_host";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   const array_arg arr[] = {{"x", x, 0}, {"y", y, 1}};
   int rc = check_elementwise(rt, fn, arr, 2, n, sizeof *x);
@@ -475,7 +475,7 @@ int tj_gelu_bwd_f16_host(tj_runtime *rt, const uint16_t *grad_out,
                          uint16_t *grad_in, size_t n)
 {
   static const char fn[] = "tj_gelu_bwd_f16_host";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   const array_arg arr[] = {
       {"grad_out", grad_out, 0}, {"x", x, 0}, {"grad_in", grad_in, 1}};
@@ -497,7 +497,7 @@ int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x, size_t x_len,
                              uint16_t *y, uint16_t *grad_in, size_t n)
 {
   static const char fn[] = "tj_gelu_fwd_bwd_f16_host";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   const array_arg arr[] = {{"x", x, 0}, {"grad_out", grad_out, 0},
                            {"y", y, 1}, {"grad_in", grad_in, 1}};
@@ -531,7 +531,7 @@ int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K, float alpha,
                      uint16_t *C)
 {
   static const char fn[] = "tj_gemm_f16_host";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   /* Dense: each span is exactly its matrix, checked for overflow here. */
   int rc = check_gemm(rt, fn, M, N, K, A, K, B, N, C, N);
