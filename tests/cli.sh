@@ -85,7 +85,7 @@ case $platform in
   nvidia) arch=sm_90 bad_arch=sm_12345 ;;
   *) echo "cli.sh: --version names no platform"; exit 99 ;;
 esac
-kernels=$("$prog" --list-kernels)
+kernels=$("$prog" --list-kernels | grep -E '^[A-Za-z0-9_]+$')
 nkernels=$(echo "$kernels" | wc -l | tr -d ' ')
 echo "platform $platform, arch $arch, $nkernels kernels, cache $cache"
 
@@ -249,9 +249,28 @@ run 0 --info --json
 json
 out '"devices": \['
 run 0 --list-kernels
-[ "$(wc -l <"$tmp/out" | tr -d ' ')" = "$nkernels" ] || fail "$last: not $nkernels lines"
+[ "$(grep -Ec '^[a-z0-9_]+$' "$tmp/out")" = "$nkernels" ] || fail "$last: not $nkernels names"
+# Each kernel's contract from <tokitai-jit/kernels.h>: the raw signature
+# (n is unsigned long long), the block, the grid rule, the alignment.
+out '^  signature  void add_i32\(const int \*a, const int \*b, int \*c, unsigned long long n\)$'
+out '^  block      256 x 1 x 1 threads$'
+out '^  block      128 x 1 x 1 threads$'
+out '^  grid       ceil\(N / 128\) x ceil\(M / 128\) x 1'
+out '^  alignment  '
 run 0 --list-kernels --json
 json
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+want = {"name", "file", "signature", "block", "shared_bytes", "grid", "alignment", "notes"}
+assert all(set(k) == want for k in d), [sorted(k) for k in d]
+k = {k["name"]: k for k in d}
+assert k["add_i32"]["block"] == [256, 1, 1] and k["gemm_f16"]["block"] == [128, 1, 1]
+assert k["gelu_bwd_f16"]["signature"].endswith("unsigned long long n)")
+assert all(k[n]["grid"] and k[n]["alignment"] for n in k)
+' <"$tmp/out" || fail "$last: not one contract object per kernel with every field"
+fi
 
 if [ "$gpu" = yes ]; then
   run 0 --run add_i32 --n 4096 --seed 7

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "hip_platform.h"
 #include "tokitai-jit.h"
+#include "tokitai-jit/kernels.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -51,15 +52,87 @@ static void print_kernels_json(void)
   putchar(']');
 }
 
+/* The launch contracts of <tokitai-jit/kernels.h>, generated from the
+ * kernel sources. */
+typedef struct contract {
+  const char *name, *file, *signature;
+  unsigned block[3], shared_bytes;
+  const char *grid, *alignment, *notes;
+} contract;
+
+static const contract contracts[] = {
+#define CLI_CONTRACT(name, file, sig, bx, by, bz, shared, grid, align, notes) \
+  {#name, file, sig, {bx, by, bz}, shared, grid, align, notes},
+  TJ_KERNEL_CONTRACTS(CLI_CONTRACT)
+#undef CLI_CONTRACT
+};
+
+static const contract *find_contract(const char *name)
+{
+  for (size_t i = 0; i < sizeof contracts / sizeof contracts[0]; i++)
+    if (strcmp(contracts[i].name, name) == 0)
+      return &contracts[i];
+  return NULL;
+}
+
+static void print_contract_json(const char *name, const contract *c)
+{
+  printf("{\"name\": ");
+  cli_json_string(stdout, name);
+  printf(", \"file\": ");
+  cli_json_string(stdout, c ? c->file : NULL);
+  printf(", \"signature\": ");
+  cli_json_string(stdout, c ? c->signature : NULL);
+  if (c)
+    printf(", \"block\": [%u, %u, %u], \"shared_bytes\": %u", c->block[0],
+           c->block[1], c->block[2], c->shared_bytes);
+  else
+    printf(", \"block\": null, \"shared_bytes\": null");
+  printf(", \"grid\": ");
+  cli_json_string(stdout, c ? c->grid : NULL);
+  printf(", \"alignment\": ");
+  cli_json_string(stdout, c ? c->alignment : NULL);
+  printf(", \"notes\": ");
+  cli_json_string(stdout, c ? c->notes : NULL);
+  putchar('}');
+}
+
+/* The name alone on its line, so that scripts can take the names with
+ * grep -v '^ '; the contract indented under it. */
+static void print_contract(const char *name, const contract *c)
+{
+  puts(name);
+  if (!c) {
+    puts("  (no contract)");
+    return;
+  }
+  printf("  %-10s %s\n", "signature", c->signature);
+  printf("  %-10s %u x %u x %u threads\n", "block", c->block[0], c->block[1],
+         c->block[2]);
+  printf("  %-10s %s\n", "grid", c->grid);
+  printf("  %-10s %u bytes of dynamic shared memory\n", "shared",
+         c->shared_bytes);
+  printf("  %-10s %s\n", "alignment", c->alignment);
+  printf("  %-10s %s\n", "notes", c->notes);
+}
+
 int cli_list_kernels(const cli_options *o)
 {
-  if (o->json) {
-    print_kernels_json();
-    putchar('\n');
-    return EXIT_OK;
+  if (o->json)
+    putchar('[');
+  for (size_t i = 0; i < tj_embedded_count(); i++) {
+    const char *name = tj_embedded_name(i);
+    if (o->json) {
+      fputs(i ? ",\n  " : "\n  ", stdout);
+      print_contract_json(name, find_contract(name));
+    } else {
+      if (i)
+        putchar('\n');
+      print_contract(name, find_contract(name));
+    }
   }
-  for (size_t i = 0; i < tj_embedded_count(); i++)
-    puts(tj_embedded_name(i));
+  if (o->json)
+    puts("\n]");
   return EXIT_OK;
 }
 
