@@ -488,6 +488,26 @@ run 0 --verify-cache --repair --cache "$bad"
 err 'moved it to'
 out '^checked 0 entries'
 
+# ------------------------------------------------------------ the CI script
+# After README's in-place ./configure, .ci/run stops at once with what to
+# do.  Run on a copy, with only dirname on PATH: were the check gone, the
+# script could install or build nothing.
+ci=${srcdir:-.}/.ci/run
+bash=$(command -v bash 2>/dev/null || true)
+if [ -f "$ci" ] && [ -n "$bash" ]; then
+  checks=$((checks + 1))
+  mkdir -p "$tmp/ci/src/.ci" "$tmp/ci/bin"
+  cp "$ci" "$tmp/ci/src/.ci/run"
+  : >"$tmp/ci/src/config.status"
+  ln -s "$(command -v dirname)" "$tmp/ci/bin/dirname"
+  PATH=$tmp/ci/bin "$bash" "$tmp/ci/src/.ci/run" >"$tmp/out" 2>&1
+  got=$?
+  last="bash .ci/run in a source directory configured in place"
+  [ "$got" = 1 ] || fail "$last: exit $got, expected 1"
+  out "configured in place"
+  out "make distclean"
+fi
+
 # ------------------------------------------------------------ output errors
 if [ -w /dev/full ]; then
   checks=$((checks + 1))
