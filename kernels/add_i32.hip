@@ -55,6 +55,16 @@ __device__ __forceinline__ void tj_add_scalar(const int *a, const int *b,
     c[i] = tj_add_wrap(a[i], b[i]);
 }
 
+/* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
+ *   block      256 1 1
+ *   grid       min(max(ceil(n / 1024), 1), 65535) x 1 x 1; any grid of at
+ *              least one block is correct (a grid-stride loop)
+ *   shared     0
+ *   alignment  a, b, c 4-byte aligned; 16-byte loads and stores when all
+ *              three have the same address modulo 16, else a scalar loop
+ *   notes      n == 0 does nothing; c may be a or b (in place), no other
+ *              overlap
+ */
 extern "C" __global__ void __launch_bounds__(256) add_i32(const int *a, const int *b, int *c, unsigned long long n) {
   unsigned long long tid =
       (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;

@@ -228,16 +228,50 @@ __device__ __forceinline__ void tj_map_f16(const tj_f16_arrays &p,
     tj_map_one<Op>(p, done + tid);
 }
 
+/* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
+ *   block      256 1 1
+ *   grid       min(max(ceil(n / 2048), 1), 65535) x 1 x 1; any grid of at
+ *              least one block is correct (a grid-stride loop)
+ *   shared     0
+ *   alignment  x, y 2-byte aligned; 16-byte loads and stores when both have
+ *              the same address modulo 16, else a scalar loop
+ *   notes      y = gelu(x); __half is IEEE binary16 (uint16_t bits on the
+ *              host); n == 0 does nothing; y may be x (in place), no other
+ *              overlap
+ */
 extern "C" __global__ void __launch_bounds__(256) gelu_fwd_f16(const __half *x, __half *y, unsigned long long n) {
   tj_f16_arrays p = {x, x, y, y};
   tj_map_f16<tj_gelu_fwd_op>(p, n);
 }
 
+/* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
+ *   block      256 1 1
+ *   grid       min(max(ceil(n / 2048), 1), 65535) x 1 x 1; any grid of at
+ *              least one block is correct (a grid-stride loop)
+ *   shared     0
+ *   alignment  every pointer 2-byte aligned; 16-byte loads and stores when
+ *              all have the same address modulo 16, else a scalar loop
+ *   notes      grad_in = grad_out * gelu'(x); __half is IEEE binary16
+ *              (uint16_t bits on the host); n == 0 does nothing; grad_in may
+ *              be an input (in place), no other overlap
+ */
 extern "C" __global__ void __launch_bounds__(256) gelu_bwd_f16(const __half *grad_out, const __half *x, __half *grad_in, unsigned long long n) {
   tj_f16_arrays p = {grad_out, x, grad_in, grad_in};
   tj_map_f16<tj_gelu_bwd_op>(p, n);
 }
 
+/* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
+ *   block      256 1 1
+ *   grid       min(max(ceil(n / 2048), 1), 65535) x 1 x 1; any grid of at
+ *              least one block is correct (a grid-stride loop)
+ *   shared     0
+ *   alignment  every pointer 2-byte aligned; 16-byte loads and stores when
+ *              all have the same address modulo 16, else a scalar loop
+ *   notes      y = gelu(x) and grad_in = grad_out * gelu'(x), reading x
+ *              once; __half is IEEE binary16 (uint16_t bits on the host);
+ *              n == 0 does nothing; an output may be an input (in place),
+ *              y and grad_in must not overlap
+ */
 extern "C" __global__ void __launch_bounds__(256) gelu_fwd_bwd_f16(const __half *x, const __half *grad_out, __half *y, __half *grad_in, unsigned long long n) {
   tj_f16_arrays p = {x, grad_out, y, grad_in};
   tj_map_f16<tj_gelu_fwd_bwd_op>(p, n);

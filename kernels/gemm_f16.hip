@@ -511,6 +511,19 @@ __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
 }
 #endif
 
+/* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
+ *   block      128 1 1
+ *   grid       ceil(N / 128) x ceil(M / 128) x 1: one block per 128 x 128
+ *              tile of C, so M <= 65535 * 128
+ *   shared     0
+ *   alignment  A, B, C 2-byte aligned, any leading dimensions; on NVIDIA
+ *              sm_80+ a 16-byte aligned A with lda % 8 == 0 (B with
+ *              ldb % 8 == 0) is fetched 16 bytes at a time, much faster
+ *   notes      C = alpha A B + beta C, row-major: A is M x K, B K x N, C
+ *              M x N; M, N >= 1 (when either is 0, do not launch), K >= 0;
+ *              lda >= K, ldb >= N, ldc >= N; beta == 0: C is not read; C
+ *              must not overlap A or B; __half is IEEE binary16
+ */
 extern "C" __global__ void __launch_bounds__(128, 2) gemm_f16(int M, int N, int K, float alpha, const __half *A, int lda, const __half *B, int ldb, float beta, __half *C, int ldc) {
   tj_gemm_params g;
   g.M = M;

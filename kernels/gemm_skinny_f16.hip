@@ -194,25 +194,67 @@ __device__ __forceinline__ void tj_sk_run(const tj_sk_params &p) {
 }
 
 /* The entries are written out, not made by a macro: the library's table
- * of embedded kernels is read off lines that start with extern "C". */
-#define TJ_SK_ARGS                                                          \
-  int M, int N, int K, float alpha, const __half *A, int lda,               \
-      const __half *B, int ldb, float beta, __half *C, int ldc
+ * of embedded kernels and their installed contracts are read off the
+ * lines that start with extern "C". */
 #define TJ_SK_PARAMS {M, N, K, alpha, beta, A, B, C, lda, ldb, ldc}
 
-extern "C" __global__ void __launch_bounds__(1024) gemm_skinny_f16_m1(TJ_SK_ARGS) {
+/* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
+ *   block      1024 1 1
+ *   grid       ceil(N / 32) x 1 x 1: one block per 32-column strip of C
+ *   shared     0
+ *   alignment  A, B, C 2-byte aligned, any leading dimensions; B is read
+ *              16 bytes at a time when 16-byte aligned with ldb % 8 == 0
+ *   notes      C = alpha A B + beta C, row-major, for M <= 1 rows (rows
+ *              past M are not touched); N, K >= 1; lda >= K, ldb >= N,
+ *              ldc >= N; beta == 0: C is not read; alpha == 0: A and B are
+ *              not read; C must not overlap A or B; tj_gemm_f16 picks it
+ */
+extern "C" __global__ void __launch_bounds__(1024) gemm_skinny_f16_m1(int M, int N, int K, float alpha, const __half *A, int lda, const __half *B, int ldb, float beta, __half *C, int ldc) {
   tj_sk_params p = TJ_SK_PARAMS;
   tj_sk_run<1, 1024>(p);
 }
-extern "C" __global__ void __launch_bounds__(1024) gemm_skinny_f16_m2(TJ_SK_ARGS) {
+/* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
+ *   block      1024 1 1
+ *   grid       ceil(N / 32) x 1 x 1: one block per 32-column strip of C
+ *   shared     0
+ *   alignment  A, B, C 2-byte aligned, any leading dimensions; B is read
+ *              16 bytes at a time when 16-byte aligned with ldb % 8 == 0
+ *   notes      C = alpha A B + beta C, row-major, for M <= 2 rows (rows
+ *              past M are not touched); N, K >= 1; lda >= K, ldb >= N,
+ *              ldc >= N; beta == 0: C is not read; alpha == 0: A and B are
+ *              not read; C must not overlap A or B; tj_gemm_f16 picks it
+ */
+extern "C" __global__ void __launch_bounds__(1024) gemm_skinny_f16_m2(int M, int N, int K, float alpha, const __half *A, int lda, const __half *B, int ldb, float beta, __half *C, int ldc) {
   tj_sk_params p = TJ_SK_PARAMS;
   tj_sk_run<2, 1024>(p);
 }
-extern "C" __global__ void __launch_bounds__(512) gemm_skinny_f16_m4(TJ_SK_ARGS) {
+/* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
+ *   block      512 1 1
+ *   grid       ceil(N / 32) x 1 x 1: one block per 32-column strip of C
+ *   shared     0
+ *   alignment  A, B, C 2-byte aligned, any leading dimensions; B is read
+ *              16 bytes at a time when 16-byte aligned with ldb % 8 == 0
+ *   notes      C = alpha A B + beta C, row-major, for M <= 4 rows (rows
+ *              past M are not touched); N, K >= 1; lda >= K, ldb >= N,
+ *              ldc >= N; beta == 0: C is not read; alpha == 0: A and B are
+ *              not read; C must not overlap A or B; tj_gemm_f16 picks it
+ */
+extern "C" __global__ void __launch_bounds__(512) gemm_skinny_f16_m4(int M, int N, int K, float alpha, const __half *A, int lda, const __half *B, int ldb, float beta, __half *C, int ldc) {
   tj_sk_params p = TJ_SK_PARAMS;
   tj_sk_run<4, 512>(p);
 }
-extern "C" __global__ void __launch_bounds__(256) gemm_skinny_f16_m8(TJ_SK_ARGS) {
+/* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
+ *   block      256 1 1
+ *   grid       ceil(N / 32) x 1 x 1: one block per 32-column strip of C
+ *   shared     0
+ *   alignment  A, B, C 2-byte aligned, any leading dimensions; B is read
+ *              16 bytes at a time when 16-byte aligned with ldb % 8 == 0
+ *   notes      C = alpha A B + beta C, row-major, for M <= 8 rows (rows
+ *              past M are not touched); N, K >= 1; lda >= K, ldb >= N,
+ *              ldc >= N; beta == 0: C is not read; alpha == 0: A and B are
+ *              not read; C must not overlap A or B; tj_gemm_f16 picks it
+ */
+extern "C" __global__ void __launch_bounds__(256) gemm_skinny_f16_m8(int M, int N, int K, float alpha, const __half *A, int lda, const __half *B, int ldb, float beta, __half *C, int ldc) {
   tj_sk_params p = TJ_SK_PARAMS;
   tj_sk_run<8, 256>(p);
 }

@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "embedded.h"
 #include "jsoncheck.h"
+#include "tokitai-jit/kernels.h"
 
 #include <limits.h>
 #include <locale.h>
@@ -327,7 +328,9 @@ START_TEST(block_sizes_match_the_kernel_sources)
 {
   static const struct { const char *entry; int threads; } want[] = {
       {"add_i32", 256}, {"gelu_fwd_f16", 256}, {"gelu_bwd_f16", 256},
-      {"gelu_fwd_bwd_f16", 256}, {"gemm_f16", 128}};
+      {"gelu_fwd_bwd_f16", 256}, {"gemm_f16", 128},
+      {"gemm_skinny_f16_m1", 1024}, {"gemm_skinny_f16_m2", 1024},
+      {"gemm_skinny_f16_m4", 512}, {"gemm_skinny_f16_m8", 256}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     const tj__embedded_kernel *e = tj__embedded_find(want[i].entry);
     ck_assert_msg(e != NULL, "%s is not embedded", want[i].entry);
@@ -336,6 +339,45 @@ START_TEST(block_sizes_match_the_kernel_sources)
                   want[i].entry, launch_bounds_of(e->source, want[i].entry),
                   want[i].threads);
   }
+}
+END_TEST
+
+/* <tokitai-jit/kernels.h> holds one contract per embedded kernel, in the
+ * library's order, whose signature is the entry's own and whose block is
+ * its __launch_bounds__ and what kernels_api.c launches. */
+START_TEST(installed_contracts_match_the_kernels)
+{
+  static const struct {
+    const char *name, *sig;
+    unsigned bx, by, bz;
+  } c[] = {
+#define ROW(name, file, sig, bx, by, bz, shared, grid, align, notes) \
+  {#name, sig, bx, by, bz},
+      TJ_KERNEL_CONTRACTS(ROW)
+#undef ROW
+  };
+  size_t n = sizeof c / sizeof c[0];
+  ck_assert_uint_eq(n, tj_embedded_count());
+  ck_assert_uint_eq(n, TJ_KERNEL_CONTRACT_COUNT);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_str_eq(c[i].name, tj_embedded_name(i));
+    const tj__embedded_kernel *e = tj__embedded_find(c[i].name);
+    /* "void add_i32(const int *a, ...)": the parameter list, after the
+     * name, is in the source verbatim. */
+    const char *params = strchr(c[i].sig, '(');
+    ck_assert_ptr_nonnull(params);
+    char *named = NULL;
+    ck_assert_int_ge(asprintf(&named, "%s%s", c[i].name, params), 0);
+    ck_assert_msg(strstr(e->source, named), "%s: '%s' is not in %s", c[i].name,
+                  named, e->file);
+    free(named);
+    ck_assert_int_eq((int)(c[i].bx * c[i].by * c[i].bz),
+                     launch_bounds_of(e->source, c[i].name));
+  }
+  /* The raw n of the elementwise kernels, which an int would get wrong. */
+  ck_assert(strstr(TJ_KERNEL_ADD_I32_SIGNATURE, "unsigned long long n)"));
+  ck_assert(strstr(TJ_KERNEL_GELU_BWD_F16_SIGNATURE, "unsigned long long n)"));
+  ck_assert_int_eq(TJ_KERNEL_GEMM_F16_BLOCK_X, 128);
 }
 END_TEST
 
@@ -563,6 +605,7 @@ int main(void)
   tcase_add_test(args, gemm_checks_ranges_alignment_and_overlap);
   tcase_add_test(args, gemm_host_checks);
   tcase_add_test(args, block_sizes_match_the_kernel_sources);
+  tcase_add_test(args, installed_contracts_match_the_kernels);
   tcase_add_test(args, verify_checks_arguments);
   tcase_add_test(args, verify_knows_every_embedded_kernel);
   suite_add_tcase(s, args);

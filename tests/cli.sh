@@ -73,6 +73,32 @@ json() {
 json_number() {
   sed -n "s/.*\"$1\": \([0-9][0-9]*\).*/\1/p" "$tmp/out" | head -n 1
 }
+# json_keys: the last output's keys (an array's: its first element's), one
+# a line, sorted.  keys_are NAME: they are the ones doc/tokitai-jit.1
+# lists for NAME under JSON OUTPUT (the line after its json-keys comment).
+man=${srcdir:-.}/doc/tokitai-jit.1
+if command -v python3 >/dev/null 2>&1; then
+  json_keys() {
+    python3 -c 'import json, sys
+d = json.load(sys.stdin)
+d = (d[0] if d else {}) if isinstance(d, list) else d
+print("\n".join(sorted(d)))' <"$tmp/out"
+  }
+elif command -v jq >/dev/null 2>&1; then
+  json_keys() { jq -r 'if type == "array" then (.[0] // {}) else . end | keys[]' <"$tmp/out"; }
+else
+  json_keys() { echo "(no JSON parser)"; }
+fi
+keys_are() {
+  want=$(sed -n "/^\\.\\\\\" json-keys: $1\$/{n;p;}" "$man" | tr -d '.' | tr ',' '\n' | tr -d ' ' | sort)
+  got=$(json_keys | sort)
+  if [ -z "$want" ]; then
+    fail "$man lists no json-keys for $1"
+  elif [ "$got" != "(no JSON parser)" ] && [ "$got" != "$want" ]; then
+    fail "$last: JSON keys differ from the man page's for $1: $(echo $got) / $(echo $want)"
+  fi
+}
+
 have_sqlite3=yes
 command -v sqlite3 >/dev/null 2>&1 || {
   have_sqlite3=no
@@ -85,7 +111,7 @@ case $platform in
   nvidia) arch=sm_90 bad_arch=sm_12345 ;;
   *) echo "cli.sh: --version names no platform"; exit 99 ;;
 esac
-kernels=$("$prog" --list-kernels)
+kernels=$("$prog" --list-kernels | grep -E '^[A-Za-z0-9_]+$')
 nkernels=$(echo "$kernels" | wc -l | tr -d ' ')
 echo "platform $platform, arch $arch, $nkernels kernels, cache $cache"
 
@@ -109,6 +135,15 @@ out '^tokitai-jit '
 # ------------------------------------------------------------ usage errors
 run 2
 err 'no command given'
+# A command without its dashes, as after git or systemctl.
+run 2 stats
+err "'stats' is not a command; did you mean '--stats'\\?"
+run 2 list-cache
+err "did you mean '--list-cache'"
+run 2 --stats verify-cache
+err "did you mean '--verify-cache'"
+run 2 help
+err "did you mean '--help'"
 run 2 --bogus
 err "unknown or ambiguous option '--bogus'"
 run 2 -x
@@ -164,9 +199,17 @@ run 0 --stats
 out "^no cache at $cache"
 run 0 --stats --json
 json
-out '"exists": false'
+out '"cache_exists": false'
+out '"entries": 0'
+keys_are stats
+stats_keys_before=$(json_keys)
 run 0 --verify-cache
 out "^no cache at $cache"
+run 0 --verify-cache --json
+json
+out '"cache_exists": false'
+keys_are verify-cache
+verify_keys_before=$(json_keys)
 run 0 --verify-cache --repair
 out "^no cache at $cache"
 run 0 --evict-older-than 1d
@@ -178,6 +221,15 @@ out "$cache \\(not created yet\\)"
 run 0 --info --json
 json
 out '"cache_exists": false'
+keys_are info
+info_keys_before=$(json_keys)
+run 0 --version --json
+json
+out "\"platform\": \"$platform\""
+keys_are version
+run 0 --json -V
+json
+keys_are version
 absent "$tmp/cache"
 
 # ------------------------------------------------------------ warming
@@ -197,6 +249,12 @@ if grep -q 'none visible' "$tmp/out"; then
   err '--arch'
   run 1 --run add_i32
   err 'no GPU'
+  # Still the report's keys, with what stopped it.
+  run 1 --run add_i32 --json
+  json
+  out '"error": "no GPU device available'
+  out '"kernel_ms": null'
+  keys_are run
 else
   gpu=yes
   echo "note: a GPU is visible; --run is checked for real"
@@ -210,7 +268,7 @@ out '0 compiled .*, 1 already cached'
 
 # ------------------------------------------------------------ looking
 run 0 --list-cache
-out '^KEY +KERNEL +ARCH +PLATFORM +COMPILER +SIZE +COMPILE +HITS +LAST USED$'
+out '^KEY +KERNEL +ARCH +PLATFORM +COMPILER +SIZE +COMPILE +HITS +LAST USED +OPTIONS$'
 for k in $kernels; do
   out "^[0-9a-f]{12}  $k +$arch +$platform "
 done
@@ -220,12 +278,34 @@ run 0 --list-cache --color=always
 out "$(printf '\033')\\[1m"
 run 0 --list-cache --json
 json
+keys_are list-cache
 if [ "$(grep -Ec '"key": "[0-9a-f]{32}"' "$tmp/out")" -ne "$nkernels" ]; then
   fail "$last: not $nkernels entries with a 32-digit key"
 fi
 out "\"arch\": \"$arch\""
 run 0 --list-cache --cache "$cache"
 out "^$nkernels entries"
+
+# The man page's jq example, as groff renders it, pasted into a shell: it
+# must be plain ASCII and print the key of the cached gemm_f16.
+if command -v groff >/dev/null 2>&1 && command -v jq >/dev/null 2>&1; then
+  checks=$((checks + 1))
+  line=$(groff -man -Tutf8 -P-cbou "$man" 2>/dev/null | grep '| jq ' | sed 's/^ *//')
+  last="the man page's jq example: $line"
+  if [ -z "$line" ]; then
+    fail "no jq example in the rendered $man"
+  elif printf '%s\n' "$line" | LC_ALL=C grep -q '[^ -~]'; then
+    fail "$last: not plain ASCII as rendered (quotes or dashes typeset)"
+  else
+    PATH=$(pwd):$PATH sh -c "$line" >"$tmp/out" 2>"$tmp/err" || fail "$last: exit $?"
+    out '^[0-9a-f]{32}$'
+    [ "$(wc -l <"$tmp/out" | tr -d ' ')" = 1 ] || fail "$last: not one key"
+    k12=$(cut -c1-12 "$tmp/out")
+    "$prog" --list-cache | grep -q "^$k12  gemm_f16 " || fail "$last: $k12 is not gemm_f16's key"
+  fi
+else
+  echo "note: groff or jq is not installed; the man page's jq example is not run"
+fi
 
 run 0 --stats
 out "^cache +$cache\$"
@@ -238,6 +318,8 @@ out '^compile time saved +[0-9.]+ (ms|s|min)$'
 run 0 --stats --json
 json
 [ "$(json_number entries)" = "$nkernels" ] || fail "$last: entries is not $nkernels"
+keys_are stats
+[ "$(json_keys)" = "$stats_keys_before" ] || fail "$last: other keys than before the cache existed"
 [ "$(json_number size_limit)" = 1073741824 ] || fail "$last: size_limit is not 1 GiB"
 
 run 0 --info
@@ -248,15 +330,38 @@ out '^embedded kernels +add_i32'
 run 0 --info --json
 json
 out '"devices": \['
+[ "$(json_keys)" = "$info_keys_before" ] || fail "$last: other keys than before the cache existed"
 run 0 --list-kernels
-[ "$(wc -l <"$tmp/out" | tr -d ' ')" = "$nkernels" ] || fail "$last: not $nkernels lines"
+[ "$(grep -Ec '^[a-z0-9_]+$' "$tmp/out")" = "$nkernels" ] || fail "$last: not $nkernels names"
+# Each kernel's contract from <tokitai-jit/kernels.h>: the raw signature
+# (n is unsigned long long), the block, the grid rule, the alignment.
+out '^  signature  void add_i32\(const int \*a, const int \*b, int \*c, unsigned long long n\)$'
+out '^  block      256 x 1 x 1 threads$'
+out '^  block      128 x 1 x 1 threads$'
+out '^  grid       ceil\(N / 128\) x ceil\(M / 128\) x 1'
+out '^  alignment  '
 run 0 --list-kernels --json
 json
+keys_are list-kernels
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+want = {"name", "file", "signature", "block", "shared_bytes", "grid", "alignment", "notes"}
+assert all(set(k) == want for k in d), [sorted(k) for k in d]
+k = {k["name"]: k for k in d}
+assert k["add_i32"]["block"] == [256, 1, 1] and k["gemm_f16"]["block"] == [128, 1, 1]
+assert k["gelu_bwd_f16"]["signature"].endswith("unsigned long long n)")
+assert all(k[n]["grid"] and k[n]["alignment"] for n in k)
+' <"$tmp/out" || fail "$last: not one contract object per kernel with every field"
+fi
 
 if [ "$gpu" = yes ]; then
   run 0 --run add_i32 --n 4096 --seed 7
   run 0 --run add_i32 --n 4096 --json
   json
+  out '"error": null'
+  keys_are run
 fi
 
 # ------------------------------------------------------------ verifying
@@ -264,6 +369,9 @@ run 0 --verify-cache
 out "^checked $nkernels entries in $cache: SQLite integrity check ok, 0 bad\$"
 run 0 --verify-cache --json
 json
+out '"error": null'
+keys_are verify-cache
+[ "$(json_keys)" = "$verify_keys_before" ] || fail "$last: other keys than before the cache existed"
 if [ "$have_sqlite3" = yes ]; then
   sqlite3 "$cache" "UPDATE code_objects SET code = zeroblob(length(code)) WHERE kernel = 'add_i32'" ||
     fail "sqlite3 could not tamper with $cache"
@@ -337,6 +445,26 @@ out "in $other:"
 run 0 --list-cache --cache "$other"
 out '^1 entry, '
 
+# ------------------------------------------------------------ option sets
+# One kernel built with three option sets is three rows that the OPTIONS
+# column tells apart (rows made by copying one, as a program's
+# tj_kernel_compile with other options would store them).
+if [ "$have_sqlite3" = yes ]; then
+  opts=$tmp/opts/cache.db
+  run 0 --warm --arch "$arch" --cache "$opts" add_i32
+  long="-DTILE=64 -DUNROLL=8 -I/opt/my project/include -ffast-math"
+  sqlite3 "$opts" "INSERT INTO code_objects SELECT substr(key, 1, 31) || 'a', kernel, arch, platform, compiler, '-DTILE=64', code, code_hash, code_size, compile_ms, created, last_used, hits FROM code_objects WHERE kernel = 'add_i32';
+    INSERT INTO code_objects SELECT substr(key, 1, 31) || 'b', kernel, arch, platform, compiler, '$long', code, code_hash, code_size, compile_ms, created, last_used, hits FROM code_objects WHERE kernel = 'add_i32' AND options = ''" ||
+    fail "sqlite3 could not add option sets to $opts"
+  run 0 --list-cache --cache "$opts"
+  out "^[0-9a-f]{12}  add_i32 .* -\$"
+  out "^[0-9a-f]{12}  add_i32 .* -DTILE=64\$"
+  out "^[0-9a-f]{12}  add_i32 .* -DTILE=64 -DUNROLL=8 -I/opt/my proje\\.\\.\\.\$"
+  [ "$(grep -c ' add_i32 ' "$tmp/out")" = 3 ] || fail "$last: not three add_i32 rows"
+  run 0 --list-cache --cache "$opts" --json
+  out "\"options\": \"$long\""
+fi
+
 # ------------------------------------------------------------ unsafe and damaged
 chmod 0666 "$other"
 run 1 --list-cache --cache "$other"
@@ -359,6 +487,26 @@ err "$bad"
 run 0 --verify-cache --repair --cache "$bad"
 err 'moved it to'
 out '^checked 0 entries'
+
+# ------------------------------------------------------------ the CI script
+# After README's in-place ./configure, .ci/run stops at once with what to
+# do.  Run on a copy, with only dirname on PATH: were the check gone, the
+# script could install or build nothing.
+ci=${srcdir:-.}/.ci/run
+bash=$(command -v bash 2>/dev/null || true)
+if [ -f "$ci" ] && [ -n "$bash" ]; then
+  checks=$((checks + 1))
+  mkdir -p "$tmp/ci/src/.ci" "$tmp/ci/bin"
+  cp "$ci" "$tmp/ci/src/.ci/run"
+  : >"$tmp/ci/src/config.status"
+  ln -s "$(command -v dirname)" "$tmp/ci/bin/dirname"
+  PATH=$tmp/ci/bin "$bash" "$tmp/ci/src/.ci/run" >"$tmp/out" 2>&1
+  got=$?
+  last="bash .ci/run in a source directory configured in place"
+  [ "$got" = 1 ] || fail "$last: exit $got, expected 1"
+  out "configured in place"
+  out "make distclean"
+fi
 
 # ------------------------------------------------------------ output errors
 if [ -w /dev/full ]; then

@@ -56,7 +56,8 @@ static const char usage_text[] =
   "      --list-cache           list the cached code objects\n"
   "      --stats                summarise the cache: entries, size, hits\n"
   "      --info                 show the platform, compiler and GPUs\n"
-  "      --list-kernels         list the embedded kernels\n"
+  "      --list-kernels         list the embedded kernels with their\n"
+  "                             signatures and launch contracts\n"
   "      --warm [KERNEL]...     compile the embedded kernels (all, or those\n"
   "                             named) into the cache\n"
   "      --run KERNEL           run KERNEL on random inputs and check it\n"
@@ -83,7 +84,8 @@ static const char usage_text[] =
   "      --seed S               with --run: the random seed (default 1)\n"
   "      --repair               with --verify-cache: drop the bad entries\n"
   "      --json                 print JSON (--list-cache, --stats, --info,\n"
-  "                             --list-kernels, --run, --verify-cache)\n"
+  "                             --list-kernels, --run, --verify-cache,\n"
+  "                             --version); the keys: tokitai-jit(1)\n"
   "      --color[=WHEN]         colour the output: auto (default), always,\n"
   "                             never\n"
   "\n"
@@ -102,6 +104,7 @@ typedef struct parse_state {
   const char *command_flag; /* the option that chose the command */
   const char *color;        /* --color's WHEN */
   int given_n, given_seed, given_device;
+  int version;              /* --version was given */
 } parse_state;
 
 void cli_error(const char *fmt, ...)
@@ -136,12 +139,22 @@ static const char *option_name(int val)
   return "?";
 }
 
-static void print_version(void)
+static void print_version(int json)
 {
   char compiler[160];
   cli_compiler(compiler, sizeof compiler);
-  printf(PROGRAM " %s\nplatform: %s\ncompiler: %s\n", tj_version(),
-         tj_platform(), compiler);
+  if (!json) {
+    printf(PROGRAM " %s\nplatform: %s\ncompiler: %s\n", tj_version(),
+           tj_platform(), compiler);
+    return;
+  }
+  printf("{\"version\": ");
+  cli_json_string(stdout, tj_version());
+  printf(", \"platform\": ");
+  cli_json_string(stdout, tj_platform());
+  printf(", \"compiler\": ");
+  cli_json_string(stdout, compiler);
+  printf("}\n");
 }
 
 /* Every command excludes the others, except that the two eviction limits
@@ -258,9 +271,9 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
   case 'h':
     fputs(usage_text, stdout);
     return EXIT_DONE;
-  case 'V':
-    print_version();
-    return EXIT_DONE;
+  case 'V': /* printed once every option is read: --version --json */
+    ps->version = 1;
+    return 0;
   case OPT_REPAIR: o->repair = 1; return 0;
   case OPT_GROUP: o->cache_flags |= TJ_CACHE_GROUP; return 0;
   case OPT_JSON: o->json = 1; return 0;
@@ -276,12 +289,26 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
   return parse_value(o, ps, val, arg);
 }
 
+/* "stats" for --stats: a bare word that is the name of a long option
+ * (what people type after git, apt or systemctl) gets the option named. */
+static int bare_option_word(const cli_options *o)
+{
+  for (int i = 0; i < o->nkernels; i++)
+    for (const struct option *opt = long_options; opt->name; opt++)
+      if (strcmp(o->kernels[i], opt->name) == 0)
+        return usage_error("'%s' is not a command; did you mean '--%s'?",
+                           opt->name, opt->name);
+  return 0;
+}
+
 /* Options that only some commands read: given to another, they would be
  * silently ignored, so they are usage errors. */
 static int check_applicable(const cli_options *o, const parse_state *ps)
 {
   cli_command c = o->command;
   const char *cmd = ps->command_flag;
+  if (c != CMD_WARM && bare_option_word(o))
+    return EXIT_USAGE;
   if (c == CMD_NONE)
     return usage_error("no command given (--list-cache, --stats, --info, "
                        "--warm, --run, --verify-cache, ...)");
@@ -319,6 +346,10 @@ static int parse_options(int argc, char **argv, cli_options *o,
       return rc;
   o->kernels = argv + optind;
   o->nkernels = argc - optind;
+  if (ps->version) {
+    print_version(o->json);
+    return EXIT_DONE;
+  }
   return check_applicable(o, ps);
 }
 

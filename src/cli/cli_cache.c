@@ -94,14 +94,22 @@ typedef struct list_ctx {
 static int add_row(const tj_cache_entry *e, void *arg)
 {
   list_ctx *l = arg;
-  char key[13], size[32], ms[32], hits[24], used[32];
+  char key[13], size[32], ms[32], hits[24], used[32], opts[48];
   snprintf(key, sizeof key, "%s", e->key);
+  /* One kernel built with several option sets makes several rows: the
+   * options tell them apart (in full with --json). */
+  if (!e->options || !*e->options)
+    snprintf(opts, sizeof opts, "-");
+  else if (strlen(e->options) < 40)
+    snprintf(opts, sizeof opts, "%s", e->options);
+  else
+    snprintf(opts, sizeof opts, "%.36s...", e->options);
   cli_format_size(e->code_size, size, sizeof size);
   cli_format_ms(e->compile_ms, ms, sizeof ms);
   snprintf(hits, sizeof hits, "%" PRIu64, e->hits);
   cli_format_time(e->last_used, used, sizeof used);
   const char *cells[] = {key, e->kernel, e->arch, e->platform, e->compiler,
-                         size, ms, hits, used};
+                         size, ms, hits, used, opts};
   l->count++;
   l->bytes += e->code_size;
   if (l->o->json) {
@@ -137,7 +145,7 @@ int cli_list_cache(const cli_options *o)
 {
   static const char *const headers[] = {"KEY", "KERNEL", "ARCH", "PLATFORM",
                                         "COMPILER", "SIZE", "COMPILE", "HITS",
-                                        "LAST USED"};
+                                        "LAST USED", "OPTIONS"};
   tj_cache *c;
   int state = open_cache(o, 0, &c);
   if (state == CACHE_MISSING && o->json) {
@@ -147,7 +155,7 @@ int cli_list_cache(const cli_options *o)
   }
   if (state != CACHE_OPEN)
     return state == CACHE_MISSING ? say_missing(o, c) : EXIT_FAIL;
-  list_ctx l = {o, cli_table_new(9, headers, "lllllrrrl"), 0, 0, 0};
+  list_ctx l = {o, cli_table_new(10, headers, "lllllrrrll"), 0, 0, 0};
   if (!l.table) {
     cli_error("out of memory");
     tj_cache_close(c);
@@ -168,20 +176,30 @@ int cli_list_cache(const cli_options *o)
 
 /* ------------------------------------------------------------ --stats */
 
+/* The same keys whether or not the cache exists (s == NULL: it does not;
+ * the counts are then 0, and the schema and limit null). */
 static void print_stats_json(const char *path, const tj_cache_stats *s)
 {
+  static const tj_cache_stats none;
   printf("{\"cache_path\": ");
   cli_json_string(stdout, path);
-  if (!s) {
-    printf(", \"exists\": false}\n");
-    return;
-  }
-  printf(", \"exists\": true, \"schema_version\": %d, \"entries\": %" PRIu64
-         ", \"bytes\": %" PRIu64 ", \"file_bytes\": %" PRIu64
-         ", \"size_limit\": %" PRIu64 ", \"hits\": %" PRIu64
-         ", \"misses\": %" PRIu64 ", \"compile_ms_saved\": %.3f}\n",
-         s->schema_version, s->entries, s->bytes, s->file_bytes, s->size_limit,
-         s->hits, s->misses, s->compile_ms_saved);
+  printf(", \"cache_exists\": %s, \"schema_version\": ", s ? "true" : "false");
+  if (s)
+    printf("%d", s->schema_version);
+  else
+    printf("null");
+  if (!s)
+    s = &none;
+  printf(", \"entries\": %" PRIu64 ", \"bytes\": %" PRIu64
+         ", \"file_bytes\": %" PRIu64 ", \"size_limit\": ", s->entries,
+         s->bytes, s->file_bytes);
+  if (s != &none)
+    printf("%" PRIu64, s->size_limit);
+  else
+    printf("null");
+  printf(", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
+         ", \"compile_ms_saved\": %.3f}\n", s->hits, s->misses,
+         s->compile_ms_saved);
 }
 
 static void print_stats(const char *path, const tj_cache_stats *s)
@@ -250,13 +268,35 @@ static int report_bad(const tj_cache_entry *e, void *arg)
   return 0;
 }
 
+/* --verify-cache --json has the same keys every time: cache_path,
+ * cache_exists, checked, bad (the bad entries), repaired, and error
+ * (null unless the check itself failed). */
+static void verify_json_head(const char *path, int exists, uint64_t checked)
+{
+  printf("{\"cache_path\": ");
+  cli_json_string(stdout, path);
+  printf(", \"cache_exists\": %s, \"checked\": %" PRIu64 ", \"bad\": [",
+         exists ? "true" : "false", checked);
+}
+
+static void verify_json_tail(uint64_t reported, int repaired,
+                             const char *error)
+{
+  printf("%s], \"repaired\": %s, \"error\": ", reported ? "\n  " : "",
+         repaired ? "true" : "false");
+  if (error)
+    cli_json_string(stdout, error);
+  else
+    printf("null");
+  printf("}\n");
+}
+
 static void verify_summary(const cli_options *o, const char *path,
                            uint64_t checked, uint64_t bad)
 {
   const char *entries = bad == 1 ? "entry" : "entries";
   if (o->json)
-    printf("%s], \"repaired\": %s}\n", bad ? "\n  " : "",
-           o->repair && bad ? "true" : "false");
+    verify_json_tail(bad, o->repair && bad, NULL);
   else
     printf("checked %" PRIu64 " %s in %s: SQLite integrity check %sok%s, %"
            PRIu64 " bad\n", checked, checked == 1 ? "entry" : "entries", path,
@@ -273,18 +313,19 @@ static int verify_open_cache(const cli_options *o, tj_cache *c)
   tj_cache_stats s;
   verify_ctx v = {o, 0};
   uint64_t bad = 0;
-  if (get_stats(c, &s) != TJ_OK)
+  if (get_stats(c, &s) != TJ_OK) {
+    if (o->json) {
+      verify_json_head(tj_cache_path(c), 1, 0);
+      verify_json_tail(0, 0, tj_cache_errmsg(c));
+    }
     return EXIT_FAIL;
-  if (o->json) {
-    printf("{\"cache_path\": ");
-    cli_json_string(stdout, tj_cache_path(c));
-    printf(", \"exists\": true, \"checked\": %" PRIu64 ", \"bad\": [",
-           s.entries);
   }
+  if (o->json)
+    verify_json_head(tj_cache_path(c), 1, s.entries);
   int rc = tj_cache_verify(c, o->repair, report_bad, &v, &bad);
   if (rc != TJ_OK) {
     if (o->json)
-      printf("], \"error\": \"integrity check failed\"}\n");
+      verify_json_tail(v.reported, 0, tj_cache_errmsg(c));
     cli_error("%s", tj_cache_errmsg(c));
     if (rc == TJ_ECACHE)
       cli_error("the database itself is damaged: remove %s, or empty it "
@@ -300,9 +341,8 @@ int cli_verify_cache(const cli_options *o)
   tj_cache *c;
   int state = open_cache(o, o->repair, &c);
   if (state == CACHE_MISSING && o->json) {
-    printf("{\"cache_path\": ");
-    cli_json_string(stdout, tj_cache_path(c));
-    printf(", \"exists\": false}\n");
+    verify_json_head(tj_cache_path(c), 0, 0);
+    verify_json_tail(0, 0, NULL);
     tj_cache_close(c);
     return EXIT_OK;
   }

@@ -11,8 +11,10 @@
 #include "cli.h"
 #include "hip_platform.h"
 #include "tokitai-jit.h"
+#include "tokitai-jit/kernels.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,15 +53,87 @@ static void print_kernels_json(void)
   putchar(']');
 }
 
+/* The launch contracts of <tokitai-jit/kernels.h>, generated from the
+ * kernel sources. */
+typedef struct contract {
+  const char *name, *file, *signature;
+  unsigned block[3], shared_bytes;
+  const char *grid, *alignment, *notes;
+} contract;
+
+static const contract contracts[] = {
+#define CLI_CONTRACT(name, file, sig, bx, by, bz, shared, grid, align, notes) \
+  {#name, file, sig, {bx, by, bz}, shared, grid, align, notes},
+  TJ_KERNEL_CONTRACTS(CLI_CONTRACT)
+#undef CLI_CONTRACT
+};
+
+static const contract *find_contract(const char *name)
+{
+  for (size_t i = 0; i < sizeof contracts / sizeof contracts[0]; i++)
+    if (strcmp(contracts[i].name, name) == 0)
+      return &contracts[i];
+  return NULL;
+}
+
+static void print_contract_json(const char *name, const contract *c)
+{
+  printf("{\"name\": ");
+  cli_json_string(stdout, name);
+  printf(", \"file\": ");
+  cli_json_string(stdout, c ? c->file : NULL);
+  printf(", \"signature\": ");
+  cli_json_string(stdout, c ? c->signature : NULL);
+  if (c)
+    printf(", \"block\": [%u, %u, %u], \"shared_bytes\": %u", c->block[0],
+           c->block[1], c->block[2], c->shared_bytes);
+  else
+    printf(", \"block\": null, \"shared_bytes\": null");
+  printf(", \"grid\": ");
+  cli_json_string(stdout, c ? c->grid : NULL);
+  printf(", \"alignment\": ");
+  cli_json_string(stdout, c ? c->alignment : NULL);
+  printf(", \"notes\": ");
+  cli_json_string(stdout, c ? c->notes : NULL);
+  putchar('}');
+}
+
+/* The name alone on its line, so that scripts can take the names with
+ * grep -v '^ '; the contract indented under it. */
+static void print_contract(const char *name, const contract *c)
+{
+  puts(name);
+  if (!c) {
+    puts("  (no contract)");
+    return;
+  }
+  printf("  %-10s %s\n", "signature", c->signature);
+  printf("  %-10s %u x %u x %u threads\n", "block", c->block[0], c->block[1],
+         c->block[2]);
+  printf("  %-10s %s\n", "grid", c->grid);
+  printf("  %-10s %u bytes of dynamic shared memory\n", "shared",
+         c->shared_bytes);
+  printf("  %-10s %s\n", "alignment", c->alignment);
+  printf("  %-10s %s\n", "notes", c->notes);
+}
+
 int cli_list_kernels(const cli_options *o)
 {
-  if (o->json) {
-    print_kernels_json();
-    putchar('\n');
-    return EXIT_OK;
+  if (o->json)
+    putchar('[');
+  for (size_t i = 0; i < tj_embedded_count(); i++) {
+    const char *name = tj_embedded_name(i);
+    if (o->json) {
+      fputs(i ? ",\n  " : "\n  ", stdout);
+      print_contract_json(name, find_contract(name));
+    } else {
+      if (i)
+        putchar('\n');
+      print_contract(name, find_contract(name));
+    }
   }
-  for (size_t i = 0; i < tj_embedded_count(); i++)
-    puts(tj_embedded_name(i));
+  if (o->json)
+    puts("\n]");
   return EXIT_OK;
 }
 
@@ -273,6 +347,52 @@ int cli_warm(const cli_options *o)
 
 /* ------------------------------------------------------------ --run */
 
+/* --run --json prints the report's keys every time, and "error": null, or
+ * what stopped the run (no GPU, say), with the figures it could not
+ * measure null.  text is tj_report_json's object, reopened before its
+ * closing brace. */
+static void print_run_json(const char *text, const char *error)
+{
+  const char *end = strrchr(text, '}');
+  size_t len = end ? (size_t)(end - text) : 0;
+  while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
+    len--;
+  fwrite(text, 1, len, stdout);
+  printf(",\n  \"error\": ");
+  if (error)
+    cli_json_string(stdout, error);
+  else
+    printf("null");
+  printf("\n}\n");
+}
+
+/* The report of a run that could not happen: the request, and nothing
+ * measured. */
+static void print_unrun_json(const char *name, uint64_t n, uint64_t seed,
+                             const char *error)
+{
+  tj_report *r = calloc(1, sizeof *r);
+  char *text = NULL;
+  if (r) {
+    snprintf(r->kernel, sizeof r->kernel, "%s", name);
+    r->n = n;
+    r->seed = seed;
+    r->max_abs_error = r->rel_l2_error = NAN;
+    r->max_abs_tolerance = r->rel_l2_tolerance = NAN;
+    r->kernel_ms = r->bytes_moved = r->gb_per_s = r->tflop_per_s = NAN;
+    cli_compiler(r->compiler, sizeof r->compiler);
+    snprintf(r->non_claims, sizeof r->non_claims,
+             "nothing ran, so nothing was shown (see error)");
+    text = tj_report_json(r);
+  }
+  if (text)
+    print_run_json(text, error);
+  else
+    cli_error("out of memory formatting the report");
+  free(text);
+  free(r);
+}
+
 static int print_report(const cli_options *o, const tj_report *r)
 {
   char *text = o->json ? tj_report_json(r) : tj_report_markdown(r);
@@ -280,9 +400,14 @@ static int print_report(const cli_options *o, const tj_report *r)
     cli_error("out of memory formatting the report");
     return EXIT_FAIL;
   }
-  fputs(text, stdout);
-  if (*text && text[strlen(text) - 1] != '\n')
-    putchar('\n');
+  if (o->json) {
+    print_run_json(text, r->within_tolerance ? NULL
+                                             : "disagrees with the CPU oracle");
+  } else {
+    fputs(text, stdout);
+    if (*text && text[strlen(text) - 1] != '\n')
+      putchar('\n');
+  }
   free(text);
   if (!r->within_tolerance)
     cli_error("%s disagrees with the CPU oracle: max abs error %g (limit %g), "
@@ -301,10 +426,10 @@ int cli_run(const cli_options *o)
   opts.cache_path = o->cache_path;
   opts.flags = o->cache_flags;
   tj_runtime *rt = NULL;
+  uint64_t n = o->n ? o->n : strcmp(name, "gemm_f16") == 0
+                                 ? RUN_DEFAULT_GEMM_N : RUN_DEFAULT_N;
   int rc = tj_runtime_open(&rt, &opts);
   if (rc == TJ_OK) {
-    uint64_t n = o->n ? o->n : strcmp(name, "gemm_f16") == 0
-                                   ? RUN_DEFAULT_GEMM_N : RUN_DEFAULT_N;
     tj_report *r = calloc(1, sizeof *r); /* 3 KiB: not for the stack */
     rc = r ? tj_verify(rt, name, n, o->seed, r) : TJ_ENOMEM;
     if (rc == TJ_OK)
@@ -316,6 +441,11 @@ int cli_run(const cli_options *o)
     cli_error("cannot run %s: no GPU (%s)", name, tj_errmsg(rt));
   } else {
     cli_error("cannot run %s: %s: %s", name, tj_strerror(rc), tj_errmsg(rt));
+  }
+  if (rc != TJ_OK && rc != TJ_EVERIFY && o->json) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s: %s", tj_strerror(rc), tj_errmsg(rt));
+    print_unrun_json(name, n, o->seed, why);
   }
   tj_runtime_close(rt);
   return rc == TJ_OK ? EXIT_OK : EXIT_FAIL;

@@ -199,6 +199,16 @@ struct tj_runtime {
   pthread_mutex_t lock;   /* guards msg and stats */
   char *msg;
   tj_stats stats;
+  int opened;            /* 1 once tj_runtime_open succeeded (below) */
 };
+
+/* Whether rt may be used.  A runtime whose open failed is handed back
+ * only so that tj_errmsg can say why: every public entry but tj_errmsg
+ * and tj_runtime_close refuses it (TJ_EINVAL), since its table, cache
+ * and device may be missing.  The message is left as the open set it. */
+static inline int tj__runtime_usable(const tj_runtime *rt)
+{
+  return rt && rt->opened;
+}
 
 #endif /* TJ_INTERNAL_H */

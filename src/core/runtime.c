@@ -109,7 +109,9 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   }
   if (!(rt->table = tj__modtable_new()))
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
-  return open_cache(rt, &o);
+  if ((rc = open_cache(rt, &o)) == TJ_OK)
+    rt->opened = 1; /* every early return above leaves it unusable */
+  return rc;
 }
 
 struct usage {
@@ -163,23 +165,29 @@ void tj_runtime_close(tj_runtime *rt)
 
 int tj_runtime_bind(tj_runtime *rt)
 {
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   if (rt->compile_only)
     return TJ_ENODEVICE;
   return tj__device_make_current(&rt->device);
 }
 
-const char *tj_runtime_arch(const tj_runtime *rt) { return rt ? rt->arch : NULL; }
-const char *tj_runtime_compiler(const tj_runtime *rt) { return rt ? rt->compiler : NULL; }
+const char *tj_runtime_arch(const tj_runtime *rt)
+{
+  return tj__runtime_usable(rt) ? rt->arch : NULL;
+}
+const char *tj_runtime_compiler(const tj_runtime *rt)
+{
+  return tj__runtime_usable(rt) ? rt->compiler : NULL;
+}
 const char *tj_runtime_cache_path(const tj_runtime *rt)
 {
-  return rt && rt->cache ? rt->cache_path : NULL;
+  return tj__runtime_usable(rt) && rt->cache ? rt->cache_path : NULL;
 }
 
 int tj_runtime_stats(const tj_runtime *rt, tj_stats *stats)
 {
-  if (!rt || !stats)
+  if (!tj__runtime_usable(rt) || !stats)
     return TJ_EINVAL;
   pthread_mutex_lock((pthread_mutex_t *)&rt->lock);
   *stats = rt->stats;
@@ -326,7 +334,7 @@ static int get_or_build(build_request *req, int kind, const char *name,
 
 int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
 {
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   if (!name || !out)
     return tj__fail(rt, TJ_EINVAL, "tj_kernel_get: %s is NULL",
@@ -376,7 +384,7 @@ static int check_compile_args(tj_runtime *rt, const char *source,
 int tj_kernel_compile(tj_runtime *rt, const char *source, const char *entry,
                       const char *options, tj_kernel **out)
 {
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   int rc = check_compile_args(rt, source, entry, options, out);
   if (rc != TJ_OK)

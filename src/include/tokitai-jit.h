@@ -124,7 +124,9 @@ typedef struct tj_options {
  * Open a runtime.  On success *rt is a new runtime that the caller closes
  * with tj_runtime_close.  On failure *rt is still set when a runtime could
  * be allocated, so that tj_errmsg(*rt) can say why; close it too (closing
- * NULL is fine).  Opening initialises the GPU driver unless TJ_NO_DEVICE is
+ * NULL is fine).  Such a runtime is good for nothing else: every other call
+ * on it returns TJ_EINVAL (NULL for the string queries) and leaves
+ * tj_errmsg saying why the open failed.  Opening initialises the GPU driver unless TJ_NO_DEVICE is
  * given, and makes the device current on the calling thread.
  * Errors: TJ_EINVAL (bad options), TJ_ENODEVICE (no device and no arch),
  * TJ_EARCH (arch the compiler cannot target), TJ_EPERM (unsafe cache),

@@ -286,7 +286,7 @@ static int elementwise_call(tj_runtime *rt, int which, void *stream,
                             const void *const *ptr, size_t n)
 {
   const elementwise_op *op = &elementwise_ops[which];
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   int rc = check_op(rt, op->fn, op, ptr, n);
   if (rc != TJ_OK)
@@ -350,7 +350,7 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                 int ldb, float beta, uint16_t *C, int ldc)
 {
   static const char fn[] = "tj_gemm_f16";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   int rc = check_gemm(rt, fn, M, N, K, A, lda, B, ldb, C, ldc);
   if (rc != TJ_OK)
@@ -480,7 +480,7 @@ static int elementwise_host(tj_runtime *rt, int which, const void *const *ptr,
                             const size_t *len, size_t n)
 {
   const elementwise_op *op = &elementwise_ops[which];
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   int rc = check_op(rt, op->host_fn, op, ptr, n);
   for (int i = 0; i < op->nin && rc == TJ_OK; i++)
@@ -548,7 +548,7 @@ int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K, float alpha,
                      uint16_t *C)
 {
   static const char fn[] = "tj_gemm_f16_host";
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   /* Dense: each span is exactly its matrix, checked for overflow here. */
   int rc = check_gemm(rt, fn, M, N, K, A, K, B, N, C, N);

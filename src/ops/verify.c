@@ -605,7 +605,7 @@ static int check_device(tj_runtime *rt, const verify_kind *kd, uint64_t n,
 int tj_verify(tj_runtime *rt, const char *kernel, uint64_t n, uint64_t seed,
               tj_report *report)
 {
-  if (!rt)
+  if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   if (!kernel || !report)
     return tj__fail(rt, TJ_EINVAL, "tj_verify: %s is NULL",

@@ -30,6 +30,9 @@ TJ_EXPORT float tj_f16_to_f32(uint16_t h);
  * caught ("grad_out length 3 does not match n=4").  n = 0, NULL
  * pointers, and sizes whose byte count overflows are TJ_EINVAL with a
  * message naming the argument.  Thread-safe as tj_launch is.
+ * To launch one yourself (tj_kernel_get, then tj_launch), follow its raw
+ * signature and launch contract in <tokitai-jit/kernels.h>, generated from
+ * the kernel sources: the kernels take n as unsigned long long.
  */
 TJ_EXPORT int tj_add_i32(tj_runtime *rt, void *stream, const int32_t *a,
                          const int32_t *b, int32_t *c, size_t n);
