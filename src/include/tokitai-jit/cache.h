@@ -20,6 +20,11 @@ extern "C" {
  */
 typedef struct tj_cache tj_cache;
 
+/* The largest code object a cache stores or loads (256 MiB; real ones are
+ * kilobytes to a few megabytes).  A row claiming more is treated like one
+ * that fails its hash: dropped and recompiled, its blob never read. */
+#define TJ_CACHE_MAX_CODE_BYTES (256ull << 20)
+
 /* Open the cache at path (NULL: the default location, as in tj_options).
  * flags: TJ_CACHE_READONLY, TJ_CACHE_GROUP.  A missing file is TJ_ENOENT
  * (nothing is created) unless flags lacks TJ_CACHE_READONLY, in which case
