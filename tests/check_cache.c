@@ -161,6 +161,12 @@ START_TEST(refuses_locations_others_can_write)
   expect_refused(path, 0, "cache.db-wal: mode 0660"); /* the group's -wal */
   ck_assert_int_eq(chmod(wal, 0600), 0);
   free(wal);
+  wal = test_path(sub, "cache.db-shm");
+  chmod(wal, 0600);
+  free(wal);
+  wal = test_path(sub, "cache.db.lock");
+  chmod(wal, 0600);
+  free(wal);
   ck_assert_int_eq(chmod(path, 0666), 0);
   expect_refused(path, 0, "mode 0666");
   ck_assert_int_eq(chmod(path, 0600), 0);

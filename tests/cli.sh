@@ -229,7 +229,7 @@ out "^$nkernels entries"
 
 run 0 --stats
 out "^cache +$cache\$"
-out '^schema version +1$'
+out '^schema version +2$'
 out "^entries +$nkernels\$"
 out "^misses +$nkernels\$"
 out '^hits +1$'
@@ -352,13 +352,22 @@ bad=$tmp/bad/cache.db
 mkdir -p "$tmp/bad" && chmod 0700 "$tmp/bad"
 echo "this is not an SQLite database at all, just some text" >"$bad"
 chmod 0600 "$bad"
+sum_before=$(cksum <"$bad")
 run 1 --list-cache --cache "$bad"
 err "$bad"
 run 1 --verify-cache --cache "$bad"
 err "$bad"
-run 0 --verify-cache --repair --cache "$bad"
-err 'moved it to'
-out '^checked 0 entries'
+# Not shown to be a tokitai-jit cache: refused by every command, and left
+# exactly as it was, with nothing beside it.
+for cmd in "--verify-cache --repair" --clear-cache "--evict-older-than 1d" \
+    "--max-size 1K" "--warm --arch $arch add_i32"; do
+  # shellcheck disable=SC2086
+  run 1 $cmd --cache "$bad"
+  err "is not a tokitai-jit cache"
+  no_out 'moved it to'
+done
+[ "$(cksum <"$bad")" = "$sum_before" ] || fail "$bad was changed"
+[ "$(ls "$tmp/bad")" = cache.db ] || fail "files appeared beside $bad: $(ls "$tmp/bad")"
 
 # ------------------------------------------------------------ output errors
 if [ -w /dev/full ]; then

@@ -357,13 +357,15 @@ static int read_header(const char *path, unsigned char *h, int n)
   return got;
 }
 
-static int classify_header(const char *path, uint32_t *appid)
+static int classify_header(const char *path, off_t size, uint32_t *appid)
 {
   unsigned char h[100];
-  int n = read_header(path, h, sizeof h);
   *appid = 0;
-  if (n == 0)
+  if (size == 0)
     return TJ__HEADER_EMPTY;
+  if (size < (off_t)sizeof h) /* SQLite itself takes 1 byte for empty */
+    return TJ__HEADER_NOT_SQLITE;
+  int n = read_header(path, h, sizeof h);
   if (n < (int)sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
     return n < 0 ? TJ__HEADER_UNREADABLE : TJ__HEADER_NOT_SQLITE;
   *appid = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 |
@@ -402,6 +404,7 @@ static int check_database(int dirfd, tj__location *loc, unsigned flags,
         return rc;
       loc->dev = st.st_dev;
       loc->ino = st.st_ino;
+      loc->size = st.st_size;
       readonly_reason(dirfd, loc->name, loc->readonly_why,
                       sizeof loc->readonly_why);
       return TJ_OK;
@@ -491,7 +494,7 @@ int tj__location_open(const char *path, unsigned flags, tj__location *loc,
   if (rc == TJ_OK)
     rc = check_database(dirfd, loc, flags, msg, len);
   if (rc == TJ_OK)
-    loc->header = classify_header(loc->path, &loc->appid);
+    loc->header = classify_header(loc->path, loc->size, &loc->appid);
   if (dirfd >= 0)
     close(dirfd);
   free(dir);

@@ -156,6 +156,7 @@ typedef struct tj__location {
   char *name;  /* the file's name in it */
   dev_t dev;   /* the database file as judged */
   ino_t ino;
+  off_t size;
   int header;  /* TJ__HEADER_* */
   uint32_t appid;
   char readonly_why[128]; /* "" when we may write the file */
