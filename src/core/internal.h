@@ -73,14 +73,15 @@ char *tj__cache_default_path(void);
  * Open (creating as needed) the cache at path.  TJ_OK with *out set, or
  * TJ_OK with *out NULL and a warning in msg when the cache cannot be used
  * and the runtime should go on without it; TJ_EPERM when the location is
- * unsafe.  msg is always NUL-terminated.
+ * unsafe; TJ_ECACHE when the path names something that is not a
+ * tokitai-jit cache (left as it was).  msg is always NUL-terminated.
  */
 int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
                    char *msg, size_t msglen);
 void tj__cache_close(tj__cache *c);
 /* Look up want->key.  The row must match want's kernel, arch, platform,
- * compiler and options, its code its stored hash and size, and its size
- * TJ_CACHE_MAX_CODE_BYTES (checked before the blob is read).  TJ_OK: *code
+ * compiler and options, its code its stored hash and size, and its size be
+ * at most TJ_CACHE_MAX_CODE_BYTES (checked before the blob is read).  TJ_OK: *code
  * is a malloc'd copy.  TJ_ENOENT: no usable row; *dropped is a TJ__DROP_*
  * reason when a row failed a check and was deleted (0 otherwise).
  * TJ_ECACHE: the cache was given up (below), *dropped as before. */
