@@ -446,6 +446,21 @@ else
   echo "note: chattr +i is not possible here; the immutable-file checks are skipped"
 fi
 
+# Maintenance while another process compiles into the same cache: every
+# command succeeds (busy is waited on), and the file is whole after.
+race=$tmp/race/cache.db
+"$prog" --warm --arch "$arch" --cache "$race" add_i32 >/dev/null 2>&1
+"$prog" --warm --arch "$arch" --cache "$race" >"$tmp/warm.out" 2>&1 &
+warm_pid=$!
+for cmd in --clear-cache "--evict-older-than 0s" "--verify-cache --repair" \
+    --clear-cache "--max-size 1K" "--verify-cache --repair"; do
+  # shellcheck disable=SC2086
+  run 0 $cmd --cache "$race"
+done
+wait "$warm_pid" || fail "--warm racing maintenance: $(cat "$tmp/warm.out")"
+run 0 --verify-cache --cache "$race"
+out ', 0 bad$'
+
 # ------------------------------------------------------------ output errors
 if [ -w /dev/full ]; then
   checks=$((checks + 1))

@@ -786,8 +786,11 @@ static int judge_file(const tj__location *loc, int *ours, char *msg,
   case TJ__HEADER_EMPTY:
   case TJ__HEADER_OURS:
     return TJ_OK;
-  case TJ__HEADER_UNMARKED:
-    return probe(loc, msg, len);
+  case TJ__HEADER_UNMARKED: {
+    int rc = probe(loc, msg, len);
+    *ours = rc == TJ_OK;
+    return rc;
+  }
   case TJ__HEADER_FOREIGN:
     snprintf(what, sizeof what, "an SQLite database of another application "
              "(application_id 0x%08x)", (unsigned)loc->appid);

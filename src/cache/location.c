@@ -256,8 +256,13 @@ static int walk(const char *dir, const char *cache_dir, int all_ancestors,
              ? check_cache_dir(&st, here, flags, msg, len)
              : check_ancestor(&st, here, cache_dir, flags, msg, len);
     size_t n = strcspn(rest, "/");
-    if (rc != TJ_OK || last || n > NAME_MAX)
+    if (rc != TJ_OK || last)
       break;
+    if (n > NAME_MAX) {
+      errno = ENAMETOOLONG;
+      rc = TJ_EIO;
+      break;
+    }
     memcpy(comp, rest, n);
     comp[n] = '\0';
     int child = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
