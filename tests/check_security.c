@@ -20,7 +20,9 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -263,6 +265,72 @@ START_TEST(another_users_files_are_refused)
   ck_assert_int_ne(access(inner, F_OK), 0);
   free(inner); free(mine); free(their_dir); free(theirs); free(wal);
   free(path); free(dir);
+}
+END_TEST
+
+/* Another user's file bind-mounted over our cache file or side file, and
+ * their directory over our cache directory: judged as what is mounted. */
+static int bind_child(const char *dir, uid_t ou, gid_t og)
+{
+  char path[4096], theirs[4096], their_dir[4096], msg[2048];
+  snprintf(path, sizeof path, "%s/c/cache.db", dir);
+  snprintf(theirs, sizeof theirs, "%s/theirs.db", dir);
+  snprintf(their_dir, sizeof their_dir, "%s/their-dir", dir);
+  if (open_rc(path, 0, msg, sizeof msg) != TJ_OK)
+    return 2;
+  tj__cache *c = NULL;
+  if (tj__cache_open(theirs, 0, &c, msg, sizeof msg) != TJ_OK || !c)
+    return 3;
+  tj__cache_close(c);
+  if (chown(theirs, ou, og) != 0 || mkdir(their_dir, 0700) != 0 ||
+      chown(their_dir, ou, og) != 0)
+    return 4;
+  if (unshare(CLONE_NEWNS) != 0 ||
+      mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount(theirs, path, NULL, MS_BIND, NULL) != 0)
+    return 77;
+  if (open_rc(path, 0, msg, sizeof msg) != TJ_EPERM || !strstr(msg, "owned by uid"))
+    return 5;
+  umount(path);
+  char wal[4200];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  if (mount(theirs, wal, NULL, MS_BIND, NULL) != 0)
+    return 6;
+  if (open_rc(path, 0, msg, sizeof msg) != TJ_EPERM || !strstr(msg, "cache.db-wal"))
+    return 7;
+  umount(wal);
+  snprintf(wal, sizeof wal, "%s/c", dir);
+  if (mount(their_dir, wal, NULL, MS_BIND, NULL) != 0)
+    return 8;
+  if (open_rc(path, 0, msg, sizeof msg) != TJ_EPERM || !strstr(msg, "owned by uid"))
+    return 9;
+  return 0;
+}
+
+START_TEST(bind_mounts_are_judged_as_mounted)
+{
+  uid_t ou;
+  gid_t og;
+  if (!other_user(&ou, &og)) {
+    printf("security: bind mounts: skipped (needs root to make tj-test-other)\n");
+    return;
+  }
+  char *dir = test_tmpdir();
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(bind_child(dir, ou, og));
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+    printf("security: bind mounts: skipped (no mount namespace here)\n");
+  } else {
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "step %d",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    printf("security: another user's file and directory bind-mounted over "
+           "the cache, its -wal and its directory: each refused\n");
+  }
+  free(dir);
 }
 END_TEST
 
@@ -810,6 +878,7 @@ int main(void)
   tcase_add_test(tc, hard_links_are_refused);
   tcase_add_test(tc, another_users_files_are_refused);
   tcase_add_test(tc, planted_files_in_a_shared_directory);
+  tcase_add_test(tc, bind_mounts_are_judged_as_mounted);
   tcase_add_test(tc, only_regular_files_and_never_a_hang);
   tcase_add_test(tc, an_applications_database_is_left_alone);
   tcase_add_test(tc, damaged_unmarked_files_are_not_moved);
