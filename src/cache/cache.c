@@ -6,14 +6,18 @@
  * the cases SQLite does not wait on, prepared statements only, one
  * transaction per insert, INSERT OR IGNORE so that racing compilers all
  * succeed and leave one row.  Every blob is checked against its stored
- * XXH3-128 and size on load.  A location other users can write is refused:
- * whoever writes the cache chooses the code that runs on our GPU.
+ * XXH3-128 and size on load, and its columns against the request.  A
+ * location other users can write is refused (location.c): whoever writes
+ * the cache chooses the code that runs on our GPU.
  *
- * A cache must never stop a program: a file that is not a usable database
- * is moved aside and replaced, one that fails under us (damaged, disk full,
- * I/O errors) is given up for the rest of the connection, and each of those
- * is reported once.  cache/README.md says why each choice is safe for the
- * other processes that have the file open.
+ * A file is changed only once it is shown to be ours (application_id, or
+ * exactly a layout an earlier release made); anything else is refused with
+ * TJ_ECACHE and left as it was.  Otherwise a cache must never stop a
+ * program: a damaged file of ours is moved aside and replaced, one that
+ * fails under us (damaged, disk full, I/O errors) is given up for the rest
+ * of the connection, and each of those is reported once.  cache/README.md
+ * says why each choice is safe for the other processes that have the file
+ * open.
  */
 #include "internal.h"
 #include "embedded.h"

@@ -51,7 +51,7 @@
   "to share it with a group, use a directory of that group with mode 2770 " \
   "and tokitai-jit --group (TJ_CACHE_GROUP in C)"
 
-int tj__in_my_groups(gid_t gid)
+static int in_my_groups(gid_t gid)
 {
   if (gid == getegid())
     return 1;
@@ -89,7 +89,7 @@ static int group_is_private(gid_t gid)
 static int trusted_owner(const struct stat *st, unsigned flags, int root_ok)
 {
   return st->st_uid == geteuid() || (root_ok && st->st_uid == 0) ||
-         ((flags & TJ_CACHE_GROUP) && tj__in_my_groups(st->st_gid));
+         ((flags & TJ_CACHE_GROUP) && in_my_groups(st->st_gid));
 }
 
 /* A directory above the cache directory: nobody but root, us (or the

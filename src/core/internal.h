@@ -180,7 +180,6 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
 struct stat;
 int tj__location_check_file(const struct stat *st, const char *path,
                             unsigned flags, char *msg, size_t len);
-int tj__in_my_groups(gid_t gid);
 void tj__location_free(tj__location *loc);
 
 /* ------------------------------------------------------------ cache_admin.c */
