@@ -1,5 +1,7 @@
--- tokitai-jit cache schema, version 1 (PRAGMA user_version = 1).
--- Embedded into the library at build time; see cache/README.md.
+-- tokitai-jit cache schema, version 2 (PRAGMA user_version = 2), in a file
+-- marked PRAGMA application_id = 0x746A6974 ("tjit"), which the library
+-- sets in the same transaction.  Embedded into the library at build time;
+-- see cache/README.md.
 CREATE TABLE IF NOT EXISTS code_objects (
   key        TEXT PRIMARY KEY,   -- XXH3-128 of the canonical inputs, 32 hex digits
   kernel     TEXT NOT NULL,      -- entry name
@@ -13,7 +15,8 @@ CREATE TABLE IF NOT EXISTS code_objects (
   compile_ms REAL NOT NULL,
   created    INTEGER NOT NULL,   -- unix seconds
   last_used  INTEGER NOT NULL,   -- unix seconds
-  hits       INTEGER NOT NULL DEFAULT 0
+  hits       INTEGER NOT NULL DEFAULT 0,
+  entries    TEXT NOT NULL DEFAULT '' -- a module's entries (version 2)
 );
 CREATE INDEX IF NOT EXISTS code_objects_last_used ON code_objects(last_used);
 CREATE TABLE IF NOT EXISTS counters (

@@ -59,7 +59,8 @@ START_TEST(creates_private_directory_and_file)
   char *sub = test_path(dir, "a/b");
   ck_assert_int_eq(stat(sub, &st), 0);
   ck_assert_uint_eq(st.st_mode & 0777, 0700);
-  ck_assert_int_eq(query_int(path, "PRAGMA user_version"), 1);
+  ck_assert_int_eq(query_int(path, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(query_int(path, "PRAGMA application_id"), TJ__CACHE_APP_ID);
   ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 0);
   free(sub); free(path); free(dir);
 }
@@ -76,13 +77,15 @@ START_TEST(round_trip_and_insert_or_ignore)
   void *code = NULL;
   size_t size = 0;
   int dropped = 1;
-  ck_assert_int_eq(tj__cache_get(c, key, &code, &size, &dropped), TJ_OK);
+  tj__cache_row want = row_for(key);
+  want.code = NULL;
+  ck_assert_int_eq(tj__cache_get(c, &want, &code, &size, &dropped), TJ_OK);
   ck_assert_int_eq(dropped, 0);
   ck_assert_uint_eq(size, sizeof blob);
   ck_assert(memcmp(code, blob, size) == 0);
   free(code);
-  ck_assert_int_eq(tj__cache_get(c, "ffffffffffffffffffffffffffffffff", &code,
-                                 &size, &dropped), TJ_ENOENT);
+  want.key = "ffffffffffffffffffffffffffffffff";
+  ck_assert_int_eq(tj__cache_get(c, &want, &code, &size, &dropped), TJ_ENOENT);
   const char *keys[] = {key};
   uint64_t hits[] = {3};
   ck_assert_int_eq(tj__cache_record_usage(c, keys, hits, 1, 2), TJ_OK);
@@ -124,8 +127,8 @@ START_TEST(tampered_blob_is_dropped)
   void *code = NULL;
   size_t size = 0;
   int dropped = 0;
-  ck_assert_int_eq(tj__cache_get(c, key, &code, &size, &dropped), TJ_ENOENT);
-  ck_assert_int_eq(dropped, 1);
+  ck_assert_int_eq(tj__cache_get(c, &r, &code, &size, &dropped), TJ_ENOENT);
+  ck_assert_int_eq(dropped, TJ__DROP_HASH);
   ck_assert_ptr_null(code);
   tj__cache_close(c);
   ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 0);
@@ -153,6 +156,17 @@ START_TEST(refuses_locations_others_can_write)
   expect_refused(path, 0, "TJ_CACHE_GROUP");
   tj__cache_close(open_ok(path, TJ_CACHE_GROUP)); /* asked for explicitly */
   ck_assert_int_eq(chmod(sub, 0700), 0);
+  char *wal = test_path(sub, "cache.db-wal");
+  ck_assert_int_eq(chmod(path, 0600), 0);
+  expect_refused(path, 0, "cache.db-wal: mode 0660"); /* the group's -wal */
+  ck_assert_int_eq(chmod(wal, 0600), 0);
+  free(wal);
+  wal = test_path(sub, "cache.db-shm");
+  chmod(wal, 0600);
+  free(wal);
+  wal = test_path(sub, "cache.db.lock");
+  chmod(wal, 0600);
+  free(wal);
   ck_assert_int_eq(chmod(path, 0666), 0);
   expect_refused(path, 0, "mode 0666");
   ck_assert_int_eq(chmod(path, 0600), 0);
@@ -181,16 +195,53 @@ static void write_file(const char *path, const void *data, size_t n)
   close(fd);
 }
 
-/* A file that is not a usable database is moved aside and replaced. */
-START_TEST(corrupt_files_are_moved_aside)
+static unsigned char *read_all(const char *path, size_t *n)
+{
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  unsigned char *b = malloc(1 << 20);
+  *n = fread(b, 1, 1 << 20, f);
+  fclose(f);
+  return b;
+}
+
+/* A file that cannot be shown to be ours is refused and left exactly as it
+ * was: nothing moved, nothing beside it. */
+START_TEST(foreign_files_are_left_alone)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  char *pattern = test_path(dir, "cache.db.corrupt-*");
+  char *pattern = test_path(dir, "cache.db?*");
   unsigned char junk[8192];
   srand(7);
   for (size_t i = 0; i < sizeof junk; i++)
     junk[i] = (unsigned char)rand();
   write_file(path, junk, sizeof junk);
+  tj__cache *c = NULL;
+  char msg[1024];
+  ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_ECACHE);
+  ck_assert_ptr_null(c);
+  ck_assert_msg(strstr(msg, "not a tokitai-jit cache"), "message: %s", msg);
+  size_t n;
+  unsigned char *after = read_all(path, &n);
+  ck_assert_uint_eq(n, sizeof junk);
+  ck_assert(memcmp(after, junk, n) == 0);
+  ck_assert_int_eq(count_matches(pattern), 0);
+  free(after); free(pattern); free(path); free(dir);
+}
+END_TEST
+
+/* A damaged file whose header carries our mark is ours: moved aside. */
+START_TEST(damaged_file_of_ours_is_moved_aside)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  char *pattern = test_path(dir, "cache.db.corrupt-*");
+  tj__cache_close(open_ok(path, 0));
+  size_t n;
+  unsigned char *b = read_all(path, &n);
+  ck_assert_uint_ge(n, 4096);
+  for (size_t i = 100; i < 4096; i++) /* the schema, after the header */
+    b[i] = (unsigned char)(i * 13);
+  write_file(path, b, n);
   tj__cache *c = NULL;
   char msg[1024];
   ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_OK);
@@ -200,14 +251,15 @@ START_TEST(corrupt_files_are_moved_aside)
   tj__cache_row r = row_for("00000000000000000000000000000002");
   ck_assert_int_eq(tj__cache_put(c, &r), TJ_OK);
   tj__cache_close(c);
-  free(pattern); free(path); free(dir);
+  free(b); free(pattern); free(path); free(dir);
 }
 END_TEST
 
 START_TEST(table_missing_columns_is_replaced)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  exec_sql(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 1");
+  exec_sql(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 2; "
+           "PRAGMA application_id = 1953130868");
   chmod(path, 0600);
   tj__cache *c = NULL;
   char msg[1024];
@@ -223,7 +275,8 @@ END_TEST
 START_TEST(newer_schema_is_left_alone)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  exec_sql(path, "CREATE TABLE future (x); PRAGMA user_version = 99");
+  exec_sql(path, "CREATE TABLE future (x); PRAGMA user_version = 99; "
+           "PRAGMA application_id = 1953130868");
   chmod(path, 0600);
   tj__cache *c = NULL;
   char msg[1024];
@@ -287,7 +340,8 @@ int main(void)
   tcase_add_test(tc, uses_wal_journal);
   tcase_add_test(tc, tampered_blob_is_dropped);
   tcase_add_test(tc, refuses_locations_others_can_write);
-  tcase_add_test(tc, corrupt_files_are_moved_aside);
+  tcase_add_test(tc, foreign_files_are_left_alone);
+  tcase_add_test(tc, damaged_file_of_ours_is_moved_aside);
   tcase_add_test(tc, table_missing_columns_is_replaced);
   tcase_add_test(tc, newer_schema_is_left_alone);
   tcase_add_test(tc, readonly_never_writes);

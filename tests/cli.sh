@@ -309,7 +309,7 @@ fi
 
 run 0 --stats
 out "^cache +$cache\$"
-out '^schema version +1$'
+out '^schema version +2$'
 out "^entries +$nkernels\$"
 out "^misses +$nkernels\$"
 out '^hits +1$'
@@ -453,8 +453,8 @@ if [ "$have_sqlite3" = yes ]; then
   opts=$tmp/opts/cache.db
   run 0 --warm --arch "$arch" --cache "$opts" add_i32
   long="-DTILE=64 -DUNROLL=8 -I/opt/my project/include -ffast-math"
-  sqlite3 "$opts" "INSERT INTO code_objects SELECT substr(key, 1, 31) || 'a', kernel, arch, platform, compiler, '-DTILE=64', code, code_hash, code_size, compile_ms, created, last_used, hits FROM code_objects WHERE kernel = 'add_i32';
-    INSERT INTO code_objects SELECT substr(key, 1, 31) || 'b', kernel, arch, platform, compiler, '$long', code, code_hash, code_size, compile_ms, created, last_used, hits FROM code_objects WHERE kernel = 'add_i32' AND options = ''" ||
+  sqlite3 "$opts" "INSERT INTO code_objects SELECT substr(key, 1, 31) || 'a', kernel, arch, platform, compiler, '-DTILE=64', code, code_hash, code_size, compile_ms, created, last_used, hits, entries FROM code_objects WHERE kernel = 'add_i32';
+    INSERT INTO code_objects SELECT substr(key, 1, 31) || 'b', kernel, arch, platform, compiler, '$long', code, code_hash, code_size, compile_ms, created, last_used, hits, entries FROM code_objects WHERE kernel = 'add_i32' AND options = ''" ||
     fail "sqlite3 could not add option sets to $opts"
   run 0 --list-cache --cache "$opts"
   out "^[0-9a-f]{12}  add_i32 .* -\$"
@@ -480,13 +480,114 @@ bad=$tmp/bad/cache.db
 mkdir -p "$tmp/bad" && chmod 0700 "$tmp/bad"
 echo "this is not an SQLite database at all, just some text" >"$bad"
 chmod 0600 "$bad"
+sum_before=$(cksum <"$bad")
 run 1 --list-cache --cache "$bad"
 err "$bad"
 run 1 --verify-cache --cache "$bad"
 err "$bad"
-run 0 --verify-cache --repair --cache "$bad"
-err 'moved it to'
-out '^checked 0 entries'
+# Not shown to be a tokitai-jit cache: refused by every command, and left
+# exactly as it was, with nothing beside it.
+for cmd in "--verify-cache --repair" --clear-cache "--evict-older-than 1d" \
+    "--max-size 1K" "--warm --arch $arch add_i32"; do
+  # shellcheck disable=SC2086
+  run 1 $cmd --cache "$bad"
+  err "is not a tokitai-jit cache"
+  no_out 'moved it to'
+done
+[ "$(cksum <"$bad")" = "$sum_before" ] || fail "$bad was changed"
+[ "$(ls "$tmp/bad")" = cache.db ] || fail "files appeared beside $bad: $(ls "$tmp/bad")"
+
+# ------------------------------------------------------------ issue 12
+# A relative --cache in a directory others may write is judged as the
+# absolute path it names; the advice given is one a user can follow.
+open_dir=$tmp/open
+mkdir -p "$open_dir" && chmod 01777 "$open_dir"
+last="(cd $open_dir; tokitai-jit --warm --arch $arch add_i32 --cache y.db)"
+( cd "$open_dir" && "$OLDPWD/$prog" --warm --arch "$arch" add_i32 --cache y.db \
+    >"$tmp/out" 2>"$tmp/err" ); got=$?
+checks=$((checks + 1))
+[ "$got" -eq 1 ] || fail "relative --cache y.db in a 01777 directory: exit $got"
+err 'refusing cache directory'
+err 'mkdir -m 700'
+if grep -q 'chmod' "$tmp/err"; then fail "unsafe chmod advice: $(cat "$tmp/err")"; fi
+if grep -q -- '--arch' "$tmp/err"; then fail "a cache error carries --arch: $(cat "$tmp/err")"; fi
+absent "$open_dir/y.db"
+chmod 0770 "$open_dir"
+run 1 --warm --arch "$arch" add_i32 --cache "$open_dir/y.db"
+err '--group'
+
+# Not a regular file: an error at once, never a hang, nothing left behind.
+mkfifo "$tmp/fifo.db"
+for cmd in --stats --list-cache --verify-cache --clear-cache \
+    "--evict-older-than 1d" "--verify-cache --repair"; do
+  checks=$((checks + 1))
+  # shellcheck disable=SC2086
+  timeout 60 "$prog" $cmd --cache "$tmp/fifo.db" >"$tmp/out" 2>"$tmp/err"; got=$?
+  [ "$got" -eq 1 ] || fail "$cmd on a FIFO: exit $got (124 is a hang)"
+  grep -q 'is a FIFO, not a regular file' "$tmp/err" || fail "$cmd on a FIFO: $(cat "$tmp/err")"
+done
+mkdir "$tmp/cachedir"
+TOKITAI_JIT_CACHE=$tmp/cachedir
+for cmd in --stats --clear-cache "--warm --arch $arch add_i32"; do
+  # shellcheck disable=SC2086
+  run 1 $cmd
+  err 'is a directory; give a file path'
+done
+TOKITAI_JIT_CACHE=$cache
+absent "$tmp/cachedir.lock"
+[ -z "$(ls "$tmp/cachedir")" ] || fail "files made in $tmp/cachedir"
+
+# A limit of 2^63 bytes or more is no limit, not "evict everything".
+lim=$tmp/lim/cache.db
+run 0 --warm --arch "$arch" --cache "$lim" add_i32
+run 0 --max-size 8388608T --cache "$lim"
+out '^evicted 0 entries '
+run 0 --max-size 9223372036854775808 --cache "$lim"
+out '^evicted 0 entries '
+
+# --verify-cache recomputes the keys of embedded kernels' rows.
+if [ "$have_sqlite3" = yes ]; then
+  run 0 --warm --arch "$arch" --cache "$lim" gelu_fwd_f16
+  sqlite3 "$lim" "CREATE TEMP TABLE k AS SELECT kernel, key FROM code_objects;
+    UPDATE code_objects SET key = key || '-';
+    UPDATE code_objects SET key = (SELECT key FROM k WHERE k.kernel <> code_objects.kernel)"
+  run 1 --verify-cache --cache "$lim"
+  out ', 2 bad$'
+  run 0 --verify-cache --repair --cache "$lim"
+  run 0 --verify-cache --cache "$lim"
+  out ', 0 bad$'
+fi
+
+# --warm that could store nothing says so and fails.
+imm=$tmp/imm/cache.db
+run 0 --warm --arch "$arch" --cache "$imm" add_i32
+if chattr +i "$imm" 2>/dev/null; then
+  run 1 --warm --arch "$arch" --cache "$imm" gelu_fwd_f16
+  err 'stored 0 of the 1 kernels compiled'
+  err 'immutable'
+  no_out '^warmed'
+  run 1 --clear-cache --cache "$imm"
+  err 'immutable'
+  if grep -q 'TJ_CACHE_READONLY' "$tmp/err"; then fail "$last: blames TJ_CACHE_READONLY"; fi
+  chattr -i "$imm"
+else
+  echo "note: chattr +i is not possible here; the immutable-file checks are skipped"
+fi
+
+# Maintenance while another process compiles into the same cache: every
+# command succeeds (busy is waited on), and the file is whole after.
+race=$tmp/race/cache.db
+"$prog" --warm --arch "$arch" --cache "$race" add_i32 >/dev/null 2>&1
+"$prog" --warm --arch "$arch" --cache "$race" >"$tmp/warm.out" 2>&1 &
+warm_pid=$!
+for cmd in --clear-cache "--evict-older-than 0s" "--verify-cache --repair" \
+    --clear-cache "--max-size 1K" "--verify-cache --repair"; do
+  # shellcheck disable=SC2086
+  run 0 $cmd --cache "$race"
+done
+wait "$warm_pid" || fail "--warm racing maintenance: $(cat "$tmp/warm.out")"
+run 0 --verify-cache --cache "$race"
+out ', 0 bad$'
 
 # ------------------------------------------------------------ the CI script
 # After README's in-place ./configure, .ci/run stops at once with what to

@@ -6,14 +6,18 @@
  * the cases SQLite does not wait on, prepared statements only, one
  * transaction per insert, INSERT OR IGNORE so that racing compilers all
  * succeed and leave one row.  Every blob is checked against its stored
- * XXH3-128 and size on load.  A location other users can write is refused:
- * whoever writes the cache chooses the code that runs on our GPU.
+ * XXH3-128 and size on load, and its columns against the request.  A
+ * location other users can write is refused (location.c): whoever writes
+ * the cache chooses the code that runs on our GPU.
  *
- * A cache must never stop a program: a file that is not a usable database
- * is moved aside and replaced, one that fails under us (damaged, disk full,
- * I/O errors) is given up for the rest of the connection, and each of those
- * is reported once.  cache/README.md says why each choice is safe for the
- * other processes that have the file open.
+ * A file is changed only once it is shown to be ours (application_id, or
+ * exactly a layout an earlier release made); anything else is refused with
+ * TJ_ECACHE and left as it was.  Otherwise a cache must never stop a
+ * program: a damaged file of ours is moved aside and replaced, one that
+ * fails under us (damaged, disk full, I/O errors) is given up for the rest
+ * of the connection, and each of those is reported once.  cache/README.md
+ * says why each choice is safe for the other processes that have the file
+ * open.
  */
 #include "internal.h"
 #include "embedded.h"
@@ -32,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CACHE_SCHEMA_VERSION 1
+#define CACHE_SCHEMA_VERSION 2
 #define BUSY_TIMEOUT_MS 5000
 #define BUSY_RETRY_LIMIT_MS 60000
 #define OPEN_ATTEMPTS 4      /* a file may vanish or be replaced under us */
@@ -46,12 +50,14 @@ struct tj__cache {
   int readonly;     /* opened read-only, or found read-only */
   int found_readonly;
   int nowrite;      /* a write failed (disk full, I/O): store nothing more */
+  int ours;         /* shown to be a tokitai-jit cache: may be moved aside */
+  char readonly_why[128];
   int broken;       /* the file failed under us: read nothing more */
   dev_t dev;        /* the file this connection has open, to move aside */
   ino_t ino;        /* only that one and never its replacement */
   char nowrite_msg[512], broken_msg[512]; /* each written once */
   pthread_mutex_t lock; /* statements are shared by the runtime's threads */
-  sqlite3_stmt *get, *put, *drop, *use, *miss, *foreign;
+  sqlite3_stmt *get, *blob, *put, *drop, *use, *miss, *foreign;
 };
 
 char *tj__cache_default_path(void)
@@ -72,145 +78,6 @@ char *tj__cache_default_path(void)
   return path;
 }
 
-/* ------------------------------------------------------- the location */
-
-static int in_my_groups(gid_t gid)
-{
-  gid_t groups[256];
-  if (gid == getegid())
-    return 1;
-  int n = getgroups(256, groups);
-  for (int i = 0; i < n; i++)
-    if (groups[i] == gid)
-      return 1;
-  return 0;
-}
-
-/* Owned by us and writable by nobody else.  With TJ_CACHE_GROUP, the group
- * may write, and the owner may be another member of one of our groups: the
- * caller has said that it trusts them. */
-static int check_owner_and_mode(const char *path, const char *what,
-                                unsigned flags, char *msg, size_t len)
-{
-  struct stat st;
-  if (stat(path, &st) != 0)
-    return TJ_OK; /* absent: we create it with safe modes */
-  int group = (flags & TJ_CACHE_GROUP) != 0;
-  mode_t unsafe = S_IWOTH | (group ? 0 : S_IWGRP);
-  if (st.st_uid != geteuid() && !(group && in_my_groups(st.st_gid))) {
-    snprintf(msg, len,
-             "refusing cache %s %s: owned by uid %u, not by you (uid %u)%s; "
-             "its owner could choose the code that runs on your GPU",
-             what, path, (unsigned)st.st_uid, (unsigned)geteuid(),
-             group ? " nor by one of your groups" : "");
-    return TJ_EPERM;
-  }
-  if (st.st_mode & unsafe) {
-    snprintf(msg, len,
-             "refusing cache %s %s: mode %04o lets other users write it, and "
-             "so choose the code that runs on your GPU (chmod go-w '%s'%s)",
-             what, path, (unsigned)(st.st_mode & 07777), path,
-             group ? "" : ", or share with TJ_CACHE_GROUP");
-    return TJ_EPERM;
-  }
-  return TJ_OK;
-}
-
-/* A directory above the cache that everyone may write, and that lacks the
- * sticky bit, lets anyone rename the cache directory away and put their
- * own in its place. */
-static int check_ancestors(const char *dir, char *msg, size_t len)
-{
-  char *p = strdup(dir), *slash;
-  int rc = TJ_OK;
-  if (!p)
-    return TJ_ENOMEM;
-  while (rc == TJ_OK && (slash = strrchr(p, '/'))) {
-    slash[slash == p] = '\0'; /* "/x" leaves "/" */
-    struct stat st;
-    if (stat(p, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-      snprintf(msg, len, "refusing cache directory %s: %s above it is "
-               "writable by everyone and not sticky, so anyone could put "
-               "their own cache in its place", dir, p);
-      rc = TJ_EPERM;
-    }
-    if (slash == p)
-      break;
-  }
-  free(p);
-  return rc;
-}
-
-/* mkdir -p; each new directory gets exactly mode, whatever the umask, so
- * that a group-shared cache is writable by the group. */
-static int make_dirs(char *dir, mode_t mode)
-{
-  struct stat st;
-  if (stat(dir, &st) == 0)
-    return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-  char *slash = strrchr(dir, '/');
-  if (slash && slash != dir) {
-    *slash = '\0';
-    int e = make_dirs(dir, mode);
-    *slash = '/';
-    if (e)
-      return e;
-  }
-  if (mkdir(dir, mode) != 0)
-    return errno == EEXIST ? 0 : errno;
-  return chmod(dir, mode) == 0 ? 0 : errno;
-}
-
-/* An empty file with the right mode, before SQLite opens it: SQLite would
- * create it 0644 under the umask. */
-static int create_file(const char *path, mode_t mode, char *msg, size_t len)
-{
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                mode);
-  if (fd >= 0) {
-    if (fchmod(fd, mode) != 0) { /* the umask; SQLite copies this mode */
-      snprintf(msg, len, "cannot set the mode of cache file %s: %s", path,
-               strerror(errno));
-      close(fd);
-      return TJ_EIO;
-    }
-    close(fd);
-  } else if (errno != EEXIST) {
-    snprintf(msg, len, "cannot create cache file %s: %s", path, strerror(errno));
-    return TJ_EIO;
-  }
-  return TJ_OK;
-}
-
-static int prepare_location(const char *path, unsigned flags, char *msg,
-                            size_t len)
-{
-  int group = (flags & TJ_CACHE_GROUP) != 0;
-  char *dir = strdup(path);
-  if (!dir)
-    return TJ_ENOMEM;
-  char *slash = strrchr(dir, '/');
-  int rc = TJ_OK;
-  if (slash && slash != dir) {
-    *slash = '\0';
-    rc = check_ancestors(dir, msg, len);
-    int e = (rc != TJ_OK || (flags & TJ_CACHE_READONLY))
-                ? 0 : make_dirs(dir, group ? 0770 : 0700);
-    if (e) {
-      snprintf(msg, len, "cannot create cache directory %s: %s", dir, strerror(e));
-      rc = TJ_EIO;
-    } else if (rc == TJ_OK) {
-      rc = check_owner_and_mode(dir, "directory", flags, msg, len);
-    }
-  }
-  free(dir);
-  if (rc == TJ_OK)
-    rc = check_owner_and_mode(path, "file", flags, msg, len);
-  if (rc == TJ_OK && !(flags & TJ_CACHE_READONLY))
-    rc = create_file(path, group ? 0660 : 0600, msg, len);
-  return rc;
-}
-
 /*
  * <path>.lock orders opening against moving a damaged file aside: an opener
  * holds it shared until SQLite has the database, its WAL and its shared
@@ -219,22 +86,29 @@ static int prepare_location(const char *path, unsigned flags, char *msg,
  * database with the old WAL, and corrupt the new one.  -1 when it cannot
  * be had (a read-only location); the caller then moves nothing aside.
  */
-static int lock_take(const char *path, unsigned flags, int how)
+static int lock_take(const char *path, unsigned flags, int how, int create)
 {
   char *name = NULL;
   mode_t mode = (flags & TJ_CACHE_GROUP) ? 0660 : 0600;
   if (asprintf(&name, "%s.lock", path) < 0)
     return -1;
   int fd = -1;
-  if (!(flags & TJ_CACHE_READONLY))
-    fd = open(name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (create && !(flags & TJ_CACHE_READONLY))
+    fd = open(name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
   if (fd < 0)
-    fd = open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    fd = open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat st;
+  char why[512];
+  /* Our own file, never SQLite's: closing it drops no SQLite lock. */
+  if (fd >= 0 && (fstat(fd, &st) != 0 ||
+                  tj__location_check_file(&st, name, flags, why, sizeof why))) {
+    close(fd);
+    fd = -1;
+  }
   free(name);
   if (fd < 0)
     return -1;
-  struct stat st;
-  if ((flags & TJ_CACHE_GROUP) && fstat(fd, &st) == 0 && st.st_uid == geteuid())
+  if ((flags & TJ_CACHE_GROUP) && st.st_uid == geteuid())
     (void)fchmod(fd, mode); /* the umask; a shared lock must be shared */
   while (flock(fd, how) != 0)
     if (errno != EINTR) {
@@ -319,31 +193,132 @@ static int step_retry(sqlite3_stmt *st)
   }
 }
 
-static int user_version(sqlite3 *db, int *version)
+
+/* ------------------------------------------------------- schema versions */
+
+static int pragma_int(sqlite3 *db, const char *sql, int *out)
 {
   sqlite3_stmt *st;
-  int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
   if (rc != SQLITE_OK)
     return rc;
   rc = step_retry(st);
   if (rc == SQLITE_ROW) {
-    *version = sqlite3_column_int(st, 0);
+    *out = sqlite3_column_int(st, 0);
     rc = SQLITE_OK;
   }
   sqlite3_finalize(st);
   return rc;
 }
 
-/* ------------------------------------------------------- schema versions */
+/* The schema objects and columns of the layouts we made before files
+ * carried our application_id: "type name" lines, then "table.column"
+ * lines, in the order the query below gives them. */
+static const char v1_layout[] =
+  "index code_objects_last_used;index sqlite_autoindex_code_objects_1;"
+  "index sqlite_autoindex_counters_1;table code_objects;table counters;"
+  "code_objects.key;code_objects.kernel;code_objects.arch;"
+  "code_objects.platform;code_objects.compiler;code_objects.options;"
+  "code_objects.code;code_objects.code_hash;code_objects.code_size;"
+  "code_objects.compile_ms;code_objects.created;code_objects.last_used;"
+  "code_objects.hits;counters.name;counters.value;";
+#define PRERELEASE_TABLE                                                     \
+  "table code_objects;code_objects.key;code_objects.kernel;"                 \
+  "code_objects.arch;code_objects.code;code_objects.created;"
+static const char *const prerelease_layouts[] = {
+  "index code_objects_created;index sqlite_autoindex_code_objects_1;"
+  PRERELEASE_TABLE,
+  "index sqlite_autoindex_code_objects_1;" PRERELEASE_TABLE,
+};
+
+/* The file's objects and columns as one string like the layouts above. */
+static int schema_layout(sqlite3 *db, char *out, size_t len)
+{
+  static const char sql[] =
+    "SELECT type || ' ' || name FROM (SELECT type, name FROM sqlite_master "
+    "ORDER BY type, name) UNION ALL SELECT * FROM (SELECT m.name || '.' || "
+    "c.name FROM sqlite_master m, pragma_table_info(m.name) c WHERE m.type = "
+    "'table' ORDER BY m.name, c.cid)";
+  sqlite3_stmt *st;
+  size_t used = 0;
+  out[0] = '\0';
+  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  while (rc == SQLITE_OK && (rc = step_retry(st)) == SQLITE_ROW) {
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    int n = snprintf(out + used, len - used, "%s;", t ? t : "");
+    used += n > 0 && (size_t)n < len - used ? (size_t)n : 0;
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static void describe_tables(sqlite3 *db, int version, char *what, size_t len)
+{
+  sqlite3_stmt *st;
+  const unsigned char *t = NULL;
+  if (sqlite3_prepare_v2(db, "SELECT group_concat(name, ', ') FROM "
+                         "sqlite_master WHERE type = 'table'", -1, &st,
+                         NULL) != SQLITE_OK)
+    st = NULL;
+  if (st && step_retry(st) == SQLITE_ROW)
+    t = sqlite3_column_text(st, 0);
+  snprintf(what, len, "an SQLite database of another program (user_version "
+           "%d, tables: %.200s)", version, t ? (const char *)t : "none");
+  sqlite3_finalize(st);
+}
 
 /*
- * Each step takes a file from one user_version to a later one.  A step
- * with create set then runs cache/schema.sql, which makes the current
- * schema.  Version 0 is an empty file or a pre-release (0.0.x) cache,
- * whose code_objects had no code_hash, code_size or compiler column: its
- * rows cannot be verified and were keyed by another encoding, so they are
- * dropped.  A version with no step from it (a gap, a negative number) is a
- * file we cannot read: it is moved aside and rebuilt.
+ * What the file is.  Ours: it carries TJ__CACHE_APP_ID.  Or it carries
+ * none and is one of the files the library made before it set one: an
+ * empty database (nothing to lose: a new file a killed process left), the
+ * 0.1.0 layout at user_version 1, or the 0.0.x layout at version 0, each
+ * exactly, object for object and column for column.  Anything else is
+ * another program's: it is never migrated, moved or deleted.
+ */
+enum identity { ID_OURS, ID_EMPTY, ID_V1, ID_PRERELEASE, ID_FOREIGN };
+
+static int identify(sqlite3 *db, enum identity *id, int *version, char *what,
+                    size_t len)
+{
+  int appid = 0;
+  char layout[1024];
+  int rc = pragma_int(db, "PRAGMA application_id", &appid);
+  if (rc == SQLITE_OK)
+    rc = pragma_int(db, "PRAGMA user_version", version);
+  if (rc == SQLITE_OK && (uint32_t)appid == TJ__CACHE_APP_ID) {
+    *id = ID_OURS;
+    return SQLITE_OK;
+  }
+  if (rc == SQLITE_OK)
+    rc = schema_layout(db, layout, sizeof layout);
+  if (rc != SQLITE_OK)
+    return rc;
+  *id = ID_FOREIGN;
+  if (appid == 0 && *version == 0 && !layout[0])
+    *id = ID_EMPTY;
+  else if (appid == 0 && *version == 1 && strcmp(layout, v1_layout) == 0)
+    *id = ID_V1;
+  else if (appid == 0 && *version == 0 &&
+           (strcmp(layout, prerelease_layouts[0]) == 0 ||
+            strcmp(layout, prerelease_layouts[1]) == 0))
+    *id = ID_PRERELEASE;
+  else if (appid != 0)
+    snprintf(what, len, "an SQLite database of another application "
+             "(application_id 0x%08x)", (unsigned)appid);
+  else
+    describe_tables(db, *version, what, len);
+  return SQLITE_OK;
+}
+
+/*
+ * Each step takes a file of ours from one user_version to a later one; a
+ * step with create set then runs cache/schema.sql, which makes the current
+ * schema.  Every step marks the file with our application_id.  Version 0
+ * is an empty database or the pre-release (0.0.x) layout, whose rows
+ * cannot be verified and were keyed by another encoding: dropped.  A
+ * version with no step from it (a gap, a negative number) in a file that
+ * is ours is a damaged one: it is moved aside and rebuilt.
  */
 static const struct migration {
   int from, to;
@@ -352,8 +327,9 @@ static const struct migration {
 } migrations[] = {
   {0, CACHE_SCHEMA_VERSION, 1,
    "DROP TABLE IF EXISTS code_objects; DROP TABLE IF EXISTS counters;"},
-  /* The next schema adds a step {1, 2, 0, "ALTER TABLE ..."} and moves the
-   * version in the step above to 2. */
+  /* 0.1.0 -> 0.2: the module entries column (unused until user modules). */
+  {1, 2, 0, "ALTER TABLE code_objects ADD COLUMN entries TEXT NOT NULL "
+            "DEFAULT ''"},
 };
 
 static const struct migration *migration_from(int version)
@@ -366,23 +342,30 @@ static const struct migration *migration_from(int version)
 
 static int run_migration(sqlite3 *db, const struct migration *m)
 {
-  char sql[64];
+  char sql[96];
   int rc = sqlite3_exec(db, m->sql, NULL, NULL, NULL);
   if (rc == SQLITE_OK && m->create)
     rc = sqlite3_exec(db, tj__schema_sql, NULL, NULL, NULL);
-  snprintf(sql, sizeof sql, "PRAGMA user_version = %d", m->to);
+  snprintf(sql, sizeof sql, "PRAGMA user_version = %d; PRAGMA application_id "
+           "= %d", m->to, (int)TJ__CACHE_APP_ID);
   return rc == SQLITE_OK ? sqlite3_exec(db, sql, NULL, NULL, NULL) : rc;
 }
 
+#define MIGRATE_FOREIGN (-1) /* not an SQLite code: the file is not ours */
+
 /* Bring the file to CACHE_SCHEMA_VERSION in one write transaction, which
- * reads the version again, so that racing processes migrate it once.
+ * asks again what the file is and reads the version again, so that racing
+ * processes migrate it once and nothing but our own file is changed.
  * *version is where it ended; *gap says that no step led on. */
-static int migrate(sqlite3 *db, int *version, int *gap)
+static int migrate(sqlite3 *db, int *version, int *gap, char *what, size_t len)
 {
+  enum identity id;
   int rc = exec_retry(db, "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK)
     return rc;
-  rc = user_version(db, version);
+  rc = identify(db, &id, version, what, len);
+  if (rc == SQLITE_OK && id == ID_FOREIGN)
+    rc = MIGRATE_FOREIGN;
   while (rc == SQLITE_OK && *version < CACHE_SCHEMA_VERSION) {
     const struct migration *m = migration_from(*version);
     if (!m) {
@@ -407,7 +390,12 @@ static int prepare_statements(tj__cache *c)
     const char *sql;
   } stmts[] = {
     {offsetof(tj__cache, get),
-     "SELECT code, code_hash, code_size FROM code_objects WHERE key = ?1"},
+     "SELECT code_size, CASE typeof(code) WHEN 'blob' THEN length(code) "
+     "ELSE -1 END, code_hash, kernel, arch, platform, compiler, options "
+     "FROM code_objects WHERE key = ?1"},
+    {offsetof(tj__cache, blob),
+     "SELECT code FROM code_objects WHERE key = ?1 AND code_hash = ?2 AND "
+     "length(code) = ?3"},
     {offsetof(tj__cache, put),
      "INSERT OR IGNORE INTO code_objects (key, kernel, arch, platform, "
      "compiler, options, code, code_hash, code_size, compile_ms, created, "
@@ -454,6 +442,7 @@ static void cache_free(tj__cache *c)
   if (!c)
     return;
   sqlite3_finalize(c->get);
+  sqlite3_finalize(c->blob);
   sqlite3_finalize(c->put);
   sqlite3_finalize(c->drop);
   sqlite3_finalize(c->use);
@@ -480,6 +469,27 @@ int tj__cache_readonly(const tj__cache *c)
 {
   return c->readonly || __atomic_load_n(&c->nowrite, __ATOMIC_ACQUIRE) ||
          __atomic_load_n(&c->broken, __ATOMIC_ACQUIRE);
+}
+
+const char *tj__cache_readonly_why(const tj__cache *c)
+{
+  if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
+    return c->broken_msg;
+  if (__atomic_load_n(&c->nowrite, __ATOMIC_ACQUIRE))
+    return c->nowrite_msg;
+  if (c->found_readonly)
+    return c->readonly_why;
+  return c->readonly ? "it was opened with TJ_CACHE_READONLY" : "";
+}
+
+int tj__cache_exec(tj__cache *c, const char *sql)
+{
+  return exec_retry(c->db, sql);
+}
+
+int tj__cache_step(sqlite3_stmt *st)
+{
+  return step_retry(st);
 }
 
 const char *tj__cache_errmsg(tj__cache *c)
@@ -558,7 +568,7 @@ static int move_aside(const char *path, unsigned flags, dev_t dev, ino_t ino,
                       char *msg, size_t len)
 {
   size_t used = strlen(msg);
-  int fd = lock_take(path, flags, LOCK_EX);
+  int fd = lock_take(path, flags, LOCK_EX, 1);
   if (fd < 0) {
     snprintf(msg + used, len - used, "; could not lock it to move it aside");
     return 0;
@@ -588,30 +598,49 @@ static int move_aside(const char *path, unsigned flags, dev_t dev, ino_t ino,
 
 /* ------------------------------------------------------- opening */
 
-enum open_outcome { OPENED, UNUSABLE, CORRUPT, NEWER, VANISHED, TRANSIENT };
+enum open_outcome {
+  OPENED, UNUSABLE, CORRUPT, NEWER, VANISHED, TRANSIENT, FOREIGN
+};
 
-/* Open the connection and note the file it has and whether SQLite could
- * only open it read-only (a read-only file system or file). */
-static int connect_db(tj__cache *c)
+#define LEFT_ALONE "it was left as it is; give the cache another path " \
+  "($TOKITAI_JIT_CACHE, --cache or tj_options.cache_path)"
+
+static int open_flags(int readonly)
 {
-  int oflags = SQLITE_OPEN_FULLMUTEX |
-               (c->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
-  int rc = sqlite3_open_v2(c->path, &c->db, oflags, NULL);
+  int flags = SQLITE_OPEN_FULLMUTEX |
+              (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
+#ifdef SQLITE_OPEN_NOFOLLOW
+  flags |= SQLITE_OPEN_NOFOLLOW;
+#endif
+  return flags; /* never SQLITE_OPEN_CREATE: location.c made the file */
+}
+
+/* Open the connection on the file location.c judged, and note whether
+ * SQLite could only open it read-only (a read-only file system or file).
+ * Until the file is known to be ours, closing must not checkpoint into it.
+ * SQLITE_CANTOPEN when the name no longer leads to the judged file. */
+static int connect_db(tj__cache *c, const tj__location *loc)
+{
+  int rc = sqlite3_open_v2(c->path, &c->db, open_flags(c->readonly), NULL);
   if (rc != SQLITE_OK)
     return rc;
   sqlite3_busy_timeout(c->db, BUSY_TIMEOUT_MS);
   sqlite3_extended_result_codes(c->db, 1);
+  sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
   /* Never delete the WAL or shared memory by name at close: once the file
    * has been moved aside, that name belongs to its replacement. */
   int persist = 1;
   sqlite3_file_control(c->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
   struct stat st;
-  if (stat(c->path, &st) == 0) {
-    c->dev = st.st_dev;
-    c->ino = st.st_ino;
-  }
-  if (!c->readonly && sqlite3_db_readonly(c->db, "main") == 1)
+  c->dev = loc->dev;
+  c->ino = loc->ino;
+  if (stat(c->path, &st) != 0 || st.st_dev != loc->dev || st.st_ino != loc->ino)
+    return SQLITE_CANTOPEN;
+  if (!c->readonly && sqlite3_db_readonly(c->db, "main") == 1) {
     c->readonly = c->found_readonly = 1;
+    snprintf(c->readonly_why, sizeof c->readonly_why,
+             "SQLite could open it only for reading");
+  }
   return SQLITE_OK;
 }
 
@@ -624,23 +653,38 @@ static int set_journal(tj__cache *c)
   return exec_retry(c->db, sql);
 }
 
+/* A file SQLite cannot read and that nothing shows to be ours. */
+static void say_unreadable(const char *path, const char *why, char *msg,
+                           size_t len)
+{
+  snprintf(msg, len, "cache %s cannot be read (%s), and nothing shows that it "
+           "is a tokitai-jit cache, so %s; if it is one, remove it (rm '%s')",
+           path, why, LEFT_ALONE, path);
+}
+
 /* Say why an open failed, and whether the file is to be moved aside. */
 static enum open_outcome open_failed(tj__cache *c, int rc, int version,
                                      int gap, char *msg, size_t len)
 {
+  if (rc == MIGRATE_FOREIGN)
+    return FOREIGN; /* try_open said what it is */
   if (gap) {
     snprintf(msg, len, "cache %s has schema version %d, which this library "
              "cannot migrate", c->path, version);
     return CORRUPT;
   }
-  snprintf(msg, len, "cache %s: %s", c->path,
-           c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+  const char *why = c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
+  snprintf(msg, len, "cache %s: %s", c->path, why);
   rc &= 0xff;
-  if (rc == SQLITE_CANTOPEN && access(c->path, F_OK) != 0 && errno == ENOENT)
-    return VANISHED; /* moved aside by another process since we made it */
+  if (rc == SQLITE_CANTOPEN)
+    return VANISHED; /* moved aside and replaced by another process */
   /* SQLITE_ERROR here is a table without the columns we prepare against. */
-  if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB || rc == SQLITE_ERROR)
-    return CORRUPT;
+  if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB || rc == SQLITE_ERROR) {
+    if (c->ours)
+      return CORRUPT;
+    say_unreadable(c->path, why, msg, len);
+    return FOREIGN;
+  }
   /* Seen with 16 processes opening one new file at once: an I/O error from
    * the first WAL set-up that a second attempt does not meet. */
   if (rc == SQLITE_IOERR || rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
@@ -648,24 +692,43 @@ static enum open_outcome open_failed(tj__cache *c, int rc, int version,
   return UNUSABLE;
 }
 
-/* One attempt at opening c->path.  A newer schema is left untouched: the
- * version is read before anything (even the journal mode) is written. */
-static enum open_outcome try_open(tj__cache *c, char *msg, size_t len)
+static void say_foreign(const char *path, const char *what, char *msg,
+                        size_t len)
+{
+  snprintf(msg, len, "cache %s is not a tokitai-jit cache: it is %s; %s",
+           path, what, LEFT_ALONE);
+}
+
+/* One attempt at opening c->path.  Nothing is written (not even the
+ * journal mode) before the file is known to be ours, and a newer schema
+ * of ours is left untouched too. */
+static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
+                                  char *msg, size_t len)
 {
   int version = 0, gap = 0;
-  int rc = connect_db(c);
-  if (rc == SQLITE_OK)
-    rc = user_version(c->db, &version);
-  if (rc == SQLITE_OK && version <= CACHE_SCHEMA_VERSION && !c->readonly) {
-    rc = set_journal(c);
-    if (rc == SQLITE_OK)
-      rc = migrate(c->db, &version, &gap);
+  enum identity id = ID_FOREIGN;
+  char what[512] = "";
+  int rc = connect_db(c, loc);
+  if (rc == SQLITE_OK && (rc = identify(c->db, &id, &version, what,
+                                        sizeof what)) == SQLITE_OK) {
+    if (id == ID_FOREIGN) {
+      say_foreign(c->path, what, msg, len);
+      return FOREIGN;
+    }
+    c->ours = 1;
   }
   if (rc == SQLITE_OK && version > CACHE_SCHEMA_VERSION) {
     snprintf(msg, len, "cache %s has schema version %d, newer than this "
              "library's (%d); running without a cache", c->path, version,
              CACHE_SCHEMA_VERSION);
     return NEWER;
+  }
+  if (rc == SQLITE_OK && !c->readonly) {
+    rc = set_journal(c);
+    if (rc == SQLITE_OK)
+      rc = migrate(c->db, &version, &gap, what, sizeof what);
+    if (rc == MIGRATE_FOREIGN)
+      say_foreign(c->path, what, msg, len);
   }
   if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION) {
     snprintf(msg, len, "cache %s has schema version %d and is read-only "
@@ -675,15 +738,141 @@ static enum open_outcome try_open(tj__cache *c, char *msg, size_t len)
   }
   if (rc == SQLITE_OK)
     rc = prepare_statements(c);
+  if (rc == SQLITE_OK) /* ours: let the last close fold the WAL in again */
+    sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
   return rc == SQLITE_OK ? OPENED : open_failed(c, rc, version, gap, msg, len);
+}
+
+/*
+ * A file whose header carries no mark is asked what it is on a read-only
+ * connection first, which can change nothing in it (a read-write one would
+ * roll back another program's hot journal).  TJ_OK: one of ours.
+ * TJ_ECACHE: another program's, or unreadable (msg says).  PROBE_BUSY: busy
+ * or an I/O error; worth another attempt.
+ */
+#define PROBE_BUSY 1
+static int probe(const tj__location *loc, char *msg, size_t len)
+{
+  sqlite3 *db = NULL;
+  enum identity id = ID_FOREIGN;
+  int version = 0;
+  char what[512] = "";
+  int rc = sqlite3_open_v2(loc->path, &db, open_flags(1), NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    rc = identify(db, &id, &version, what, sizeof what);
+  }
+  int prim = rc & 0xff, out = TJ_OK;
+  if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
+    say_unreadable(loc->path, sqlite3_errmsg(db), msg, len);
+    out = TJ_ECACHE;
+  } else if (rc != SQLITE_OK) {
+    snprintf(msg, len, "cache %s: %s; running without a cache", loc->path,
+             db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    out = PROBE_BUSY;
+  } else if (id == ID_FOREIGN) {
+    say_foreign(loc->path, what, msg, len);
+    out = TJ_ECACHE;
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+/* Judge the file by its header: TJ_OK with *ours set, TJ_ECACHE for a file
+ * that is not ours, PROBE_BUSY to try again. */
+static int judge_file(const tj__location *loc, int *ours, char *msg,
+                      size_t len)
+{
+  char what[160];
+  *ours = loc->header == TJ__HEADER_OURS || loc->header == TJ__HEADER_EMPTY;
+  switch (loc->header) {
+  case TJ__HEADER_EMPTY:
+  case TJ__HEADER_OURS:
+    return TJ_OK;
+  case TJ__HEADER_UNMARKED: {
+    int rc = probe(loc, msg, len);
+    *ours = rc == TJ_OK;
+    return rc;
+  }
+  case TJ__HEADER_FOREIGN:
+    snprintf(what, sizeof what, "an SQLite database of another application "
+             "(application_id 0x%08x)", (unsigned)loc->appid);
+    break;
+  case TJ__HEADER_NOT_SQLITE:
+    snprintf(what, sizeof what, "not an SQLite database");
+    break;
+  default:
+    snprintf(msg, len, "cache %s cannot be read; running without a cache",
+             loc->path);
+    return PROBE_BUSY;
+  }
+  say_foreign(loc->path, what, msg, len);
+  return TJ_ECACHE;
 }
 
 static void note_found_readonly(const tj__cache *c, char *msg, size_t len)
 {
   size_t used = strlen(msg);
-  snprintf(msg + used, len - used, "%scache %s cannot be written here; "
+  snprintf(msg + used, len - used, "%scache %s cannot be written here (%s); "
            "using the code it holds and storing none", used ? "; " : "",
-           c->path);
+           c->path, c->readonly_why);
+}
+
+/* A judged location as an unopened handle: read-only from the start when
+ * the file cannot be written. */
+static tj__cache *cache_for(const tj__location *loc, unsigned flags, int ours)
+{
+  tj__cache *c = cache_new(loc->path, flags);
+  if (!c)
+    return NULL;
+  c->ours = ours;
+  if (!c->readonly && loc->readonly_why[0]) {
+    c->readonly = c->found_readonly = 1;
+    snprintf(c->readonly_why, sizeof c->readonly_why, "%s", loc->readonly_why);
+  }
+  return c;
+}
+
+/* One attempt: TJ_OK with *out or with *o saying what went wrong. */
+static int open_once(const char *path, unsigned flags, tj__cache **out,
+                     enum open_outcome *o, tj__cache *failed, char *msg,
+                     size_t len)
+{
+  tj__location loc;
+  int ours = 0;
+  int rc = tj__location_open(path, flags, &loc, msg, len);
+  if (rc != TJ_OK)
+    return rc;
+  rc = tj__location_check_side_files(&loc, flags, msg, len);
+  if (rc == TJ_OK)
+    rc = judge_file(&loc, &ours, msg, len);
+  if (rc == TJ_OK && (flags & TJ_CACHE_READONLY) && access(loc.path, R_OK) != 0) {
+    snprintf(msg, len, "cache %s cannot be read (%s); running without a "
+             "cache", loc.path, strerror(errno));
+    rc = TJ_ENOENT;
+  }
+  tj__cache *c = rc == TJ_OK ? cache_for(&loc, flags, ours) : NULL;
+  if (rc == TJ_OK && !c)
+    rc = TJ_ENOMEM;
+  if (c) {
+    int lock = lock_take(c->path, flags, LOCK_SH, ours);
+    *o = try_open(c, &loc, msg, len);
+    lock_release(lock);
+    if (*o == OPENED)
+      *out = c;
+    else {
+      failed->dev = c->dev;
+      failed->ino = c->ino;
+      failed->readonly = c->readonly;
+      failed->ours = c->ours;
+      failed->path = c->path;
+      c->path = NULL;
+      cache_free(c);
+    }
+  }
+  tj__location_free(&loc);
+  return rc;
 }
 
 int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
@@ -692,40 +881,35 @@ int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
   *out = NULL;
   msg[0] = '\0';
   for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
-    int rc = prepare_location(path, flags, msg, msglen);
-    if (rc == TJ_EPERM || rc == TJ_ENOMEM)
+    enum open_outcome o = UNUSABLE;
+    tj__cache failed = {0};
+    int rc = open_once(path, flags, out, &o, &failed, msg, msglen);
+    if (rc == PROBE_BUSY && attempt + 1 < OPEN_ATTEMPTS) {
+      sleep_ms(25L * (attempt + 1));
+      continue;
+    }
+    if (rc == TJ_EPERM || rc == TJ_ECACHE || rc == TJ_ENOMEM)
       return rc;
     if (rc != TJ_OK)
-      return TJ_OK; /* nowhere to write: go on without a cache, msg says why */
-    if ((flags & TJ_CACHE_READONLY) && access(path, R_OK) != 0) {
-      snprintf(msg, msglen, "cache %s cannot be read (%s); running without "
-               "a cache", path, strerror(errno));
+      return TJ_OK; /* nowhere to write, or nothing to read: msg says why */
+    if (*out) {
+      if ((*out)->found_readonly)
+        note_found_readonly(*out, msg, msglen);
       return TJ_OK;
     }
-    tj__cache *c = cache_new(path, flags);
-    if (!c)
-      return TJ_ENOMEM;
-    int lock = lock_take(path, flags, LOCK_SH);
-    enum open_outcome o = try_open(c, msg, msglen);
-    lock_release(lock);
-    if (o == OPENED) {
-      if (c->found_readonly)
-        note_found_readonly(c, msg, msglen);
-      *out = c;
-      return TJ_OK;
-    }
-    dev_t dev = c->dev;
-    ino_t ino = c->ino;
-    int readonly = c->readonly;
-    cache_free(c);
-    if (o == VANISHED)
+    int moved = 0;
+    if (o == CORRUPT && failed.ours && !failed.readonly)
+      moved = move_aside(failed.path, flags, failed.dev, failed.ino, msg, msglen);
+    free(failed.path);
+    if (o == FOREIGN)
+      return TJ_ECACHE;
+    if (o == VANISHED || moved)
       continue;
     if (o == TRANSIENT && attempt + 1 < OPEN_ATTEMPTS) {
       sleep_ms(25L * (attempt + 1));
       continue;
     }
-    if (o != CORRUPT || readonly || !move_aside(path, flags, dev, ino, msg, msglen))
-      return TJ_OK;
+    return TJ_OK;
   }
   return TJ_OK;
 }
@@ -761,29 +945,77 @@ static int cache_failed(tj__cache *c, int rc, int reading)
 
 /* ------------------------------------------------------- rows */
 
-/* The row's code, if it is whole: the stored hash and size must both
- * match the blob.  *stored gets a copy of the stored hash, for the drop. */
-static int take_verified(sqlite3_stmt *st, void **code, size_t *size,
-                         char **stored, int *dropped)
+const char *tj__cache_drop_reason(int dropped)
 {
-  const void *blob = sqlite3_column_blob(st, 0);
-  int n = sqlite3_column_bytes(st, 0);
-  const unsigned char *h = sqlite3_column_text(st, 1);
-  sqlite3_int64 declared = sqlite3_column_int64(st, 2);
-  char hash[TJ__KEY_HEX];
-  *stored = h ? strdup((const char *)h) : NULL;
-  if (blob && n > 0)
-    tj__hash_hex(blob, (size_t)n, hash);
-  if (!blob || n <= 0 || declared != n || !h ||
-      strcmp(hash, (const char *)h) != 0) {
-    *dropped = 1;
-    return TJ_ENOENT;
+  switch (dropped) {
+  case TJ__DROP_HASH: return "failed its hash check";
+  case TJ__DROP_IDENTITY: return "was stored for another kernel, arch, "
+                                 "platform, compiler or options";
+  case TJ__DROP_SIZE: return "is larger than TJ_CACHE_MAX_CODE_BYTES";
+  default: return "was not dropped";
   }
-  if (!(*code = malloc((size_t)n)))
-    return TJ_ENOMEM;
-  memcpy(*code, blob, (size_t)n);
-  *size = (size_t)n;
-  return TJ_OK;
+}
+
+static int column_is(sqlite3_stmt *st, int col, const char *want)
+{
+  const unsigned char *t = sqlite3_column_text(st, col);
+  return t && want && strcmp((const char *)t, want) == 0;
+}
+
+/* Judge the row c->get stepped to, before its blob is read: what the
+ * request was, and a size within bounds.  0, or a TJ__DROP_* reason.
+ * *stored gets a copy of the stored hash, *n the blob's length. */
+static int judge_row(sqlite3_stmt *st, const tj__cache_row *want,
+                     char **stored, sqlite3_int64 *n)
+{
+  sqlite3_int64 declared = sqlite3_column_int64(st, 0);
+  const unsigned char *h = sqlite3_column_text(st, 2);
+  *n = sqlite3_column_int64(st, 1);
+  *stored = h ? strdup((const char *)h) : NULL;
+  if (!column_is(st, 3, want->kernel) || !column_is(st, 4, want->arch) ||
+      !column_is(st, 5, want->platform) || !column_is(st, 6, want->compiler) ||
+      !column_is(st, 7, want->options))
+    return TJ__DROP_IDENTITY;
+  if (*n > (sqlite3_int64)TJ_CACHE_MAX_CODE_BYTES ||
+      declared > (sqlite3_int64)TJ_CACHE_MAX_CODE_BYTES)
+    return TJ__DROP_SIZE;
+  if (!h || *n <= 0 || declared != *n)
+    return TJ__DROP_HASH;
+  return 0;
+}
+
+/* The blob of the judged row, if it is still that row and whole. */
+static int take_blob(tj__cache *c, const char *key, const char *stored,
+                     sqlite3_int64 n, void **code, size_t *size, int *dropped)
+{
+  char hash[TJ__KEY_HEX];
+  int rc = TJ_ENOENT;
+  sqlite3_bind_text(c->blob, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(c->blob, 2, stored, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(c->blob, 3, n);
+  int step = step_retry(c->blob);
+  if (step == SQLITE_ROW) {
+    const void *blob = sqlite3_column_blob(c->blob, 0);
+    if (!blob || sqlite3_column_bytes(c->blob, 0) != n) {
+      *dropped = TJ__DROP_HASH;
+    } else {
+      tj__hash_hex(blob, (size_t)n, hash);
+      if (strcmp(hash, stored) != 0)
+        *dropped = TJ__DROP_HASH;
+      else if (!(*code = malloc((size_t)n)))
+        rc = TJ_ENOMEM;
+      else {
+        memcpy(*code, blob, (size_t)n);
+        *size = (size_t)n;
+        rc = TJ_OK;
+      }
+    }
+  }
+  sqlite3_reset(c->blob);
+  sqlite3_clear_bindings(c->blob);
+  if (step != SQLITE_ROW && step != SQLITE_DONE && !is_busy(step))
+    rc = cache_failed(c, step, 1);
+  return rc;
 }
 
 /* Whether SQLite finds the file's structure whole.  A row that fails its
@@ -826,28 +1058,32 @@ static int drop_row(tj__cache *c, const char *key, const char *stored)
   return cache_failed(c, rc, 0);
 }
 
-int tj__cache_get(tj__cache *c, const char *key, void **code, size_t *size,
-                  int *dropped)
+int tj__cache_get(tj__cache *c, const tj__cache_row *want, void **code,
+                  size_t *size, int *dropped)
 {
   int rc = TJ_ENOENT;
   char *stored = NULL;
+  sqlite3_int64 n = 0;
   *dropped = 0;
   pthread_mutex_lock(&c->lock);
   if (c->broken) {
     pthread_mutex_unlock(&c->lock);
     return TJ_ENOENT;
   }
-  sqlite3_bind_text(c->get, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(c->get, 1, want->key, -1, SQLITE_STATIC);
   int step = step_retry(c->get);
   if (step == SQLITE_ROW)
-    rc = take_verified(c->get, code, size, &stored, dropped);
+    *dropped = judge_row(c->get, want, &stored, &n);
   sqlite3_reset(c->get);
   sqlite3_clear_bindings(c->get);
   if (step != SQLITE_ROW && step != SQLITE_DONE && !is_busy(step))
     rc = cache_failed(c, step, 1);
-  if (*dropped)
-    rc = file_is_whole(c) ? drop_row(c, key, stored)
-                          : cache_failed(c, SQLITE_CORRUPT, 1);
+  if (step == SQLITE_ROW && !*dropped)
+    rc = take_blob(c, want->key, stored, n, code, size, dropped);
+  if (*dropped && rc != TJ_ECACHE)
+    rc = *dropped != TJ__DROP_HASH || file_is_whole(c)
+             ? drop_row(c, want->key, stored)
+             : cache_failed(c, SQLITE_CORRUPT, 1);
   pthread_mutex_unlock(&c->lock);
   free(stored);
   return rc;
@@ -871,8 +1107,8 @@ static void bind_row(sqlite3_stmt *st, const tj__cache_row *r,
 
 int tj__cache_put(tj__cache *c, const tj__cache_row *r)
 {
-  if (c->readonly)
-    return TJ_OK;
+  if (c->readonly || r->code_size > TJ_CACHE_MAX_CODE_BYTES)
+    return TJ_OK; /* one that large would never be loaded */
   char hash[TJ__KEY_HEX];
   tj__hash_hex(r->code, r->code_size, hash);
   pthread_mutex_lock(&c->lock);

@@ -5,6 +5,7 @@
  * cache.c's connection and lock.
  */
 #include "internal.h"
+#include "embedded.h"
 
 #include <sqlite3.h>
 #include <string.h>
@@ -20,7 +21,7 @@ static int oldest_row(sqlite3 *db, int64_t before, char key[TJ__KEY_HEX])
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
     return 0;
   sqlite3_bind_int64(st, 1, before);
-  if (sqlite3_step(st) == SQLITE_ROW) {
+  if (tj__cache_step(st) == SQLITE_ROW) {
     const unsigned char *k = sqlite3_column_text(st, 0);
     if (k && strlen((const char *)k) < TJ__KEY_HEX) {
       strcpy(key, (const char *)k);
@@ -38,7 +39,7 @@ static int64_t total_code_bytes(sqlite3 *db)
   if (sqlite3_prepare_v2(db, "SELECT total(code_size) FROM code_objects", -1,
                          &st, NULL) != SQLITE_OK)
     return -1;
-  if (sqlite3_step(st) == SQLITE_ROW)
+  if (tj__cache_step(st) == SQLITE_ROW)
     total = (int64_t)sqlite3_column_double(st, 0);
   sqlite3_finalize(st);
   return total;
@@ -51,7 +52,7 @@ static int delete_row(sqlite3 *db, const char *key)
                          &st, NULL) != SQLITE_OK)
     return 0;
   sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-  int ok = sqlite3_step(st) == SQLITE_DONE && sqlite3_changes(db) > 0;
+  int ok = tj__cache_step(st) == SQLITE_DONE && sqlite3_changes(db) > 0;
   sqlite3_finalize(st);
   return ok;
 }
@@ -73,7 +74,7 @@ int tj__cache_trim(tj__cache *c, int64_t max_age_seconds, uint64_t max_bytes,
     while (oldest_row(db, cutoff, key) && delete_row(db, key))
       n++;
   }
-  if (max_bytes > 0) {
+  if (!TJ__CACHE_NO_LIMIT(max_bytes)) {
     int64_t total = total_code_bytes(db);
     while (total > (int64_t)max_bytes && oldest_row(db, INT64_MAX, key)) {
       if (!delete_row(db, key)) {
@@ -105,6 +106,7 @@ struct tj_cache {
   tj__cache *cache;
   char *path;
   char *msg;
+  int readonly_flag; /* opened with TJ_CACHE_READONLY */
 };
 
 /* The columns every visit reads, in the order row_entry expects. */
@@ -162,8 +164,9 @@ static int check_writable(tj_cache *c, const char *what)
 {
   if (!tj__cache_readonly(c->cache))
     return TJ_OK;
-  return cache_fail(c, TJ_EINVAL, "cannot %s cache %s: it was opened with "
-                    "TJ_CACHE_READONLY", what, c->path);
+  return cache_fail(c, c->readonly_flag ? TJ_EINVAL : TJ_ECACHE,
+                    "cannot %s cache %s: %s", what, c->path,
+                    tj__cache_readonly_why(c->cache));
 }
 
 /* A read-only open of a missing file must create nothing, not even the
@@ -189,6 +192,7 @@ int tj_cache_open(tj_cache **out, const char *path, unsigned flags)
   if (flags & ~(unsigned)(TJ_CACHE_READONLY | TJ_CACHE_GROUP))
     return cache_fail(c, TJ_EINVAL, "tj_cache_open: unknown flags 0x%x",
                       flags & ~(unsigned)(TJ_CACHE_READONLY | TJ_CACHE_GROUP));
+  c->readonly_flag = (flags & TJ_CACHE_READONLY) != 0;
   c->path = path ? strdup(path) : tj__cache_default_path();
   if (!c->path)
     return path ? cache_fail(c, TJ_ENOMEM, "out of memory")
@@ -260,7 +264,7 @@ static int query_numbers(tj_cache *c, const char *sql, double *v, int n)
   sqlite3 *db = tj__cache_db(c->cache);
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
     return sql_fail(c, "reading statistics");
-  int rc = sqlite3_step(st);
+  int rc = tj__cache_step(st);
   for (int i = 0; i < n; i++)
     v[i] = rc == SQLITE_ROW ? sqlite3_column_double(st, i) : 0;
   rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? TJ_OK
@@ -316,7 +320,7 @@ static int integrity_check(tj_cache *c)
   if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) != SQLITE_OK)
     return cache_fail(c, TJ_ECACHE, "cache %s is damaged: %s", c->path,
                       sqlite3_errmsg(db));
-  int rc = sqlite3_step(st), result = TJ_OK;
+  int rc = tj__cache_step(st), result = TJ_OK;
   const char *first = rc == SQLITE_ROW ? text_or_empty(st, 0) : NULL;
   if (!first)
     result = cache_fail(c, TJ_ECACHE, "cache %s is damaged: %s", c->path,
@@ -328,8 +332,8 @@ static int integrity_check(tj_cache *c)
   return result;
 }
 
-/* Whether the blob in column ENTRY_COLUMN_COUNT matches the stored hash
- * and size. */
+/* Whether the blob in column ENTRY_COLUMN_COUNT (NULL when over
+ * TJ_CACHE_MAX_CODE_BYTES: never read) matches the stored hash and size. */
 static int blob_ok(sqlite3_stmt *st, const tj_cache_entry *e)
 {
   const void *blob = sqlite3_column_blob(st, ENTRY_COLUMN_COUNT);
@@ -341,6 +345,23 @@ static int blob_ok(sqlite3_stmt *st, const tj_cache_entry *e)
   return strcmp(hash, e->code_hash) == 0;
 }
 
+/* A row that names an embedded kernel (no options: the library compiles
+ * those with none) must sit at the key its own arch, platform and
+ * compiler give that kernel's source; any other row can only be checked
+ * against its hash.  A caller's own kernel of the same name fails this
+ * too, and costs one compile once dropped. */
+static int key_ok(const tj_cache_entry *e)
+{
+  const tj__embedded_kernel *k = tj__embedded_find(e->kernel);
+  if (!k || e->options[0])
+    return 1;
+  tj__key_input in = {k->source, k->source_len, k->entry, "", e->arch,
+                      e->platform, e->compiler, tj__platform_headers_digest()};
+  char key[TJ__KEY_HEX];
+  tj__key_compute(&in, key);
+  return strcmp(key, e->key) == 0;
+}
+
 /* Scan every row; report the bad ones to fn and, when list is given,
  * append them to it.  *nbad counts them. */
 static int scan_blobs(tj_cache *c, tj_cache_visit fn, void *ctx,
@@ -348,15 +369,18 @@ static int scan_blobs(tj_cache *c, tj_cache_visit fn, void *ctx,
 {
   sqlite3_stmt *st;
   sqlite3 *db = tj__cache_db(c->cache);
-  const char *sql = "SELECT " ENTRY_COLUMNS ", code FROM code_objects "
-                    "ORDER BY last_used DESC, created DESC, key";
+  char sql[512];
+  snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS ", CASE WHEN "
+           "length(code) <= %llu THEN code END FROM code_objects ORDER BY "
+           "last_used DESC, created DESC, key",
+           (unsigned long long)TJ_CACHE_MAX_CODE_BYTES);
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
     return sql_fail(c, "reading entries");
   int rc, result = TJ_OK, stop = 0;
   tj_cache_entry e;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     row_entry(st, &e);
-    if (blob_ok(st, &e))
+    if (blob_ok(st, &e) && key_ok(&e))
       continue;
     if (list) {
       bad_row *grown = realloc(*list, (*nbad + 1) * sizeof **list);
@@ -387,15 +411,15 @@ static int drop_rows(tj_cache *c, const bad_row *rows, uint64_t n)
   if (sqlite3_prepare_v2(db, "DELETE FROM code_objects WHERE key = ?1 AND "
                          "code_hash = ?2", -1, &st, NULL) != SQLITE_OK)
     return sql_fail(c, "repairing");
-  int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  int rc = tj__cache_exec(c->cache, "BEGIN IMMEDIATE");
   for (uint64_t i = 0; rc == SQLITE_OK && i < n; i++) {
     sqlite3_bind_text(st, 1, rows[i].key, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, rows[i].hash, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    rc = tj__cache_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
     sqlite3_reset(st);
   }
   if (rc == SQLITE_OK)
-    rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    rc = tj__cache_exec(c->cache, "COMMIT");
   int result = rc == SQLITE_OK ? TJ_OK : sql_fail(c, "repairing");
   if (rc != SQLITE_OK)
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
@@ -436,7 +460,7 @@ static int evict_by_age(tj_cache *c, int64_t max_age_seconds, uint64_t *n)
                          -1, &st, NULL) != SQLITE_OK)
     return sql_fail(c, "evicting");
   sqlite3_bind_int64(st, 1, (int64_t)time(NULL) - max_age_seconds);
-  int rc = sqlite3_step(st) == SQLITE_DONE ? TJ_OK : sql_fail(c, "evicting");
+  int rc = tj__cache_step(st) == SQLITE_DONE ? TJ_OK : sql_fail(c, "evicting");
   if (rc == TJ_OK)
     *n += (uint64_t)sqlite3_changes(db);
   sqlite3_finalize(st);
@@ -452,7 +476,7 @@ int tj_cache_evict(tj_cache *c, int64_t max_age_seconds, uint64_t max_bytes,
   int rc = check_writable(c, "evict from");
   if (rc == TJ_OK && max_age_seconds >= 0)
     rc = evict_by_age(c, max_age_seconds, &n);
-  if (rc == TJ_OK && max_bytes > 0 &&
+  if (rc == TJ_OK && !TJ__CACHE_NO_LIMIT(max_bytes) &&
       tj__cache_trim(c->cache, -1, max_bytes, &by_size) != TJ_OK)
     rc = sql_fail(c, "evicting to the size limit");
   if (evicted)
@@ -468,9 +492,8 @@ int tj_cache_clear(tj_cache *c)
   if (rc != TJ_OK)
     return rc;
   sqlite3 *db = tj__cache_db(c->cache);
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE; DELETE FROM code_objects; "
-                   "UPDATE counters SET value = 0; COMMIT", NULL, NULL,
-                   NULL) != SQLITE_OK) {
+  if (tj__cache_exec(c->cache, "BEGIN IMMEDIATE; DELETE FROM code_objects; "
+                     "UPDATE counters SET value = 0; COMMIT") != SQLITE_OK) {
     rc = sql_fail(c, "clearing");
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return rc;

@@ -260,7 +260,7 @@ static int report_bad(const tj_cache_entry *e, void *arg)
     fputs(v->reported ? ",\n    " : "\n    ", stdout);
     print_entry_json(e);
   } else {
-    printf("%sbad%s  %s  %s  %s: code does not match its stored hash\n",
+    printf("%sbad%s  %s  %s  %s: code does not match its stored hash, size or key\n",
            cli_style(o, STYLE_RED), cli_style(o, STYLE_RESET), e->key,
            e->kernel, e->arch);
   }

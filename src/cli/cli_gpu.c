@@ -246,6 +246,8 @@ typedef struct warm_plan {
   int nrts;
   size_t compiled, cached, failed;
   double compile_ms;
+  char (*keys)[33];     /* of the kernels compiled: each must be stored */
+  char why[1024];       /* the runtime's warning after the last compile */
 } warm_plan;
 
 /* One runtime per arch, all opened before anything compiles, so that a
@@ -262,9 +264,12 @@ static int open_warm_runtimes(const cli_options *o, warm_plan *w)
     opts.flags = o->cache_flags | (arch ? TJ_NO_DEVICE : 0);
     tj_runtime *rt = NULL;
     int rc = tj_runtime_open(&rt, &opts);
+    int cache_error = rc == TJ_EPERM || rc == TJ_ECACHE || rc == TJ_EIO;
     if (rc == TJ_OK && !tj_runtime_cache_path(rt)) {
       cli_error("cannot warm the cache: %s", tj_errmsg(rt));
       rc = TJ_ECACHE;
+    } else if (cache_error) { /* the cache's, not the arch's: no --arch */
+      cli_error("cannot warm the cache: %s", tj_errmsg(rt));
     } else if (rc != TJ_OK && arch) {
       cli_error("--arch %s: %s", arch, tj_errmsg(rt));
     } else if (rc != TJ_OK) {
@@ -300,9 +305,50 @@ static void warm_one(const cli_options *o, warm_plan *w, tj_runtime *rt,
   } else if (info.origin == TJ_FROM_CACHE) {
     w->cached++;
   } else {
+    if (w->keys)
+      snprintf(w->keys[w->compiled], sizeof w->keys[0], "%s", info.key);
     w->compiled++;
     w->compile_ms += info.compile_ms;
+    snprintf(w->why, sizeof w->why, "%s", tj_errmsg(rt));
   }
+}
+
+typedef struct stored_ctx {
+  const warm_plan *w;
+  size_t found;
+} stored_ctx;
+
+static int count_stored(const tj_cache_entry *e, void *arg)
+{
+  stored_ctx *s = arg;
+  for (size_t i = 0; s->w->keys && i < s->w->compiled; i++)
+    if (strcmp(s->w->keys[i], e->key) == 0)
+      s->found++;
+  return 0;
+}
+
+/* Filling the cache is the whole job of --warm: every kernel it compiled
+ * must now be in the file.  A read-only mount, an immutable file or a full
+ * disk lets the compiles succeed and the stores fail, and the runtime says
+ * so; a row missing without a word was evicted by another process. */
+static int check_stored(const cli_options *o, const warm_plan *w,
+                        const char *path)
+{
+  tj_cache *c = NULL;
+  stored_ctx s = {w, 0};
+  if (w->compiled == 0)
+    return EXIT_OK;
+  int rc = tj_cache_open(&c, path, TJ_CACHE_READONLY | o->cache_flags);
+  if (rc == TJ_OK)
+    rc = tj_cache_list(c, count_stored, &s);
+  if (rc != TJ_OK || (s.found < w->compiled && w->why[0])) {
+    cli_error("stored %zu of the %zu kernels compiled in %s: %s", s.found,
+              w->compiled, path, rc != TJ_OK ? tj_cache_errmsg(c) : w->why);
+    tj_cache_close(c);
+    return EXIT_FAIL;
+  }
+  tj_cache_close(c);
+  return EXIT_OK;
 }
 
 static void warm_summary(const warm_plan *w, const char *path)
@@ -335,11 +381,15 @@ int cli_warm(const cli_options *o)
   }
   int rc = open_warm_runtimes(o, &w);
   size_t step = 0, total = w.nkernels * (size_t)w.nrts;
+  w.keys = calloc(total + 1, sizeof *w.keys);
   for (int a = 0; rc == EXIT_OK && a < w.nrts; a++)
     for (size_t i = 0; i < w.nkernels; i++)
       warm_one(o, &w, w.rts[a], w.kernels[i], ++step, total);
   if (rc == EXIT_OK)
+    rc = check_stored(o, &w, tj_runtime_cache_path(w.rts[0]));
+  if (rc == EXIT_OK)
     warm_summary(&w, tj_runtime_cache_path(w.rts[0]));
+  free(w.keys);
   for (int a = 0; a < w.nrts; a++)
     tj_runtime_close(w.rts[a]); /* records the hits and misses */
   return rc == EXIT_OK && !w.failed ? EXIT_OK : EXIT_FAIL;

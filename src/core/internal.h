@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ------------------------------------------------------------ errors.c */
 
@@ -73,17 +74,23 @@ char *tj__cache_default_path(void);
  * Open (creating as needed) the cache at path.  TJ_OK with *out set, or
  * TJ_OK with *out NULL and a warning in msg when the cache cannot be used
  * and the runtime should go on without it; TJ_EPERM when the location is
- * unsafe.  msg is always NUL-terminated.
+ * unsafe; TJ_ECACHE when the path names something that is not a
+ * tokitai-jit cache (left as it was).  msg is always NUL-terminated.
  */
 int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
                    char *msg, size_t msglen);
 void tj__cache_close(tj__cache *c);
-/* Look up key.  TJ_OK: *code is a malloc'd copy that verified against its
- * hash and size.  TJ_ENOENT: no usable row (*dropped = 1 when a row failed
- * its hash and was deleted).  TJ_ECACHE: the cache was given up (below),
- * *dropped as before. */
-int tj__cache_get(tj__cache *c, const char *key, void **code, size_t *size,
-                  int *dropped);
+/* Look up want->key.  The row must match want's kernel, arch, platform,
+ * compiler and options, its code its stored hash and size, and its size be
+ * at most TJ_CACHE_MAX_CODE_BYTES (checked before the blob is read).  TJ_OK: *code
+ * is a malloc'd copy.  TJ_ENOENT: no usable row; *dropped is a TJ__DROP_*
+ * reason when a row failed a check and was deleted (0 otherwise).
+ * TJ_ECACHE: the cache was given up (below), *dropped as before. */
+enum { TJ__DROP_HASH = 1, TJ__DROP_IDENTITY, TJ__DROP_SIZE };
+int tj__cache_get(tj__cache *c, const tj__cache_row *want, void **code,
+                  size_t *size, int *dropped);
+/* What a TJ__DROP_* reason means, for messages ("failed its hash check"). */
+const char *tj__cache_drop_reason(int dropped);
 /* INSERT OR IGNORE one row, in its own transaction. */
 int tj__cache_put(tj__cache *c, const tj__cache_row *row);
 /* In one transaction: add hits[i] to row keys[i] and stamp its last_used,
@@ -114,12 +121,67 @@ int tj__cache_fs_is_network(unsigned long magic);
 /* For the maintenance half of the store (cache_admin.c), which shares the
  * connection: the handle and the lock that serialises its statements. */
 struct sqlite3;
+struct sqlite3_stmt;
 struct sqlite3 *tj__cache_db(tj__cache *c);
 void tj__cache_lock(tj__cache *c);
 void tj__cache_unlock(tj__cache *c);
 /* True when c was opened read-only, SQLite could only open the file
  * read-only, or writes stopped after a failure: leave the file alone. */
 int tj__cache_readonly(const tj__cache *c);
+/* Why tj__cache_readonly(c) is true, for messages ("it is on a read-only
+ * file system"); "" when it is not. */
+const char *tj__cache_readonly_why(const tj__cache *c);
+/* Retried like every statement of the store: busy and locked are waited on
+ * (up to 60 s), never reported.  SQLite result codes. */
+int tj__cache_exec(tj__cache *c, const char *sql);
+int tj__cache_step(struct sqlite3_stmt *st);
+
+/* ------------------------------------------------------------ location.c */
+
+/* PRAGMA application_id of a tokitai-jit cache: "tjit" (cache/README.md). */
+#define TJ__CACHE_APP_ID 0x746A6974u
+
+/* What the first 100 bytes of the database file say. */
+enum {
+  TJ__HEADER_EMPTY,      /* 0 bytes: a new file */
+  TJ__HEADER_OURS,       /* SQLite, with our application_id */
+  TJ__HEADER_UNMARKED,   /* SQLite, application_id 0: ask SQLite what it is */
+  TJ__HEADER_FOREIGN,    /* SQLite, another application's id */
+  TJ__HEADER_NOT_SQLITE, /* not an SQLite database at all */
+  TJ__HEADER_UNREADABLE
+};
+
+/* A cache location judged safe (location.c says why that is enough). */
+typedef struct tj__location {
+  char *path;  /* absolute, directory resolved: the name SQLite is given */
+  char *dir;   /* the resolved directory */
+  char *name;  /* the file's name in it */
+  dev_t dev;   /* the database file as judged */
+  ino_t ino;
+  off_t size;
+  int header;  /* TJ__HEADER_* */
+  uint32_t appid;
+  char readonly_why[128]; /* "" when we may write the file */
+} tj__location;
+
+/* Resolve path, make its directories (unless TJ_CACHE_READONLY), judge the
+ * directories and the database file, creating an empty one (mode 0600, or
+ * 0660 with TJ_CACHE_GROUP) when absent and allowed, and read its header.
+ * TJ_OK fills loc (free it with tj__location_free).  TJ_EPERM: someone else
+ * could write it.  TJ_ECACHE: not a regular file (a directory, a FIFO...).
+ * TJ_ENOENT: no file, and none may be made.  TJ_EIO: nowhere to write.
+ * msg says why in every case but TJ_OK. */
+int tj__location_open(const char *path, unsigned flags, tj__location *loc,
+                      char *msg, size_t len);
+/* Judge the -wal, -shm, -journal and .lock files that exist. */
+int tj__location_check_side_files(const tj__location *loc, unsigned flags,
+                                  char *msg, size_t len);
+/* Judge one file as the cache's: regular, one link, ours, not writable by
+ * others (by the group only with TJ_CACHE_GROUP). */
+struct stat;
+int tj__location_check_file(const struct stat *st, const char *path,
+                            unsigned flags, char *msg, size_t len);
+void tj__location_free(tj__location *loc);
 
 /* ------------------------------------------------------------ cache_admin.c */
 
@@ -131,6 +193,8 @@ int tj__cache_readonly(const tj__cache *c);
  * processes.  *evicted (may be NULL) gets the count. */
 int tj__cache_trim(tj__cache *c, int64_t max_age_seconds, uint64_t max_bytes,
                    uint64_t *evicted);
+/* A size limit of 2^63 bytes or more is no limit: SQLite counts in int64. */
+#define TJ__CACHE_NO_LIMIT(bytes) ((bytes) == 0 || (bytes) > (uint64_t)INT64_MAX)
 
 /* ------------------------------------------------------------ compile.c */
 

@@ -230,11 +230,14 @@ static int from_cache(build_request *req, tj_kernel *k)
   int dropped = 0;
   if (!rt->cache)
     return TJ_ENOENT;
-  int rc = tj__cache_get(rt->cache, req->key, &k->code, &k->code_size, &dropped);
+  /* The row must say it is what was asked for, not only sit at its key. */
+  tj__cache_row want = {req->key, req->entry, rt->arch, TJ__PLATFORM,
+                        rt->compiler, req->options, NULL, 0, 0};
+  int rc = tj__cache_get(rt->cache, &want, &k->code, &k->code_size, &dropped);
   if (dropped) {
     count(rt, &rt->stats.cache_drops, 0);
-    tj__warn(rt, "cache row %s for %s failed its hash check; dropped and "
-                 "recompiling", req->key, req->entry);
+    tj__warn(rt, "cache row %s for %s %s; dropped and recompiling", req->key,
+             req->entry, tj__cache_drop_reason(dropped));
   }
   if (rc == TJ_ECACHE) { /* the file failed under us: said once, then a miss */
     tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));

@@ -110,7 +110,8 @@ typedef struct tj_kernel tj_kernel;
  *   flags       TJ_CACHE_DISABLE, TJ_CACHE_READONLY, TJ_NO_DEVICE,
  *               TJ_CACHE_GROUP.
  *   cache_max_bytes  When a store takes the cache over this size, the least
- *               recently used rows are evicted until it fits (0: 1 GiB).
+ *               recently used rows are evicted until it fits (0: 1 GiB;
+ *               2^63 or more, UINT64_MAX say: no limit).
  */
 typedef struct tj_options {
   int device;
@@ -129,8 +130,11 @@ typedef struct tj_options {
  * tj_errmsg saying why the open failed.  Opening initialises the GPU driver unless TJ_NO_DEVICE is
  * given, and makes the device current on the calling thread.
  * Errors: TJ_EINVAL (bad options), TJ_ENODEVICE (no device and no arch),
- * TJ_EARCH (arch the compiler cannot target), TJ_EPERM (unsafe cache),
- * TJ_ECACHE, TJ_EDEVICE, TJ_ENOMEM.
+ * TJ_EARCH (arch the compiler cannot target), TJ_EPERM (unsafe cache:
+ * another user could have written it or a directory above it), TJ_ECACHE
+ * (the cache path names something that is not a tokitai-jit cache: a
+ * directory, a FIFO, another program's file; it is left exactly as it
+ * was), TJ_EDEVICE, TJ_ENOMEM.
  * Thread-safe: yes (each call makes its own runtime).
  */
 TJ_EXPORT int tj_runtime_open(tj_runtime **rt /* OUT */, const tj_options *opts);

@@ -20,11 +20,19 @@ extern "C" {
  */
 typedef struct tj_cache tj_cache;
 
+/* The largest code object a cache stores or loads (256 MiB; real ones are
+ * kilobytes to a few megabytes).  A row claiming more is treated like one
+ * that fails its hash: dropped and recompiled, its blob never read. */
+#define TJ_CACHE_MAX_CODE_BYTES (256ull << 20)
+
 /* Open the cache at path (NULL: the default location, as in tj_options).
  * flags: TJ_CACHE_READONLY, TJ_CACHE_GROUP.  A missing file is TJ_ENOENT
  * (nothing is created) unless flags lacks TJ_CACHE_READONLY, in which case
- * an empty cache is created.  On failure *c is still set when possible, for
- * tj_cache_errmsg; close it (NULL is fine). */
+ * an empty cache is created.  TJ_EPERM: another user could have written
+ * the file, a side file or a directory above it.  TJ_ECACHE: the path names
+ * something that is not a tokitai-jit cache (a directory, a FIFO, another
+ * program's file), which is left exactly as it was.  On failure *c is still
+ * set when possible, for tj_cache_errmsg; close it (NULL is fine). */
 TJ_EXPORT int tj_cache_open(tj_cache **c /* OUT */, const char *path,
                             unsigned flags);
 TJ_EXPORT void tj_cache_close(tj_cache *c);
@@ -69,8 +77,11 @@ typedef struct tj_cache_stats {
 
 TJ_EXPORT int tj_cache_get_stats(tj_cache *c, tj_cache_stats *st /* OUT */);
 
-/* SQLite's integrity check, then every blob against its stored hash.  Each
- * bad entry is passed to fn (may be NULL); with repair non-zero the bad
+/* SQLite's integrity check, then every blob against its stored hash and
+ * size (and TJ_CACHE_MAX_CODE_BYTES), and every row of an embedded kernel
+ * against the key its own arch, platform and compiler give (a caller's
+ * kernel with an embedded kernel's name and no options is reported too).
+ * Each bad entry is passed to fn (may be NULL); with repair non-zero the bad
  * rows are deleted.  *bad (may be NULL) gets the count.  TJ_OK when the
  * check ran, whatever it found; TJ_ECACHE when the file itself is damaged
  * beyond what row deletion can fix (message in tj_cache_errmsg). */
@@ -79,7 +90,9 @@ TJ_EXPORT int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn,
 
 /* Delete entries last used more than max_age_seconds ago (< 0: no age
  * limit), then the least recently used until the code fits in max_bytes
- * (0: no size limit).  *evicted (may be NULL) gets the number deleted. */
+ * (0, or 2^63 and more: no size limit).  *evicted (may be NULL) gets the
+ * number deleted.  TJ_ECACHE when the file cannot be written (the message
+ * says why); TJ_EINVAL when c was opened with TJ_CACHE_READONLY. */
 TJ_EXPORT int tj_cache_evict(tj_cache *c, int64_t max_age_seconds,
                              uint64_t max_bytes, uint64_t *evicted /* OUT */);
 

@@ -1,0 +1,519 @@
+/*
+ * location.c: where the cache lives, and whether it is safe to trust.
+ *
+ * Whoever can write the cache chooses the code that runs on our GPU, and
+ * SQLite opens four files by name: the database, its -wal and -shm (or a
+ * -journal), and our own .lock.  The argument that none of them can be
+ * another user's:
+ *
+ *  1. The path is made absolute and its directory resolved (realpath), so
+ *     that "cache.db", "../x/cache.db" and symbolic links in the ancestors
+ *     are checked as what they are.  SQLite is given the resolved path.
+ *  2. The resolved directory is walked from "/" one component at a time,
+ *     each opened with O_PATH|O_DIRECTORY|O_NOFOLLOW and judged by fstat on
+ *     that descriptor: what is judged is what is on the path.  Every
+ *     ancestor belongs to root or to us and can be renamed by no one else
+ *     (not writable by others unless sticky); the cache directory itself
+ *     belongs to us and nobody else may create, rename or delete entries
+ *     in it (group members only with TJ_CACHE_GROUP).
+ *  3. So between this check and SQLite's own open nobody else can replace
+ *     a component of the path or an entry of the directory: each file can
+ *     be judged by fstatat on the directory descriptor (regular, one link,
+ *     ours, not writable by others) and SQLite then opens that same file.
+ *
+ * Existing SQLite files are looked at with fstatat, never opened here:
+ * closing any descriptor of a file drops every POSIX lock this process
+ * holds on it, and another connection in this process (a second runtime)
+ * may hold SQLite's locks on the database or its -shm.  The header is read
+ * through SQLite's own VFS, which defers such closes.  Missing -wal and -shm
+ * files are left for SQLite to create: it makes them in the checked
+ * directory with the database file's owner and mode.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#define ADVICE_PRIVATE                                                       \
+  "keep the cache in a directory only you can write (the default, "         \
+  "~/.cache/tokitai-jit, or a new one made with mkdir -m 700)"
+#define ADVICE_GROUP                                                         \
+  "to share it with a group, use a directory of that group with mode 2770 " \
+  "and tokitai-jit --group (TJ_CACHE_GROUP in C)"
+
+static int in_my_groups(gid_t gid)
+{
+  if (gid == getegid())
+    return 1;
+  int n = getgroups(0, NULL);
+  gid_t *groups = n > 0 ? malloc((size_t)n * sizeof *groups) : NULL;
+  int found = 0;
+  if (groups && (n = getgroups(n, groups)) > 0)
+    for (int i = 0; i < n && !found; i++)
+      found = groups[i] == gid;
+  free(groups);
+  return found;
+}
+
+/* A user-private group (named as the user, its primary group, no other
+ * listed member): its write bit lets only the user write.  Many systems
+ * give home directories and ~/.cache mode 0775 with such a group. */
+static int group_is_private(gid_t gid)
+{
+  char pbuf[4096], gbuf[8192];
+  struct passwd pw, *pwp = NULL;
+  struct group gr, *grp = NULL;
+  if (getpwuid_r(geteuid(), &pw, pbuf, sizeof pbuf, &pwp) != 0 || !pwp ||
+      getgrgid_r(gid, &gr, gbuf, sizeof gbuf, &grp) != 0 || !grp)
+    return 0;
+  if (pw.pw_gid != gid || strcmp(gr.gr_name, pw.pw_name) != 0)
+    return 0;
+  for (char **m = gr.gr_mem; *m; m++)
+    if (strcmp(*m, pw.pw_name) != 0)
+      return 0;
+  return 1;
+}
+
+/* An owner we trust: ourselves, root, or (TJ_CACHE_GROUP) one of our
+ * groups, since the caller said that it trusts its members. */
+static int trusted_owner(const struct stat *st, unsigned flags, int root_ok)
+{
+  return st->st_uid == geteuid() || (root_ok && st->st_uid == 0) ||
+         ((flags & TJ_CACHE_GROUP) && in_my_groups(st->st_gid));
+}
+
+/* A directory above the cache directory: nobody but root, us (or the
+ * group, when shared) may rename what is in it. */
+static int check_ancestor(const struct stat *st, const char *p, const char *dir,
+                          unsigned flags, char *msg, size_t len)
+{
+  int sticky = (st->st_mode & S_ISVTX) != 0;
+  if (!trusted_owner(st, flags, 1)) {
+    snprintf(msg, len, "refusing cache directory %s: %s above it belongs to "
+             "uid %u, who could put a directory of their own in its place; "
+             ADVICE_PRIVATE, dir, p, (unsigned)st->st_uid);
+    return TJ_EPERM;
+  }
+  if ((st->st_mode & S_IWOTH) && !sticky) {
+    snprintf(msg, len, "refusing cache directory %s: %s above it is writable "
+             "by everyone and not sticky, so anyone could put their own cache "
+             "in its place; " ADVICE_PRIVATE, dir, p);
+    return TJ_EPERM;
+  }
+  if ((st->st_mode & S_IWGRP) && !sticky && !(flags & TJ_CACHE_GROUP) &&
+      !group_is_private(st->st_gid)) {
+    snprintf(msg, len, "refusing cache directory %s: %s above it is writable "
+             "by group %u, whose members could put their own cache in its "
+             "place; " ADVICE_PRIVATE ", or, " ADVICE_GROUP, dir, p,
+             (unsigned)st->st_gid);
+    return TJ_EPERM;
+  }
+  return TJ_OK;
+}
+
+/* The cache directory: ours, and nobody else may add or replace entries
+ * (a -wal of their own, say), not even in a sticky directory. */
+static int check_cache_dir(const struct stat *st, const char *dir,
+                           unsigned flags, char *msg, size_t len)
+{
+  int group = (flags & TJ_CACHE_GROUP) != 0;
+  if (!trusted_owner(st, flags, 0)) {
+    snprintf(msg, len, "refusing cache directory %s: owned by uid %u, not by "
+             "you (uid %u)%s; its owner could choose the code that runs on "
+             "your GPU; " ADVICE_PRIVATE, dir, (unsigned)st->st_uid,
+             (unsigned)geteuid(), group ? " nor by one of your groups" : "");
+    return TJ_EPERM;
+  }
+  if (st->st_mode & (S_IWOTH | (group ? 0 : S_IWGRP))) {
+    snprintf(msg, len, "refusing cache directory %s: its mode %04o lets other "
+             "users create files in it, and so choose the code that runs on "
+             "your GPU; " ADVICE_PRIVATE "%s", dir,
+             (unsigned)(st->st_mode & 07777),
+             group || (st->st_mode & S_IWOTH) ? "" : ", or, " ADVICE_GROUP);
+    return TJ_EPERM;
+  }
+  return TJ_OK;
+}
+
+static const char *kind_of(mode_t m)
+{
+  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO"
+       : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
+       : S_ISBLK(m) ? "a block device" : S_ISLNK(m) ? "a symbolic link"
+       : "not a regular file";
+}
+
+int tj__location_check_file(const struct stat *st, const char *path,
+                            unsigned flags, char *msg, size_t len)
+{
+  int group = (flags & TJ_CACHE_GROUP) != 0;
+  if (S_ISDIR(st->st_mode)) {
+    snprintf(msg, len, "cache %s is a directory; give a file path (for "
+             "example %s/cache.db)", path, path);
+    return TJ_ECACHE;
+  }
+  if (S_ISLNK(st->st_mode)) {
+    snprintf(msg, len, "refusing cache file %s: it is a symbolic link; give "
+             "the path of the file itself", path);
+    return TJ_EPERM;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    snprintf(msg, len, "cache %s is %s, not a regular file; give the path of "
+             "a cache file", path, kind_of(st->st_mode));
+    return TJ_ECACHE;
+  }
+  if (st->st_nlink != 1) {
+    snprintf(msg, len, "refusing cache file %s: it has %lu names (hard "
+             "links), and the library makes files with one; another name may "
+             "let someone else replace what it holds; remove it (rm '%s')",
+             path, (unsigned long)st->st_nlink, path);
+    return TJ_EPERM;
+  }
+  if (!trusted_owner(st, flags, 0)) {
+    snprintf(msg, len, "refusing cache file %s: owned by uid %u, not by you "
+             "(uid %u)%s; its owner could choose the code that runs on your "
+             "GPU", path, (unsigned)st->st_uid, (unsigned)geteuid(),
+             group ? " nor by one of your groups" : "");
+    return TJ_EPERM;
+  }
+  if (st->st_mode & (S_IWOTH | (group ? 0 : S_IWGRP))) {
+    snprintf(msg, len, "refusing cache file %s: mode %04o lets other users "
+             "write it, so what it holds may be theirs; remove it (rm '%s') "
+             "and a new one is made%s", path, (unsigned)(st->st_mode & 07777),
+             path, group || (st->st_mode & S_IWOTH) ? "" : "; " ADVICE_GROUP);
+    return TJ_EPERM;
+  }
+  return TJ_OK;
+}
+
+/* ------------------------------------------------------- the path */
+
+/* path made absolute, split into its directory and its last name. */
+static int split(const char *path, char **dir, char **name, char *msg,
+                 size_t len)
+{
+  char *abs = NULL, cwd[PATH_MAX];
+  if (path[0] == '/')
+    abs = strdup(path);
+  else if (getcwd(cwd, sizeof cwd) && asprintf(&abs, "%s/%s", cwd, path) < 0)
+    abs = NULL;
+  if (!abs) {
+    snprintf(msg, len, "cache %s: cannot make the path absolute: %s", path,
+             strerror(errno));
+    return errno == ENOMEM ? TJ_ENOMEM : TJ_EIO;
+  }
+  char *slash = strrchr(abs, '/');
+  const char *last = slash + 1;
+  if (!*last || strcmp(last, ".") == 0 || strcmp(last, "..") == 0) {
+    snprintf(msg, len, "cache %s is a directory; give a file path (for "
+             "example %s%scache.db)", path, path, *last ? "/" : "");
+    free(abs);
+    return TJ_ECACHE;
+  }
+  *name = strdup(last);
+  *slash = '\0';
+  *dir = abs[0] ? abs : (free(abs), strdup("/"));
+  if (!*name || !*dir) {
+    free(*name);
+    free(*dir);
+    return TJ_ENOMEM;
+  }
+  return TJ_OK;
+}
+
+/* Walk the resolved directory dir from "/", checking each ancestor and,
+ * unless all_ancestors, the last one as the cache directory.  Returns the
+ * open O_PATH descriptor of dir in *out (or -1). */
+static int walk(const char *dir, const char *cache_dir, int all_ancestors,
+                unsigned flags, int *out, char *msg, size_t len)
+{
+  *out = -1;
+  char *here = malloc(strlen(dir) + 2), comp[NAME_MAX + 1];
+  if (!here)
+    return TJ_ENOMEM;
+  strcpy(here, "/");
+  const char *rest = dir + 1;
+  int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int rc = fd >= 0 ? TJ_OK : TJ_EIO;
+  while (rc == TJ_OK) {
+    struct stat st;
+    int last = *rest == '\0';
+    if (fstat(fd, &st) != 0) {
+      rc = TJ_EIO;
+      break;
+    }
+    rc = last && !all_ancestors
+             ? check_cache_dir(&st, here, flags, msg, len)
+             : check_ancestor(&st, here, cache_dir, flags, msg, len);
+    size_t n = strcspn(rest, "/");
+    if (rc != TJ_OK || last)
+      break;
+    if (n > NAME_MAX) {
+      errno = ENAMETOOLONG;
+      rc = TJ_EIO;
+      break;
+    }
+    memcpy(comp, rest, n);
+    comp[n] = '\0';
+    int child = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(fd);
+    if ((fd = child) < 0) {
+      snprintf(msg, len, "refusing cache directory %s: it changed while it "
+               "was being checked (%s)", cache_dir, strerror(errno));
+      rc = TJ_EPERM;
+      break;
+    }
+    size_t h = strlen(here);
+    if (h > 1)
+      here[h++] = '/';
+    memcpy(here + h, comp, n + 1);
+    rest += n + (rest[n] == '/');
+  }
+  free(here);
+  if (rc == TJ_OK && fd >= 0) {
+    *out = fd;
+    return TJ_OK;
+  }
+  if (fd >= 0)
+    close(fd);
+  if (rc == TJ_EIO)
+    snprintf(msg, len, "cannot check cache directory %s: %s", cache_dir,
+             strerror(errno));
+  return rc;
+}
+
+/* mkdir -p below the deepest existing ancestor, which is checked first so
+ * that nothing is made in a place we would refuse.  Each new directory
+ * gets exactly mode, whatever the umask. */
+static int make_dirs(const char *dir, unsigned flags, char *msg, size_t len)
+{
+  mode_t mode = (flags & TJ_CACHE_GROUP) ? 0770 : 0700;
+  char *p = strdup(dir), *slash;
+  struct stat st;
+  int rc = TJ_OK;
+  if (!p)
+    return TJ_ENOMEM;
+  while (stat(p, &st) != 0 && errno == ENOENT && (slash = strrchr(p, '/')))
+    slash[slash == p] = '\0';
+  char *real = realpath(p, NULL);
+  int fd = -1;
+  if (!real) {
+    snprintf(msg, len, "cannot create cache directory %s: %s", dir,
+             strerror(errno));
+    rc = TJ_EIO;
+  } else if (strcmp(p, dir) != 0) {
+    rc = walk(real, dir, 1, flags, &fd, msg, len);
+  }
+  if (fd >= 0)
+    close(fd);
+  size_t n = strcmp(p, "/") == 0 ? 0 : strlen(p);
+  while (rc == TJ_OK && n < strlen(dir)) {
+    n += strcspn(dir + n + 1, "/") + 1;
+    memcpy(p, dir, n);
+    p[n] = '\0';
+    int made = mkdir(p, mode) == 0;
+    if ((!made && errno != EEXIST) || (made && chmod(p, mode) != 0)) {
+      snprintf(msg, len, "cannot create cache directory %s: %s", p,
+               strerror(errno));
+      rc = TJ_EIO;
+    }
+  }
+  free(real);
+  free(p);
+  return rc;
+}
+
+/* ------------------------------------------------------- the files */
+
+/* The first 100 bytes of the database, read through SQLite's VFS (see the
+ * top of this file).  Returns the number of bytes read, -1 on failure. */
+static int read_header(const char *path, unsigned char *h, int n)
+{
+  sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+  size_t plen = strlen(path);
+  char *name = calloc(1, plen + 3); /* the VFS reads past the NUL for URIs */
+  sqlite3_file *f = vfs ? calloc(1, (size_t)vfs->szOsFile) : NULL;
+  int got = -1, out = 0;
+  if (name && f) {
+    memcpy(name, path, plen);
+    if (vfs->xOpen(vfs, name, f, SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_READONLY,
+                   &out) == SQLITE_OK) {
+      sqlite3_int64 size = 0;
+      if (f->pMethods->xFileSize(f, &size) == SQLITE_OK) {
+        got = size < n ? (int)size : n;
+        if (got > 0 && f->pMethods->xRead(f, h, got, 0) != SQLITE_OK)
+          got = -1;
+      }
+      f->pMethods->xClose(f);
+    }
+  }
+  free(f);
+  free(name);
+  return got;
+}
+
+static int classify_header(const char *path, off_t size, uint32_t *appid)
+{
+  unsigned char h[100];
+  *appid = 0;
+  if (size == 0)
+    return TJ__HEADER_EMPTY;
+  if (size < (off_t)sizeof h) /* SQLite itself takes 1 byte for empty */
+    return TJ__HEADER_NOT_SQLITE;
+  int n = read_header(path, h, sizeof h);
+  if (n < (int)sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
+    return n < 0 ? TJ__HEADER_UNREADABLE : TJ__HEADER_NOT_SQLITE;
+  *appid = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 |
+           (uint32_t)h[70] << 8 | h[71];
+  return *appid == TJ__CACHE_APP_ID ? TJ__HEADER_OURS
+       : *appid == 0 ? TJ__HEADER_UNMARKED : TJ__HEADER_FOREIGN;
+}
+
+/* Why a file we may not write is read-only, for messages. */
+static void readonly_reason(int dirfd, const char *name, char *why, size_t len)
+{
+  struct statvfs vfs;
+  why[0] = '\0';
+  if (faccessat(dirfd, name, W_OK, AT_EACCESS) == 0)
+    return;
+  int e = errno;
+  if (e == EROFS || (fstatvfs(dirfd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY)))
+    snprintf(why, len, "it is on a read-only file system");
+  else if (e == EPERM)
+    snprintf(why, len, "the file is immutable or append-only (chattr)");
+  else
+    snprintf(why, len, "you may not write it (%s)", strerror(e));
+}
+
+/* The database file: created (exactly mode) when absent and allowed, and
+ * judged. */
+static int check_database(int dirfd, tj__location *loc, unsigned flags,
+                          char *msg, size_t len)
+{
+  mode_t mode = (flags & TJ_CACHE_GROUP) ? 0660 : 0600;
+  struct stat st;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    if (fstatat(dirfd, loc->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      int rc = tj__location_check_file(&st, loc->path, flags, msg, len);
+      if (rc != TJ_OK)
+        return rc;
+      loc->dev = st.st_dev;
+      loc->ino = st.st_ino;
+      loc->size = st.st_size;
+      readonly_reason(dirfd, loc->name, loc->readonly_why,
+                      sizeof loc->readonly_why);
+      return TJ_OK;
+    }
+    if (errno != ENOENT) {
+      snprintf(msg, len, "cannot read cache %s: %s", loc->path, strerror(errno));
+      return TJ_EIO;
+    }
+    if (flags & TJ_CACHE_READONLY) {
+      snprintf(msg, len, "no cache at %s", loc->path);
+      return TJ_ENOENT;
+    }
+    /* Closed at once: a brand-new file that no connection has open yet. */
+    int fd = openat(dirfd, loc->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+                    O_CLOEXEC, mode);
+    if (fd < 0 && errno == EEXIST)
+      continue; /* another process made it: judge theirs */
+    if (fd < 0 || fchmod(fd, mode) != 0) { /* the umask */
+      snprintf(msg, len, "cannot create cache file %s: %s", loc->path,
+               strerror(errno));
+      if (fd >= 0)
+        close(fd);
+      return TJ_EIO;
+    }
+    close(fd);
+  }
+  snprintf(msg, len, "cache %s keeps changing under us", loc->path);
+  return TJ_EIO;
+}
+
+int tj__location_check_side_files(const tj__location *loc, unsigned flags,
+                                  char *msg, size_t len)
+{
+  static const char *const sides[] = {"-wal", "-shm", "-journal", ".lock"};
+  char name[NAME_MAX + 16], path[PATH_MAX + 16];
+  int dirfd = open(loc->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int rc = dirfd >= 0 ? TJ_OK : TJ_EIO;
+  for (size_t i = 0; rc == TJ_OK && i < sizeof sides / sizeof sides[0]; i++) {
+    struct stat st;
+    snprintf(name, sizeof name, "%s%s", loc->name, sides[i]);
+    snprintf(path, sizeof path, "%s%s", loc->path, sides[i]);
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+      rc = tj__location_check_file(&st, path, flags, msg, len);
+    else if (errno != ENOENT)
+      rc = TJ_EIO;
+  }
+  if (rc == TJ_EIO)
+    snprintf(msg, len, "cannot check the files of cache %s: %s", loc->path,
+             strerror(errno));
+  if (dirfd >= 0)
+    close(dirfd);
+  return rc;
+}
+
+int tj__location_open(const char *path, unsigned flags, tj__location *loc,
+                      char *msg, size_t len)
+{
+  memset(loc, 0, sizeof *loc);
+  char *dir = NULL, *name = NULL;
+  int rc = split(path, &dir, &name, msg, len);
+  if (rc != TJ_OK)
+    return rc;
+  struct stat st;
+  if (!(flags & TJ_CACHE_READONLY) && stat(dir, &st) != 0 && errno == ENOENT)
+    rc = make_dirs(dir, flags, msg, len);
+  char *real = rc == TJ_OK ? realpath(dir, NULL) : NULL;
+  if (rc == TJ_OK && !real) {
+    int e = errno;
+    snprintf(msg, len, e == ENOENT ? "no cache at %s" : "cannot use cache "
+             "directory %s: %s", dir, strerror(e));
+    rc = e == ENOENT ? TJ_ENOENT : e == ENOTDIR ? TJ_ECACHE : TJ_EIO;
+  }
+  int dirfd = -1;
+  if (rc == TJ_OK)
+    rc = walk(real, real, 0, flags, &dirfd, msg, len);
+  if (rc == TJ_OK) {
+    loc->dir = real;
+    loc->name = name;
+    if (asprintf(&loc->path, "%s%s%s", real, strcmp(real, "/") ? "/" : "",
+                 name) < 0) {
+      loc->path = NULL;
+      rc = TJ_ENOMEM;
+    }
+    real = NULL;
+    name = NULL;
+  }
+  if (rc == TJ_OK)
+    rc = check_database(dirfd, loc, flags, msg, len);
+  if (rc == TJ_OK)
+    loc->header = classify_header(loc->path, loc->size, &loc->appid);
+  if (dirfd >= 0)
+    close(dirfd);
+  free(dir);
+  free(real);
+  free(name);
+  if (rc != TJ_OK)
+    tj__location_free(loc);
+  return rc;
+}
+
+void tj__location_free(tj__location *loc)
+{
+  free(loc->path);
+  free(loc->dir);
+  free(loc->name);
+  memset(loc, 0, sizeof *loc);
+}
