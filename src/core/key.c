@@ -10,7 +10,7 @@
 
 /* Bumped when the encoding changes, so that old keys can never collide
  * with new ones. */
-static const char key_version[] = "tokitai-jit key v1";
+static const char key_version[] = "tokitai-jit key v2";
 
 typedef void (*emit_fn)(void *ctx, const void *data, size_t len);
 
@@ -40,6 +40,7 @@ static void key_fields(const tj__key_input *in, emit_fn emit, void *ctx)
   emit_string(emit, ctx, in->arch);
   emit_string(emit, ctx, in->platform);
   emit_string(emit, ctx, in->compiler);
+  emit_string(emit, ctx, in->environment);
 }
 
 static void emit_hash(void *ctx, const void *data, size_t len)
