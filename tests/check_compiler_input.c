@@ -212,7 +212,9 @@ START_TEST(malformed_arch_features_are_refused)
     tj_runtime_close(rt);
   }
 #else
-  static const char *const bad[] = {"sm_90:xnack+", "sm_90b", "sm_", "sm_90aa"};
+  static const char *const bad[] = {"sm_90:xnack+", "sm_90b", "sm_", "sm_90aa",
+                                    "sm_+90", "sm_090", "sm_-90",
+                                    "sm_99999999999999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     tj_options o = {0};
     o.flags = TJ_NO_DEVICE | TJ_CACHE_DISABLE;
@@ -327,6 +329,18 @@ START_TEST(keyed_variables_change_the_key)
   ck_assert_str_ne(want, with.key);
   tj_runtime_close(rt);
   unsetenv(var);
+#if defined(TJ_PLATFORM_AMD)
+  /* A value with a newline cannot pass for a second variable. */
+  char one[512], two[512], why[256];
+  setenv("ROCM_PATH", "x\nHIP_DEVICE_LIB_PATH=z", 1);
+  ck_assert_int_eq(tj__compiler_environment(one, sizeof one, why, sizeof why), TJ_OK);
+  setenv("ROCM_PATH", "x", 1);
+  setenv("HIP_DEVICE_LIB_PATH", "z", 1);
+  ck_assert_int_eq(tj__compiler_environment(two, sizeof two, why, sizeof why), TJ_OK);
+  ck_assert_str_ne(one, two);
+  unsetenv("ROCM_PATH");
+  unsetenv("HIP_DEVICE_LIB_PATH");
+#endif
 }
 END_TEST
 

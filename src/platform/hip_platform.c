@@ -174,7 +174,10 @@ int tj__compiler_environment(char *buf, size_t len, char *why, size_t whylen)
                rules[i].why);
       return TJ_EINVAL;
     }
-    int w = snprintf(buf + used, len - used, "%s=%s\n", rules[i].name, v);
+    /* The value's length first: a value holding "\nNAME=" cannot pass
+     * for a second variable. */
+    int w = snprintf(buf + used, len - used, "%s=%zu:%s\n", rules[i].name,
+                     strlen(v), v);
     if (w < 0 || (size_t)w >= len - used) {
       snprintf(why, whylen, "%s is too long (over %zu bytes in all)",
                rules[i].name, len);
@@ -619,7 +622,10 @@ int tj__arch_check(const char *arch, char *why, size_t whylen)
   if (rc != TJ_OK)
     return rc;
   char *end = NULL;
-  long num = strncmp(arch, "sm_", 3) == 0 ? strtol(arch + 3, &end, 10) : -1;
+  /* Digits only, no sign or leading zero: strtol alone let sm_+90 and
+   * sm_090 through as second spellings that NVRTC then refuses. */
+  long num = strncmp(arch, "sm_", 3) == 0 && arch[3] >= '1' && arch[3] <= '9'
+                 ? strtol(arch + 3, &end, 10) : -1;
   if (num <= 0 || !end || (*end && strcmp(end, "a") && strcmp(end, "f"))) {
     snprintf(why, whylen, "arch '%s' is not an NVIDIA arch name (sm_90, sm_90a)",
              arch);

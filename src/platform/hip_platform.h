@@ -278,7 +278,7 @@ const tj__option_rule *tj__option_rules(size_t *n);
 
 /*
  * The part of the environment that reaches the compiler, as a canonical
- * string "NAME=value\n..." of the variables that can change the code (in
+ * string "NAME=length:value\n..." of the variables that can change the code (in
  * a fixed order; only those set), for the key.  Returns TJ_OK, or TJ_EINVAL
  * with a sentence in why when a variable is set that the library refuses
  * to compile under (one that injects options or headers the key cannot
