@@ -105,7 +105,7 @@ static const char *const refused_options[] = {
   "-working-directory=/tmp", "-B/tmp", "--config /tmp/cfg", "-Xptxas -v",
   "--ptxas-options=-v", "--create-pch=/tmp/p", "--use-pch=/tmp/p",
   "foo.cpp", "-", "--", "-I relative/dir", "-Irelative", "-I", "-D",
-  "-D -mllvm", "-D -DX", "-U", "-std=bogus", "-std", "-O4", "-Ofast2",
+  "-D -mllvm", "-D -DX", "-D @opts.rsp", "-U @x", "-U", "-std=bogus", "-std", "-O4", "-Ofast2",
   "-Wfoo,bar", "-W", "-DX=\x1b[2J", "-DX=\x7f", "--maxrregcount=-1",
   "--maxrregcount=1e3", "-ftz=maybe", "-ffp-contract=", "-fno-such-flag",
 };

@@ -75,8 +75,9 @@ static int all_digits(const char *s, size_t n)
 static const char *value_problem(const tj__option_rule *r, const char *value)
 {
   switch (r->value) {
-  case TJ__VAL_MACRO:
-    return *value && *value != '-' ? NULL : "a macro (NAME or NAME=value)";
+  case TJ__VAL_MACRO: /* '@': a response file, wherever it stands */
+    return *value && *value != '-' && *value != '@' ? NULL
+           : "a macro (NAME or NAME=value)";
   case TJ__VAL_ABSDIR:
     return *value == '/' ? NULL
            : "an absolute directory (a relative one would depend on the "

@@ -259,7 +259,8 @@ enum tj__option_form {
 };
 enum tj__option_value {
   TJ__VAL_NONE,
-  TJ__VAL_MACRO,   /* a macro definition: not empty, not starting with - */
+  TJ__VAL_MACRO,   /* a macro definition: not empty, not starting with -
+                    * or @ (an option or a response file to the compiler) */
   TJ__VAL_ABSDIR,  /* an absolute directory (a relative one would depend on
                     * the working directory, which is not in the key) */
   TJ__VAL_NUMBER,  /* decimal digits */
