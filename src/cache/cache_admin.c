@@ -356,7 +356,7 @@ static int key_ok(const tj_cache_entry *e)
   if (!k || e->options[0])
     return 1;
   tj__key_input in = {k->source, k->source_len, k->entry, "", e->arch,
-                      e->platform, e->compiler, tj__platform_headers_digest()};
+                      e->platform, e->compiler};
   char key[TJ__KEY_HEX];
   tj__key_compute(&in, key);
   return strcmp(key, e->key) == 0;

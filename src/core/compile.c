@@ -7,8 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_OPTIONS 64
-
 /*
  * hipRTC is not safe to call from two threads at once: comgr parses its
  * options into LLVM's process-wide command-line registry, so two compiles
@@ -26,21 +24,6 @@ static double now_ms(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* Split the normalised option string in place on its single spaces. */
-static int split_options(char *s, const char **opts, int max)
-{
-  int n = 0;
-  while (*s && n < max) {
-    opts[n++] = s;
-    char *sp = strchr(s, ' ');
-    if (!sp)
-      break;
-    *sp = '\0';
-    s = sp + 1;
-  }
-  return n;
 }
 
 static char *program_log(hiprtcProgram prog)
@@ -79,13 +62,21 @@ int tj__compile(const char *source, const char *name, const char *arch,
                 const char *extra_options, tj__compile_result *res)
 {
   memset(res, 0, sizeof *res);
-  char base[512];
-  const char *opts[TJ__MAX_BASE_OPTIONS + MAX_OPTIONS];
-  int nopts = tj__base_options(arch, base, sizeof base, opts);
-  char *extra = strdup(extra_options ? extra_options : "");
-  if (!extra)
+  char base[2048];
+  char **extra = NULL;
+  int nextra = 0;
+  /* Every option the key covers reaches the compiler: the array is sized
+   * by the split, not a fixed maximum that would drop the rest. */
+  if (tj__options_split(extra_options, &extra, &nextra) != TJ_OK)
     return TJ_ENOMEM;
-  nopts += split_options(extra, opts + nopts, MAX_OPTIONS);
+  const char **opts = malloc((TJ__MAX_BASE_OPTIONS + (size_t)nextra) * sizeof *opts);
+  if (!opts) {
+    free(extra);
+    return TJ_ENOMEM;
+  }
+  int nopts = tj__base_options(arch, base, sizeof base, opts);
+  for (int i = 0; i < nextra; i++)
+    opts[nopts++] = extra[i];
 
   pthread_mutex_lock(&compiler_lock);
   double t0 = now_ms();
@@ -99,6 +90,7 @@ int tj__compile(const char *source, const char *name, const char *arch,
                                        (const char **)header_names);
   if (r != HIPRTC_SUCCESS) {
     pthread_mutex_unlock(&compiler_lock);
+    free(opts);
     free(extra);
     if (asprintf(&res->log, "hiprtcCreateProgram: %s", hiprtcGetErrorString(r)) < 0)
       res->log = NULL;
@@ -114,6 +106,7 @@ int tj__compile(const char *source, const char *name, const char *arch,
   res->ms = now_ms() - t0;
   hiprtcDestroyProgram(&prog);
   pthread_mutex_unlock(&compiler_lock);
+  free(opts);
   free(extra);
   return rc;
 }

@@ -26,12 +26,103 @@ const char *tj_err_name(int code)
   return "TJ_EUNKNOWN";
 }
 
+/*
+ * Messages are per thread: each thread that fails (or is warned) on a
+ * runtime keeps its own copy, so that a failing call on one thread never
+ * frees the string another thread is reading (a use-after-free when the
+ * runtime held one message for all).  A thread's messages live in a small
+ * table behind one process-wide key, one slot per runtime it failed on,
+ * the least recently set reused when full; the key's destructor frees the
+ * table when the thread exits, without touching any runtime (which may be
+ * gone by then).  A runtime is named by a serial, never by its address,
+ * which a later runtime could reuse.
+ */
+#define TJ__MSG_SLOTS 8
+
+typedef struct msg_slot {
+  uint64_t serial;   /* 0: free */
+  uint64_t stamp;    /* when last set, for reuse */
+  char *msg;
+} msg_slot;
+
+typedef struct msg_table {
+  msg_slot slot[TJ__MSG_SLOTS];
+  uint64_t clock;
+} msg_table;
+
+static pthread_key_t msg_key;
+static pthread_once_t msg_once = PTHREAD_ONCE_INIT;
+static int msg_key_ok;
+
+static void free_table(void *p)
+{
+  msg_table *t = p;
+  for (int i = 0; i < TJ__MSG_SLOTS; i++)
+    free(t->slot[i].msg);
+  free(t);
+}
+
+static void make_key(void)
+{
+  msg_key_ok = pthread_key_create(&msg_key, free_table) == 0;
+}
+
+static msg_table *thread_table(int create)
+{
+  pthread_once(&msg_once, make_key);
+  if (!msg_key_ok)
+    return NULL;
+  msg_table *t = pthread_getspecific(msg_key);
+  if (!t && create && (t = calloc(1, sizeof *t)) &&
+      pthread_setspecific(msg_key, t) != 0) {
+    free(t);
+    t = NULL;
+  }
+  return t;
+}
+
+static msg_slot *find_slot(msg_table *t, uint64_t serial)
+{
+  for (int i = 0; t && i < TJ__MSG_SLOTS; i++)
+    if (t->slot[i].serial == serial)
+      return &t->slot[i];
+  return NULL;
+}
+
+uint64_t tj__runtime_serial(void)
+{
+  /* An identity, not shared state: each runtime takes the next number. */
+  static uint64_t next = 0;
+  return __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+}
+
 static void set_message(tj_runtime *rt, char *msg)
 {
-  pthread_mutex_lock(&rt->lock);
-  free(rt->msg);
-  rt->msg = msg;
-  pthread_mutex_unlock(&rt->lock);
+  msg_table *t = thread_table(1);
+  if (!t) {
+    free(msg);
+    return;
+  }
+  msg_slot *s = find_slot(t, rt->msg_serial);
+  if (!s) {
+    s = &t->slot[0];
+    for (int i = 1; i < TJ__MSG_SLOTS; i++)
+      if (t->slot[i].stamp < s->stamp)
+        s = &t->slot[i];
+    s->serial = rt->msg_serial;
+  }
+  free(s->msg);
+  s->msg = msg;
+  s->stamp = ++t->clock;
+}
+
+void tj__messages_release(tj_runtime *rt)
+{
+  msg_slot *s = find_slot(thread_table(0), rt->msg_serial);
+  if (s) {
+    free(s->msg);
+    memset(s, 0, sizeof *s);
+  }
 }
 
 static char *format(const char *fmt, va_list ap)
@@ -74,5 +165,6 @@ const char *tj_errmsg(const tj_runtime *rt)
 {
   if (!rt)
     return "no runtime (NULL handle)";
-  return rt->msg ? rt->msg : "";
+  msg_slot *s = find_slot(thread_table(0), rt->msg_serial);
+  return s && s->msg ? s->msg : "";
 }

@@ -26,6 +26,19 @@ int tj__fail_owned(tj_runtime *rt, int code, char *msg);
 /* A warning: sets the message without failing anything. */
 void tj__warn(tj_runtime *rt, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Messages are kept per thread and per runtime (see errors.c): a runtime
+ * takes a serial at open, and its closing thread's message goes at close. */
+uint64_t tj__runtime_serial(void);
+void tj__messages_release(tj_runtime *rt);
+
+/* ------------------------------------------------------------ options.c */
+
+/* Split a whitespace-separated option string into a NULL-terminated argv
+ * in one malloc'd block (free() it); *argc gets the count. TJ_ENOMEM. */
+int tj__options_split(const char *options, char ***argv, int *argc);
+/* TJ_OK when every option is one the platform's compiler documents and
+ * cannot make it abort or exit(); else TJ_EINVAL, naming the option in why. */
+int tj__options_check(const char *const *argv, int argc, char *why, size_t whylen);
 
 /* ------------------------------------------------------------ key.c */
 
@@ -39,8 +52,7 @@ typedef struct tj__key_input {
   const char *options;  /* normalised (tj__options_normalise) */
   const char *arch;
   const char *platform;
-  const char *compiler;
-  const char *platform_headers; /* tj__platform_headers_digest() */
+  const char *compiler; /* the runtime's build identity (runtime.c) */
 } tj__key_input;
 
 /* XXH3-128 of the canonical encoding, as 32 lowercase hex digits. */
@@ -260,8 +272,10 @@ struct tj_runtime {
   tj__cache *cache;
   uint64_t cache_max_bytes;
   tj__modtable *table;
-  pthread_mutex_t lock;   /* guards msg and stats */
-  char *msg;
+  pthread_mutex_t lock;   /* guards stats */
+  uint64_t msg_serial;    /* names rt's messages (errors.c) */
+  char *compiler_env;     /* base options and environment, for the key */
+  char *env_refusal;      /* why compiling is refused, or NULL */
   tj_stats stats;
   int opened;            /* 1 once tj_runtime_open succeeded (below) */
 };

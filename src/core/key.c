@@ -9,8 +9,9 @@
 #include <xxhash.h>
 
 /* Bumped when the encoding changes, so that old keys can never collide
- * with new ones.  v2: the digest of the headers the platform supplies. */
-static const char key_version[] = "tokitai-jit key v2";
+ * with new ones.  v3: the compiler field is the runtime's whole build
+ * identity (tj__runtime_identity), so the columns of a row give its key. */
+static const char key_version[] = "tokitai-jit key v3";
 
 typedef void (*emit_fn)(void *ctx, const void *data, size_t len);
 
@@ -40,7 +41,6 @@ static void key_fields(const tj__key_input *in, emit_fn emit, void *ctx)
   emit_string(emit, ctx, in->arch);
   emit_string(emit, ctx, in->platform);
   emit_string(emit, ctx, in->compiler);
-  emit_string(emit, ctx, in->platform_headers);
 }
 
 static void emit_hash(void *ctx, const void *data, size_t len)

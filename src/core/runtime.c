@@ -70,6 +70,75 @@ static int open_cache(tj_runtime *rt, const tj_options *o)
   return TJ_OK;
 }
 
+/* What reaches the compiler besides the source and the caller's options:
+ * the platform's base options for the arch, and the part of the
+ * environment the compiler reads (tj__compiler_environment).  Computed at
+ * open for the key, and again before each compile, so that a variable set
+ * since (setenv) cannot change the code under the key.  *out is malloc'd. */
+static int compiler_inputs(const char *arch, char **out, char *why, size_t whylen)
+{
+  char base[2048], env[8192];
+  const char *opts[TJ__MAX_BASE_OPTIONS];
+  *out = NULL;
+  int n = tj__base_options(arch, base, sizeof base, opts);
+  int rc = tj__compiler_environment(env, sizeof env, why, whylen);
+  if (rc != TJ_OK)
+    return rc;
+  size_t len = strlen(env) + 2;
+  for (int i = 0; i < n; i++)
+    len += strlen(opts[i]) + 1;
+  char *s = malloc(len), *p = s;
+  if (!s) {
+    snprintf(why, whylen, "out of memory");
+    return TJ_ENOMEM;
+  }
+  for (int i = 0; i < n; i++)
+    p += sprintf(p, "%s%s", i ? " " : "", opts[i]);
+  sprintf(p, "\n%s", env);
+  *out = s;
+  return TJ_OK;
+}
+
+/* The arch in its canonical spelling, and what the compiler will be given
+ * for it.  A refused environment does not fail the open (the cache can
+ * still be inspected); it fails every build, with its reason. */
+/*
+ * The compiler field of every key and row: the fingerprint of the loaded
+ * compiler libraries, then digests of everything else this runtime hands
+ * every compile (the base options and the environment the compilers read,
+ * and the headers the platform supplies).  Putting them here rather than
+ * in fields of their own means a row's own columns give its key, which is
+ * how --verify-cache checks that a row is what it says.
+ */
+static void set_identity(tj_runtime *rt)
+{
+  char lib[sizeof rt->compiler - 40], env[TJ__KEY_HEX]; /* 40: the digests */
+  const char *inputs = rt->compiler_env ? rt->compiler_env : "";
+  tj__compiler_fingerprint(lib, sizeof lib);
+  tj__hash_hex(inputs, strlen(inputs), env);
+  snprintf(rt->compiler, sizeof rt->compiler, "%s e:%.16s h:%.16s", lib, env,
+           tj__platform_headers_digest());
+}
+
+static int settle_arch(tj_runtime *rt, const char *arch)
+{
+  char why[512], canon[sizeof rt->arch];
+  int rc = tj__arch_check(arch, why, sizeof why);
+  if (rc != TJ_OK)
+    return tj__fail(rt, rc, "%s", why);
+  if (tj__arch_canonical(arch, canon, sizeof canon) != TJ_OK)
+    return tj__fail(rt, TJ_EARCH, "arch '%s' has no canonical form", arch);
+  snprintf(rt->arch, sizeof rt->arch, "%s", canon);
+  free(rt->compiler_env);
+  rc = compiler_inputs(rt->arch, &rt->compiler_env, why, sizeof why);
+  if (rc == TJ_ENOMEM)
+    return tj__fail(rt, rc, "out of memory");
+  if (rc != TJ_OK && !(rt->env_refusal = strdup(why)))
+    return tj__fail(rt, TJ_ENOMEM, "out of memory");
+  set_identity(rt);
+  return TJ_OK;
+}
+
 int tj_runtime_open(tj_runtime **out, const tj_options *opts)
 {
   if (!out)
@@ -82,6 +151,7 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   if (!rt)
     return TJ_ENOMEM;
   pthread_mutex_init(&rt->lock, NULL);
+  rt->msg_serial = tj__runtime_serial();
   rt->compile_only = 1; /* until a device is open */
   *out = rt;
   rt->flags = o.flags;
@@ -92,21 +162,14 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   if (o.device < 0)
     return tj__fail(rt, TJ_EINVAL, "device %d is negative", o.device);
   tj__compiler_fingerprint(rt->compiler, sizeof rt->compiler);
-  if (o.arch) {
-    char why[512];
-    int rc = tj__arch_check(o.arch, why, sizeof why);
-    if (rc != TJ_OK)
-      return tj__fail(rt, rc, "%s", why);
-    snprintf(rt->arch, sizeof rt->arch, "%s", o.arch);
-  }
-  int rc = open_device(rt, &o);
-  if (rc != TJ_OK)
+  int rc;
+  if (o.arch && (rc = settle_arch(rt, o.arch)) != TJ_OK)
     return rc;
-  if (!o.arch) { /* the device's own arch must be one the compiler knows */
-    char why[512];
-    if ((rc = tj__arch_check(rt->arch, why, sizeof why)) != TJ_OK)
-      return tj__fail(rt, rc, "%s", why);
-  }
+  if ((rc = open_device(rt, &o)) != TJ_OK)
+    return rc;
+  /* the device's own arch must be one the compiler knows */
+  if (!o.arch && (rc = settle_arch(rt, rt->arch)) != TJ_OK)
+    return rc;
   if (!(rt->table = tj__modtable_new()))
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   if ((rc = open_cache(rt, &o)) == TJ_OK)
@@ -158,7 +221,9 @@ void tj_runtime_close(tj_runtime *rt)
   if (!rt->compile_only)
     tj__device_close(&rt->device);
   free(rt->cache_path);
-  free(rt->msg);
+  free(rt->compiler_env);
+  free(rt->env_refusal);
+  tj__messages_release(rt);
   pthread_mutex_destroy(&rt->lock);
   free(rt);
 }
@@ -211,8 +276,7 @@ typedef struct build_request {
 static void compute_key(tj_runtime *rt, build_request *req)
 {
   tj__key_input in = {req->source, req->source_len, req->entry, req->options,
-                      rt->arch, TJ__PLATFORM, rt->compiler,
-                      tj__platform_headers_digest()};
+                      rt->arch, TJ__PLATFORM, rt->compiler};
   tj__key_compute(&in, req->key);
 }
 
@@ -254,7 +318,15 @@ static int from_compiler(build_request *req, tj_kernel *k)
 {
   tj_runtime *rt = req->rt;
   tj__compile_result res;
-  int rc = tj__compile(req->source, req->file, rt->arch, req->options, &res);
+  char *now = NULL, why[512];
+  int rc = compiler_inputs(rt->arch, &now, why, sizeof why);
+  int same = rc == TJ_OK && rt->compiler_env && strcmp(now, rt->compiler_env) == 0;
+  free(now);
+  if (!same)
+    return tj__fail(rt, rc == TJ_ENOMEM ? rc : TJ_EINVAL, "not compiling %s: %s",
+                    req->entry, rc != TJ_OK ? why : "the compiler's environment "
+                    "changed since tj_runtime_open, and the key was made for it");
+  rc = tj__compile(req->source, req->file, rt->arch, req->options, &res);
   if (rc != TJ_OK) {
     char *msg = NULL;
     if (asprintf(&msg, "compiling %s (%s) for %s failed:\n%s", req->entry,
@@ -293,6 +365,10 @@ static int build_kernel(void *ctx, tj_kernel **out)
 {
   build_request *req = ctx;
   tj_runtime *rt = req->rt;
+  /* A cached compile stands for a compile: refused alike. */
+  if (rt->env_refusal)
+    return tj__fail(rt, TJ_EINVAL, "not building %s: %s", req->entry,
+                    rt->env_refusal);
   if (!req->key[0])
     compute_key(rt, req);
   tj_kernel *k = calloc(1, sizeof *k);
@@ -381,6 +457,16 @@ static int check_compile_args(tj_runtime *rt, const char *source,
   if (options && strnlen(options, MAX_OPTIONS_BYTES + 1) > MAX_OPTIONS_BYTES)
     return tj__fail(rt, TJ_ERANGE, "tj_kernel_compile: options are over the "
                     "limit of %d bytes", MAX_OPTIONS_BYTES);
+  /* Before the key and the compiler: an option the compiler could exit()
+   * on must never reach it. */
+  char **argv = NULL, why[512];
+  int argc = 0;
+  if (tj__options_split(options, &argv, &argc) != TJ_OK)
+    return tj__fail(rt, TJ_ENOMEM, "out of memory");
+  int rc = tj__options_check((const char *const *)argv, argc, why, sizeof why);
+  free(argv);
+  if (rc != TJ_OK)
+    return tj__fail(rt, rc, "tj_kernel_compile: %s", why);
   return TJ_OK;
 }
 

@@ -21,9 +21,9 @@
  *   One runtime may be shared by any number of threads: tj_kernel_get,
  *   tj_kernel_compile, tj_launch and the query functions are thread-safe, and
  *   threads asking at once for the same kernel compile it once.  The
- *   exceptions are said where they occur: tj_runtime_close must not race any
- *   other call on the same runtime, and tj_errmsg's string belongs to the
- *   thread-shared runtime, so read it right after the failing call.
+ *   exception is said where it occurs: tj_runtime_close must not race any
+ *   other call on the same runtime.  tj_errmsg is per thread: each thread
+ *   reads the message of its own last failure on the runtime.
  *   Separate runtimes share nothing but the cache file, which any number of
  *   processes may use at once.
  */
@@ -144,10 +144,15 @@ TJ_EXPORT int tj_runtime_open(tj_runtime **rt /* OUT */, const tj_options *opts)
  * Not thread-safe with respect to other calls on the same runtime. */
 TJ_EXPORT void tj_runtime_close(tj_runtime *rt);
 
-/* The detail of the last failure on rt (the compiler log for TJ_ECOMPILE),
- * or the last warning (a cache that could not be used).  Owned by rt; valid
- * until the next call on rt.  Never NULL; "" when there is nothing to say.
- * tj_errmsg(NULL) says that no runtime was given. */
+/* The detail of the calling thread's last failure on rt (the compiler log
+ * for TJ_ECOMPILE), or its last warning (a cache that could not be used),
+ * including a failed tj_runtime_open.  Under threads each thread has its
+ * own: another thread's failure on rt neither replaces nor frees it.  The
+ * string is owned by the library and valid until the calling thread's next
+ * call on rt, or its next failure on any runtime, or the runtime's close;
+ * a thread keeps the messages of its 8 most recent runtimes and "" for
+ * older ones.  Never NULL; "" when there is nothing to say.
+ * tj_errmsg(NULL) says that no runtime was given.  Thread-safe. */
 TJ_EXPORT const char *tj_errmsg(const tj_runtime *rt);
 
 /* Make the runtime's device current on the calling thread, for threads
@@ -155,9 +160,13 @@ TJ_EXPORT const char *tj_errmsg(const tj_runtime *rt);
  * runtime.  Thread-safe. */
 TJ_EXPORT int tj_runtime_bind(tj_runtime *rt);
 
-/* The arch this runtime compiles for ("sm_90", "gfx90a:sramecc+:xnack-"),
- * the compiler fingerprint ("nvrtc 13.0"), and the cache file in use (NULL
- * when the cache is disabled or could not be opened).  Owned by rt. */
+/* The arch this runtime compiles for, in its canonical spelling ("sm_90",
+ * "gfx90a:sramecc+:xnack-": sramecc before xnack, whatever order it was
+ * given in), the compiler fingerprint ("nvrtc 13.0 b:1a2b3c4d5e6f7a8b": the
+ * versions, then a digest of the compiler libraries loaded in the process,
+ * so that a point update of one changes every key), and the cache file in
+ * use (NULL when the cache is disabled or could not be opened).  Owned by
+ * rt. */
 TJ_EXPORT const char *tj_runtime_arch(const tj_runtime *rt);
 TJ_EXPORT const char *tj_runtime_compiler(const tj_runtime *rt);
 TJ_EXPORT const char *tj_runtime_cache_path(const tj_runtime *rt);
@@ -177,9 +186,40 @@ TJ_EXPORT int tj_kernel_get(tj_runtime *rt, const char *name,
 /*
  * Compile a caller's kernel: source is HIP C++ whose entry function is
  * declared extern "C" __global__; options are extra compiler options
- * separated by spaces (NULL or "" for none).  Cached like an embedded
+ * separated by white space (NULL or "" for none).  Cached like an embedded
  * kernel; the same (source, entry, options) returns the same handle.
  * The library copies what it needs; source need not outlive the call.
+ *
+ * Options are checked against the ones the platform's compiler documents
+ * and that cannot end the host program, write or read files the cache key
+ * cannot see, or retarget the code; anything else is TJ_EINVAL, named in
+ * tj_errmsg, before the compiler runs.  Accepted, AMD (clang in comgr):
+ * -D and -U (-DX=1 or -D X=1), -I with an absolute directory, -O0..-O3,
+ * -Os, -Oz, -std=c++NN, -w, -W<warning> (-Wall, -Wno-..., -Werror=...),
+ * -pedantic, -g, -g0, -gline-tables-only, the floating-point, unrolling and
+ * vectorising -f flags and their -fno- forms (-ffast-math, -ffp-contract=,
+ * -fdenormal-fp-math=, ...), -mcumode, -mwavefrontsize64,
+ * -munsafe-fp-atomics, -mtgsplit (and -mno- forms), -mcode-object-version=,
+ * --gpu-max-threads-per-block=.  NVIDIA (NVRTC): -D, -U, -I and their long
+ * forms, -std=, -G, -lineinfo, -dopt=, --Ofast-compile=, --maxrregcount=,
+ * -ftz=, -prec-div=, -prec-sqrt=, -fmad=, --use_fast_math,
+ * --extra-device-vectorization, -default-device, --restrict, -w, -err-no,
+ * --diag-error/suppress/warn=, -opt-info=inline, --split-compile=, and the
+ * other documented true/false switches.  Refused, for example: -mllvm,
+ * -Xclang, -v, -###, --help, --version, @file, -o, -save-temps, --time,
+ * -include, -isystem, --offload-arch, -march, --gpu-architecture, -arch,
+ * -x, -fgpu-rdc, -rdc, -dlto, and input file names.
+ *
+ * The environment: a build (compile or cache lookup) is refused, TJ_EINVAL,
+ * while a variable is set that would reach the compiler unseen by the key:
+ * on AMD CPATH and CPLUS_INCLUDE_PATH (pass -I instead),
+ * CCC_OVERRIDE_OPTIONS, AMD_OCL_BUILD_OPTIONS(_APPEND) and
+ * HIPRTC_COMPILE_OPTIONS_APPEND; on NVIDIA NVRTC_APPEND_FLAGS.  AMD's
+ * RC_DEBUG_OPTIONS, HIP_PATH, ROCM_PATH, HIP_DEVICE_LIB_PATH and LLVM_PATH,
+ * and NVIDIA's EDG_MODULES_PATH and CPPCX_INCLUDE_PATH, are part of the key,
+ * read at tj_runtime_open (a compile after one of them changed is refused).
+ * The working directory never reaches the compiler.
+ *
  * Errors: as tj_kernel_get; TJ_ECOMPILE puts the full log in tj_errmsg.
  * Thread-safe: yes.
  */

@@ -6,10 +6,12 @@
 #include "tokitai-jit.h"
 
 #include <ctype.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <xxhash.h>
 
@@ -29,6 +31,160 @@ static int arch_name_wellformed(const char *arch, char *why, size_t whylen)
                arch);
       return TJ_EINVAL;
     }
+  }
+  return TJ_OK;
+}
+
+
+/* ------------------------------------------- compiler library identity */
+
+/*
+ * The version numbers the compilers report do not change with a point
+ * release (Debian rebuilds, a new libLLVM under the same comgr), so the
+ * fingerprint also names the libraries themselves: for each loaded object
+ * whose file name starts with one of the platform's prefixes, its GNU
+ * build id, else the size and mtime of its file.  Sorted by name, hashed,
+ * computed once per process: the libraries cannot change under a running
+ * process.
+ */
+#define TJ__LIBS_MAX 16
+
+typedef struct lib_identity {
+  char name[64];
+  char id[96];
+} lib_identity;
+
+typedef struct lib_scan {
+  const char *const *prefixes;
+  lib_identity libs[TJ__LIBS_MAX];
+  int n;
+} lib_scan;
+
+static const char *base_name(const char *path)
+{
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* The GNU build id of a loaded object, as hex, from its PT_NOTE segments. */
+static int build_id(const struct dl_phdr_info *info, char *out, size_t outlen)
+{
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_NOTE)
+      continue;
+    const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+    const unsigned char *end = p + ph->p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+      size_t namesz = (nh->n_namesz + 3) & ~(size_t)3;
+      size_t descsz = (nh->n_descsz + 3) & ~(size_t)3;
+      const unsigned char *desc = p + sizeof *nh + namesz;
+      if (desc + descsz > end)
+        break;
+      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+          memcmp(p + sizeof *nh, "GNU", 4) == 0 && nh->n_descsz > 0 &&
+          2 * (size_t)nh->n_descsz < outlen) {
+        for (size_t j = 0; j < nh->n_descsz; j++)
+          snprintf(out + 2 * j, 3, "%02x", desc[j]);
+        return 1;
+      }
+      p = desc + descsz;
+    }
+  }
+  return 0;
+}
+
+static void file_identity(const char *path, char *out, size_t outlen)
+{
+  struct stat st;
+  if (stat(path, &st) == 0)
+    snprintf(out, outlen, "size %lld mtime %lld.%09ld", (long long)st.st_size,
+             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+  else
+    snprintf(out, outlen, "unknown");
+}
+
+static int scan_library(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+  (void)size;
+  lib_scan *scan = ctx;
+  const char *name = info->dlpi_name ? base_name(info->dlpi_name) : "";
+  int match = 0;
+  for (const char *const *p = scan->prefixes; *p && !match; p++)
+    match = strncmp(name, *p, strlen(*p)) == 0;
+  if (!match || scan->n >= TJ__LIBS_MAX)
+    return 0;
+  lib_identity *lib = &scan->libs[scan->n++];
+  snprintf(lib->name, sizeof lib->name, "%s", name);
+  if (!build_id(info, lib->id, sizeof lib->id))
+    file_identity(info->dlpi_name, lib->id, sizeof lib->id);
+  return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+  return strcmp(((const lib_identity *)a)->name, ((const lib_identity *)b)->name);
+}
+
+static void platform_load_lazy_libraries(void);
+static const char *const *platform_library_prefixes(void);
+
+static char libs_digest[24];
+static pthread_once_t libs_once = PTHREAD_ONCE_INIT;
+
+static void compute_libs_digest(void)
+{
+  platform_load_lazy_libraries();
+  lib_scan scan = {platform_library_prefixes(), {{{0}, {0}}}, 0};
+  dl_iterate_phdr(scan_library, &scan);
+  qsort(scan.libs, (size_t)scan.n, sizeof scan.libs[0], by_name);
+  XXH64_hash_t h = XXH3_64bits(scan.libs, (size_t)scan.n * sizeof scan.libs[0]);
+  snprintf(libs_digest, sizeof libs_digest, "b:%016llx", (unsigned long long)h);
+}
+
+/* "b:" and 16 hex digits; process-wide, computed once. */
+static const char *compiler_libraries_digest(void)
+{
+  pthread_once(&libs_once, compute_libs_digest);
+  return libs_digest;
+}
+
+/* ------------------------------------------- the compilers' environment */
+
+/* A variable the compiler reads, and what the library does about it. */
+typedef struct env_rule {
+  const char *name;
+  int refuse;         /* 1: refuse to compile while it is set and not empty */
+  const char *why;    /* for the message */
+} env_rule;
+
+static const env_rule *platform_env_rules(size_t *n);
+
+int tj__compiler_environment(char *buf, size_t len, char *why, size_t whylen)
+{
+  size_t n = 0, used = 0;
+  const env_rule *rules = platform_env_rules(&n);
+  buf[0] = '\0';
+  for (size_t i = 0; i < n; i++) {
+    const char *v = getenv(rules[i].name);
+    if (!v || !*v)
+      continue;
+    if (rules[i].refuse) {
+      snprintf(why, whylen, "%s is set: %s; unset it to compile", rules[i].name,
+               rules[i].why);
+      return TJ_EINVAL;
+    }
+    /* The value's length first: a value holding "\nNAME=" cannot pass
+     * for a second variable. */
+    int w = snprintf(buf + used, len - used, "%s=%zu:%s\n", rules[i].name,
+                     strlen(v), v);
+    if (w < 0 || (size_t)w >= len - used) {
+      snprintf(why, whylen, "%s is too long (over %zu bytes in all)",
+               rules[i].name, len);
+      return TJ_EINVAL;
+    }
+    used += (size_t)w;
   }
   return TJ_OK;
 }
@@ -143,19 +299,100 @@ void tj__compiler_fingerprint(char *buf, size_t len)
   size_t cmaj = 0, cmin = 0;
   hiprtcVersion(&rmaj, &rmin);
   amd_comgr_get_version(&cmaj, &cmin);
-  snprintf(buf, len, "hiprtc %d.%d, comgr %zu.%zu (HIP %d)", rmaj, rmin, cmaj,
-           cmin, HIP_VERSION);
+  snprintf(buf, len, "hiprtc %d.%d, comgr %zu.%zu (HIP %d) %s", rmaj, rmin,
+           cmaj, cmin, HIP_VERSION, compiler_libraries_digest());
 }
+
+/* hipRTC is inside libamdhip64 on ROCm 5.2 (libhiprtc on later ROCm);
+ * comgr links libLLVM (and, in some packagings, libclang-cpp). */
+static const char *const *platform_library_prefixes(void)
+{
+  static const char *const prefixes[] = {"libamdhip64.so", "libhiprtc",
+                                         "libamd_comgr.so", "libLLVM",
+                                         "libclang-cpp.so", NULL};
+  return prefixes;
+}
+
+/* hipRTC dlopens comgr by the soname this library links, so every
+ * compiler library is loaded by the time a runtime opens. */
+static void platform_load_lazy_libraries(void) {}
 
 /* comgr names ISAs "amdgcn-amd-amdhsa--gfx90a"; the arch may carry feature
  * flags after ':' (gfx90a:sramecc+:xnack-).  hipRTC aborts the process on an
  * ISA comgr does not know, so this check must come first. */
+/* The target features each processor has, from LLVM's AMDGPU processor
+ * table (AMDGPUUsage, "Processors"); comgr 2.4 aborts on a feature its
+ * processor lacks (gfx1030:xnack+), checked one by one against it. */
+enum { FEAT_XNACK = 1, FEAT_SRAMECC = 2 };
+
+static unsigned processor_features(const char *name, size_t len)
+{
+  static const struct { const char *name; unsigned features; } table[] = {
+    {"gfx801", FEAT_XNACK}, {"gfx810", FEAT_XNACK}, {"gfx900", FEAT_XNACK},
+    {"gfx902", FEAT_XNACK}, {"gfx904", FEAT_XNACK},
+    {"gfx906", FEAT_XNACK | FEAT_SRAMECC}, {"gfx908", FEAT_XNACK | FEAT_SRAMECC},
+    {"gfx909", FEAT_XNACK}, {"gfx90a", FEAT_XNACK | FEAT_SRAMECC},
+    {"gfx90c", FEAT_XNACK}, {"gfx940", FEAT_XNACK | FEAT_SRAMECC},
+    {"gfx941", FEAT_XNACK | FEAT_SRAMECC}, {"gfx942", FEAT_XNACK | FEAT_SRAMECC},
+    {"gfx950", FEAT_XNACK | FEAT_SRAMECC}, {"gfx1010", FEAT_XNACK},
+    {"gfx1011", FEAT_XNACK}, {"gfx1012", FEAT_XNACK}, {"gfx1013", FEAT_XNACK},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (strlen(table[i].name) == len && strncmp(table[i].name, name, len) == 0)
+      return table[i].features;
+  return 0;
+}
+
+/* Parse the ":feature+" list after the processor into *sign (one of '+',
+ * '-' or 0 per feature).  The target-ID grammar is LLVM's: each feature at
+ * most once, each with its sign; an empty list, an empty feature, an
+ * unsigned one or one the processor lacks would reach comgr and abort. */
+static int parse_features(const char *arch, size_t base, char sign[2],
+                          char *why, size_t whylen)
+{
+  static const char *const names[2] = {"xnack", "sramecc"};
+  sign[0] = sign[1] = 0;
+  const char *p = arch + base;
+  unsigned have = processor_features(arch, base);
+  while (*p == ':') {
+    const char *f = ++p;
+    size_t n = strcspn(f, ":");
+    int k = -1;
+    for (int i = 0; i < 2; i++)
+      if (n == strlen(names[i]) + 1 && strncmp(f, names[i], n - 1) == 0 &&
+          (f[n - 1] == '+' || f[n - 1] == '-'))
+        k = i;
+    if (k < 0 || sign[k] || !(have & (1u << k))) {
+      snprintf(why, whylen, "arch '%s': feature '%.*s' is %s", arch, (int)n, f,
+               k < 0 ? "not one of xnack+, xnack-, sramecc+, sramecc-"
+               : sign[k] ? "given twice" : "not one this processor has");
+      return TJ_EARCH;
+    }
+    sign[k] = f[n - 1];
+    p = f + n;
+  }
+  return TJ_OK;
+}
+
+int tj__arch_canonical(const char *arch, char *out, size_t outlen)
+{
+  char sign[2], why[256];
+  size_t base = strcspn(arch, ":");
+  if (parse_features(arch, base, sign, why, sizeof why) != TJ_OK)
+    return TJ_EARCH;
+  int n = snprintf(out, outlen, "%.*s%s%s%s%s", (int)base, arch,
+                   sign[1] ? ":sramecc" : "", sign[1] ? (sign[1] == '+' ? "+" : "-") : "",
+                   sign[0] ? ":xnack" : "", sign[0] ? (sign[0] == '+' ? "+" : "-") : "");
+  return n < 0 || (size_t)n >= outlen ? TJ_ERANGE : TJ_OK;
+}
+
 int tj__arch_check(const char *arch, char *why, size_t whylen)
 {
   int rc = arch_name_wellformed(arch, why, whylen);
   if (rc != TJ_OK)
     return rc;
   size_t base = strcspn(arch, ":"), count = 0;
+  char sign[2];
   if (amd_comgr_get_isa_count(&count) != AMD_COMGR_STATUS_SUCCESS)
     count = 0;
   for (size_t i = 0; i < count; i++) {
@@ -165,7 +402,7 @@ int tj__arch_check(const char *arch, char *why, size_t whylen)
     const char *name = strrchr(isa, '-');
     name = name ? name + 1 : isa;
     if (strlen(name) == base && strncmp(name, arch, base) == 0)
-      return TJ_OK;
+      return parse_features(arch, base, sign, why, whylen);
   }
   size_t cmaj = 0, cmin = 0;
   amd_comgr_get_version(&cmaj, &cmin);
@@ -182,7 +419,112 @@ int tj__base_options(const char *arch, char *store, size_t storelen,
   snprintf(store, storelen, "--offload-arch=%s", arch);
   opts[0] = store;
   opts[1] = "-O3";
-  return 2;
+  /* hipRTC adds `-include hiprtc_runtime.h`, which clang looks for in the
+   * working directory first: a file of that name in the host program's
+   * directory would replace the runtime header of every kernel, under the
+   * same key.  Only root can write "/". */
+  opts[2] = "-working-directory=/";
+  return 3;
+}
+
+/* clang 15 (comgr 2.4) and later; what each does is in clang's
+ * command-line reference.  Not here, so refused: -mllvm, -Xclang, -v,
+ * -###, --help, --version, @file, -o, -save-temps, -M*, -ftime-trace,
+ * -fplugin, -Wl,/-Wp,/-Wa, (their comma), -include, -isystem and the
+ * other header options (files outside the key), -march, -mcpu, -target,
+ * --offload-arch, -mxnack, -msramecc (the arch is the runtime's), -x, -E,
+ * -S, -c, -fgpu-rdc, -nogpulib, --rocm-path and the other path options,
+ * -working-directory (the library sets it), and input files. */
+static const tj__option_rule amd_option_rules[] = {
+  {"-D", TJ__OPT_JOINED_OR_SEP, TJ__VAL_MACRO, NULL},
+  {"-U", TJ__OPT_JOINED_OR_SEP, TJ__VAL_MACRO, NULL},
+  {"-I", TJ__OPT_JOINED_OR_SEP, TJ__VAL_ABSDIR, NULL},
+  {"-O0", TJ__OPT_FLAG, 0, NULL}, {"-O1", TJ__OPT_FLAG, 0, NULL},
+  {"-O2", TJ__OPT_FLAG, 0, NULL}, {"-O3", TJ__OPT_FLAG, 0, NULL},
+  {"-Os", TJ__OPT_FLAG, 0, NULL}, {"-Oz", TJ__OPT_FLAG, 0, NULL},
+  {"-std", TJ__OPT_EQ, TJ__VAL_LIST,
+   "c++11|c++14|c++17|c++20|c++2a|c++2b|gnu++11|gnu++14|gnu++17|gnu++20"},
+  {"-w", TJ__OPT_FLAG, 0, NULL}, {"-pedantic", TJ__OPT_FLAG, 0, NULL},
+  {"-W", TJ__OPT_PREFIX, TJ__VAL_WARNING, NULL},
+  {"-g", TJ__OPT_FLAG, 0, NULL}, {"-g0", TJ__OPT_FLAG, 0, NULL},
+  {"-gline-tables-only", TJ__OPT_FLAG, 0, NULL},
+#define TJ__F(name) {"-f" name, TJ__OPT_FLAG, 0, NULL}, {"-fno-" name, TJ__OPT_FLAG, 0, NULL}
+  TJ__F("fast-math"), TJ__F("finite-math-only"), TJ__F("unsafe-math-optimizations"),
+  TJ__F("associative-math"), TJ__F("reciprocal-math"), TJ__F("signed-zeros"),
+  TJ__F("trapping-math"), TJ__F("math-errno"), TJ__F("honor-nans"),
+  TJ__F("honor-infinities"), TJ__F("approx-func"),
+  TJ__F("gpu-flush-denormals-to-zero"), TJ__F("cuda-flush-denormals-to-zero"),
+  TJ__F("hip-fp32-correctly-rounded-divide-sqrt"), TJ__F("unroll-loops"),
+  TJ__F("vectorize"), TJ__F("slp-vectorize"), TJ__F("strict-aliasing"),
+  TJ__F("wrapv"), TJ__F("builtin"), TJ__F("color-diagnostics"),
+#undef TJ__F
+  {"-fno-gpu-rdc", TJ__OPT_FLAG, 0, NULL},
+  {"-ffp-contract", TJ__OPT_EQ, TJ__VAL_LIST, "fast|on|off|fast-honor-pragmas"},
+  {"-ffp-model", TJ__OPT_EQ, TJ__VAL_LIST, "fast|precise|strict"},
+  {"-fdenormal-fp-math", TJ__OPT_EQ, TJ__VAL_LIST, "ieee|preserve-sign|positive-zero"},
+  {"-fconstexpr-depth", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"-fconstexpr-steps", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"-ftemplate-depth", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"-fbracket-depth", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"-ferror-limit", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"--gpu-max-threads-per-block", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"-mcode-object-version", TJ__OPT_EQ, TJ__VAL_LIST, "4|5"},
+  {"-mcumode", TJ__OPT_FLAG, 0, NULL}, {"-mno-cumode", TJ__OPT_FLAG, 0, NULL},
+  {"-mwavefrontsize64", TJ__OPT_FLAG, 0, NULL},
+  {"-mno-wavefrontsize64", TJ__OPT_FLAG, 0, NULL},
+  {"-munsafe-fp-atomics", TJ__OPT_FLAG, 0, NULL},
+  {"-mno-unsafe-fp-atomics", TJ__OPT_FLAG, 0, NULL},
+  {"-mtgsplit", TJ__OPT_FLAG, 0, NULL}, {"-mno-tgsplit", TJ__OPT_FLAG, 0, NULL},
+};
+
+const tj__option_rule *tj__option_rules(size_t *n)
+{
+  *n = sizeof amd_option_rules / sizeof amd_option_rules[0];
+  return amd_option_rules;
+}
+
+/*
+ * What comgr 2.4 (its clang and libLLVM) and hipRTC 5.2 read from the
+ * environment (strings on the libraries, then each tried with a header
+ * directory, a bogus directory and a value, compiling the same kernel):
+ *   CPATH, CPLUS_INCLUDE_PATH  change which header is found: refused, since
+ *       the headers they reach are not in the key (pass -I instead).
+ *   CCC_OVERRIDE_OPTIONS, AMD_OCL_BUILD_OPTIONS(_APPEND),
+ *   HIPRTC_COMPILE_OPTIONS_APPEND  add options behind the allowlist (read
+ *       by the clang driver program, ROCclr, later hipRTC): refused.
+ *   RC_DEBUG_OPTIONS  records the command line in -g debug info: keyed.
+ *   HIP_PATH, ROCM_PATH, HIP_DEVICE_LIB_PATH, LLVM_PATH  not read by comgr
+ *       2.4 (a bogus directory changes nothing), keyed in case a later comgr
+ *       does.
+ *   C_INCLUDE_PATH, OBJC_INCLUDE_PATH, OBJCPLUS_INCLUDE_PATH  apply to C
+ *       and Objective-C only, not HIP (shown: no change).
+ *   COMPILER_PATH, LIBRARY_PATH, CLANG_MODULE_CACHE_PATH, SDKROOT,
+ *   LLVM_OVERRIDE_PRODUCER, RC_DEBUG_PREFIX_MAP, TMPDIR, TMP, TEMP,
+ *   AMD_COMGR_SAVE_TEMPS, AMD_COMGR_REDIRECT_LOGS, AMD_COMGR_EMIT_VERBOSE_LOGS,
+ *   AMD_COMGR_TIME_STATISTICS, GPU_ENABLE_WAVE32_MODE, GPU_ENABLE_WGP_MODE,
+ *   AMD_LOG_LEVEL  logs, temporaries, tools the in-process compile does not
+ *       run: the code object is the same (shown).
+ */
+static const env_rule amd_env_rules[] = {
+  {"CPATH", 1, "headers found through it are not in the cache key (pass the "
+               "directories with -I)"},
+  {"CPLUS_INCLUDE_PATH", 1, "headers found through it are not in the cache "
+                            "key (pass the directories with -I)"},
+  {"CCC_OVERRIDE_OPTIONS", 1, "it edits the compiler's options"},
+  {"AMD_OCL_BUILD_OPTIONS", 1, "it adds compiler options"},
+  {"AMD_OCL_BUILD_OPTIONS_APPEND", 1, "it adds compiler options"},
+  {"HIPRTC_COMPILE_OPTIONS_APPEND", 1, "it adds compiler options"},
+  {"RC_DEBUG_OPTIONS", 0, NULL},
+  {"HIP_PATH", 0, NULL},
+  {"ROCM_PATH", 0, NULL},
+  {"HIP_DEVICE_LIB_PATH", 0, NULL},
+  {"LLVM_PATH", 0, NULL},
+};
+
+static const env_rule *platform_env_rules(size_t *n)
+{
+  *n = sizeof amd_env_rules / sizeof amd_env_rules[0];
+  return amd_env_rules;
 }
 
 #elif defined(TJ_PLATFORM_NVIDIA)
@@ -291,7 +633,36 @@ void tj__compiler_fingerprint(char *buf, size_t len)
 {
   int maj = 0, min = 0;
   nvrtcVersion(&maj, &min);
-  snprintf(buf, len, "nvrtc %d.%d", maj, min);
+  snprintf(buf, len, "nvrtc %d.%d %s", maj, min, compiler_libraries_digest());
+}
+
+static const char *const *platform_library_prefixes(void)
+{
+  static const char *const prefixes[] = {"libnvrtc.so", "libnvrtc-builtins",
+                                         NULL};
+  return prefixes;
+}
+
+/* NVRTC dlopens libnvrtc-builtins.so.MAJOR.MINOR at its first compile.
+ * Loading it here, by the same name, makes it the very object NVRTC will
+ * get (the loader hands back the library already loaded under a soname),
+ * so the digest names what compiles. */
+static void platform_load_lazy_libraries(void)
+{
+  int maj = 0, min = 0;
+  char name[64];
+  if (nvrtcVersion(&maj, &min) != NVRTC_SUCCESS)
+    return;
+  snprintf(name, sizeof name, "libnvrtc-builtins.so.%d.%d", maj, min);
+  (void)dlopen(name, RTLD_NOW | RTLD_LOCAL); /* kept for the process */
+}
+
+/* NVIDIA arch names have no feature list: the name is its own canonical
+ * form. */
+int tj__arch_canonical(const char *arch, char *out, size_t outlen)
+{
+  int n = snprintf(out, outlen, "%s", arch);
+  return n < 0 || (size_t)n >= outlen ? TJ_ERANGE : TJ_OK;
 }
 
 /* sm_NN or sm_NNa / sm_NNf, checked against the archs NVRTC lists. */
@@ -301,7 +672,10 @@ int tj__arch_check(const char *arch, char *why, size_t whylen)
   if (rc != TJ_OK)
     return rc;
   char *end = NULL;
-  long num = strncmp(arch, "sm_", 3) == 0 ? strtol(arch + 3, &end, 10) : -1;
+  /* Digits only, no sign or leading zero: strtol alone let sm_+90 and
+   * sm_090 through as second spellings that NVRTC then refuses. */
+  long num = strncmp(arch, "sm_", 3) == 0 && arch[3] >= '1' && arch[3] <= '9'
+                 ? strtol(arch + 3, &end, 10) : -1;
   if (num <= 0 || !end || (*end && strcmp(end, "a") && strcmp(end, "f"))) {
     snprintf(why, whylen, "arch '%s' is not an NVIDIA arch name (sm_90, sm_90a)",
              arch);
@@ -326,11 +700,112 @@ int tj__base_options(const char *arch, char *store, size_t storelen,
   int n = snprintf(store, storelen, "--gpu-architecture=%s", arch);
   opts[0] = store;
   opts[1] = store + n + 1;
-  snprintf(store + n + 1, storelen - (size_t)n - 1, "-I%s", TJ_CUDA_INCLUDE_DIR);
+  int m = snprintf(store + n + 1, storelen - (size_t)n - 1, "-I%s",
+                   TJ_CUDA_INCLUDE_DIR);
+  /* NVRTC looks for an -include file, and for a quoted #include of the
+   * source, in the working directory first: a cuda_fp16.h or a header in
+   * the host program's directory would change the code under the same key.
+   * So the pre-include is an absolute path, and -no-source-include drops
+   * the source's (the working) directory from the search. */
   opts[2] = "-include";
-  opts[3] = "cuda_fp16.h";
+  opts[3] = store + n + 1 + m + 1;
+  snprintf(store + n + 1 + m + 1, storelen - (size_t)(n + 1 + m + 1),
+           "%s/cuda_fp16.h", TJ_CUDA_INCLUDE_DIR);
   opts[4] = "-std=c++17";
-  return 5;
+  opts[5] = "-no-source-include";
+  return 6;
+}
+
+/* NVRTC's documented options (the NVRTC guide, "Supported Compile
+ * Options"), less those that retarget (--gpu-architecture, -arch), write
+ * files (--time, --fdevice-time-trace, --create-pch, -pch*), read files
+ * outside the key (--pre-include, -include, --use-pch), produce no cubin
+ * (-dlto, --gen-opt-lto, --optix-ir, -rdc, --fdevice-syntax-only) or pass
+ * options on unchecked (-Xptxas, --ptxas-options).  NVRTC itself refuses
+ * what it does not know with an error; it has no exit() path on options
+ * (checked: --help, --version, @file each come back as
+ * NVRTC_ERROR_INVALID_OPTION), so the list is about the key. */
+static const tj__option_rule nvidia_option_rules[] = {
+  {"-D", TJ__OPT_JOINED_OR_SEP, TJ__VAL_MACRO, NULL},
+  {"--define-macro", TJ__OPT_EQ_OR_SEP, TJ__VAL_MACRO, NULL},
+  {"-U", TJ__OPT_JOINED_OR_SEP, TJ__VAL_MACRO, NULL},
+  {"--undefine-macro", TJ__OPT_EQ_OR_SEP, TJ__VAL_MACRO, NULL},
+  {"-I", TJ__OPT_JOINED_OR_SEP, TJ__VAL_ABSDIR, NULL},
+  {"--include-path", TJ__OPT_EQ_OR_SEP, TJ__VAL_ABSDIR, NULL},
+  {"-std", TJ__OPT_EQ, TJ__VAL_LIST, "c++03|c++11|c++14|c++17|c++20"},
+  {"--std", TJ__OPT_EQ, TJ__VAL_LIST, "c++03|c++11|c++14|c++17|c++20"},
+  {"-G", TJ__OPT_FLAG, 0, NULL}, {"--device-debug", TJ__OPT_FLAG, 0, NULL},
+  {"-lineinfo", TJ__OPT_FLAG, 0, NULL},
+  {"--generate-line-info", TJ__OPT_FLAG, 0, NULL},
+  {"-dopt", TJ__OPT_EQ, TJ__VAL_LIST, "on"},
+  {"--dopt", TJ__OPT_EQ, TJ__VAL_LIST, "on"},
+  {"-Ofc", TJ__OPT_EQ, TJ__VAL_LIST, "0|min|mid|max"},
+  {"--Ofast-compile", TJ__OPT_EQ, TJ__VAL_LIST, "0|min|mid|max"},
+  {"-maxrregcount", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"--maxrregcount", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+#define TJ__B(name) {"-" name, TJ__OPT_EQ, TJ__VAL_LIST, "true|false"}, \
+                    {"--" name, TJ__OPT_EQ, TJ__VAL_LIST, "true|false"}
+  TJ__B("ftz"), TJ__B("prec-sqrt"), TJ__B("prec-div"), TJ__B("fmad"),
+  TJ__B("modify-stack-limit"), TJ__B("device-stack-protector"),
+  TJ__B("builtin-move-forward"), TJ__B("builtin-initializer-list"),
+  TJ__B("brief-diagnostics"),
+#undef TJ__B
+  {"-use_fast_math", TJ__OPT_FLAG, 0, NULL},
+  {"--use_fast_math", TJ__OPT_FLAG, 0, NULL},
+  {"-extra-device-vectorization", TJ__OPT_FLAG, 0, NULL},
+  {"--extra-device-vectorization", TJ__OPT_FLAG, 0, NULL},
+  {"-jump-table-density", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"--jump-table-density", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"-split-compile", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"--split-compile", TJ__OPT_EQ, TJ__VAL_NUMBER, NULL},
+  {"-default-device", TJ__OPT_FLAG, 0, NULL},
+  {"--device-as-default-execution-space", TJ__OPT_FLAG, 0, NULL},
+  {"-restrict", TJ__OPT_FLAG, 0, NULL}, {"--restrict", TJ__OPT_FLAG, 0, NULL},
+  {"-device-int128", TJ__OPT_FLAG, 0, NULL},
+  {"--device-int128", TJ__OPT_FLAG, 0, NULL},
+  {"-w", TJ__OPT_FLAG, 0, NULL}, {"--disable-warnings", TJ__OPT_FLAG, 0, NULL},
+  {"-err-no", TJ__OPT_FLAG, 0, NULL},
+  {"--display-error-number", TJ__OPT_FLAG, 0, NULL},
+  {"-no-err-no", TJ__OPT_FLAG, 0, NULL},
+  {"--no-display-error-number", TJ__OPT_FLAG, 0, NULL},
+  {"-diag-error", TJ__OPT_EQ, TJ__VAL_NUMLIST, NULL},
+  {"--diag-error", TJ__OPT_EQ, TJ__VAL_NUMLIST, NULL},
+  {"-diag-suppress", TJ__OPT_EQ, TJ__VAL_NUMLIST, NULL},
+  {"--diag-suppress", TJ__OPT_EQ, TJ__VAL_NUMLIST, NULL},
+  {"-diag-warn", TJ__OPT_EQ, TJ__VAL_NUMLIST, NULL},
+  {"--diag-warn", TJ__OPT_EQ, TJ__VAL_NUMLIST, NULL},
+  {"-opt-info", TJ__OPT_EQ, TJ__VAL_LIST, "inline"},
+  {"--optimization-info", TJ__OPT_EQ, TJ__VAL_LIST, "inline"},
+};
+
+const tj__option_rule *tj__option_rules(size_t *n)
+{
+  *n = sizeof nvidia_option_rules / sizeof nvidia_option_rules[0];
+  return nvidia_option_rules;
+}
+
+/*
+ * What NVRTC 13 reads from the environment (strings on libnvrtc and
+ * libnvrtc-builtins, then each tried with a header directory and a value):
+ *   NVRTC_APPEND_FLAGS  named as adding options (no effect seen in 13.0):
+ *       refused.
+ *   EDG_MODULES_PATH, CPPCX_INCLUDE_PATH  front-end search paths (no effect
+ *       seen on a CUDA compile): keyed.
+ *   CPATH, CPLUS_INCLUDE_PATH, CUDA_PATH, CUDA_HOME  not read by NVRTC.
+ *   NVRTC_DISABLE_PCH, NVRTC_PCH_HEAP_SIZE, NVRTC_DISABLE_CONCURRENT_NVVM,
+ *   NVRTC_INTERNAL_GLOBAL_LOCK, CUDA_CACHE_DISABLE, TMPDIR  caching,
+ *       locking and temporaries: the cubin is the same (shown).
+ */
+static const env_rule nvidia_env_rules[] = {
+  {"NVRTC_APPEND_FLAGS", 1, "it adds compiler options"},
+  {"EDG_MODULES_PATH", 0, NULL},
+  {"CPPCX_INCLUDE_PATH", 0, NULL},
+};
+
+static const env_rule *platform_env_rules(size_t *n)
+{
+  *n = sizeof nvidia_env_rules / sizeof nvidia_env_rules[0];
+  return nvidia_env_rules;
 }
 
 #endif

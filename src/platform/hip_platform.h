@@ -230,12 +230,62 @@ int tj__device_make_current(const tj__device *dev);
 void tj__device_close(tj__device *dev);
 int tj__device_query(int ordinal, tj__device_props *props);
 
-/* "hiprtc 9.0, comgr 2.4 (HIP 50221153)" or "nvrtc 13.0". */
+/* "hiprtc 9.0, comgr 2.4 (HIP 50221153) b:1a2b3c4d5e6f7a8b" or
+ * "nvrtc 13.0 b:...": the versions, then a digest of the compiler
+ * libraries actually loaded (their GNU build ids, else size and mtime of
+ * the file), so that a point update of any of them changes every key.
+ * The digest is computed once per process. */
 void tj__compiler_fingerprint(char *buf, size_t len);
 
 /* TJ_OK when the installed compiler can target arch; otherwise TJ_EARCH
- * (or TJ_EINVAL for a malformed name) and a sentence in why. */
+ * (or TJ_EINVAL for a malformed name) and a sentence in why.  On AMD the
+ * feature list after the processor is checked too: sramecc and xnack,
+ * each at most once, each with + or - (comgr aborts on anything else). */
 int tj__arch_check(const char *arch, char *why, size_t whylen);
+/* The canonical spelling of an arch that passed tj__arch_check: on AMD the
+ * features in LLVM's order (sramecc before xnack), so that one target has
+ * one key.  TJ_ERANGE when out is too small. */
+int tj__arch_canonical(const char *arch, char *out, size_t outlen);
+
+/* The options the platform's compiler documents and that cannot make it
+ * abort, exit(), write or read files outside the key, or retarget the
+ * code: an allowlist, read by tj__options_check (options.c). */
+enum tj__option_form {
+  TJ__OPT_FLAG,            /* exactly name */
+  TJ__OPT_JOINED_OR_SEP,   /* name+value, or name then value: -DX, -D X */
+  TJ__OPT_EQ,              /* name=value */
+  TJ__OPT_EQ_OR_SEP,       /* name=value, or name then value */
+  TJ__OPT_PREFIX           /* name+rest, rest checked as a value: -Wfoo */
+};
+enum tj__option_value {
+  TJ__VAL_NONE,
+  TJ__VAL_MACRO,   /* a macro definition: not empty, not starting with -
+                    * or @ (an option or a response file to the compiler) */
+  TJ__VAL_ABSDIR,  /* an absolute directory (a relative one would depend on
+                    * the working directory, which is not in the key) */
+  TJ__VAL_NUMBER,  /* decimal digits */
+  TJ__VAL_NUMLIST, /* decimal numbers separated by commas */
+  TJ__VAL_LIST,    /* one of the '|'-separated words in values */
+  TJ__VAL_WARNING  /* a warning name: [A-Za-z0-9_+=.-], no ',' (-Wl,) */
+};
+typedef struct tj__option_rule {
+  const char *name;
+  unsigned char form;   /* enum tj__option_form */
+  unsigned char value;  /* enum tj__option_value */
+  const char *values;   /* TJ__VAL_LIST: "true|false" */
+} tj__option_rule;
+/* The platform's rules; *n gets their count.  Static storage. */
+const tj__option_rule *tj__option_rules(size_t *n);
+
+/*
+ * The part of the environment that reaches the compiler, as a canonical
+ * string "NAME=length:value\n..." of the variables that can change the code (in
+ * a fixed order; only those set), for the key.  Returns TJ_OK, or TJ_EINVAL
+ * with a sentence in why when a variable is set that the library refuses
+ * to compile under (one that injects options or headers the key cannot
+ * see).  The lists and the reasons are in hip_platform.c.
+ */
+int tj__compiler_environment(char *buf, size_t len, char *why, size_t whylen);
 
 /* The options every compile gets for arch, written as pointers into store.
  * Returns how many (at most TJ__MAX_BASE_OPTIONS). */

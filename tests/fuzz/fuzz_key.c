@@ -2,8 +2,7 @@
  * fuzz_key.c: libFuzzer harness for the cache key (src/core/key.c).
  *
  * The input is split at NUL bytes into source, entry, options, arch,
- * platform, compiler and the platform headers' digest (a missing field is
- * NULL).  Checked on every input: the encoding's length does not depend on
+ * platform and compiler (a missing field is NULL).  Checked on every input: the encoding's length does not depend on
  * the buffer, a short buffer is never overrun, the encoding decodes back
  * to exactly the fields, the key is XXH3-128 of the encoding as 32
  * lowercase hex digits, one changed byte changes the key, and option
@@ -18,7 +17,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
-#define FIELDS 7
+#define FIELDS 6
 
 static uint64_t le64(const unsigned char *p)
 {
@@ -32,7 +31,7 @@ static uint64_t le64(const unsigned char *p)
 static void check_decodes(const unsigned char *buf, size_t len,
                           const char *const *field, const size_t *flen)
 {
-  static const char tag[] = "tokitai-jit key v2";
+  static const char tag[] = "tokitai-jit key v3";
   size_t at = 0;
   if (len < 8 || le64(buf) != sizeof tag - 1 || memcmp(buf + 8, tag, sizeof tag - 1))
     abort();
@@ -102,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   size_t flen[FIELDS];
   split(s, size, field, flen);
   tj__key_input in = {field[0], flen[0], field[1], field[2], field[3],
-                      field[4], field[5], field[6]};
+                      field[4], field[5]};
 
   size_t len = tj__key_encode(&in, NULL, 0);
   unsigned char *buf = malloc(len + 16);
