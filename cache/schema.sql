@@ -1,4 +1,4 @@
--- tokitai-jit cache schema, version 1 (PRAGMA user_version = 1).
+-- tokitai-jit cache schema, version 2 (PRAGMA user_version = 2).
 -- Embedded into the library at build time; see cache/README.md.
 CREATE TABLE IF NOT EXISTS code_objects (
   key        TEXT PRIMARY KEY,   -- XXH3-128 of the canonical inputs, 32 hex digits
@@ -13,7 +13,8 @@ CREATE TABLE IF NOT EXISTS code_objects (
   compile_ms REAL NOT NULL,
   created    INTEGER NOT NULL,   -- unix seconds
   last_used  INTEGER NOT NULL,   -- unix seconds
-  hits       INTEGER NOT NULL DEFAULT 0
+  hits       INTEGER NOT NULL DEFAULT 0,
+  entries    TEXT NOT NULL DEFAULT ''  -- "expression<TAB>lowered" lines (modules)
 );
 CREATE INDEX IF NOT EXISTS code_objects_last_used ON code_objects(last_used);
 CREATE TABLE IF NOT EXISTS counters (

@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CACHE_SCHEMA_VERSION 1
+#define CACHE_SCHEMA_VERSION 2
 #define BUSY_TIMEOUT_MS 5000
 #define BUSY_RETRY_LIMIT_MS 60000
 #define OPEN_ATTEMPTS 4      /* a file may vanish or be replaced under us */
@@ -352,8 +352,8 @@ static const struct migration {
 } migrations[] = {
   {0, CACHE_SCHEMA_VERSION, 1,
    "DROP TABLE IF EXISTS code_objects; DROP TABLE IF EXISTS counters;"},
-  /* The next schema adds a step {1, 2, 0, "ALTER TABLE ..."} and moves the
-   * version in the step above to 2. */
+  /* 2: the lowered names of a module's entries. */
+  {1, 2, 0, "ALTER TABLE code_objects ADD COLUMN entries TEXT NOT NULL DEFAULT ''"},
 };
 
 static const struct migration *migration_from(int version)
@@ -407,12 +407,12 @@ static int prepare_statements(tj__cache *c)
     const char *sql;
   } stmts[] = {
     {offsetof(tj__cache, get),
-     "SELECT code, code_hash, code_size FROM code_objects WHERE key = ?1"},
+     "SELECT code, code_hash, code_size, entries FROM code_objects WHERE key = ?1"},
     {offsetof(tj__cache, put),
      "INSERT OR IGNORE INTO code_objects (key, kernel, arch, platform, "
      "compiler, options, code, code_hash, code_size, compile_ms, created, "
-     "last_used, hits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-     "?11, 0)"},
+     "last_used, hits, entries) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+     "?10, ?11, ?11, 0, ?12)"},
     {offsetof(tj__cache, drop),
      "DELETE FROM code_objects WHERE key = ?1 AND code_hash IS ?2"},
     {offsetof(tj__cache, use),
@@ -829,6 +829,12 @@ static int drop_row(tj__cache *c, const char *key, const char *stored)
 int tj__cache_get(tj__cache *c, const char *key, void **code, size_t *size,
                   int *dropped)
 {
+  return tj__cache_get_entries(c, key, code, size, dropped, NULL);
+}
+
+int tj__cache_get_entries(tj__cache *c, const char *key, void **code,
+                          size_t *size, int *dropped, char **entries)
+{
   int rc = TJ_ENOENT;
   char *stored = NULL;
   *dropped = 0;
@@ -841,6 +847,14 @@ int tj__cache_get(tj__cache *c, const char *key, void **code, size_t *size,
   int step = step_retry(c->get);
   if (step == SQLITE_ROW)
     rc = take_verified(c->get, code, size, &stored, dropped);
+  if (rc == TJ_OK && entries) {
+    const unsigned char *e = sqlite3_column_text(c->get, 3);
+    if (!(*entries = strdup(e ? (const char *)e : ""))) {
+      free(*code);
+      *code = NULL;
+      rc = TJ_ENOMEM;
+    }
+  }
   sqlite3_reset(c->get);
   sqlite3_clear_bindings(c->get);
   if (step != SQLITE_ROW && step != SQLITE_DONE && !is_busy(step))
@@ -867,6 +881,7 @@ static void bind_row(sqlite3_stmt *st, const tj__cache_row *r,
   sqlite3_bind_int64(st, 9, (sqlite3_int64)r->code_size);
   sqlite3_bind_double(st, 10, r->compile_ms);
   sqlite3_bind_int64(st, 11, (sqlite3_int64)time(NULL));
+  sqlite3_bind_text(st, 12, r->entries ? r->entries : "", -1, SQLITE_STATIC);
 }
 
 int tj__cache_put(tj__cache *c, const tj__cache_row *r)

@@ -110,8 +110,8 @@ struct tj_cache {
 /* The columns every visit reads, in the order row_entry expects. */
 #define ENTRY_COLUMNS                                                        \
   "key, kernel, arch, platform, compiler, options, code_hash, code_size, "   \
-  "compile_ms, created, last_used, hits"
-#define ENTRY_COLUMN_COUNT 12
+  "compile_ms, created, last_used, hits, entries"
+#define ENTRY_COLUMN_COUNT 13
 
 static int cache_fail(tj_cache *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -149,6 +149,7 @@ static void row_entry(sqlite3_stmt *st, tj_cache_entry *e)
   e->created = sqlite3_column_int64(st, 9);
   e->last_used = sqlite3_column_int64(st, 10);
   e->hits = (uint64_t)sqlite3_column_int64(st, 11);
+  e->entries = text_or_empty(st, 12);
 }
 
 /* A failed SQLite call on c, named by what we were doing. */

@@ -75,39 +75,109 @@ static int take_code(hiprtcProgram prog, tj__compile_result *res)
   return TJ_OK;
 }
 
-int tj__compile(const char *source, const char *name, const char *arch,
-                const char *extra_options, tj__compile_result *res)
+static int create_program(hiprtcProgram *prog, const tj__compile_input *in,
+                          char **log)
+{
+  /* The in-memory headers as hipRTC takes them: two parallel arrays.
+   * (D's platform headers join these at merge: tj__platform_headers.) */
+  int n = in->nheaders;
+  const char **contents = calloc((size_t)n + 1, sizeof *contents);
+  const char **names = calloc((size_t)n + 1, sizeof *names);
+  hiprtcResult r = HIPRTC_ERROR_OUT_OF_MEMORY;
+  if (contents && names) {
+    for (int i = 0; i < n; i++) {
+      contents[i] = in->headers[i].contents;
+      names[i] = in->headers[i].name;
+    }
+    r = hiprtcCreateProgram(prog, in->source, in->name, n, contents, names);
+  }
+  free(contents);
+  free(names);
+  if (r != HIPRTC_SUCCESS &&
+      asprintf(log, "hiprtcCreateProgram: %s", hiprtcGetErrorString(r)) < 0)
+    *log = NULL;
+  return r == HIPRTC_SUCCESS ? TJ_OK : TJ_ECOMPILE;
+}
+
+/* Name expressions are registered in the order given (the caller sorts
+ * them: the order decides the code hipRTC adds) and lowered after. */
+static int add_names(hiprtcProgram prog, const tj__compile_input *in)
+{
+  for (int i = 0; i < in->nexprs; i++)
+    if (hiprtcAddNameExpression(prog, in->exprs[i]) != HIPRTC_SUCCESS)
+      return TJ_ECOMPILE;
+  return TJ_OK;
+}
+
+static char **lower_names(hiprtcProgram prog, const tj__compile_input *in)
+{
+  char **out = calloc((size_t)in->nexprs + 1, sizeof *out);
+  for (int i = 0; out && i < in->nexprs; i++) {
+    const char *l = NULL;
+    if (hiprtcGetLoweredName(prog, in->exprs[i], &l) == HIPRTC_SUCCESS && l)
+      out[i] = strdup(l);
+  }
+  return out;
+}
+
+int tj__compile_module(const tj__compile_input *in, tj__compile_result *res,
+                       char ***lowered)
 {
   memset(res, 0, sizeof *res);
+  if (lowered)
+    *lowered = NULL;
   char base[512];
-  const char *opts[TJ__MAX_BASE_OPTIONS + MAX_OPTIONS];
-  int nopts = tj__base_options(arch, base, sizeof base, opts);
-  char *extra = strdup(extra_options ? extra_options : "");
-  if (!extra)
+  int nuser = in->noptions > 0 ? in->noptions : 0;
+  const char **opts = calloc(TJ__MAX_BASE_OPTIONS + (size_t)nuser + 1, sizeof *opts);
+  if (!opts)
     return TJ_ENOMEM;
-  nopts += split_options(extra, opts + nopts, MAX_OPTIONS);
+  int nopts = tj__base_options(in->arch, base, sizeof base, opts);
+  for (int i = 0; i < nuser; i++)
+    opts[nopts++] = in->options[i];
 
   pthread_mutex_lock(&compiler_lock);
   double t0 = now_ms();
   hiprtcProgram prog;
-  hiprtcResult r = hiprtcCreateProgram(&prog, source, name, 0, NULL, NULL);
-  if (r != HIPRTC_SUCCESS) {
+  int rc = create_program(&prog, in, &res->log);
+  if (rc != TJ_OK) {
     pthread_mutex_unlock(&compiler_lock);
-    free(extra);
-    if (asprintf(&res->log, "hiprtcCreateProgram: %s", hiprtcGetErrorString(r)) < 0)
-      res->log = NULL;
-    return TJ_ECOMPILE;
+    free(opts);
+    return rc;
   }
-  r = hiprtcCompileProgram(prog, nopts, opts);
+  hiprtcResult r = add_names(prog, in) == TJ_OK
+                       ? hiprtcCompileProgram(prog, nopts, opts)
+                       : HIPRTC_ERROR_NAME_EXPRESSION_NOT_VALID;
   res->log = program_log(prog);
-  int rc = TJ_ECOMPILE;
+  rc = TJ_ECOMPILE;
   if (r == HIPRTC_SUCCESS)
     rc = take_code(prog, res);
   else if (!res->log && asprintf(&res->log, "%s", hiprtcGetErrorString(r)) < 0)
     res->log = NULL;
+  if (rc == TJ_OK && lowered && in->nexprs > 0 &&
+      !(*lowered = lower_names(prog, in))) {
+    free(res->code);
+    res->code = NULL;
+    rc = TJ_ENOMEM;
+  }
   res->ms = now_ms() - t0;
   hiprtcDestroyProgram(&prog);
   pthread_mutex_unlock(&compiler_lock);
+  free(opts);
+  return rc;
+}
+
+int tj__compile(const char *source, const char *name, const char *arch,
+                const char *extra_options, tj__compile_result *res)
+{
+  const char *opts[MAX_OPTIONS];
+  char *extra = strdup(extra_options ? extra_options : "");
+  if (!extra) {
+    memset(res, 0, sizeof *res);
+    return TJ_ENOMEM;
+  }
+  int nopts = split_options(extra, opts, MAX_OPTIONS);
+  tj__compile_input in = {source, name, arch, opts, nopts, NULL, 0, NULL, 0};
+  int rc = tj__compile_module(&in, res, NULL);
   free(extra);
   return rc;
 }

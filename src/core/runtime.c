@@ -11,11 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SOURCE_BYTES (64u << 20)
 #define MAX_OPTIONS_BYTES 4096
-#define MAX_ENTRY_BYTES 256
 
-enum { KIND_EMBEDDED, KIND_CALLER };
+enum { KIND_EMBEDDED, KIND_CALLER }; /* and TJ__KIND_MODULE (user.c) */
 
 const char *tj_version(void) { return TJ_VERSION_STRING; }
 const char *tj_platform(void) { return TJ__PLATFORM; }
@@ -115,17 +113,22 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
 struct usage {
   const char **keys;
   uint64_t *hits;
-  size_t n;
+  size_t n, cap;
 };
 
 static void free_kernel(tj_kernel *k, void *ctx)
 {
   struct usage *u = ctx;
-  if (k->origin == TJ_FROM_CACHE && u->keys) {
+  if (k->origin == TJ_FROM_CACHE && u->keys && u->n < u->cap) {
     u->keys[u->n] = strdup(k->key);
     u->hits[u->n] = 1;
     if (u->keys[u->n])
       u->n++;
+  }
+  if (k->owner) { /* a module's slot */
+    tj__module_free(k->owner);
+    free(k);
+    return;
   }
   tj__module_unload(k->module);
   free(k->entry);
@@ -138,7 +141,8 @@ void tj_runtime_close(tj_runtime *rt)
   if (!rt)
     return;
   size_t cap = (size_t)(rt->stats.cache_hits + 1);
-  struct usage u = {calloc(cap, sizeof *u.keys), calloc(cap, sizeof *u.hits), 0};
+  struct usage u = {calloc(cap, sizeof *u.keys), calloc(cap, sizeof *u.hits), 0,
+                    cap};
   if (!u.keys || !u.hits) {
     free(u.keys);
     u.keys = NULL;
@@ -203,7 +207,8 @@ typedef struct build_request {
 static void compute_key(tj_runtime *rt, build_request *req)
 {
   tj__key_input in = {req->source, req->source_len, req->entry, req->options,
-                      rt->arch, TJ__PLATFORM, rt->compiler};
+                      rt->arch, TJ__PLATFORM, rt->compiler, NULL, 0, NULL, 0,
+                      NULL};
   tj__key_compute(&in, req->key);
 }
 
@@ -260,7 +265,7 @@ static int from_compiler(build_request *req, tj_kernel *k)
   if (rt->cache) {
     tj__cache_row row = {req->key, req->entry, rt->arch, TJ__PLATFORM,
                          rt->compiler, req->options, k->code, k->code_size,
-                         res.ms};
+                         res.ms, NULL};
     /* A failed store costs only the next process a compile: the kernel
      * in hand is good, so warn (the cache says so once) and go on. */
     if (tj__cache_put(rt->cache, &row) != TJ_OK) {
@@ -339,36 +344,39 @@ int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
   return get_or_build(&req, KIND_EMBEDDED, name, out);
 }
 
-static int valid_entry(const char *entry)
+/* TODO(merge): use tj__options_split from options.c.  Same contract: the
+ * options split on runs of white space, no quoting, as one malloc'd block
+ * holding the NULL-terminated pointer array and the strings; free() it. */
+static int split_options(const char *options, char ***argv, int *argc)
 {
-  size_t n = strlen(entry);
-  if (n == 0 || n > MAX_ENTRY_BYTES || isdigit((unsigned char)entry[0]))
-    return 0;
-  for (size_t i = 0; i < n; i++)
-    if (!isalnum((unsigned char)entry[i]) && entry[i] != '_')
-      return 0;
-  return 1;
-}
-
-static int check_compile_args(tj_runtime *rt, const char *source,
-                              const char *entry, const char *options,
-                              tj_kernel **out)
-{
-  if (!source || !entry || !out)
-    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: %s is NULL",
-                    !source ? "source" : !entry ? "entry" : "the kernel output pointer");
-  size_t n = strnlen(source, MAX_SOURCE_BYTES + 1);
-  if (n == 0)
-    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: source is empty");
-  if (n > MAX_SOURCE_BYTES)
-    return tj__fail(rt, TJ_ERANGE, "tj_kernel_compile: source is over the "
-                    "limit of %u bytes", MAX_SOURCE_BYTES);
-  if (!valid_entry(entry))
-    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: entry '%.64s' is not a "
-                    "C identifier of at most %d characters", entry, MAX_ENTRY_BYTES);
-  if (options && strnlen(options, MAX_OPTIONS_BYTES + 1) > MAX_OPTIONS_BYTES)
-    return tj__fail(rt, TJ_ERANGE, "tj_kernel_compile: options are over the "
-                    "limit of %d bytes", MAX_OPTIONS_BYTES);
+  const char *s = options ? options : "";
+  size_t len = strlen(s), words = 0;
+  for (const char *p = s; *p;) {
+    while (*p && isspace((unsigned char)*p))
+      p++;
+    if (*p)
+      words++;
+    while (*p && !isspace((unsigned char)*p))
+      p++;
+  }
+  char **v = malloc((words + 1) * sizeof *v + len + 1);
+  if (!v)
+    return TJ_ENOMEM;
+  char *o = (char *)(v + words + 1);
+  int n = 0;
+  for (const char *p = s; *p;) {
+    while (*p && isspace((unsigned char)*p))
+      p++;
+    if (!*p)
+      break;
+    v[n++] = o;
+    while (*p && !isspace((unsigned char)*p))
+      *o++ = *p++;
+    *o++ = '\0';
+  }
+  v[n] = NULL;
+  *argv = v;
+  *argc = n;
   return TJ_OK;
 }
 
@@ -377,17 +385,22 @@ int tj_kernel_compile(tj_runtime *rt, const char *source, const char *entry,
 {
   if (!rt)
     return TJ_EINVAL;
-  int rc = check_compile_args(rt, source, entry, options, out);
-  if (rc != TJ_OK)
-    return rc;
-  char *norm = tj__options_normalise(options);
-  if (!norm)
+  if (!source || !entry || !out)
+    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: %s is NULL",
+                    !source ? "source" : !entry ? "entry" : "the kernel output pointer");
+  if (options && strnlen(options, MAX_OPTIONS_BYTES + 1) > MAX_OPTIONS_BYTES)
+    return tj__fail(rt, TJ_ERANGE, "tj_kernel_compile: options are over the "
+                    "limit of %d bytes", MAX_OPTIONS_BYTES);
+  char **argv = NULL;
+  int argc = 0;
+  if (split_options(options, &argv, &argc) != TJ_OK)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
-  build_request req = {rt, source, strlen(source), "caller.hip", entry, norm, ""};
-  compute_key(rt, &req);
-  rc = get_or_build(&req, KIND_CALLER, req.key, out);
-  free(norm);
-  return rc;
+  tj_module_source src = {sizeof src, source, NULL, (const char *const *)argv,
+                          argc, NULL, 0, &entry, 1};
+  tj_module *m = NULL;
+  int rc = tj__module_get(rt, &src, &m);
+  free(argv);
+  return rc == TJ_OK ? tj_module_kernel(m, entry, out) : rc;
 }
 
 int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
