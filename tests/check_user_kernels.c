@@ -409,6 +409,47 @@ START_TEST(cpath_headers_are_hashed)
 }
 END_TEST
 
+/* tokitai-jit --compile stores the key the API computes for the same
+ * source, entries and options: -I DIR as "-I" "DIR", -D as "-DNAME". */
+START_TEST(cli_compile_key_equals_the_api_key)
+{
+  if (access("./tokitai-jit", X_OK) != 0)
+    return; /* the suite runs from the build directory, where it is built */
+  char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
+  char *inc = test_path(dir, "my inc"), *defs = test_path(inc, "defs.h"),
+       *file = test_path(dir, "k.hip");
+  ck_assert_int_eq(mkdir(inc, 0700), 0);
+  write_file(defs, "#define MYVAL 0x12345678u\n");
+  write_file(file, module_source);
+  char cmd[2048], line[4096];
+  snprintf(cmd, sizeof cmd, "./tokitai-jit --compile '%s' --entry 'scale<float>' "
+           "--entry saxpy --arch %s -I '%s' -D N=4 --option -O2 --cache '%s' --json",
+           file, TEST_ARCH, inc, db);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t n = fread(line, 1, sizeof line - 1, p);
+  line[n] = '\0';
+  ck_assert_int_eq(pclose(p), 0);
+  char *at = strstr(line, "\"key\": \"");
+  ck_assert_ptr_nonnull(at);
+  char cli_key[33];
+  snprintf(cli_key, sizeof cli_key, "%s", at + 8);
+  ck_assert_ptr_nonnull(strstr(line, "\"origin\": \"compiler\""));
+
+  tj_runtime *rt = open_compile_only(db, 0);
+  const char *opts[] = {"-I", inc, "-DN=4", "-O2"};
+  const char *e[] = {"saxpy", "scale<float>"};
+  tj_module *m;
+  ck_assert_int_eq(compile(rt, module_source, opts, 4, NULL, 0, e, 2, &m), TJ_OK);
+  ck_assert_str_eq(info_of(m).key, cli_key);
+  ck_assert_int_eq(info_of(m).origin, TJ_FROM_CACHE);
+  tj_runtime_close(rt);
+  free(defs), free(inc), free(file);
+  free(db);
+  free(dir);
+}
+END_TEST
+
 /* A version 1 cache (before the entries column) is migrated in place and
  * keeps its rows. */
 START_TEST(version_1_cache_gains_the_entries_column)
@@ -447,6 +488,7 @@ int main(void)
   tcase_add_test(tc, missing_entry_fails_at_compile_and_stores_nothing);
   tcase_add_test(tc, bad_module_arguments_are_refused);
   tcase_add_test(tc, version_1_cache_gains_the_entries_column);
+  tcase_add_test(tc, cli_compile_key_equals_the_api_key);
   suite_add_tcase(s, tc);
   TCase *th = tcase_create("headers");
   tcase_set_timeout(th, 300);
