@@ -388,6 +388,31 @@ START_TEST(shadowing_header_changes_the_key)
 }
 END_TEST
 
+/* #pragma once goes by file identity: a symlink replaced by a copy of the
+ * same bytes may include twice, so it is another key. */
+START_TEST(same_file_through_two_names_is_keyed)
+{
+  static const char src[] =
+    "#include \"x.h\"\n#include \"y.h\"\n"
+    "extern \"C\" __global__ void k(unsigned *x) { x[0] = MYVAL; }\n";
+  char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
+  char *inc = test_path(dir, "inc"), *x = test_path(inc, "x.h"), *y = test_path(inc, "y.h");
+  ck_assert_int_eq(mkdir(inc, 0700), 0);
+  write_file(x, "#pragma once\n#define MYVAL 0x12345678u\n");
+  ck_assert_int_eq(symlink("x.h", y), 0);
+  const char *opts[] = {"-I", inc};
+  char k1[33], k2[33];
+  compile_fresh(db, src, opts, 2, NULL, 0, k1, 0x12345678u, 1);
+  unlink(y);
+  write_file(y, "#pragma once\n#define MYVAL 0x12345678u\n");
+  compile_fresh(db, src, opts, 2, NULL, 0, k2, 0x12345678u, 1);
+  ck_assert_str_ne(k1, k2);
+  free(x), free(y), free(inc);
+  free(db);
+  free(dir);
+}
+END_TEST
+
 /* The AMD compiler reads $CPATH; its headers are keyed on both platforms. */
 START_TEST(cpath_headers_are_hashed)
 {
@@ -499,6 +524,7 @@ int main(void)
   tcase_add_test(th, computed_include_hashes_every_file);
   tcase_add_test(th, shadowing_header_changes_the_key);
   tcase_add_test(th, cpath_headers_are_hashed);
+  tcase_add_test(th, same_file_through_two_names_is_keyed);
   suite_add_tcase(s, th);
   return run_suite(s);
 }
