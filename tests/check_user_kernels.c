@@ -388,6 +388,26 @@ START_TEST(shadowing_header_changes_the_key)
 }
 END_TEST
 
+/* NVRTC finds "..." in the working directory (next to the program's name):
+ * a header there is keyed, on both platforms. */
+START_TEST(working_directory_header_is_hashed)
+{
+  char *dir = test_tmpdir(), *db = test_path(dir, "cache.db"),
+       *defs = test_path(dir, "defs.h");
+  tj_header h = {"defs.h", "#define MYVAL 0x12345678u\n"}; /* what compiles */
+  ck_assert_int_eq(chdir(dir), 0); /* this test's own process (fork mode) */
+  write_file(defs, "#define MYVAL 0x12345678u\n");
+  char k1[33], k2[33];
+  compile_fresh(db, const_kernel, NULL, 0, &h, 1, k1, 0x12345678u, 1);
+  write_file(defs, "#define MYVAL 0x0badf00du\n");
+  compile_fresh(db, const_kernel, NULL, 0, &h, 1, k2, 0x12345678u, 1);
+  ck_assert_str_ne(k1, k2);
+  free(defs);
+  free(db);
+  free(dir);
+}
+END_TEST
+
 /* #pragma once goes by file identity: a symlink replaced by a copy of the
  * same bytes may include twice, so it is another key. */
 START_TEST(same_file_through_two_names_is_keyed)
@@ -525,6 +545,7 @@ int main(void)
   tcase_add_test(th, shadowing_header_changes_the_key);
   tcase_add_test(th, cpath_headers_are_hashed);
   tcase_add_test(th, same_file_through_two_names_is_keyed);
+  tcase_add_test(th, working_directory_header_is_hashed);
   suite_add_tcase(s, th);
   return run_suite(s);
 }

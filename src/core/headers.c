@@ -494,9 +494,22 @@ static void run_scan(scan *sc, const char *source, size_t source_len)
     consider(sc, sc->pre[i]);
     resolve(sc, sc->pre[i], 1, NULL);
   }
-  scan_text(sc, source, source_len, NULL);
-  for (int i = 0; i < sc->nmem && sc->rc == TJ_OK; i++)
-    scan_text(sc, sc->mem[i].contents, strlen(sc->mem[i].contents), NULL);
+  /* NVRTC looks for "..." next to the program's name, which is relative
+   * to the working directory (the compiler sees "caller.hip": "."), and
+   * next to an in-memory header's name: so those directories count. */
+  scan_text(sc, source, source_len, ".");
+  for (int i = 0; i < sc->nmem && sc->rc == TJ_OK; i++) {
+    char *dir = strdup(sc->mem[i].name), *slash = dir ? strrchr(dir, '/') : NULL;
+    if (!dir) {
+      sc->rc = TJ_ENOMEM;
+      break;
+    }
+    if (slash)
+      *slash = '\0';
+    scan_text(sc, sc->mem[i].contents, strlen(sc->mem[i].contents),
+              slash ? (slash == dir ? "/" : dir) : ".");
+    free(dir);
+  }
   drain(sc);
   if (sc->computed && sc->rc == TJ_OK)
     hash_all_dirs(sc);

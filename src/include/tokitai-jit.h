@@ -263,9 +263,11 @@ TJ_EXPORT void *tj_kernel_function(const tj_kernel *k);
  *     recommended route: nothing is read from disk, and the bytes the key
  *     covers are the bytes compiled.
  *   - File headers reached through -I DIR, -IDIR, --include-path=DIR,
- *     --include-path DIR, -isystem, -iquote, -idirafter, -include FILE, and
+ *     --include-path DIR, -isystem, -iquote, -idirafter, -include FILE,
  *     the directories in $CPATH and $CPLUS_INCLUDE_PATH (which the AMD
- *     compiler reads): the library scans the source, the in-memory headers
+ *     compiler reads), and for "..." the working directory (NVRTC looks
+ *     next to the program's name, which it sees as "caller.hip" there) and
+ *     the directory part of an in-memory header's name: the library scans the source, the in-memory headers
  *     and every file it finds, recursively, for #include, #include_next,
  *     #import and __has_include of "..." and <...>, ignoring #if (so
  *     conditional includes count: over-counting costs a miss, never stale
