@@ -468,7 +468,7 @@ START_TEST(cli_compile_key_equals_the_api_key)
   write_file(file, module_source);
   char cmd[2048], line[4096];
   snprintf(cmd, sizeof cmd, "./tokitai-jit --compile '%s' --entry 'scale<float>' "
-           "--entry saxpy --arch %s -I '%s' -D N=4 --option -O2 --cache '%s' --json",
+           "--entry saxpy --arch %s -I '%s' -D N=4 --option -DM=1 --cache '%s' --json",
            file, TEST_ARCH, inc, db);
   FILE *p = popen(cmd, "r");
   ck_assert_ptr_nonnull(p);
@@ -482,7 +482,7 @@ START_TEST(cli_compile_key_equals_the_api_key)
   ck_assert_ptr_nonnull(strstr(line, "\"origin\": \"compiler\""));
 
   tj_runtime *rt = open_compile_only(db, 0);
-  const char *opts[] = {"-I", inc, "-DN=4", "-O2"};
+  const char *opts[] = {"-I", inc, "-DN=4", "-DM=1"};
   const char *e[] = {"saxpy", "scale<float>"};
   tj_module *m;
   ck_assert_int_eq(compile(rt, module_source, opts, 4, NULL, 0, e, 2, &m), TJ_OK);
