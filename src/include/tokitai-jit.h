@@ -176,9 +176,10 @@ TJ_EXPORT int tj_kernel_get(tj_runtime *rt, const char *name,
  * tab, newline) with no quoting or escapes: "-I inc  -DN=4" is the three
  * arguments "-I", "inc", "-DN=4".  An argument that contains a space (an
  * include directory with a space) needs tj_module_compile's array.  NULL
- * or "" for none.  Two entries of one source taken this way share one
- * compile and one cache row when both are C names (name expressions are
- * part of the key); a module is the way to take several of either kind.
+ * or "" for none.  Two C-name entries of one source taken this way share
+ * one cache row (the second request finds the first one's row; name
+ * expressions are part of the key, so each has a row of its own); a
+ * module takes several entries of either kind with one compile.
  * The same (source, entry, options) returns the same handle.  The library
  * copies what it needs; source need not outlive the call.
  * Errors: as tj_module_compile.
