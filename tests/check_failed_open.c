@@ -47,6 +47,11 @@ static void every_call_refuses(tj_runtime *rt)
   REFUSED(tj_kernel_get(rt, "add_i32", &k));
   REFUSED(tj_kernel_compile(rt, source, "twice", "", &k));
   ck_assert_ptr_null(k);
+  const char *entry = "twice";
+  tj_module_source src = {sizeof src, source, NULL, NULL, 0, NULL, 0, &entry, 1};
+  tj_module *m = NULL;
+  REFUSED(tj_module_compile(rt, &src, &m));
+  ck_assert_ptr_null(m);
   REFUSED(tj_runtime_bind(rt));
   REFUSED(tj_runtime_stats(rt, &st));
   ck_assert_ptr_null(tj_runtime_arch(rt));

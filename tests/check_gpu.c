@@ -105,6 +105,50 @@ START_TEST(caller_kernel_launches)
 }
 END_TEST
 
+/* A module's three kinds of entry launch from one code object: a template
+ * (name expression), a namespaced kernel, an extern "C" one; then the same
+ * from the cache in a second runtime. */
+START_TEST(module_entries_launch)
+{
+  static const char src[] =
+    "template <typename T> __global__ void scale(T *x, T a) { x[threadIdx.x] *= a; }\n"
+    "namespace ops { __global__ void add1(float *x) { x[threadIdx.x] += 1.0f; } }\n"
+    "extern \"C\" __global__ void neg(float *x) { x[threadIdx.x] = -x[threadIdx.x]; }\n";
+  char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
+  const char *entries[] = {"scale<float>", "ops::add1", "neg"};
+  tj_module_source ms = {sizeof ms, src, "module.hip", NULL, 0, NULL, 0, entries, 3};
+  for (int pass = 0; pass < 2; pass++) {
+    tj_runtime *rt = open_gpu(db);
+    tj_module *m;
+    tj_kernel *ks, *ka, *kn;
+    ck_assert_msg(tj_module_compile(rt, &ms, &m) == TJ_OK, "%s", tj_errmsg(rt));
+    ck_assert_int_eq(tj_module_kernel(m, "scale<float>", &ks), TJ_OK);
+    ck_assert_int_eq(tj_module_kernel(m, "ops::add1", &ka), TJ_OK);
+    ck_assert_int_eq(tj_module_kernel(m, "neg", &kn), TJ_OK);
+    float host[64], a = 3.0f;
+    for (int i = 0; i < 64; i++)
+      host[i] = (float)i;
+    void *d = to_device(host, sizeof host);
+    void *args_s[] = {&d, &a}, *args_1[] = {&d};
+    tj_dim3 g = {1, 1, 1}, b = {64, 1, 1};
+    ck_assert_int_eq(tj_launch(ks, g, b, 0, NULL, args_s), TJ_OK);
+    ck_assert_int_eq(tj_launch(ka, g, b, 0, NULL, args_1), TJ_OK);
+    ck_assert_int_eq(tj_launch(kn, g, b, 0, NULL, args_1), TJ_OK);
+    CHECK_HIP(hipDeviceSynchronize());
+    CHECK_HIP(hipMemcpyDtoH(host, d, sizeof host));
+    for (int i = 0; i < 64; i++)
+      ck_assert_msg(host[i] == -((float)i * 3.0f + 1.0f), "x[%d] = %g", i, host[i]);
+    hipFree(d);
+    tj_stats st;
+    tj_runtime_stats(rt, &st);
+    ck_assert_uint_eq(st.compiles, pass ? 0 : 1);
+    tj_runtime_close(rt);
+  }
+  free(db);
+  free(dir);
+}
+END_TEST
+
 START_TEST(bad_launch_is_reported)
 {
   tj_runtime *rt = open_gpu(NULL);
@@ -231,6 +275,7 @@ int main(void)
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, embedded_kernel_launches_and_matches_oracle);
   tcase_add_test(tc, caller_kernel_launches);
+  tcase_add_test(tc, module_entries_launch);
   tcase_add_test(tc, bad_launch_is_reported);
   tcase_add_test(tc, second_process_loads_from_cache);
   tcase_add_test(tc, threads_launch_through_one_runtime);

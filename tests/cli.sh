@@ -609,6 +609,65 @@ if [ -f "$ci" ] && [ -n "$bash" ]; then
   out "make distclean"
 fi
 
+# ------------------------------------------------------------ --compile
+# A program's own module, with a header through -I (a directory with a
+# space) and -D; compiled, then cached; a changed header compiles again.
+cdir="$tmp/user kernels"
+mkdir -p "$cdir/inc dir"
+cfile=$cdir/k.hip
+ccache=$tmp/compile/cache.db
+cat >"$cfile" <<'EOS'
+#include "defs.h"
+template <typename T> __global__ void scale(T *x) { x[0] *= (T)(MYVAL + N); }
+extern "C" __global__ void saxpy(float *x) { x[0] = MYVAL; }
+EOS
+echo '#define MYVAL 3' >"$cdir/inc dir/defs.h"
+run 0 --compile "$cfile" --entry 'scale<float>' --entry saxpy --arch "$arch" \
+  -I "$cdir/inc dir" -D N=4 --cache "$ccache"
+out "^$cfile for $arch: compiled in .*, key [0-9a-f]{32}, "
+out '^  scale<float> -> _Z5scaleIfEvPT_$'
+out '^  saxpy -> saxpy$'
+key1=$(sed -n 's/.*, key \([0-9a-f]*\),.*/\1/p' "$tmp/out")
+run 0 --compile "$cfile" --entry saxpy --entry 'scale<float>' --arch "$arch" \
+  -I "$cdir/inc dir" -D N=4 --cache "$ccache" --json
+json
+out '"origin": "cache"'
+out "\"key\": \"$key1\""
+out '"lowered": "_Z5scaleIfEvPT_"'
+run 0 --list-cache --cache "$ccache"
+out 'scale<float> \[_Z5scaleIfEvPT_\]'
+run 0 --list-cache --cache "$ccache" --json
+json
+out '"lowered": "_Z5scaleIfEvPT_"'
+echo '#define MYVAL 5' >"$cdir/inc dir/defs.h"
+run 0 --compile "$cfile" --entry saxpy --entry 'scale<float>' --arch "$arch" \
+  -I "$cdir/inc dir" -D N=4 --cache "$ccache" --json
+out '"origin": "compiler"'
+no_out "\"key\": \"$key1\""
+# A missing entry: exit 1, named, nothing stored.
+run 1 --compile "$cfile" --entry nosuch --arch "$arch" -I "$cdir/inc dir" \
+  -D N=4 --cache "$ccache"
+err "no kernel named 'nosuch'"
+run 0 --stats --cache "$ccache"
+out '^entries +2$'
+# A compile error prints the compiler's log.
+echo 'this is not C++' >"$cdir/broken.hip"
+run 1 --compile "$cdir/broken.hip" --entry k --arch "$arch" --cache "$ccache"
+err 'compilation failed'
+err 'error'
+run 1 --compile "$cdir/missing.hip" --entry k --arch "$arch" --cache "$ccache"
+err 'cannot open'
+run 2 --compile "$cfile" --arch "$arch"
+err 'needs at least one --entry'
+run 2 --stats -I /tmp
+err '^tokitai-jit: -I applies only to --compile'
+run 2 --stats --entry k
+err '--entry applies only to --compile'
+run 2 --compile "$cfile" --entry k -D =1
+err '-D needs NAME'
+run 1 --compile "$cfile" --entry k --arch "$bad_arch" --cache "$ccache"
+err "^tokitai-jit: --arch $bad_arch"
+
 # ------------------------------------------------------------ output errors
 if [ -w /dev/full ]; then
   checks=$((checks + 1))

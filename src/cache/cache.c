@@ -311,6 +311,21 @@ static int identify(sqlite3 *db, enum identity *id, int *version, char *what,
   return SQLITE_OK;
 }
 
+/* identify() in one read transaction.  Its pragmas and its schema query
+ * are separate statements: read one by one, a process creating the cache
+ * meanwhile could commit between them, and the file would look half made
+ * (tables but no version or mark) and be taken for another program's. */
+static int identify_at_once(sqlite3 *db, enum identity *id, int *version,
+                            char *what, size_t len)
+{
+  int rc = exec_retry(db, "BEGIN");
+  if (rc != SQLITE_OK)
+    return rc;
+  rc = identify(db, id, version, what, len);
+  int end = exec_retry(db, rc == SQLITE_OK ? "COMMIT" : "ROLLBACK");
+  return rc != SQLITE_OK ? rc : end;
+}
+
 /*
  * Each step takes a file of ours from one user_version to a later one; a
  * step with create set then runs cache/schema.sql, which makes the current
@@ -327,7 +342,7 @@ static const struct migration {
 } migrations[] = {
   {0, CACHE_SCHEMA_VERSION, 1,
    "DROP TABLE IF EXISTS code_objects; DROP TABLE IF EXISTS counters;"},
-  /* 0.1.0 -> 0.2: the module entries column (unused until user modules). */
+  /* 0.1.0 -> 2: the lowered names of a module's entries. */
   {1, 2, 0, "ALTER TABLE code_objects ADD COLUMN entries TEXT NOT NULL "
             "DEFAULT ''"},
 };
@@ -391,16 +406,16 @@ static int prepare_statements(tj__cache *c)
   } stmts[] = {
     {offsetof(tj__cache, get),
      "SELECT code_size, CASE typeof(code) WHEN 'blob' THEN length(code) "
-     "ELSE -1 END, code_hash, kernel, arch, platform, compiler, options "
-     "FROM code_objects WHERE key = ?1"},
+     "ELSE -1 END, code_hash, kernel, arch, platform, compiler, options, "
+     "entries FROM code_objects WHERE key = ?1"},
     {offsetof(tj__cache, blob),
      "SELECT code FROM code_objects WHERE key = ?1 AND code_hash = ?2 AND "
      "length(code) = ?3"},
     {offsetof(tj__cache, put),
      "INSERT OR IGNORE INTO code_objects (key, kernel, arch, platform, "
      "compiler, options, code, code_hash, code_size, compile_ms, created, "
-     "last_used, hits) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-     "?11, 0)"},
+     "last_used, hits, entries) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+     "?10, ?11, ?11, 0, ?12)"},
     {offsetof(tj__cache, drop),
      "DELETE FROM code_objects WHERE key = ?1 AND code_hash IS ?2"},
     {offsetof(tj__cache, use),
@@ -709,8 +724,8 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
   enum identity id = ID_FOREIGN;
   char what[512] = "";
   int rc = connect_db(c, loc);
-  if (rc == SQLITE_OK && (rc = identify(c->db, &id, &version, what,
-                                        sizeof what)) == SQLITE_OK) {
+  if (rc == SQLITE_OK && (rc = identify_at_once(c->db, &id, &version, what,
+                                                sizeof what)) == SQLITE_OK) {
     if (id == ID_FOREIGN) {
       say_foreign(c->path, what, msg, len);
       return FOREIGN;
@@ -761,7 +776,7 @@ static int probe(const tj__location *loc, char *msg, size_t len)
   if (rc == SQLITE_OK) {
     sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
     sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
-    rc = identify(db, &id, &version, what, sizeof what);
+    rc = identify_at_once(db, &id, &version, what, sizeof what);
   }
   int prim = rc & 0xff, out = TJ_OK;
   if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
@@ -972,7 +987,12 @@ static int judge_row(sqlite3_stmt *st, const tj__cache_row *want,
   const unsigned char *h = sqlite3_column_text(st, 2);
   *n = sqlite3_column_int64(st, 1);
   *stored = h ? strdup((const char *)h) : NULL;
-  if (!column_is(st, 3, want->kernel) || !column_is(st, 4, want->arch) ||
+  /* A module's row names the entries of whichever request stored it, and
+   * C names are not part of its key (they change no code): its kernel
+   * column is not compared (want->kernel NULL); its entries are checked
+   * against the code's symbols instead (user.c). */
+  if ((want->kernel && !column_is(st, 3, want->kernel)) ||
+      !column_is(st, 4, want->arch) ||
       !column_is(st, 5, want->platform) || !column_is(st, 6, want->compiler) ||
       !column_is(st, 7, want->options))
     return TJ__DROP_IDENTITY;
@@ -1061,8 +1081,25 @@ static int drop_row(tj__cache *c, const char *key, const char *stored)
 int tj__cache_get(tj__cache *c, const tj__cache_row *want, void **code,
                   size_t *size, int *dropped)
 {
+  return tj__cache_get_entries(c, want, code, size, dropped, NULL);
+}
+
+/* The row's entries column, malloc'd, when asked for; NULL otherwise. */
+static int copy_entries(sqlite3_stmt *st, char **entries)
+{
+  const unsigned char *e = sqlite3_column_text(st, 8);
+  if (!entries)
+    return TJ_OK;
+  *entries = strdup(e ? (const char *)e : "");
+  return *entries ? TJ_OK : TJ_ENOMEM;
+}
+
+int tj__cache_get_entries(tj__cache *c, const tj__cache_row *want,
+                          void **code, size_t *size, int *dropped,
+                          char **entries)
+{
   int rc = TJ_ENOENT;
-  char *stored = NULL;
+  char *stored = NULL, *row_entries = NULL;
   sqlite3_int64 n = 0;
   *dropped = 0;
   pthread_mutex_lock(&c->lock);
@@ -1072,20 +1109,27 @@ int tj__cache_get(tj__cache *c, const tj__cache_row *want, void **code,
   }
   sqlite3_bind_text(c->get, 1, want->key, -1, SQLITE_STATIC);
   int step = step_retry(c->get);
-  if (step == SQLITE_ROW)
-    *dropped = judge_row(c->get, want, &stored, &n);
+  int copied = TJ_OK;
+  if (step == SQLITE_ROW &&
+      !(*dropped = judge_row(c->get, want, &stored, &n)))
+    copied = copy_entries(c->get, entries ? &row_entries : NULL);
   sqlite3_reset(c->get);
   sqlite3_clear_bindings(c->get);
   if (step != SQLITE_ROW && step != SQLITE_DONE && !is_busy(step))
     rc = cache_failed(c, step, 1);
   if (step == SQLITE_ROW && !*dropped)
-    rc = take_blob(c, want->key, stored, n, code, size, dropped);
+    rc = copied != TJ_OK ? copied
+                         : take_blob(c, want->key, stored, n, code, size, dropped);
   if (*dropped && rc != TJ_ECACHE)
     rc = *dropped != TJ__DROP_HASH || file_is_whole(c)
              ? drop_row(c, want->key, stored)
              : cache_failed(c, SQLITE_CORRUPT, 1);
   pthread_mutex_unlock(&c->lock);
   free(stored);
+  if (rc == TJ_OK && entries)
+    *entries = row_entries;
+  else
+    free(row_entries);
   return rc;
 }
 
@@ -1103,6 +1147,7 @@ static void bind_row(sqlite3_stmt *st, const tj__cache_row *r,
   sqlite3_bind_int64(st, 9, (sqlite3_int64)r->code_size);
   sqlite3_bind_double(st, 10, r->compile_ms);
   sqlite3_bind_int64(st, 11, (sqlite3_int64)time(NULL));
+  sqlite3_bind_text(st, 12, r->entries ? r->entries : "", -1, SQLITE_STATIC);
 }
 
 int tj__cache_put(tj__cache *c, const tj__cache_row *r)

@@ -112,8 +112,8 @@ struct tj_cache {
 /* The columns every visit reads, in the order row_entry expects. */
 #define ENTRY_COLUMNS                                                        \
   "key, kernel, arch, platform, compiler, options, code_hash, code_size, "   \
-  "compile_ms, created, last_used, hits"
-#define ENTRY_COLUMN_COUNT 12
+  "compile_ms, created, last_used, hits, entries"
+#define ENTRY_COLUMN_COUNT 13
 
 static int cache_fail(tj_cache *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -151,6 +151,7 @@ static void row_entry(sqlite3_stmt *st, tj_cache_entry *e)
   e->created = sqlite3_column_int64(st, 9);
   e->last_used = sqlite3_column_int64(st, 10);
   e->hits = (uint64_t)sqlite3_column_int64(st, 11);
+  e->entries = text_or_empty(st, 12);
 }
 
 /* A failed SQLite call on c, named by what we were doing. */
@@ -355,10 +356,9 @@ static int key_ok(const tj_cache_entry *e)
   const tj__embedded_kernel *k = tj__embedded_find(e->kernel);
   if (!k || e->options[0])
     return 1;
-  tj__key_input in = {k->source, k->source_len, k->entry, "", e->arch,
-                      e->platform, e->compiler};
   char key[TJ__KEY_HEX];
-  tj__key_compute(&in, key);
+  tj__key_of_kernel(k->source, k->source_len, k->entry, "", e->arch,
+                    e->platform, e->compiler, key);
   return strcmp(key, e->key) == 0;
 }
 

@@ -20,7 +20,8 @@
 enum {
   OPT_LIST = 256, OPT_STATS, OPT_INFO, OPT_LIST_KERNELS, OPT_WARM, OPT_RUN,
   OPT_VERIFY, OPT_REPAIR, OPT_EVICT_AGE, OPT_MAX_SIZE, OPT_CLEAR, OPT_CACHE,
-  OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR
+  OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
+  OPT_COMPILE, OPT_ENTRY, OPT_OPTION
 };
 
 static const struct option long_options[] = {
@@ -43,6 +44,9 @@ static const struct option long_options[] = {
   {"device", required_argument, NULL, OPT_DEVICE},
   {"json", no_argument, NULL, OPT_JSON},
   {"color", optional_argument, NULL, OPT_COLOR},
+  {"compile", required_argument, NULL, OPT_COMPILE},
+  {"entry", required_argument, NULL, OPT_ENTRY},
+  {"option", required_argument, NULL, OPT_OPTION},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -69,6 +73,8 @@ static const char usage_text[] =
   "      --max-size SIZE        drop the least recently used entries until\n"
   "                             the code fits in SIZE\n"
   "      --clear-cache          drop every entry and reset the counters\n"
+  "      --compile FILE         compile FILE's --entry kernels (one module)\n"
+  "                             into the cache, for each --arch\n"
   "  -h, --help                 show this help and exit\n"
   "  -V, --version              show the version, platform and compiler\n"
   "\n"
@@ -77,15 +83,21 @@ static const char usage_text[] =
   "                             else $XDG_CACHE_HOME/tokitai-jit/cache.db,\n"
   "                             else ~/.cache/tokitai-jit/cache.db)\n"
   "      --group                accept a cache its group may write\n"
-  "      --arch ARCH            with --warm: compile for ARCH (gfx90a, sm_90)\n"
+  "      --arch ARCH            with --warm, --compile: compile for ARCH\n"
+  "                             (gfx90a, sm_90)\n"
   "                             instead of the GPU's own; may be repeated\n"
   "      --device N             the GPU to use (default 0)\n"
   "      --n N                  with --run: elements (gemm_f16: M = N = K)\n"
   "      --seed S               with --run: the random seed (default 1)\n"
   "      --repair               with --verify-cache: drop the bad entries\n"
+  "      --entry NAME           with --compile: a kernel to take, a C name or\n"
+  "                             a C++ name expression (scale<float>); repeat\n"
+  "  -I DIR                     with --compile: the options \"-I\" \"DIR\"\n"
+  "  -D NAME[=VALUE]            with --compile: the option \"-DNAME[=VALUE]\"\n"
+  "      --option OPT           with --compile: OPT as one compiler option\n"
   "      --json                 print JSON (--list-cache, --stats, --info,\n"
   "                             --list-kernels, --run, --verify-cache,\n"
-  "                             --version); the keys: tokitai-jit(1)\n"
+  "                             --version, --compile); the keys: tokitai-jit(1)\n"
   "      --color[=WHEN]         colour the output: auto (default), always,\n"
   "                             never\n"
   "\n"
@@ -105,6 +117,7 @@ typedef struct parse_state {
   const char *color;        /* --color's WHEN */
   int given_n, given_seed, given_device;
   int version;              /* --version was given */
+  int given_compile;        /* the last of --entry, -I, -D, --option */
 } parse_state;
 
 void cli_error(const char *fmt, ...)
@@ -199,6 +212,39 @@ static int parse_size_option(const char *arg, uint64_t *out)
   return 0;
 }
 
+/* --entry, -I, -D, --option: the module --compile builds, its compiler
+ * options kept in command-line order. */
+static int parse_compile_value(cli_options *o, parse_state *ps, int val,
+                               const char *arg)
+{
+  ps->given_compile = val;
+  if (val == OPT_ENTRY) {
+    if (o->nentries == CLI_MAX_ENTRIES)
+      return usage_error("--entry given more than %d times", CLI_MAX_ENTRIES);
+    if (!*arg)
+      return usage_error("--entry needs a name, not ''");
+    o->entries[o->nentries++] = arg;
+    return 0;
+  }
+  if (o->ncompile_args + 2 > CLI_MAX_COMPILE_ARGS)
+    return usage_error("more than %d compiler options", CLI_MAX_COMPILE_ARGS);
+  if (val == 'I') {
+    o->compile_args[o->ncompile_args++] = "-I";
+    o->compile_args[o->ncompile_args++] = arg;
+  } else if (val == 'D') {
+    char *d = NULL;
+    if (!*arg || *arg == '=')
+      return usage_error("-D needs NAME or NAME=VALUE, not '%s'", arg);
+    if (asprintf(&d, "-D%s", arg) < 0)
+      return usage_error("out of memory");
+    o->defines[o->ndefines++] = d;
+    o->compile_args[o->ncompile_args++] = d;
+  } else {
+    o->compile_args[o->ncompile_args++] = arg;
+  }
+  return 0;
+}
+
 /* The options that take an argument or set a value; 0 or EXIT_USAGE. */
 static int parse_value(cli_options *o, parse_state *ps, int val,
                        const char *arg)
@@ -225,6 +271,16 @@ static int parse_value(cli_options *o, parse_state *ps, int val,
       return usage_error("--cache needs a file name, not ''");
     o->cache_path = arg;
     return 0;
+  case OPT_COMPILE:
+    if (!*arg)
+      return usage_error("--compile needs a file name, not ''");
+    o->compile_file = arg;
+    return set_command(o, ps, CMD_COMPILE, val);
+  case OPT_ENTRY:
+  case OPT_OPTION:
+  case 'I':
+  case 'D':
+    return parse_compile_value(o, ps, val, arg);
   case OPT_ARCH:
     if (o->narchs == CLI_MAX_ARCHS)
       return usage_error("--arch given more than %d times", CLI_MAX_ARCHS);
@@ -278,6 +334,8 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
   case OPT_GROUP: o->cache_flags |= TJ_CACHE_GROUP; return 0;
   case OPT_JSON: o->json = 1; return 0;
   case ':':
+    if (optopt < OPT_LIST)
+      return usage_error("option '-%c' needs an argument", optopt);
     return usage_error("option '--%s' needs an argument", option_name(optopt));
   case '?':
     if (optopt >= OPT_LIST)
@@ -312,14 +370,23 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
   if (c == CMD_NONE)
     return usage_error("no command given (--list-cache, --stats, --info, "
                        "--warm, --run, --verify-cache, ...)");
-  if (o->narchs && c != CMD_WARM)
-    return usage_error("--arch applies only to --warm, not to --%s", cmd);
+  if (o->narchs && c != CMD_WARM && c != CMD_COMPILE)
+    return usage_error("--arch applies only to --warm and --compile, not to "
+                       "--%s", cmd);
+  if (ps->given_compile && c != CMD_COMPILE)
+    return usage_error("%s applies only to --compile, not to --%s",
+                       ps->given_compile == 'I' ? "-I"
+                       : ps->given_compile == 'D' ? "-D"
+                       : ps->given_compile == OPT_ENTRY ? "--entry" : "--option",
+                       cmd);
+  if (c == CMD_COMPILE && o->nentries == 0)
+    return usage_error("--compile needs at least one --entry NAME");
   if ((ps->given_n || ps->given_seed) && c != CMD_RUN)
     return usage_error("--%s applies only to --run, not to --%s",
                        ps->given_n ? "n" : "seed", cmd);
-  if (ps->given_device && c != CMD_RUN && c != CMD_WARM)
-    return usage_error("--device applies only to --run and --warm, not to --%s",
-                       cmd);
+  if (ps->given_device && c != CMD_RUN && c != CMD_WARM && c != CMD_COMPILE)
+    return usage_error("--device applies only to --run, --warm and --compile, "
+                       "not to --%s", cmd);
   if (o->repair && c != CMD_VERIFY)
     return usage_error("--repair applies only to --verify-cache, not to --%s",
                        cmd);
@@ -341,7 +408,7 @@ static int parse_options(int argc, char **argv, cli_options *o,
   o->seed = 1;
   opterr = 0; /* our messages name the program, not the libtool wrapper */
   int val, rc;
-  while ((val = getopt_long(argc, argv, ":hV", long_options, NULL)) != -1)
+  while ((val = getopt_long(argc, argv, ":hVI:D:", long_options, NULL)) != -1)
     if ((rc = parse_one(o, ps, val, optarg, argv)) != 0)
       return rc;
   o->kernels = argv + optind;
@@ -382,6 +449,7 @@ static int dispatch(const cli_options *o)
   case CMD_VERIFY: return cli_verify_cache(o);
   case CMD_EVICT: return cli_evict(o);
   case CMD_CLEAR: return cli_clear_cache(o);
+  case CMD_COMPILE: return cli_compile(o);
   case CMD_NONE: break;
   }
   return EXIT_USAGE;
@@ -398,6 +466,8 @@ int main(int argc, char **argv)
   } else if (rc == EXIT_DONE) {
     rc = EXIT_OK;
   }
+  for (int i = 0; i < o.ndefines; i++)
+    free(o.defines[i]);
   /* A full disk or a closed pipe must not pass for success. */
   if (fflush(stdout) != 0 || ferror(stdout)) {
     cli_error("write error on standard output: %s", strerror(errno));

@@ -6,6 +6,7 @@
  *   cli_cache.c   the commands that read or trim a cache file
  *   cli_gpu.c     the commands that need the compiler or a GPU: --info,
  *                 --list-kernels, --warm, --run
+ *   cli_compile.c --compile: a program's own kernels into the cache
  */
 #ifndef TJ_CLI_H
 #define TJ_CLI_H
@@ -19,6 +20,8 @@
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 #define CLI_MAX_ARCHS 32
+#define CLI_MAX_ENTRIES 256       /* --entry */
+#define CLI_MAX_COMPILE_ARGS 256  /* -I DIR (two), -D, --option */
 
 typedef enum cli_command {
   CMD_NONE,
@@ -30,7 +33,8 @@ typedef enum cli_command {
   CMD_RUN,
   CMD_VERIFY,
   CMD_EVICT,
-  CMD_CLEAR
+  CMD_CLEAR,
+  CMD_COMPILE
 } cli_command;
 
 /* The parsed command line; built once in main, read-only after. */
@@ -53,6 +57,13 @@ typedef struct cli_options {
   int color;                       /* ANSI styles on stdout */
   int progress;                    /* stderr is a terminal */
   int width;                       /* terminal columns; 0: not a terminal */
+  const char *compile_file;        /* --compile FILE */
+  const char *entries[CLI_MAX_ENTRIES];
+  int nentries;
+  const char *compile_args[CLI_MAX_COMPILE_ARGS]; /* in command-line order */
+  int ncompile_args;
+  char *defines[CLI_MAX_COMPILE_ARGS]; /* the "-DNAME" strings, malloc'd */
+  int ndefines;
 } cli_options;
 
 /* ------------------------------------------------------------ cli.c */
@@ -111,6 +122,7 @@ int cli_info(const cli_options *o);
 int cli_list_kernels(const cli_options *o);
 int cli_warm(const cli_options *o);
 int cli_run(const cli_options *o);
+int cli_compile(const cli_options *o);
 /* "hiprtc 5.2, comgr 2.4 (HIP 50221153)" or "nvrtc 13.0". */
 void cli_compiler(char *buf, size_t len);
 

@@ -60,6 +60,48 @@ static int get_stats(tj_cache *c, tj_cache_stats *st)
   return rc;
 }
 
+/* A module row's "expression<TAB>lowered" lines as a JSON array. */
+static void print_entries_json(const char *lines)
+{
+  fputs(", \"entries\": [", stdout);
+  int n = 0;
+  for (const char *p = lines; p && *p;) {
+    size_t len = strcspn(p, "\n"), tab = strcspn(p, "\t");
+    if (tab < len) {
+      char *expr = strndup(p, tab), *low = strndup(p + tab + 1, len - tab - 1);
+      fputs(n++ ? ", {\"entry\": " : "{\"entry\": ", stdout);
+      cli_json_string(stdout, expr ? expr : "");
+      fputs(", \"lowered\": ", stdout);
+      cli_json_string(stdout, low ? low : "");
+      putchar('}');
+      free(expr);
+      free(low);
+    }
+    p += len + (p[len] == '\n');
+  }
+  putchar(']');
+}
+
+/* The KERNEL cell: a module's entries, each with its lowered name where
+ * that differs ("scale<float> [_Z5scaleIfEvPT_]"); else the kernel name. */
+static char *kernel_cell(const tj_cache_entry *e)
+{
+  if (!e->entries || !*e->entries)
+    return strdup(e->kernel);
+  char *out = calloc(1, 2 * strlen(e->entries) + 8);
+  for (const char *p = e->entries; out && *p;) {
+    size_t len = strcspn(p, "\n"), tab = strcspn(p, "\t");
+    if (tab < len) {
+      size_t o = strlen(out);
+      int same = len - tab - 1 == tab && strncmp(p, p + tab + 1, tab) == 0;
+      sprintf(out + o, same ? "%s%.*s" : "%s%.*s [%.*s]", o ? ", " : "",
+              (int)tab, p, (int)(len - tab - 1), p + tab + 1);
+    }
+    p += len + (p[len] == '\n');
+  }
+  return out;
+}
+
 static void print_entry_json(const tj_cache_entry *e)
 {
   printf("{\"key\": ");
@@ -76,6 +118,7 @@ static void print_entry_json(const tj_cache_entry *e)
   cli_json_string(stdout, e->options);
   printf(", \"code_hash\": ");
   cli_json_string(stdout, e->code_hash);
+  print_entries_json(e->entries);
   printf(", \"code_size\": %" PRIu64 ", \"compile_ms\": %.3f, "
          "\"created\": %" PRId64 ", \"last_used\": %" PRId64
          ", \"hits\": %" PRIu64 "}", e->code_size, e->compile_ms, e->created,
@@ -108,8 +151,6 @@ static int add_row(const tj_cache_entry *e, void *arg)
   cli_format_ms(e->compile_ms, ms, sizeof ms);
   snprintf(hits, sizeof hits, "%" PRIu64, e->hits);
   cli_format_time(e->last_used, used, sizeof used);
-  const char *cells[] = {key, e->kernel, e->arch, e->platform, e->compiler,
-                         size, ms, hits, used, opts};
   l->count++;
   l->bytes += e->code_size;
   if (l->o->json) {
@@ -117,7 +158,12 @@ static int add_row(const tj_cache_entry *e, void *arg)
     print_entry_json(e);
     return 0;
   }
-  if (cli_table_add(l->table, cells) != 0) {
+  char *kernel = kernel_cell(e);
+  const char *cells[] = {key, kernel ? kernel : e->kernel, e->arch,
+                         e->platform, e->compiler, size, ms, hits, used, opts};
+  int added = cli_table_add(l->table, cells);
+  free(kernel);
+  if (added != 0) {
     l->failed = 1;
     return 1;
   }

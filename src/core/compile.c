@@ -58,55 +58,124 @@ static int take_code(hiprtcProgram prog, tj__compile_result *res)
   return TJ_OK;
 }
 
-int tj__compile(const char *source, const char *name, const char *arch,
-                const char *extra_options, tj__compile_result *res)
+/* The in-memory headers as hipRTC takes them, two parallel arrays: the
+ * caller's, then the platform's (tj__platform_headers) but for any name
+ * the caller gave itself, which wins since it was asked for. */
+static int create_program(hiprtcProgram *prog, const tj__compile_input *in,
+                          char **log)
+{
+  int np = 0, n = 0;
+  const char *const *pnames, *const *pcontents;
+  tj__platform_headers(&np, &pnames, &pcontents);
+  size_t cap = (size_t)in->nheaders + (size_t)np + 1;
+  const char **contents = calloc(cap, sizeof *contents);
+  const char **names = calloc(cap, sizeof *names);
+  hiprtcResult r = HIPRTC_ERROR_OUT_OF_MEMORY;
+  if (contents && names) {
+    for (int i = 0; i < in->nheaders; i++, n++) {
+      contents[n] = in->headers[i].contents;
+      names[n] = in->headers[i].name;
+    }
+    for (int i = 0; i < np; i++) {
+      int shadowed = 0;
+      for (int j = 0; j < in->nheaders && !shadowed; j++)
+        shadowed = strcmp(in->headers[j].name, pnames[i]) == 0;
+      if (!shadowed) {
+        contents[n] = pcontents[i];
+        names[n++] = pnames[i];
+      }
+    }
+    r = hiprtcCreateProgram(prog, in->source, in->name, n, contents, names);
+  }
+  free(contents);
+  free(names);
+  if (r != HIPRTC_SUCCESS &&
+      asprintf(log, "hiprtcCreateProgram: %s", hiprtcGetErrorString(r)) < 0)
+    *log = NULL;
+  return r == HIPRTC_SUCCESS ? TJ_OK : TJ_ECOMPILE;
+}
+
+/* Name expressions are registered in the order given (the caller sorts
+ * them: the order decides the code hipRTC adds) and lowered after. */
+static int add_names(hiprtcProgram prog, const tj__compile_input *in)
+{
+  for (int i = 0; i < in->nexprs; i++)
+    if (hiprtcAddNameExpression(prog, in->exprs[i]) != HIPRTC_SUCCESS)
+      return TJ_ECOMPILE;
+  return TJ_OK;
+}
+
+static char **lower_names(hiprtcProgram prog, const tj__compile_input *in)
+{
+  char **out = calloc((size_t)in->nexprs + 1, sizeof *out);
+  for (int i = 0; out && i < in->nexprs; i++) {
+    const char *l = NULL;
+    if (hiprtcGetLoweredName(prog, in->exprs[i], &l) == HIPRTC_SUCCESS && l)
+      out[i] = strdup(l);
+  }
+  return out;
+}
+
+int tj__compile_module(const tj__compile_input *in, tj__compile_result *res,
+                       char ***lowered)
 {
   memset(res, 0, sizeof *res);
+  if (lowered)
+    *lowered = NULL;
   char base[2048];
-  char **extra = NULL;
-  int nextra = 0;
-  /* Every option the key covers reaches the compiler: the array is sized
-   * by the split, not a fixed maximum that would drop the rest. */
-  if (tj__options_split(extra_options, &extra, &nextra) != TJ_OK)
+  int nuser = in->noptions > 0 ? in->noptions : 0;
+  const char **opts = calloc(TJ__MAX_BASE_OPTIONS + (size_t)nuser + 1, sizeof *opts);
+  if (!opts)
     return TJ_ENOMEM;
-  const char **opts = malloc((TJ__MAX_BASE_OPTIONS + (size_t)nextra) * sizeof *opts);
-  if (!opts) {
-    free(extra);
-    return TJ_ENOMEM;
-  }
-  int nopts = tj__base_options(arch, base, sizeof base, opts);
-  for (int i = 0; i < nextra; i++)
-    opts[nopts++] = extra[i];
+  int nopts = tj__base_options(in->arch, base, sizeof base, opts);
+  for (int i = 0; i < nuser; i++)
+    opts[nopts++] = in->options[i];
 
   pthread_mutex_lock(&compiler_lock);
   double t0 = now_ms();
   hiprtcProgram prog;
-  int nheaders = 0;
-  const char *const *header_names, *const *header_contents;
-  tj__platform_headers(&nheaders, &header_names, &header_contents);
-  /* hipRTC reads the header arrays and never writes them. */
-  hiprtcResult r = hiprtcCreateProgram(&prog, source, name, nheaders,
-                                       (const char **)header_contents,
-                                       (const char **)header_names);
-  if (r != HIPRTC_SUCCESS) {
+  int rc = create_program(&prog, in, &res->log);
+  if (rc != TJ_OK) {
     pthread_mutex_unlock(&compiler_lock);
     free(opts);
-    free(extra);
-    if (asprintf(&res->log, "hiprtcCreateProgram: %s", hiprtcGetErrorString(r)) < 0)
-      res->log = NULL;
-    return TJ_ECOMPILE;
+    return rc;
   }
-  r = hiprtcCompileProgram(prog, nopts, opts);
+  hiprtcResult r = add_names(prog, in) == TJ_OK
+                       ? hiprtcCompileProgram(prog, nopts, opts)
+                       : HIPRTC_ERROR_NAME_EXPRESSION_NOT_VALID;
   res->log = program_log(prog);
-  int rc = TJ_ECOMPILE;
+  rc = TJ_ECOMPILE;
   if (r == HIPRTC_SUCCESS)
     rc = take_code(prog, res);
   else if (!res->log && asprintf(&res->log, "%s", hiprtcGetErrorString(r)) < 0)
     res->log = NULL;
+  if (rc == TJ_OK && lowered && in->nexprs > 0 &&
+      !(*lowered = lower_names(prog, in))) {
+    free(res->code);
+    res->code = NULL;
+    rc = TJ_ENOMEM;
+  }
   res->ms = now_ms() - t0;
   hiprtcDestroyProgram(&prog);
   pthread_mutex_unlock(&compiler_lock);
   free(opts);
-  free(extra);
+  return rc;
+}
+
+int tj__compile(const char *source, const char *name, const char *arch,
+                const char *extra_options, tj__compile_result *res)
+{
+  char **opts = NULL;
+  int nopts = 0;
+  /* Every option the key covers reaches the compiler: the array is sized
+   * by the split, not a fixed maximum that would drop the rest. */
+  if (tj__options_split(extra_options, &opts, &nopts) != TJ_OK) {
+    memset(res, 0, sizeof *res);
+    return TJ_ENOMEM;
+  }
+  tj__compile_input in = {source, name, arch, (const char *const *)opts,
+                          nopts, NULL, 0, NULL, 0};
+  int rc = tj__compile_module(&in, res, NULL);
+  free(opts);
   return rc;
 }

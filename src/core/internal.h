@@ -53,10 +53,29 @@ typedef struct tj__key_input {
   const char *arch;
   const char *platform;
   const char *compiler; /* the runtime's build identity (runtime.c) */
+  /* Modules (tj_module_compile) only; with headers NULL the encoding ends
+   * here, as for the embedded kernels.  argv: the options as given, in
+   * order; exprs: the sorted, distinct name expressions; headers: the
+   * digest of every header (tj__headers_digest). */
+  const char *const *argv;
+  int argc;
+  const char *const *exprs;
+  int nexprs;
+  const char *headers;
 } tj__key_input;
 
 /* XXH3-128 of the canonical encoding, as 32 lowercase hex digits. */
 void tj__key_compute(const tj__key_input *in, char out[TJ__KEY_HEX]);
+/* The key of a one-kernel request (an embedded kernel): the one place the
+ * runtime and --verify-cache both compute it. */
+void tj__key_of_kernel(const char *source, size_t source_len,
+                       const char *entry, const char *options, const char *arch,
+                       const char *platform, const char *compiler,
+                       char out[TJ__KEY_HEX]);
+/* A runtime's in-memory name for a module request: the key's fields
+ * (headers: "" as the files are not read) and the in-memory headers. */
+void tj__key_request(const tj__key_input *in, const tj_header *mem, int nmem,
+                     char out[TJ__KEY_HEX]);
 /* The canonical encoding itself: a version tag, then each field as an
  * 8-byte little-endian length and its bytes.  Writes at most cap bytes and
  * returns the full length. */
@@ -77,6 +96,7 @@ typedef struct tj__cache_row {
   const void *code;
   size_t code_size;
   double compile_ms;
+  const char *entries;  /* "expression<TAB>lowered" lines; NULL: "" */
 } tj__cache_row;
 
 /* The default cache path (see tokitai-jit.h), malloc'd; NULL when none can
@@ -103,6 +123,11 @@ int tj__cache_get(tj__cache *c, const tj__cache_row *want, void **code,
                   size_t *size, int *dropped);
 /* What a TJ__DROP_* reason means, for messages ("failed its hash check"). */
 const char *tj__cache_drop_reason(int dropped);
+/* tj__cache_get that also returns the row's entries column, malloc'd,
+ * in *entries (set only on TJ_OK). */
+int tj__cache_get_entries(tj__cache *c, const tj__cache_row *want,
+                          void **code, size_t *size, int *dropped,
+                          char **entries);
 /* INSERT OR IGNORE one row, in its own transaction. */
 int tj__cache_put(tj__cache *c, const tj__cache_row *row);
 /* In one transaction: add hits[i] to row keys[i] and stamp its last_used,
@@ -222,12 +247,61 @@ typedef struct tj__compile_result {
 int tj__compile(const char *source, const char *name, const char *arch,
                 const char *extra_options, tj__compile_result *res);
 
+/* The compile of a module: the user's options as an array, in-memory
+ * headers and name expressions to register, on top of the platform's base
+ * options.  res->lowered gets one malloc'd lowered name per expression
+ * (NULL where lowering failed) in a malloc'd array. */
+typedef struct tj__compile_input {
+  const char *source;
+  const char *name;                 /* the name the compiler sees */
+  const char *arch;
+  const char *const *options;
+  int noptions;
+  const tj_header *headers;
+  int nheaders;
+  const char *const *exprs;
+  int nexprs;
+} tj__compile_input;
+
+int tj__compile_module(const tj__compile_input *in, tj__compile_result *res,
+                       char ***lowered);
+
+/* ------------------------------------------------------------ headers.c */
+
+/*
+ * The digest (32 hex digits) of every header src can include: the
+ * in-memory headers (name and contents) and the files found through the
+ * include directories of argv and $CPATH / $CPLUS_INCLUDE_PATH (see
+ * tokitai-jit.h, "Headers, never stale").  TJ_OK, or TJ_ERANGE / TJ_EIO /
+ * TJ_ENOMEM with a sentence in why.
+ */
+int tj__headers_digest(const char *source, size_t source_len,
+                       const tj_header *mem, int nmem,
+                       const char *const *argv, int argc,
+                       char digest[TJ__KEY_HEX], char *why, size_t whylen);
+
+/* ------------------------------------------------------------ symbols.c */
+
+/* Whether the code object (an ELF64: AMD GPU code object or NVIDIA cubin)
+ * defines a kernel named symbol. */
+int tj__elf_has_kernel(const void *code, size_t size, const char *symbol);
+/* A kernel whose mangled name is that of a non-template function ident at
+ * namespace scope (_Z<len><ident><params>): 1 and its symbol in out when
+ * exactly one matches; 0 when none; -1 when several (overloads). */
+int tj__elf_find_cxx_kernel(const void *code, size_t size, const char *ident,
+                            char *out, size_t outlen);
+
 /* ------------------------------------------------------------ module.c */
 
 /* Load code and find entry; *module and *function are hip handles. */
 int tj__module_load(const void *code, const char *entry, void **module,
                     void **function, char *err, size_t errlen);
 void tj__module_unload(void *module);
+/* The two halves of tj__module_load, for a module with several entries. */
+int tj__module_load_code(const void *code, void **module, char *err,
+                         size_t errlen);
+int tj__module_function(void *module, const char *entry, void **function,
+                        char *err, size_t errlen);
 
 /* ------------------------------------------------------------ modtable.c */
 
@@ -241,6 +315,23 @@ struct tj_kernel {
   void *function;  /* hipFunction_t, NULL on a compile-only runtime */
   tj_origin origin;
   double compile_ms;
+  struct tj_module *owner; /* a module's kernel: code and module are the
+                              owner's; a module's own slot: entry NULL */
+};
+
+/* A module of a runtime (tj_module_compile).  Immutable once built. */
+struct tj_module {
+  tj_runtime *rt;
+  char key[TJ__KEY_HEX];
+  void *code;
+  size_t code_size;
+  void *module;       /* hipModule_t, NULL on a compile-only runtime */
+  tj_origin origin;
+  double compile_ms;
+  int nentries;       /* sorted, distinct */
+  char **entries;
+  char **lowered;
+  tj_kernel *kernels; /* one per entry */
 };
 
 typedef struct tj__modtable tj__modtable;
@@ -259,6 +350,15 @@ tj__modtable *tj__modtable_new(void);
 /* Call fn on every kernel, then free the table (not the kernels). */
 void tj__modtable_free(tj__modtable *t, void (*fn)(tj_kernel *, void *),
                        void *ctx);
+
+/* ------------------------------------------------------------ user.c */
+
+/* The modtable kind of modules (runtime.c has the others); a module sits
+ * in the table as a kernel with entry NULL and owner the module. */
+#define TJ__KIND_MODULE 2
+int tj__module_get(tj_runtime *rt, const tj_module_source *src,
+                   tj_module **out);
+void tj__module_free(tj_module *m);
 
 /* ------------------------------------------------------------ runtime.c */
 
@@ -284,6 +384,13 @@ struct tj_runtime {
  * only so that tj_errmsg can say why: every public entry but tj_errmsg
  * and tj_runtime_close refuses it (TJ_EINVAL), since its table, cache
  * and device may be missing.  The message is left as the open set it. */
+/* Whether rt may build (compile or load from the cache) and compile now:
+ * TJ_EINVAL with the reason in tj_errmsg while a variable the key cannot
+ * see is set, or when the compiler's environment changed since open.
+ * what names the kernel or module for the message. */
+int tj__runtime_may_build(tj_runtime *rt, const char *what);
+int tj__runtime_may_compile(tj_runtime *rt, const char *what);
+
 static inline int tj__runtime_usable(const tj_runtime *rt)
 {
   return rt && rt->opened;

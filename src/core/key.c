@@ -32,6 +32,28 @@ static void emit_string(emit_fn emit, void *ctx, const char *s)
   emit_field(emit, ctx, s ? s : "", s ? strlen(s) : 0);
 }
 
+static void emit_count(emit_fn emit, void *ctx, int n)
+{
+  unsigned char v[8];
+  for (int i = 0; i < 8; i++)
+    v[i] = (unsigned char)((uint64_t)(n < 0 ? 0 : n) >> (8 * i));
+  emit(ctx, v, sizeof v);
+}
+
+/* A module's fields follow a tag of their own, so that no module key can
+ * equal a key made without them. */
+static void module_fields(const tj__key_input *in, emit_fn emit, void *ctx)
+{
+  emit_string(emit, ctx, "module v1");
+  emit_count(emit, ctx, in->argc);
+  for (int i = 0; i < in->argc; i++)
+    emit_string(emit, ctx, in->argv[i]);
+  emit_count(emit, ctx, in->nexprs);
+  for (int i = 0; i < in->nexprs; i++)
+    emit_string(emit, ctx, in->exprs[i]);
+  emit_string(emit, ctx, in->headers);
+}
+
 static void key_fields(const tj__key_input *in, emit_fn emit, void *ctx)
 {
   emit_string(emit, ctx, key_version);
@@ -41,6 +63,8 @@ static void key_fields(const tj__key_input *in, emit_fn emit, void *ctx)
   emit_string(emit, ctx, in->arch);
   emit_string(emit, ctx, in->platform);
   emit_string(emit, ctx, in->compiler);
+  if (in->headers)
+    module_fields(in, emit, ctx);
 }
 
 static void emit_hash(void *ctx, const void *data, size_t len)
@@ -60,12 +84,39 @@ static void hex128(XXH128_hash_t h, char out[TJ__KEY_HEX])
   out[32] = '\0';
 }
 
+void tj__key_of_kernel(const char *source, size_t source_len,
+                       const char *entry, const char *options, const char *arch,
+                       const char *platform, const char *compiler,
+                       char out[TJ__KEY_HEX])
+{
+  tj__key_input in = {.source = source, .source_len = source_len,
+                      .entry = entry, .options = options, .arch = arch,
+                      .platform = platform, .compiler = compiler};
+  tj__key_compute(&in, out);
+}
+
 void tj__key_compute(const tj__key_input *in, char out[TJ__KEY_HEX])
 {
   XXH3_state_t state;
   XXH3_INITSTATE(&state);
   XXH3_128bits_reset(&state);
   key_fields(in, emit_hash, &state);
+  hex128(XXH3_128bits_digest(&state), out);
+}
+
+void tj__key_request(const tj__key_input *in, const tj_header *mem, int nmem,
+                     char out[TJ__KEY_HEX])
+{
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_128bits_reset(&state);
+  key_fields(in, emit_hash, &state);
+  emit_string(emit_hash, &state, "request: in-memory headers");
+  emit_count(emit_hash, &state, nmem);
+  for (int i = 0; i < nmem; i++) {
+    emit_string(emit_hash, &state, mem[i].name);
+    emit_string(emit_hash, &state, mem[i].contents);
+  }
   hex128(XXH3_128bits_digest(&state), out);
 }
 

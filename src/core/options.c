@@ -145,12 +145,14 @@ static const tj__option_rule *match(const char *const *argv, int argc, int *i,
   return found;
 }
 
-/* Bytes an option may hold: printable ASCII and UTF-8 (a directory name);
- * no control character (ESC, DEL, ...), which no documented option has. */
+/* Bytes an option may hold: printable ASCII and UTF-8 (a directory name,
+ * which may hold a space: the array form of options keeps it one
+ * argument, and the key encodes each argument length-prefixed); no
+ * control character (ESC, DEL, ...), which no documented option has. */
 static int printable(const char *s)
 {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-    if (*p < 0x21 || *p == 0x7f)
+    if (*p < 0x20 || *p == 0x7f)
       return 0;
   return 1;
 }

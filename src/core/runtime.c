@@ -11,11 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SOURCE_BYTES (64u << 20)
 #define MAX_OPTIONS_BYTES 4096
-#define MAX_ENTRY_BYTES 256
 
-enum { KIND_EMBEDDED, KIND_CALLER };
+enum { KIND_EMBEDDED, KIND_CALLER }; /* and TJ__KIND_MODULE (user.c) */
 
 const char *tj_version(void) { return TJ_VERSION_STRING; }
 const char *tj_platform(void) { return TJ__PLATFORM; }
@@ -180,17 +178,22 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
 struct usage {
   const char **keys;
   uint64_t *hits;
-  size_t n;
+  size_t n, cap;
 };
 
 static void free_kernel(tj_kernel *k, void *ctx)
 {
   struct usage *u = ctx;
-  if (k->origin == TJ_FROM_CACHE && u->keys) {
+  if (k->origin == TJ_FROM_CACHE && u->keys && u->n < u->cap) {
     u->keys[u->n] = strdup(k->key);
     u->hits[u->n] = 1;
     if (u->keys[u->n])
       u->n++;
+  }
+  if (k->owner) { /* a module's slot */
+    tj__module_free(k->owner);
+    free(k);
+    return;
   }
   tj__module_unload(k->module);
   free(k->entry);
@@ -203,7 +206,8 @@ void tj_runtime_close(tj_runtime *rt)
   if (!rt)
     return;
   size_t cap = (size_t)(rt->stats.cache_hits + 1);
-  struct usage u = {calloc(cap, sizeof *u.keys), calloc(cap, sizeof *u.hits), 0};
+  struct usage u = {calloc(cap, sizeof *u.keys), calloc(cap, sizeof *u.hits), 0,
+                    cap};
   if (!u.keys || !u.hits) {
     free(u.keys);
     u.keys = NULL;
@@ -275,9 +279,8 @@ typedef struct build_request {
 
 static void compute_key(tj_runtime *rt, build_request *req)
 {
-  tj__key_input in = {req->source, req->source_len, req->entry, req->options,
-                      rt->arch, TJ__PLATFORM, rt->compiler};
-  tj__key_compute(&in, req->key);
+  tj__key_of_kernel(req->source, req->source_len, req->entry, req->options,
+                    rt->arch, TJ__PLATFORM, rt->compiler, req->key);
 }
 
 static void count(tj_runtime *rt, uint64_t *counter, double ms)
@@ -296,7 +299,7 @@ static int from_cache(build_request *req, tj_kernel *k)
     return TJ_ENOENT;
   /* The row must say it is what was asked for, not only sit at its key. */
   tj__cache_row want = {req->key, req->entry, rt->arch, TJ__PLATFORM,
-                        rt->compiler, req->options, NULL, 0, 0};
+                        rt->compiler, req->options, NULL, 0, 0, NULL};
   int rc = tj__cache_get(rt->cache, &want, &k->code, &k->code_size, &dropped);
   if (dropped) {
     count(rt, &rt->stats.cache_drops, 0);
@@ -314,18 +317,35 @@ static int from_cache(build_request *req, tj_kernel *k)
   return rc;
 }
 
-static int from_compiler(build_request *req, tj_kernel *k)
+int tj__runtime_may_build(tj_runtime *rt, const char *what)
 {
-  tj_runtime *rt = req->rt;
-  tj__compile_result res;
+  /* A cached compile stands for a compile: refused alike. */
+  if (rt->env_refusal)
+    return tj__fail(rt, TJ_EINVAL, "not building %s: %s", what,
+                    rt->env_refusal);
+  return TJ_OK;
+}
+
+int tj__runtime_may_compile(tj_runtime *rt, const char *what)
+{
   char *now = NULL, why[512];
   int rc = compiler_inputs(rt->arch, &now, why, sizeof why);
   int same = rc == TJ_OK && rt->compiler_env && strcmp(now, rt->compiler_env) == 0;
   free(now);
   if (!same)
     return tj__fail(rt, rc == TJ_ENOMEM ? rc : TJ_EINVAL, "not compiling %s: %s",
-                    req->entry, rc != TJ_OK ? why : "the compiler's environment "
+                    what, rc != TJ_OK ? why : "the compiler's environment "
                     "changed since tj_runtime_open, and the key was made for it");
+  return TJ_OK;
+}
+
+static int from_compiler(build_request *req, tj_kernel *k)
+{
+  tj_runtime *rt = req->rt;
+  tj__compile_result res;
+  int rc = tj__runtime_may_compile(rt, req->entry);
+  if (rc != TJ_OK)
+    return rc;
   rc = tj__compile(req->source, req->file, rt->arch, req->options, &res);
   if (rc != TJ_OK) {
     char *msg = NULL;
@@ -344,7 +364,7 @@ static int from_compiler(build_request *req, tj_kernel *k)
   if (rt->cache) {
     tj__cache_row row = {req->key, req->entry, rt->arch, TJ__PLATFORM,
                          rt->compiler, req->options, k->code, k->code_size,
-                         res.ms};
+                         res.ms, NULL};
     /* A failed store costs only the next process a compile: the kernel
      * in hand is good, so warn (the cache says so once) and go on. */
     if (tj__cache_put(rt->cache, &row) != TJ_OK) {
@@ -365,10 +385,9 @@ static int build_kernel(void *ctx, tj_kernel **out)
 {
   build_request *req = ctx;
   tj_runtime *rt = req->rt;
-  /* A cached compile stands for a compile: refused alike. */
-  if (rt->env_refusal)
-    return tj__fail(rt, TJ_EINVAL, "not building %s: %s", req->entry,
-                    rt->env_refusal);
+  int rc = tj__runtime_may_build(rt, req->entry);
+  if (rc != TJ_OK)
+    return rc;
   if (!req->key[0])
     compute_key(rt, req);
   tj_kernel *k = calloc(1, sizeof *k);
@@ -377,7 +396,7 @@ static int build_kernel(void *ctx, tj_kernel **out)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   }
   memcpy(k->key, req->key, sizeof k->key);
-  int rc = from_cache(req, k);
+  rc = from_cache(req, k);
   if (rc == TJ_ENOENT)
     rc = from_compiler(req, k);
   if (rc == TJ_OK && !rt->compile_only) {
@@ -427,65 +446,27 @@ int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
   return get_or_build(&req, KIND_EMBEDDED, name, out);
 }
 
-static int valid_entry(const char *entry)
-{
-  size_t n = strlen(entry);
-  if (n == 0 || n > MAX_ENTRY_BYTES || isdigit((unsigned char)entry[0]))
-    return 0;
-  for (size_t i = 0; i < n; i++)
-    if (!isalnum((unsigned char)entry[i]) && entry[i] != '_')
-      return 0;
-  return 1;
-}
-
-static int check_compile_args(tj_runtime *rt, const char *source,
-                              const char *entry, const char *options,
-                              tj_kernel **out)
-{
-  if (!source || !entry || !out)
-    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: %s is NULL",
-                    !source ? "source" : !entry ? "entry" : "the kernel output pointer");
-  size_t n = strnlen(source, MAX_SOURCE_BYTES + 1);
-  if (n == 0)
-    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: source is empty");
-  if (n > MAX_SOURCE_BYTES)
-    return tj__fail(rt, TJ_ERANGE, "tj_kernel_compile: source is over the "
-                    "limit of %u bytes", MAX_SOURCE_BYTES);
-  if (!valid_entry(entry))
-    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: entry '%.64s' is not a "
-                    "C identifier of at most %d characters", entry, MAX_ENTRY_BYTES);
-  if (options && strnlen(options, MAX_OPTIONS_BYTES + 1) > MAX_OPTIONS_BYTES)
-    return tj__fail(rt, TJ_ERANGE, "tj_kernel_compile: options are over the "
-                    "limit of %d bytes", MAX_OPTIONS_BYTES);
-  /* Before the key and the compiler: an option the compiler could exit()
-   * on must never reach it. */
-  char **argv = NULL, why[512];
-  int argc = 0;
-  if (tj__options_split(options, &argv, &argc) != TJ_OK)
-    return tj__fail(rt, TJ_ENOMEM, "out of memory");
-  int rc = tj__options_check((const char *const *)argv, argc, why, sizeof why);
-  free(argv);
-  if (rc != TJ_OK)
-    return tj__fail(rt, rc, "tj_kernel_compile: %s", why);
-  return TJ_OK;
-}
-
 int tj_kernel_compile(tj_runtime *rt, const char *source, const char *entry,
                       const char *options, tj_kernel **out)
 {
   if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
-  int rc = check_compile_args(rt, source, entry, options, out);
-  if (rc != TJ_OK)
-    return rc;
-  char *norm = tj__options_normalise(options);
-  if (!norm)
+  if (!source || !entry || !out)
+    return tj__fail(rt, TJ_EINVAL, "tj_kernel_compile: %s is NULL",
+                    !source ? "source" : !entry ? "entry" : "the kernel output pointer");
+  if (options && strnlen(options, MAX_OPTIONS_BYTES + 1) > MAX_OPTIONS_BYTES)
+    return tj__fail(rt, TJ_ERANGE, "tj_kernel_compile: options are over the "
+                    "limit of %d bytes", MAX_OPTIONS_BYTES);
+  char **argv = NULL;
+  int argc = 0;
+  if (tj__options_split(options, &argv, &argc) != TJ_OK)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
-  build_request req = {rt, source, strlen(source), "caller.hip", entry, norm, ""};
-  compute_key(rt, &req);
-  rc = get_or_build(&req, KIND_CALLER, req.key, out);
-  free(norm);
-  return rc;
+  tj_module_source src = {sizeof src, source, NULL, (const char *const *)argv,
+                          argc, NULL, 0, &entry, 1};
+  tj_module *m = NULL;
+  int rc = tj__module_get(rt, &src, &m);
+  free(argv);
+  return rc == TJ_OK ? tj_module_kernel(m, entry, out) : rc;
 }
 
 int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,

@@ -184,11 +184,19 @@ TJ_EXPORT int tj_kernel_get(tj_runtime *rt, const char *name,
                             tj_kernel **k /* OUT */);
 
 /*
- * Compile a caller's kernel: source is HIP C++ whose entry function is
- * declared extern "C" __global__; options are extra compiler options
- * separated by white space (NULL or "" for none).  Cached like an embedded
- * kernel; the same (source, entry, options) returns the same handle.
- * The library copies what it needs; source need not outlive the call.
+ * Compile a caller's kernel: the one-entry shortcut for tj_module_compile
+ * (below), whose rules it follows.  entry is a C name or a C++ name
+ * expression ("saxpy", "scale<float>", "ops::gelu").  options are extra
+ * compiler options in one string, split on runs of white space (space,
+ * tab, newline) with no quoting or escapes: "-I inc  -DN=4" is the three
+ * arguments "-I", "inc", "-DN=4".  An argument that contains a space (an
+ * include directory with a space) needs tj_module_compile's array.  NULL
+ * or "" for none.  Two C-name entries of one source taken this way share
+ * one cache row (the second request finds the first one's row; name
+ * expressions are part of the key, so each has a row of its own); a
+ * module takes several entries of either kind with one compile.
+ * The same (source, entry, options) returns the same handle.  The library
+ * copies what it needs; source need not outlive the call.
  *
  * Options are checked against the ones the platform's compiler documents
  * and that cannot end the host program, write or read files the cache key
@@ -220,7 +228,7 @@ TJ_EXPORT int tj_kernel_get(tj_runtime *rt, const char *name,
  * read at tj_runtime_open (a compile after one of them changed is refused).
  * The working directory never reaches the compiler.
  *
- * Errors: as tj_kernel_get; TJ_ECOMPILE puts the full log in tj_errmsg.
+ * Errors: as tj_module_compile.
  * Thread-safe: yes.
  */
 TJ_EXPORT int tj_kernel_compile(tj_runtime *rt, const char *source,
@@ -274,6 +282,166 @@ TJ_EXPORT int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info /* OUT
 /* The raw function handle (a hipFunction_t / CUfunction), for callers that
  * launch it themselves; NULL on a compile-only runtime. */
 TJ_EXPORT void *tj_kernel_function(const tj_kernel *k);
+
+/*
+ * Modules: a caller's source compiled once, with its options and headers,
+ * into one code object (one cache row), from which any number of entries
+ * are taken.  This is the route for a program's own kernels.
+ *
+ * Entries.  An entry is either a C name (an identifier: "saxpy") or a C++
+ * name expression (anything else: "scale<float>", "ops::gelu", "::k").
+ *   - A C name is looked up in the code object's symbol table as written,
+ *     which finds an extern "C" kernel; failing that, a kernel of that name
+ *     at namespace scope that is not extern "C" and not overloaded.  C
+ *     names do not change the code, so they are not part of the key.
+ *   - A name expression is registered with the compiler before it compiles
+ *     (hiprtcAddNameExpression; nvrtcAddNameExpression on NVIDIA), which
+ *     instantiates templates and adds code, so the sorted set of a
+ *     module's name expressions is part of its key.  The lowered (mangled)
+ *     names are stored with the cache row; tokitai-jit --list-cache shows
+ *     them.
+ *   An entry the source does not define fails the compile with TJ_ENOENT
+ *   and a message naming the entry and the source, and nothing is stored;
+ *   on GPU and compile-only runtimes alike.
+ *
+ * Headers, never stale.  Every byte that decides the code decides the key:
+ *   - In-memory headers (tj_module_source.headers) are handed to the
+ *     compiler's own header arguments, contents in the key.  This is the
+ *     recommended route: nothing is read from disk, and the bytes the key
+ *     covers are the bytes compiled.
+ *   - File headers reached through -I DIR, -IDIR, --include-path=DIR,
+ *     --include-path DIR, -isystem, -iquote, -idirafter, -include FILE,
+ *     the directories in $CPATH and $CPLUS_INCLUDE_PATH (which the AMD
+ *     compiler reads), and for "..." the working directory (NVRTC looks
+ *     next to the program's name, which it sees as "caller.hip" there) and
+ *     the directory part of an in-memory header's name: the library scans the source, the in-memory headers
+ *     and every file it finds, recursively, for #include, #include_next,
+ *     #import and __has_include of "..." and <...>, ignoring #if (so
+ *     conditional includes count: over-counting costs a miss, never stale
+ *     code), and hashes into the key, for each name, every file of that
+ *     name in every directory that could supply it (path and bytes), which
+ *     two paths are the same file (for #pragma once), and the values of
+ *     the two environment variables.  A header that appears earlier in the
+ *     search path changes the key too.  An include the scanner cannot read
+ *     statically (#include MACRO, __has_include(MACRO)) makes the key
+ *     depend on every file below every include directory given; more than
+ *     4096 files or 256 MiB there is refused with TJ_ERANGE.  Directories
+ *     are taken relative to the working directory, as the compiler does.
+ *   - Headers the compiler brings itself (hip/hip_runtime.h from hipRTC's
+ *     own tree, CUDA's headers on NVIDIA) are covered by the compiler
+ *     fingerprint in the key; a file of the same name in a user include
+ *     directory is a user header and is hashed.
+ *   - When a header changes while a process runs: the key is computed when
+ *     a runtime first sees a (source, options, headers, entries) request;
+ *     later requests of that runtime are answered from its in-memory table
+ *     without touching the disk (tj_kernel_compile on a warm runtime costs
+ *     a hash of the source and a lookup), so a running runtime keeps the
+ *     code it has.  A runtime opened after the change computes a new key
+ *     and compiles.  A header that changes during the compile itself is
+ *     caught (the headers are hashed again after the compile) and that
+ *     code is used but not stored.
+ *   - Other inputs: the source's bytes are keyed as they are (CRLF line
+ *     endings are other bytes, so another key); options are keyed as the
+ *     argument array, in order, as spelled (-I a and -Ia are two keys for
+ *     one code: a miss, never stale code); the name is not given to the
+ *     compiler (it sees every source as "caller.hip"), so it cannot change
+ *     the code and is not keyed.
+ *
+ * What a compiler can do to the process.  Compiling in-process means that
+ * a compiler crash takes the host program with it: NVRTC 13.0 was seen to
+ * crash inside nvrtcCompileProgram on ill-formed inline PTX rather than
+ * return an error, and comgr's LLVM aborts on some internal errors.  The
+ * library guards what it can: compiles of one process take turns (the AMD
+ * compiler is not thread-safe), arch names are checked before they reach
+ * the compiler (an unknown ISA aborts comgr), and input sizes are bounded.
+ * It cannot make a compiler that crashes on a source safe to call; a
+ * program that compiles untrusted sources should do so in a child process
+ * of its own, or precompile with tokitai-jit --compile.
+ */
+typedef struct tj_module tj_module;
+
+/* An in-memory header: the name the source includes ("mydefs.h",
+ * "lib/vec.h") and its contents (NUL-terminated). */
+typedef struct tj_header {
+  const char *name;
+  const char *contents;
+} tj_header;
+
+/*
+ * What tj_module_compile compiles.  Zero-initialise, set size to
+ * sizeof(tj_module_source), then the fields you need; fields added later
+ * go at the end, and a caller built against an older header passes a
+ * smaller size, which reads as zeros for the new fields.
+ *   source       HIP C++ source text (required).
+ *   name         A name for messages ("kernels/saxpy.hip"); NULL: "caller.hip".
+ *   options      Compiler options as an argument array, one option or value
+ *                an element ("-I", "dir with space", "-DN=4"); NULL when
+ *                num_options is 0.
+ *   headers      In-memory headers, num_headers of them.
+ *   entries      The entries to take (C names and C++ name expressions),
+ *                num_entries of them, at least one; duplicates are one.
+ * Everything is copied; nothing need outlive the call.
+ */
+typedef struct tj_module_source {
+  size_t size;
+  const char *source;
+  const char *name;
+  const char *const *options;
+  int num_options;
+  const tj_header *headers;
+  int num_headers;
+  const char *const *entries;
+  int num_entries;
+} tj_module_source;
+
+/*
+ * Compile src (or load it from the cache) into a module of rt.  The first
+ * call with a given source, options, headers and entries compiles once
+ * and stores one row; a later call on rt returns the same handle from the
+ * in-memory table, and another runtime finds the row.  *module belongs to
+ * rt and stays valid until tj_runtime_close; there is nothing to free.
+ * Errors: TJ_EINVAL (a NULL or malformed field, no entries), TJ_ERANGE (a
+ * source, option or header over its limit; too many files to hash below an
+ * include directory), TJ_ENOENT (an entry the source does not define),
+ * TJ_ECOMPILE (the full compiler log is in tj_errmsg), TJ_EIO (a header
+ * file that exists but cannot be read), TJ_ECACHE, TJ_EDEVICE, TJ_ENOMEM.
+ * Thread-safe: yes; threads compiling the same module at once compile once.
+ */
+TJ_EXPORT int tj_module_compile(tj_runtime *rt, const tj_module_source *src,
+                                tj_module **module /* OUT */);
+
+/*
+ * The kernel of module for entry, spelled as it was given to
+ * tj_module_compile.  No compile and no I/O: a binary search of the
+ * module's entries.  *k belongs to the module's runtime.
+ * Errors: TJ_EINVAL (NULL arguments), TJ_ENOENT (not one of the module's
+ * entries; the message is on the module's runtime).
+ * Thread-safe: yes.
+ */
+TJ_EXPORT int tj_module_kernel(tj_module *module, const char *entry,
+                               tj_kernel **k /* OUT */);
+
+/*
+ * Facts about a module.  Set info->size = sizeof *info first; fields past
+ * the size given are not written.  key is the cache key (32 hex digits);
+ * entries[i] is the i-th entry (sorted, duplicates dropped) and lowered[i]
+ * the symbol it resolved to in the code object.  Pointers are owned by
+ * the module's runtime.
+ */
+typedef struct tj_module_info {
+  size_t size;
+  const char *key;
+  const void *code;
+  size_t code_size;
+  tj_origin origin;
+  double compile_ms;
+  int num_entries;
+  const char *const *entries;
+  const char *const *lowered;
+} tj_module_info;
+
+TJ_EXPORT int tj_module_info_get(const tj_module *module,
+                                 tj_module_info *info /* IN: size, OUT */);
 
 /* Counters of one runtime since it was opened. */
 typedef struct tj_stats {

@@ -430,8 +430,8 @@ int tj__base_options(const char *arch, char *store, size_t storelen,
 /* clang 15 (comgr 2.4) and later; what each does is in clang's
  * command-line reference.  Not here, so refused: -mllvm, -Xclang, -v,
  * -###, --help, --version, @file, -o, -save-temps, -M*, -ftime-trace,
- * -fplugin, -Wl,/-Wp,/-Wa, (their comma), -include, -isystem and the
- * other header options (files outside the key), -march, -mcpu, -target,
+ * -fplugin, -Wl,/-Wp,/-Wa, (their comma), -include and the header options
+ * headers.c does not follow (files outside the key), -march, -mcpu, -target,
  * --offload-arch, -mxnack, -msramecc (the arch is the runtime's), -x, -E,
  * -S, -c, -fgpu-rdc, -nogpulib, --rocm-path and the other path options,
  * -working-directory (the library sets it), and input files. */
@@ -439,6 +439,10 @@ static const tj__option_rule amd_option_rules[] = {
   {"-D", TJ__OPT_JOINED_OR_SEP, TJ__VAL_MACRO, NULL},
   {"-U", TJ__OPT_JOINED_OR_SEP, TJ__VAL_MACRO, NULL},
   {"-I", TJ__OPT_JOINED_OR_SEP, TJ__VAL_ABSDIR, NULL},
+  /* Every header these can reach is hashed into the key (headers.c). */
+  {"-isystem", TJ__OPT_JOINED_OR_SEP, TJ__VAL_ABSDIR, NULL},
+  {"-iquote", TJ__OPT_JOINED_OR_SEP, TJ__VAL_ABSDIR, NULL},
+  {"-idirafter", TJ__OPT_JOINED_OR_SEP, TJ__VAL_ABSDIR, NULL},
   {"-O0", TJ__OPT_FLAG, 0, NULL}, {"-O1", TJ__OPT_FLAG, 0, NULL},
   {"-O2", TJ__OPT_FLAG, 0, NULL}, {"-O3", TJ__OPT_FLAG, 0, NULL},
   {"-Os", TJ__OPT_FLAG, 0, NULL}, {"-Oz", TJ__OPT_FLAG, 0, NULL},

@@ -56,6 +56,8 @@ typedef struct tj_cache_entry {
   int64_t created;       /* unix seconds */
   int64_t last_used;     /* unix seconds */
   uint64_t hits;
+  const char *entries;   /* a module's entries: "expression<TAB>lowered"
+                            lines, one per entry; "" for embedded kernels */
 } tj_cache_entry;
 
 /* Called once per entry; return non-zero to stop early. */
