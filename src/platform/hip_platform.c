@@ -31,7 +31,13 @@ static int arch_name_wellformed(const char *arch, char *why, size_t whylen)
 }
 
 #if defined(TJ_PLATFORM_AMD)
+/* comgr 2.6 (ROCm 6.0, Debian 13) moved its header into amd_comgr/ and
+ * left a wrapper at the old place that warns; comgr 2.4 has only that. */
+#if defined(HAVE_AMD_COMGR_AMD_COMGR_H)
+#include <amd_comgr/amd_comgr.h>
+#else
 #include <amd_comgr.h>
+#endif
 
 int tj__device_count(int *count)
 {
