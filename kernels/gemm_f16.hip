@@ -39,7 +39,15 @@
  *   guarded on store.  Measured on an H200: about 400 TFLOP/s at 4096^3
  *   and 8192^3, 52% of cuBLAS (cublasGemmEx, fp32 compute) on the same
  *   machine, with results bit-identical to cuBLAS's there.
- *   Everything else (AMD through hipRTC, older NVIDIA): a portable fp32
+ *   AMD CDNA (gfx908, gfx90a, gfx94x) and RDNA3 (gfx1100 to gfx1103),
+ *   where the compiler has the builtins: the matrix cores, through
+ *   __builtin_amdgcn_mfma_f32_16x16x16f16 (2 waves of 64, each 64 x 128)
+ *   or __builtin_amdgcn_wmma_f32_16x16x16_f16_w32 (4 waves of 32, each
+ *   64 x 64), from 128 x 128 x 32 tiles in LDS with B transposed, loaded
+ *   with guarded 2-byte reads (any alignment).  Shown so far only in the
+ *   code object: v_mfma / v_wmma in its disassembly (tests/gemm_isa.sh);
+ *   no AMD GPU has run these paths yet.
+ *   Everything else (other AMD archs, older NVIDIA): a portable fp32
  *   tile in shared memory, 128 x 128 x 16, each thread a 16 x 8 block of C.
  *
  *   alpha == 0 still computes A * B (so inf or NaN in A or B gives NaN),
@@ -114,6 +122,24 @@ __device__ __forceinline__ bool tj_pairs_ok(const tj_gemm_params &g) {
   return (reinterpret_cast<unsigned long long>(g.C) & 3ull) == 0 &&
          (g.ldc & 1) == 0;
 }
+
+/* Which AMD matrix instructions this compile may use: MFMA on CDNA
+ * (gfx908, gfx90a, gfx94x; wave64), WMMA on RDNA3 (gfx11; wave32), each
+ * only where the compiler has the builtin.  Anything else, the portable
+ * path below. */
+#if defined(__HIP_DEVICE_COMPILE__) && defined(__AMDGCN__) && defined(__has_builtin)
+#if (defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || \
+     defined(__gfx941__) || defined(__gfx942__)) &&                        \
+    __has_builtin(__builtin_amdgcn_mfma_f32_16x16x16f16)
+#define TJ_GEMM_MFMA 1
+#elif defined(__gfx1100__) || defined(__gfx1101__) ||                      \
+    defined(__gfx1102__) || defined(__gfx1103__)
+#if __has_builtin(__builtin_amdgcn_wmma_f32_16x16x16_f16_w32) &&           \
+    defined(__AMDGCN_WAVEFRONT_SIZE) && __AMDGCN_WAVEFRONT_SIZE == 32
+#define TJ_GEMM_WMMA 1
+#endif
+#endif
+#endif
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 /* ------------------------------------------------ NVIDIA tensor cores */
@@ -427,6 +453,153 @@ __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
   tj_epilogue_tc(g, acc, m0, n0, warp_m, warp_n, lane);
 }
 
+#elif defined(TJ_GEMM_MFMA) || defined(TJ_GEMM_WMMA)
+/* ------------------------------------------------ AMD matrix cores */
+
+/* One 32-deep k tile of A (row-major, [m][k]) and of B transposed
+ * ([n][k]) in LDS, so that every fragment either instruction takes is a
+ * run of consecutive k in one row: 8 bytes (MFMA) or 32 bytes (WMMA), one
+ * or two ds_read_b128.  8 halves of padding keep rows 16-byte aligned and
+ * spread them over the banks.  2 x 10 KiB of LDS. */
+#define TJ_GEMM_ABK 32
+#define TJ_GEMM_APAD 8
+#define TJ_GEMM_AROW (TJ_GEMM_ABK + TJ_GEMM_APAD)
+#define TJ_GEMM_ALOADS (TJ_GEMM_BM * TJ_GEMM_ABK / TJ_GEMM_THREADS)
+
+typedef _Float16 tj_h4 __attribute__((ext_vector_type(4)));
+typedef _Float16 tj_h16 __attribute__((ext_vector_type(16)));
+typedef float tj_f4 __attribute__((ext_vector_type(4)));
+typedef float tj_f8 __attribute__((ext_vector_type(8)));
+
+/* Guarded 2-byte loads, zero past the matrix: any alignment and any
+ * leading dimension are correct.  Consecutive threads read consecutive
+ * addresses of A's rows and of B's rows.  Unrolled only 4 ways: all 32
+ * at once keep their addresses live and gfx90a spills 180 VGPRs. */
+__device__ __forceinline__ void tj_load_tiles_amd(
+    const tj_gemm_params &g, unsigned short (*as)[TJ_GEMM_AROW],
+    unsigned short (*bt)[TJ_GEMM_AROW], int m0, int n0, int k0, int tid) {
+  const unsigned short *A = reinterpret_cast<const unsigned short *>(g.A);
+  const unsigned short *B = reinterpret_cast<const unsigned short *>(g.B);
+#pragma unroll 4
+  for (int i = 0; i < TJ_GEMM_ALOADS; i++) {
+    int idx = tid + i * TJ_GEMM_THREADS;
+    int r = idx / TJ_GEMM_ABK, k = idx % TJ_GEMM_ABK;
+    int gm = m0 + r, gk = k0 + k;
+    as[r][k] = gm < g.M && gk < g.K ? A[(long long)gm * g.lda + gk] : 0;
+  }
+#pragma unroll 4
+  for (int i = 0; i < TJ_GEMM_ALOADS; i++) {
+    int idx = tid + i * TJ_GEMM_THREADS;
+    int k = idx / TJ_GEMM_BN, n = idx % TJ_GEMM_BN;
+    int gk = k0 + k, gn = n0 + n;
+    bt[n][k] = gk < g.K && gn < g.N ? B[(long long)gk * g.ldb + gn] : 0;
+  }
+}
+
+#if defined(TJ_GEMM_MFMA)
+/* CDNA (wave64): 2 waves, each 64 rows x all 128 columns of the block's
+ * tile, as 4 x 8 tiles of v_mfma_f32_16x16x16_f16.  Its operands, lane l
+ * of 64: A[l % 16][4 (l / 16) + j] and B[4 (l / 16) + j][l % 16], j < 4;
+ * its result, D[4 (l / 16) + j][l % 16] in register j. */
+#define TJ_GEMM_MT 4
+#define TJ_GEMM_NT 8
+
+__device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
+  __shared__ __align__(16) unsigned short as[TJ_GEMM_BM][TJ_GEMM_AROW];
+  __shared__ __align__(16) unsigned short bt[TJ_GEMM_BN][TJ_GEMM_AROW];
+  int tid = threadIdx.x, lane = tid & 63, wave = tid >> 6;
+  int m0 = blockIdx.y * TJ_GEMM_BM, n0 = blockIdx.x * TJ_GEMM_BN;
+  int li = lane & 15, lk = (lane >> 4) * 4;
+  tj_f4 acc[TJ_GEMM_MT][TJ_GEMM_NT];
+#pragma unroll
+  for (int i = 0; i < TJ_GEMM_MT; i++)
+#pragma unroll
+    for (int j = 0; j < TJ_GEMM_NT; j++)
+      acc[i][j] = (tj_f4){0.0f, 0.0f, 0.0f, 0.0f};
+  for (int k0 = 0; k0 < g.K; k0 += TJ_GEMM_ABK) {
+    tj_load_tiles_amd(g, as, bt, m0, n0, k0, tid);
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < TJ_GEMM_ABK; ks += 16) {
+      tj_h4 a[TJ_GEMM_MT], b[TJ_GEMM_NT];
+#pragma unroll
+      for (int i = 0; i < TJ_GEMM_MT; i++)
+        a[i] = *reinterpret_cast<const tj_h4 *>(
+            &as[wave * 64 + i * 16 + li][ks + lk]);
+#pragma unroll
+      for (int j = 0; j < TJ_GEMM_NT; j++)
+        b[j] = *reinterpret_cast<const tj_h4 *>(&bt[j * 16 + li][ks + lk]);
+#pragma unroll
+      for (int i = 0; i < TJ_GEMM_MT; i++)
+#pragma unroll
+        for (int j = 0; j < TJ_GEMM_NT; j++)
+          acc[i][j] = __builtin_amdgcn_mfma_f32_16x16x16f16(a[i], b[j],
+                                                            acc[i][j], 0, 0, 0);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < TJ_GEMM_MT; i++)
+#pragma unroll
+    for (int j = 0; j < TJ_GEMM_NT; j++)
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+        tj_store_one(g, m0 + wave * 64 + i * 16 + lk + r, n0 + j * 16 + li,
+                     acc[i][j][r]);
+}
+
+#else
+/* RDNA3 (wave32): 4 waves in a 2 x 2 grid, each 64 x 64, as 4 x 4 tiles of
+ * v_wmma_f32_16x16x16_f16.  Its operands, lane l of 32: A[l % 16][0..15]
+ * and B[0..15][l % 16] (lanes 16-31 repeat lanes 0-15); its result,
+ * D[2 v + l / 16][l % 16] in register v.  One B fragment at a time: all
+ * four at once take gfx1100 past 256 VGPRs (80 spilled). */
+#define TJ_GEMM_MT 4
+#define TJ_GEMM_NT 4
+
+__device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
+  __shared__ __align__(16) unsigned short as[TJ_GEMM_BM][TJ_GEMM_AROW];
+  __shared__ __align__(16) unsigned short bt[TJ_GEMM_BN][TJ_GEMM_AROW];
+  int tid = threadIdx.x, lane = tid & 31, wave = tid >> 5;
+  int wm = (wave >> 1) * 64, wn = (wave & 1) * 64;
+  int m0 = blockIdx.y * TJ_GEMM_BM, n0 = blockIdx.x * TJ_GEMM_BN;
+  int li = lane & 15, lh = lane >> 4;
+  tj_f8 acc[TJ_GEMM_MT][TJ_GEMM_NT];
+#pragma unroll
+  for (int i = 0; i < TJ_GEMM_MT; i++)
+#pragma unroll
+    for (int j = 0; j < TJ_GEMM_NT; j++)
+      acc[i][j] = (tj_f8){0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  for (int k0 = 0; k0 < g.K; k0 += TJ_GEMM_ABK) {
+    tj_load_tiles_amd(g, as, bt, m0, n0, k0, tid);
+    __syncthreads();
+#pragma unroll
+    for (int ks = 0; ks < TJ_GEMM_ABK; ks += 16) {
+      tj_h16 a[TJ_GEMM_MT];
+#pragma unroll
+      for (int i = 0; i < TJ_GEMM_MT; i++)
+        a[i] = *reinterpret_cast<const tj_h16 *>(&as[wm + i * 16 + li][ks]);
+#pragma unroll
+      for (int j = 0; j < TJ_GEMM_NT; j++) {
+        tj_h16 b = *reinterpret_cast<const tj_h16 *>(&bt[wn + j * 16 + li][ks]);
+#pragma unroll
+        for (int i = 0; i < TJ_GEMM_MT; i++)
+          acc[i][j] = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(a[i], b,
+                                                                 acc[i][j]);
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < TJ_GEMM_MT; i++)
+#pragma unroll
+    for (int j = 0; j < TJ_GEMM_NT; j++)
+#pragma unroll
+      for (int v = 0; v < 8; v++)
+        tj_store_one(g, m0 + wm + i * 16 + 2 * v + lh, n0 + wn + j * 16 + li,
+                     acc[i][j][v]);
+}
+#endif
 #else
 /* ------------------------------------------------ portable fp32 tiles */
 

@@ -107,7 +107,7 @@ command -v sqlite3 >/dev/null 2>&1 || {
 
 platform=$("$prog" --version | sed -n 's/^platform: //p')
 case $platform in
-  amd) arch=gfx90a bad_arch=gfx1101 ;;
+  amd) arch=gfx90a bad_arch=gfx9999 ;; # gfx1101: known to HIP 5.7, not 5.2
   nvidia) arch=sm_90 bad_arch=sm_12345 ;;
   *) echo "cli.sh: --version names no platform"; exit 99 ;;
 esac

@@ -241,7 +241,13 @@ const char *tj__platform_headers_digest(void)
 }
 
 #if defined(TJ_PLATFORM_AMD)
+/* comgr 2.6 (ROCm 6.0, Debian 13) moved its header into amd_comgr/ and
+ * left a wrapper at the old place that warns; comgr 2.4 has only that. */
+#if defined(HAVE_AMD_COMGR_AMD_COMGR_H)
+#include <amd_comgr/amd_comgr.h>
+#else
 #include <amd_comgr.h>
+#endif
 
 int tj__device_count(int *count)
 {
@@ -295,12 +301,17 @@ int tj__device_query(int ordinal, tj__device_props *props)
 
 void tj__compiler_fingerprint(char *buf, size_t len)
 {
-  int rmaj = 0, rmin = 0;
+  int rmaj = 0, rmin = 0, hip = 0;
   size_t cmaj = 0, cmin = 0;
   hiprtcVersion(&rmaj, &rmin);
   amd_comgr_get_version(&cmaj, &cmin);
+  /* The loaded library's version, not HIP_VERSION (the headers this was
+   * built with): 5.2 and 5.7 share the soname, and hipRTC says 9.0 in
+   * both.  Needs no GPU. */
+  if (hipRuntimeGetVersion(&hip) != hipSuccess)
+    hip = HIP_VERSION;
   snprintf(buf, len, "hiprtc %d.%d, comgr %zu.%zu (HIP %d) %s", rmaj, rmin,
-           cmaj, cmin, HIP_VERSION, compiler_libraries_digest());
+           cmaj, cmin, hip, compiler_libraries_digest());
 }
 
 /* hipRTC is inside libamdhip64 on ROCm 5.2 (libhiprtc on later ROCm);

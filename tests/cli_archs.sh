@@ -1,0 +1,73 @@
+#!/bin/sh
+# cli_archs.sh: tokitai-jit --warm --arch ARCH --cache FILE for each arch of
+# $TJ_TEST_ARCHS (the HIP 5.7 lane: gfx1101 gfx1100 gfx942 gfx90a): every
+# embedded kernel is compiled and stored under that arch, a second warm
+# compiles nothing, and the archs' rows stay apart.  Each arch this HIP
+# lacks is refused with a message, exit 1 and no cache file, where hipRTC
+# would abort.  The lists come from tests/check_archs --list (the same
+# defaults as that suite); without it, only a made-up arch is refused.
+# Exit 0 when all passed, 1 when any failed, 77 when the program is absent.
+set -u
+prog=./tokitai-jit
+[ -x "$prog" ] || { echo "cli_archs.sh: $prog is not built here; skipping"; exit 77; }
+tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/cli_archs.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+unset TOKITAI_JIT_CACHE NO_COLOR
+
+if [ -x tests/check_archs ]; then
+  tests/check_archs --list >"$tmp/lists" || exit 99
+  archs=$(sed -n 1p "$tmp/lists")
+  refused=$(sed -n 2p "$tmp/lists")
+else
+  case $("$prog" --version | sed -n 's/^platform: //p') in
+    nvidia) archs=${TJ_TEST_ARCHS:-sm_90} refused=sm_12345 ;;
+    *) archs=${TJ_TEST_ARCHS:-gfx90a} refused=gfx9999 ;;
+  esac
+  archs=$(echo "$archs" | tr ',' ' ')
+fi
+# The names: the lines of --list-kernels that start a kernel's block.
+kernels=$("$prog" --list-kernels | grep -E '^[A-Za-z_][A-Za-z0-9_]*$')
+nkernels=$(echo "$kernels" | wc -l | tr -d ' ')
+echo "archs: $archs; refused: $refused; $nkernels kernels"
+
+checks=0 failures=0
+fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
+run() { # run STATUS ARG...: output in $tmp/out, $tmp/err
+  want=$1; shift
+  last="tokitai-jit $*"
+  checks=$((checks + 1))
+  "$prog" "$@" >"$tmp/out" 2>"$tmp/err"
+  got=$?
+  [ "$got" -eq "$want" ] || {
+    fail "$last: exit $got, expected $want"
+    sed 's/^/  stdout: /' "$tmp/out"; sed 's/^/  stderr: /' "$tmp/err"; }
+}
+out() { grep -Eq -- "$1" "$tmp/out" || { fail "$last: stdout lacks /$1/"; sed 's/^/  stdout: /' "$tmp/out"; }; }
+err() { grep -Eq -- "$1" "$tmp/err" || { fail "$last: stderr lacks /$1/"; sed 's/^/  stderr: /' "$tmp/err"; }; }
+
+cache=$tmp/archs/cache.db
+n=0
+for a in $archs; do
+  n=$((n + 1))
+  run 0 --warm --arch "$a" --cache "$cache"
+  out "^warmed $nkernels kernels for $a in $cache: $nkernels compiled"
+  run 0 --warm --arch "$a" --cache "$cache"
+  out "0 compiled.*, $nkernels already cached"
+  run 0 --list-cache --cache "$cache"
+  for k in $kernels; do out "^[0-9a-f]{12}  $k +$a "; done
+  rows=$(grep -Ec "^[0-9a-f]{12}  [^ ]+ +$a " "$tmp/out")
+  [ "$rows" -eq "$nkernels" ] || fail "$last: $rows rows for $a, not $nkernels"
+  run 0 --stats --cache "$cache"
+  out "^entries +$((n * nkernels))\$"
+done
+
+for a in $refused; do
+  fresh=$tmp/refused-$a/cache.db
+  run 1 --warm --arch "$a" --cache "$fresh"
+  err "$a"
+  err 'not supported'
+  [ ! -e "$tmp/refused-$a" ] || fail "$last created $tmp/refused-$a"
+done
+
+echo "$checks runs, $failures failed"
+[ "$failures" -eq 0 ]
