@@ -2,6 +2,7 @@
  * missing entries, and headers that never go stale.  Compile-only for
  * TEST_ARCH, on a real SQLite file, with the real compiler. */
 #include "testutil.h"
+#include "internal.h" /* tj__headers_digest */
 
 #include <sqlite3.h>
 #include <stdint.h>
@@ -58,7 +59,7 @@ static int compile(tj_runtime *rt, const char *source, const char *const *opts,
 
 static tj_module_info info_of(const tj_module *m)
 {
-  tj_module_info info = {sizeof info};
+  tj_module_info info = {.size = sizeof info};
   ck_assert_int_eq(tj_module_info_get(m, &info), TJ_OK);
   return info;
 }

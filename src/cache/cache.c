@@ -40,6 +40,7 @@
 #define BUSY_TIMEOUT_MS 5000
 #define BUSY_RETRY_LIMIT_MS 60000
 #define OPEN_ATTEMPTS 4      /* a file may vanish or be replaced under us */
+#define PROBE_ATTEMPTS 12    /* about 1 s of a busy read-only probe */
 #define ASIDE_KEEP 3         /* moved-aside files kept for a post-mortem */
 #define WAL_LIMIT_BYTES 4194304 /* the WAL is cut back to this after a reset */
 
@@ -895,12 +896,18 @@ int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
 {
   *out = NULL;
   msg[0] = '\0';
+  int probes = 0;
   for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
     enum open_outcome o = UNUSABLE;
     tj__cache failed = {0};
     int rc = open_once(path, flags, out, &o, &failed, msg, msglen);
-    if (rc == PROBE_BUSY && attempt + 1 < OPEN_ATTEMPTS) {
-      sleep_ms(25L * (attempt + 1));
+    /* A file another process is making is in WAL mode with its mark still
+     * in the WAL, so it is probed read-only, and under load that probe can
+     * fail ("disk I/O error", check_reliability's fresh-cache race in the
+     * sanitizer build): try it for about 1 s before giving up. */
+    if (rc == PROBE_BUSY && ++probes < PROBE_ATTEMPTS) {
+      sleep_ms(probes < 4 ? 25L * probes : 100L);
+      attempt--;
       continue;
     }
     if (rc == TJ_EPERM || rc == TJ_ECACHE || rc == TJ_ENOMEM)

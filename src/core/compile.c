@@ -145,10 +145,17 @@ int tj__compile_module(const tj__compile_input *in, tj__compile_result *res,
                        : HIPRTC_ERROR_NAME_EXPRESSION_NOT_VALID;
   res->log = program_log(prog);
   rc = TJ_ECOMPILE;
-  if (r == HIPRTC_SUCCESS)
+  char why[512];
+  if (r == HIPRTC_SUCCESS && !tj__compiler_libraries_hold(why, sizeof why)) {
+    /* Code from another compiler than the key names is never used. */
+    free(res->log);
+    if (asprintf(&res->log, "%s", why) < 0)
+      res->log = NULL;
+  } else if (r == HIPRTC_SUCCESS) {
     rc = take_code(prog, res);
-  else if (!res->log && asprintf(&res->log, "%s", hiprtcGetErrorString(r)) < 0)
+  } else if (!res->log && asprintf(&res->log, "%s", hiprtcGetErrorString(r)) < 0) {
     res->log = NULL;
+  }
   if (rc == TJ_OK && lowered && in->nexprs > 0 &&
       !(*lowered = lower_names(prog, in))) {
     free(res->code);

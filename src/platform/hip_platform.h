@@ -236,6 +236,11 @@ int tj__device_query(int ordinal, tj__device_props *props);
  * the file), so that a point update of any of them changes every key.
  * The digest is computed once per process. */
 void tj__compiler_fingerprint(char *buf, size_t len);
+/* 1 when the compiler libraries loaded now are the ones the fingerprint
+ * names (a library the compiler loads late, named from its file at open,
+ * may come from elsewhere); else 0 and a sentence in why.  Called after
+ * each compile, before its code is used or stored. */
+int tj__compiler_libraries_hold(char *why, size_t whylen);
 
 /* TJ_OK when the installed compiler can target arch; otherwise TJ_EARCH
  * (or TJ_EINVAL for a malformed name) and a sentence in why.  On AMD the
