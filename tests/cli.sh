@@ -644,6 +644,15 @@ run 0 --compile "$cfile" --entry saxpy --entry 'scale<float>' --arch "$arch" \
   -I "$cdir/inc dir" -D N=4 --cache "$ccache" --json
 out '"origin": "compiler"'
 no_out "\"key\": \"$key1\""
+# At a terminal -I takes a directory relative to here: made absolute (the
+# library takes only absolute ones), so the same row as above is found.
+checks=$((checks + 1))
+abs_prog=$(cd "$(dirname "$prog")" && pwd)/$(basename "$prog")
+(cd "$cdir" && "$abs_prog" --compile k.hip --entry saxpy --entry 'scale<float>' \
+  --arch "$arch" -I "inc dir" -D N=4 --cache "$ccache" --json) >"$tmp/out" 2>"$tmp/err" ||
+  fail "--compile with a relative -I: $(cat "$tmp/err")"
+grep -q '"origin": "cache"' "$tmp/out" ||
+  fail "--compile with a relative -I did not find the row the absolute -I made"
 # A missing entry: exit 1, named, nothing stored.
 run 1 --compile "$cfile" --entry nosuch --arch "$arch" -I "$cdir/inc dir" \
   -D N=4 --cache "$ccache"

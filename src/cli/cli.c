@@ -229,8 +229,13 @@ static int parse_compile_value(cli_options *o, parse_state *ps, int val,
   if (o->ncompile_args + 2 > CLI_MAX_COMPILE_ARGS)
     return usage_error("more than %d compiler options", CLI_MAX_COMPILE_ARGS);
   if (val == 'I') {
+    /* The library takes only absolute directories (the working directory
+     * is not in the key); at a terminal a relative one means this one. */
+    char *abs = *arg && *arg != '/' ? realpath(arg, NULL) : NULL;
     o->compile_args[o->ncompile_args++] = "-I";
-    o->compile_args[o->ncompile_args++] = arg;
+    o->compile_args[o->ncompile_args++] = abs ? abs : arg;
+    if (abs)
+      o->defines[o->ndefines++] = abs;
   } else if (val == 'D') {
     char *d = NULL;
     if (!*arg || *arg == '=')

@@ -62,7 +62,8 @@ typedef struct cli_options {
   int nentries;
   const char *compile_args[CLI_MAX_COMPILE_ARGS]; /* in command-line order */
   int ncompile_args;
-  char *defines[CLI_MAX_COMPILE_ARGS]; /* the "-DNAME" strings, malloc'd */
+  char *defines[CLI_MAX_COMPILE_ARGS]; /* "-DNAME" strings and absolute -I
+                                       * directories, malloc'd */
   int ndefines;
 } cli_options;
 
