@@ -11,7 +11,7 @@
 #if defined(TJ_PLATFORM_NVIDIA)
 #define BAD_ARCH "sm_12345"
 #else
-#define BAD_ARCH "gfx1101"
+#define BAD_ARCH "gfx9999" /* no HIP knows it; gfx1101 is known from HIP 5.7 on */
 #endif
 
 static const char source[] =
