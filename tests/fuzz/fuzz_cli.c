@@ -109,6 +109,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     abort();
   if (rc == 0)
     check_parsed(&o, argc, argv);
+  for (int i = 0; i < o.ndefines; i++) /* as main() does */
+    free(o.defines[i]);
   free(buf);
   return 0;
 }
