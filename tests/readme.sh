@@ -92,4 +92,37 @@ case $gpu:$status in
     ;;
 esac
 [ "$fail" = 0 ] && echo "ok: the README example builds against the installed library and exits $status (GPU: $gpu)"
+
+# The first screen's program: a module with a header, a name expression and
+# a C entry, compile-only for an arch of this platform (so it runs with or
+# without a GPU), then the cache commands README.md points to.
+awk '/^<!-- end of readme-module/ { on = 0 }
+     on && !/^```/ { print }
+     /^<!-- readme-module/ { on = 1 }' "$readme" >"$tmp/mod.c"
+grep -q 'int main' "$tmp/mod.c" ||
+  { echo "FAIL: no whole program between the readme-module markers of $readme"; exit 1; }
+if ! $CC -std=c99 -pedantic -Wall -Wextra -Werror ${TJ_SANITIZER_FLAGS:-} \
+    "$tmp/mod.c" -o "$tmp/mod" $flags >"$tmp/cc.log" 2>&1; then
+  echo "FAIL: README's module program does not compile against the installed library"
+  cat "$tmp/cc.log"; exit 1
+fi
+case $(./tokitai-jit --version | sed -n 's/^platform: //p') in
+  nvidia) arch=sm_90 ;;
+  *) arch=gfx90a ;;
+esac
+mcache=$tmp/mcache/cache.db
+for run in compiled "from the cache"; do
+  TOKITAI_JIT_CACHE=$mcache LD_LIBRARY_PATH=$libdir "$tmp/mod" "$arch" \
+    >"$tmp/out" 2>"$tmp/err"
+  status=$?
+  grep -q "^scale<float>: key [0-9a-f]\{12\}, $run.*, for $arch\$" "$tmp/out" &&
+    [ "$status" = 0 ] || {
+    echo "FAIL: README's module program (run: $run) exited $status"
+    sed 's/^/  stdout: /' "$tmp/out"; sed 's/^/  stderr: /' "$tmp/err"; fail=1; }
+done
+./tokitai-jit --list-cache --cache "$mcache" >"$tmp/out" 2>&1
+grep -q 'scale<float> \[_Z' "$tmp/out" && grep -q '^1 entry' "$tmp/out" ||
+  { echo "FAIL: --list-cache does not show the module's one row with its lowered name"
+    sed 's/^/  /' "$tmp/out"; fail=1; }
+[ "$fail" = 0 ] && echo "ok: README's module program compiled once for $arch and was found in the cache"
 exit $fail
