@@ -389,6 +389,10 @@ struct tj_runtime {
  * see is set, or when the compiler's environment changed since open.
  * what names the kernel or module for the message. */
 int tj__runtime_may_build(tj_runtime *rt, const char *what);
+/* Store a freshly compiled row in rt's cache, then evict idle rows of other
+ * compilers and trim to the size limit; a failed store is a warning. */
+void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
+                       const char *what);
 int tj__runtime_may_compile(tj_runtime *rt, const char *what);
 
 static inline int tj__runtime_usable(const tj_runtime *rt)

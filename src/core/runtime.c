@@ -339,6 +339,23 @@ int tj__runtime_may_compile(tj_runtime *rt, const char *what)
   return TJ_OK;
 }
 
+void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
+                       const char *what)
+{
+  /* A failed store costs only the next process a compile: the code in
+   * hand is good, so warn (the cache says so once) and go on. */
+  if (tj__cache_put(rt->cache, row) != TJ_OK) {
+    tj__warn(rt, "could not store %s in the cache: %s", what,
+             tj__cache_errmsg(rt->cache));
+    return;
+  }
+  /* A compile is when an upgrade shows: rows of the old compiler can
+   * never be hit again and go once they have idled long enough. */
+  tj__cache_evict_foreign(rt->cache, rt->compiler, TJ__CACHE_FOREIGN_IDLE,
+                          NULL);
+  tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
+}
+
 static int from_compiler(build_request *req, tj_kernel *k)
 {
   tj_runtime *rt = req->rt;
@@ -365,18 +382,7 @@ static int from_compiler(build_request *req, tj_kernel *k)
     tj__cache_row row = {req->key, req->entry, rt->arch, TJ__PLATFORM,
                          rt->compiler, req->options, k->code, k->code_size,
                          res.ms, NULL};
-    /* A failed store costs only the next process a compile: the kernel
-     * in hand is good, so warn (the cache says so once) and go on. */
-    if (tj__cache_put(rt->cache, &row) != TJ_OK) {
-      tj__warn(rt, "could not store %s in the cache: %s", req->entry,
-               tj__cache_errmsg(rt->cache));
-    } else {
-      /* A compile is when an upgrade shows: rows of the old compiler can
-       * never be hit again and go once they have idled long enough. */
-      tj__cache_evict_foreign(rt->cache, rt->compiler, TJ__CACHE_FOREIGN_IDLE,
-                              NULL);
-      tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
-    }
+    tj__runtime_store(rt, &row, req->entry);
   }
   return TJ_OK;
 }

@@ -452,14 +452,7 @@ static void store(const request *r, tj_module *m)
   if (entries && row_names(r, &kernels, &options) == TJ_OK) {
     tj__cache_row row = {r->key, kernels, rt->arch, TJ__PLATFORM, rt->compiler,
                          options, m->code, m->code_size, m->compile_ms, entries};
-    if (tj__cache_put(rt->cache, &row) != TJ_OK) {
-      tj__warn(rt, "could not store %s in the cache: %s", r->name,
-               tj__cache_errmsg(rt->cache));
-    } else {
-      tj__cache_evict_foreign(rt->cache, rt->compiler, TJ__CACHE_FOREIGN_IDLE,
-                              NULL);
-      tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
-    }
+    tj__runtime_store(rt, &row, r->name);
   }
   free(entries);
   free(kernels);
