@@ -28,6 +28,9 @@
  * through SQLite's own VFS, which defers such closes.  Missing -wal and -shm
  * files are left for SQLite to create: it makes them in the checked
  * directory with the database file's owner and mode.
+ *
+ * Also here, as facts about the place rather than the file: the default
+ * path, the .lock file, and whether the file system is a network one.
  */
 #include "cache_internal.h"
 
