@@ -297,6 +297,191 @@ START_TEST(evict_by_size_drops_least_recently_used_first)
 }
 END_TEST
 
+/* One age rule for every eviction: a row last used exactly max_age
+ * seconds ago is old enough, whichever path evicts it (tj_cache_evict,
+ * a runtime's eviction of another compiler's rows).  The row is stamped
+ * before the eviction reads the clock, so a second that passes between
+ * them only makes it older. */
+START_TEST(evictions_share_one_age_boundary)
+{
+  char *dir, *path = three_rows(&dir);
+  char msg[256];
+  uint64_t n = 99;
+  tj__cache *raw = NULL;
+  set_last_used(path, KEY_B, 250);
+  ck_assert_int_eq(tj__cache_open(path, 0, &raw, msg, sizeof msg), TJ_OK);
+  ck_assert_int_eq(tj__cache_evict_foreign(raw, "hiprtc test", 250, &n), TJ_OK);
+  ck_assert_uint_eq(n, 0); /* the compiler in use is never foreign */
+  ck_assert_int_eq(tj__cache_evict_foreign(raw, "another compiler", 250, &n),
+                   TJ_OK);
+  ck_assert_uint_eq(n, 2); /* A at 300 s and B at exactly 250 s */
+  tj__cache_close(raw);
+  ck_assert_int_eq(count_rows(path), 1);
+  free(path); free(dir);
+
+  path = three_rows(&dir);
+  set_last_used(path, KEY_B, 250);
+  tj_cache *c = open_ok(path, 0);
+  ck_assert_int_eq(tj_cache_evict(c, 250, 0, &n), TJ_OK);
+  ck_assert_uint_eq(n, 2);
+  seen s = {0};
+  ck_assert_int_eq(tj_cache_list(c, record, &s), TJ_OK);
+  ck_assert_int_eq(s.n, 1);
+  ck_assert_str_eq(s.keys[0], KEY_C); /* 100 s: younger, kept */
+  tj_cache_close(c);
+  free(path); free(dir);
+}
+END_TEST
+
+enum { TRIM_ROWS = 300, TRIM_KEEP = 40 };
+
+/* Counts the rows among the TRIM_KEEP newest (named by their number). */
+static int count_newest(const tj_cache_entry *e, void *ctx)
+{
+  *(int *)ctx += atoi(e->kernel) >= TRIM_ROWS - TRIM_KEEP;
+  return 0;
+}
+
+/* Trimming many rows to a size keeps exactly the newest that fit: the
+ * running total must stay in step with each row it lets go. */
+START_TEST(trim_of_many_rows_keeps_the_newest)
+{
+  enum { ROWS = TRIM_ROWS, KEEP = TRIM_KEEP, SIZE = 100 };
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  char key[TJ__KEY_HEX], kernel[16], msg[256];
+  unsigned char code[SIZE] = {0};
+  tj__cache *raw = NULL;
+  ck_assert_int_eq(tj__cache_open(path, 0, &raw, msg, sizeof msg), TJ_OK);
+  for (int i = 0; i < ROWS; i++) {
+    snprintf(key, sizeof key, "%032x", i);
+    snprintf(kernel, sizeof kernel, "%d", i);
+    code[0] = (unsigned char)i;
+    code[1] = (unsigned char)(i >> 8);
+    tj__cache_row r = {key, kernel, "gfx90a", "amd", "hiprtc test", "", code,
+                       sizeof code, 1};
+    ck_assert_int_eq(tj__cache_put(raw, &r), TJ_OK);
+  }
+  tj__cache_close(raw);
+  /* Row i last used ROWS - i seconds ago: the highest numbers are newest. */
+  char sql[160];
+  snprintf(sql, sizeof sql, "UPDATE code_objects SET last_used = %lld + "
+           "CAST(kernel AS INTEGER)", (long long)time(NULL) - ROWS);
+  exec_sql(path, sql);
+  tj_cache *c = open_ok(path, 0);
+  uint64_t n = 0;
+  ck_assert_int_eq(tj_cache_evict(c, -1, KEEP * SIZE + SIZE / 2, &n), TJ_OK);
+  ck_assert_uint_eq(n, ROWS - KEEP);
+  tj_cache_stats st;
+  ck_assert_int_eq(tj_cache_get_stats(c, &st), TJ_OK);
+  ck_assert_uint_eq(st.entries, KEEP);
+  ck_assert_uint_eq(st.bytes, KEEP * SIZE);
+  int newest = 0;
+  ck_assert_int_eq(tj_cache_list(c, count_newest, &newest), TJ_OK);
+  ck_assert_int_eq(newest, KEEP);
+  tj_cache_close(c);
+  free(path); free(dir);
+}
+END_TEST
+
+/* tj_cache_verify judges code as a load does: code stored as text is not
+ * a code object, even when its bytes hash right. */
+START_TEST(verify_judges_code_as_a_load_does)
+{
+  char *dir, *path = three_rows(&dir);
+  exec_sql(path, "UPDATE code_objects SET code = CAST(code AS TEXT) "
+           "WHERE key = '" KEY_A "'");
+  char msg[256];
+  void *code = NULL;
+  size_t size = 0;
+  int dropped = 0;
+  tj__cache *raw = NULL;
+  ck_assert_int_eq(tj__cache_open(path, TJ_CACHE_READONLY, &raw, msg,
+                                  sizeof msg), TJ_OK);
+  tj__cache_row want = {KEY_A, "ka", "gfx90a", "amd", "hiprtc test", "",
+                        NULL, 0, 0};
+  ck_assert_int_eq(tj__cache_get(raw, &want, &code, &size, &dropped),
+                   TJ_ENOENT);
+  ck_assert_int_eq(dropped, TJ__DROP_HASH);
+  tj__cache_close(raw);
+  tj_cache *c = open_ok(path, TJ_CACHE_READONLY);
+  seen s = {0};
+  uint64_t bad = 0;
+  ck_assert_int_eq(tj_cache_verify(c, 0, record, &s, &bad), TJ_OK);
+  ck_assert_uint_eq(bad, 1);
+  ck_assert_str_eq(s.keys[0], KEY_A);
+  tj_cache_close(c);
+  free(path); free(dir);
+}
+END_TEST
+
+/* A file whose schema lost code_hash's NOT NULL (damage, or an older
+ * tool): a row without a hash is bad, and both a load and a repair drop
+ * it by the same statement. */
+static void drop_hash_of(const char *path, const char *key)
+{
+  char sql[160];
+  exec_sql(path, "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql "
+           "= replace(sql, 'code_hash  TEXT NOT NULL', 'code_hash  TEXT') "
+           "WHERE name = 'code_objects'");
+  snprintf(sql, sizeof sql, "UPDATE code_objects SET code_hash = NULL WHERE "
+           "key = '%s'", key);
+  exec_sql(path, sql);
+}
+
+START_TEST(a_row_without_a_hash_is_dropped_by_load_and_repair)
+{
+  char *dir, *path = three_rows(&dir);
+  drop_hash_of(path, KEY_A);
+  tj_cache *c = open_ok(path, 0);
+  seen s = {0};
+  ck_assert_int_eq(tj_cache_verify(c, 0, record, &s, NULL), TJ_OK);
+  ck_assert_int_eq(s.n, 1);
+  ck_assert_str_eq(s.keys[0], KEY_A);
+  uint64_t bad = 0;
+  ck_assert_int_eq(tj_cache_verify(c, 1, NULL, NULL, &bad), TJ_OK);
+  ck_assert_uint_eq(bad, 1);
+  tj_cache_close(c);
+  ck_assert_int_eq(count_rows(path), 2);
+
+  drop_hash_of(path, KEY_B);
+  char msg[256];
+  void *code = NULL;
+  size_t size = 0;
+  int dropped = 0;
+  tj__cache *raw = NULL;
+  ck_assert_int_eq(tj__cache_open(path, 0, &raw, msg, sizeof msg), TJ_OK);
+  tj__cache_row want = {KEY_B, "kb", "gfx90a", "amd", "hiprtc test", "",
+                        NULL, 0, 0};
+  ck_assert_int_eq(tj__cache_get(raw, &want, &code, &size, &dropped),
+                   TJ_ENOENT);
+  ck_assert_int_eq(dropped, TJ__DROP_HASH);
+  tj__cache_close(raw);
+  ck_assert_int_eq(count_rows(path), 1);
+  free(path); free(dir);
+}
+END_TEST
+
+/* A visit callback may call back into its handle. */
+static int stats_inside(const tj_cache_entry *e, void *ctx)
+{
+  tj_cache_stats st;
+  (void)e;
+  ck_assert_int_eq(tj_cache_get_stats(ctx, &st), TJ_OK);
+  ck_assert_uint_eq(st.entries, 3);
+  return 0;
+}
+
+START_TEST(a_visit_may_call_back_into_the_handle)
+{
+  char *dir, *path = three_rows(&dir);
+  tj_cache *c = open_ok(path, 0);
+  ck_assert_int_eq(tj_cache_list(c, stats_inside, c), TJ_OK);
+  ck_assert_int_eq(tj_cache_verify(c, 0, stats_inside, c, NULL), TJ_OK);
+  tj_cache_close(c);
+  free(path); free(dir);
+}
+END_TEST
+
 START_TEST(clear_empties_and_resets_counters)
 {
   char *dir, *path = three_rows(&dir);
@@ -434,6 +619,11 @@ int main(void)
   tcase_add_test(tc, verify_reports_a_damaged_database);
   tcase_add_test(tc, evict_by_age);
   tcase_add_test(tc, evict_by_size_drops_least_recently_used_first);
+  tcase_add_test(tc, evictions_share_one_age_boundary);
+  tcase_add_test(tc, trim_of_many_rows_keeps_the_newest);
+  tcase_add_test(tc, verify_judges_code_as_a_load_does);
+  tcase_add_test(tc, a_row_without_a_hash_is_dropped_by_load_and_repair);
+  tcase_add_test(tc, a_visit_may_call_back_into_the_handle);
   tcase_add_test(tc, clear_empties_and_resets_counters);
   tcase_add_test(tc, readonly_handle_refuses_to_write);
   tcase_add_test(tc, missing_file_readonly_is_enoent_and_creates_nothing);

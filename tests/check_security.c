@@ -146,7 +146,7 @@ START_TEST(relative_paths_are_checked)
   char msg[1024];
   ck_assert_int_eq(tj__cache_open("../safe/./cache.db", 0, &c, msg, sizeof msg), TJ_OK);
   ck_assert_ptr_nonnull(c);
-  const char *file = sqlite3_db_filename(tj__cache_db(c), "main");
+  const char *file = tj__cache_file(c);
   char *want = test_path(sub, "cache.db"), *real = realpath(want, NULL);
   ck_assert_str_eq(file, real);
   tj__cache_close(c);

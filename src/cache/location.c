@@ -28,8 +28,11 @@
  * through SQLite's own VFS, which defers such closes.  Missing -wal and -shm
  * files are left for SQLite to create: it makes them in the checked
  * directory with the database file's owner and mode.
+ *
+ * Also here, as facts about the place rather than the file: the default
+ * path, the .lock file, and whether the file system is a network one.
  */
-#include "internal.h"
+#include "cache_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,8 +43,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #define ADVICE_PRIVATE                                                       \
@@ -516,4 +521,99 @@ void tj__location_free(tj__location *loc)
   free(loc->dir);
   free(loc->name);
   memset(loc, 0, sizeof *loc);
+}
+
+/* ------------------------------------------------------- the defaults */
+
+char *tj__cache_default_path(void)
+{
+  const char *env = getenv("TOKITAI_JIT_CACHE");
+  char *path = NULL;
+  if (env && *env)
+    return strdup(env);
+  const char *xdg = getenv("XDG_CACHE_HOME");
+  const char *home = getenv("HOME");
+  if (xdg && *xdg == '/') {
+    if (asprintf(&path, "%s/tokitai-jit/cache.db", xdg) < 0)
+      path = NULL;
+  } else if (home && *home) {
+    if (asprintf(&path, "%s/.cache/tokitai-jit/cache.db", home) < 0)
+      path = NULL;
+  }
+  return path;
+}
+
+/* WAL keeps its index in shared memory, which is coherent only between
+ * processes of one host: on a network file system the cache takes a
+ * rollback journal, which needs nothing but file locks. */
+int tj__cache_fs_is_network(unsigned long magic)
+{
+  static const unsigned long network[] = {
+    0x6969,     /* NFS */           0x517B,     /* SMB */
+    0xFF534D42, /* CIFS */          0xFE534D42, /* SMB2 */
+    0x00C36400, /* Ceph */          0x5346414F, /* AFS */
+    0x6B414653, /* kAFS */          0x73757245, /* Coda */
+    0x01021997, /* 9P */            0x65735546, /* FUSE (sshfs, s3fs...) */
+    0x0BD00BD0, /* Lustre */        0x47504653, /* GPFS */
+    0x7461636F, /* OCFS2 */         0x01161970, /* GFS2 */
+    0x19830326, /* BeeGFS */        0xAAD7AAEA, /* PanFS */
+  };
+  for (size_t i = 0; i < sizeof network / sizeof network[0]; i++)
+    if (magic == network[i])
+      return 1;
+  return 0;
+}
+
+int tj__location_is_network(const char *path)
+{
+  struct statfs fs;
+  return statfs(path, &fs) == 0 &&
+         tj__cache_fs_is_network((unsigned long)(unsigned)fs.f_type);
+}
+
+/* ------------------------------------------------------- the lock file */
+
+/*
+ * <path>.lock orders opening against moving a damaged file aside: an opener
+ * holds it shared until SQLite has the database, its WAL and its shared
+ * memory open; whoever moves the file aside holds it exclusive.  Without it
+ * a process could pair the old database with the new one's WAL, or the new
+ * database with the old WAL, and corrupt the new one.
+ */
+int tj__location_lock(const char *path, unsigned flags, int how, int create)
+{
+  char *name = NULL;
+  mode_t mode = (flags & TJ_CACHE_GROUP) ? 0660 : 0600;
+  if (asprintf(&name, "%s.lock", path) < 0)
+    return -1;
+  int fd = -1;
+  if (create && !(flags & TJ_CACHE_READONLY))
+    fd = open(name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+  if (fd < 0)
+    fd = open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat st;
+  char why[512];
+  /* Our own file, never SQLite's: closing it drops no SQLite lock. */
+  if (fd >= 0 && (fstat(fd, &st) != 0 ||
+                  tj__location_check_file(&st, name, flags, why, sizeof why))) {
+    close(fd);
+    fd = -1;
+  }
+  free(name);
+  if (fd < 0)
+    return -1;
+  if ((flags & TJ_CACHE_GROUP) && st.st_uid == geteuid())
+    (void)fchmod(fd, mode); /* the umask; a shared lock must be shared */
+  while (flock(fd, how) != 0)
+    if (errno != EINTR) {
+      close(fd);
+      return -1;
+    }
+  return fd;
+}
+
+void tj__location_unlock(int fd)
+{
+  if (fd >= 0)
+    close(fd); /* drops the flock */
 }

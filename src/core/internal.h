@@ -86,7 +86,9 @@ void tj__hash_hex(const void *data, size_t len, char out[TJ__KEY_HEX]);
  * malloc'd string ("" for NULL), or NULL when out of memory. */
 char *tj__options_normalise(const char *options);
 
-/* ------------------------------------------------------------ cache.c */
+/* ------------------------------------------------------------ src/cache
+ * The store, behind these calls; src/cache/cache_internal.h says which
+ * file does what. */
 
 typedef struct tj__cache tj__cache;
 
@@ -135,8 +137,8 @@ int tj__cache_put(tj__cache *c, const tj__cache_row *row);
  * that a warm start writes nothing. */
 int tj__cache_record_usage(tj__cache *c, const char *const *keys,
                            const uint64_t *hits, size_t n, uint64_t misses);
-/* Why the last get or put failed, for messages: the reason the cache was
- * given up (see below) once it has been, else SQLite's last error. */
+/* Why the last call on c failed, for messages: the reason the cache was
+ * given up (see below) once it has been, else SQLite's error. */
 const char *tj__cache_errmsg(tj__cache *c);
 /*
  * A get that fails for any reason but a busy database, or a put that finds
@@ -147,7 +149,8 @@ const char *tj__cache_errmsg(tj__cache *c);
  */
 
 /* Entries from another compiler can never be hit (the compiler is in the
- * key); delete those not used for idle_seconds.  *evicted may be NULL. */
+ * key); delete those not used for idle_seconds or more (the age rule of
+ * tj__cache_trim).  *evicted may be NULL. */
 #define TJ__CACHE_FOREIGN_IDLE (30 * 24 * 3600)
 int tj__cache_evict_foreign(tj__cache *c, const char *compiler,
                             int64_t idle_seconds, uint64_t *evicted);
@@ -155,83 +158,29 @@ int tj__cache_evict_foreign(tj__cache *c, const char *compiler,
  * rollback journal instead of WAL). */
 int tj__cache_fs_is_network(unsigned long magic);
 
-/* For the maintenance half of the store (cache_admin.c), which shares the
- * connection: the handle and the lock that serialises its statements. */
-struct sqlite3;
-struct sqlite3_stmt;
-struct sqlite3 *tj__cache_db(tj__cache *c);
-void tj__cache_lock(tj__cache *c);
-void tj__cache_unlock(tj__cache *c);
+/* The file SQLite has open: the resolved, absolute path. */
+const char *tj__cache_file(const tj__cache *c);
 /* True when c was opened read-only, SQLite could only open the file
  * read-only, or writes stopped after a failure: leave the file alone. */
 int tj__cache_readonly(const tj__cache *c);
 /* Why tj__cache_readonly(c) is true, for messages ("it is on a read-only
  * file system"); "" when it is not. */
 const char *tj__cache_readonly_why(const tj__cache *c);
-/* Retried like every statement of the store: busy and locked are waited on
- * (up to 60 s), never reported.  SQLite result codes. */
-int tj__cache_exec(tj__cache *c, const char *sql);
-int tj__cache_step(struct sqlite3_stmt *st);
-
-/* ------------------------------------------------------------ location.c */
-
-/* PRAGMA application_id of a tokitai-jit cache: "tjit" (cache/README.md). */
-#define TJ__CACHE_APP_ID 0x746A6974u
-
-/* What the first 100 bytes of the database file say. */
-enum {
-  TJ__HEADER_EMPTY,      /* 0 bytes: a new file */
-  TJ__HEADER_OURS,       /* SQLite, with our application_id */
-  TJ__HEADER_UNMARKED,   /* SQLite, application_id 0: ask SQLite what it is */
-  TJ__HEADER_FOREIGN,    /* SQLite, another application's id */
-  TJ__HEADER_NOT_SQLITE, /* not an SQLite database at all */
-  TJ__HEADER_UNREADABLE
-};
-
-/* A cache location judged safe (location.c says why that is enough). */
-typedef struct tj__location {
-  char *path;  /* absolute, directory resolved: the name SQLite is given */
-  char *dir;   /* the resolved directory */
-  char *name;  /* the file's name in it */
-  dev_t dev;   /* the database file as judged */
-  ino_t ino;
-  off_t size;
-  int header;  /* TJ__HEADER_* */
-  uint32_t appid;
-  char readonly_why[128]; /* "" when we may write the file */
-} tj__location;
-
-/* Resolve path, make its directories (unless TJ_CACHE_READONLY), judge the
- * directories and the database file, creating an empty one (mode 0600, or
- * 0660 with TJ_CACHE_GROUP) when absent and allowed, and read its header.
- * TJ_OK fills loc (free it with tj__location_free).  TJ_EPERM: someone else
- * could write it.  TJ_ECACHE: not a regular file (a directory, a FIFO...).
- * TJ_ENOENT: no file, and none may be made.  TJ_EIO: nowhere to write.
- * msg says why in every case but TJ_OK. */
-int tj__location_open(const char *path, unsigned flags, tj__location *loc,
-                      char *msg, size_t len);
-/* Judge the -wal, -shm, -journal and .lock files that exist. */
-int tj__location_check_side_files(const tj__location *loc, unsigned flags,
-                                  char *msg, size_t len);
-/* Judge one file as the cache's: regular, one link, ours, not writable by
- * others (by the group only with TJ_CACHE_GROUP). */
-struct stat;
-int tj__location_check_file(const struct stat *st, const char *path,
-                            unsigned flags, char *msg, size_t len);
-void tj__location_free(tj__location *loc);
-
-/* ------------------------------------------------------------ cache_admin.c */
 
 #define TJ__CACHE_DEFAULT_LIMIT (1ull << 30)
 
-/* Delete rows last used more than max_age_seconds ago (< 0: none), then
- * the least recently used until the code fits in max_bytes (0: no limit).
- * Each deletion in its own short transaction, safe against racing
+/* Delete rows last used max_age_seconds or more ago (< 0: none; the age
+ * rule of tj_cache_evict), then the least recently used until the code
+ * fits in max_bytes (see TJ__CACHE_NO_LIMIT).  Safe against racing
  * processes.  *evicted (may be NULL) gets the count. */
 int tj__cache_trim(tj__cache *c, int64_t max_age_seconds, uint64_t max_bytes,
                    uint64_t *evicted);
-/* A size limit of 2^63 bytes or more is no limit: SQLite counts in int64. */
+/* A size limit of 0, or of 2^63 bytes or more, is no limit: SQLite counts
+ * in int64. */
 #define TJ__CACHE_NO_LIMIT(bytes) ((bytes) == 0 || (bytes) > (uint64_t)INT64_MAX)
+
+/* PRAGMA application_id of a tokitai-jit cache: "tjit" (cache/README.md). */
+#define TJ__CACHE_APP_ID 0x746A6974u
 
 /* ------------------------------------------------------------ compile.c */
 

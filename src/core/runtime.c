@@ -1,6 +1,6 @@
 /*
  * runtime.c: the public entry points.  A request flows down from here:
- * in-memory table (modtable.c) -> key (key.c) -> SQLite (cache.c) ->
+ * in-memory table (modtable.c) -> key (key.c) -> SQLite (src/cache) ->
  * hipRTC (compile.c) -> module load (module.c), and back.
  */
 #include "internal.h"

@@ -1,6 +1,6 @@
 /*
  * fuzz_cache.c: libFuzzer harness for the cache's reading of a file it did
- * not write (src/cache/cache.c: opening, schema checks, moving aside, the row
+ * not write (src/cache: opening, schema checks, moving aside, the row
  * decoder in tj__cache_get).
  *
  * The first input byte picks the mode.  Odd: the rest of the input is the

@@ -73,7 +73,8 @@ typedef struct tj_cache_stats {
   uint64_t misses;         /* compiles that had to run, all processes */
   double compile_ms_saved; /* sum over entries of hits x compile time */
   int schema_version;
-  uint64_t size_limit;     /* bytes; the library default unless set */
+  uint64_t size_limit;     /* bytes: the limit a runtime applies when its
+                              options set none (not kept in the file) */
   uint64_t file_bytes;     /* the database file itself */
 } tj_cache_stats;
 
@@ -90,9 +91,12 @@ TJ_EXPORT int tj_cache_get_stats(tj_cache *c, tj_cache_stats *st /* OUT */);
 TJ_EXPORT int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn,
                               void *ctx, uint64_t *bad /* OUT */);
 
-/* Delete entries last used more than max_age_seconds ago (< 0: no age
+/* Delete entries last used max_age_seconds or more ago (< 0: no age
  * limit), then the least recently used until the code fits in max_bytes
- * (0, or 2^63 and more: no size limit).  *evicted (may be NULL) gets the
+ * (0, or 2^63 and more: no size limit).  Ages are whole seconds: an entry
+ * last used at or before now - max_age_seconds goes, so 0 deletes every
+ * entry, and the runtime evicts another compiler's entries by the same
+ * rule.  *evicted (may be NULL) gets the
  * number deleted.  TJ_ECACHE when the file cannot be written (the message
  * says why); TJ_EINVAL when c was opened with TJ_CACHE_READONLY. */
 TJ_EXPORT int tj_cache_evict(tj_cache *c, int64_t max_age_seconds,

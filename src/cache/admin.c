@@ -1,0 +1,298 @@
+/*
+ * admin.c: the public tj_cache_* API: listing, stats, verification,
+ * eviction and clearing, for tokitai-jit and callers.  A tj_cache is its
+ * own connection to one file (open.c), for one thread at a time; every
+ * statement runs in the module's narrow calls (scan.c, evict.c), and no
+ * SQLite handle reaches this file.
+ */
+#include "cache_internal.h"
+#include "embedded.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct tj_cache {
+  tj__cache *cache;
+  char *path;
+  char *msg;
+  int readonly_flag; /* opened with TJ_CACHE_READONLY */
+};
+
+static int cache_fail(tj_cache *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int cache_fail(tj_cache *c, int code, const char *fmt, ...)
+{
+  va_list ap;
+  char *s = NULL;
+  va_start(ap, fmt);
+  if (vasprintf(&s, fmt, ap) < 0)
+    s = NULL;
+  va_end(ap);
+  free(c->msg);
+  c->msg = s;
+  return code;
+}
+
+/* A failed call on c, named by what we were doing. */
+static int sql_fail(tj_cache *c, const char *doing)
+{
+  return cache_fail(c, TJ_ECACHE, "cache %s: %s: %s", c->path, doing,
+                    tj__cache_errmsg(c->cache));
+}
+
+static int check_writable(tj_cache *c, const char *what)
+{
+  if (!tj__cache_readonly(c->cache))
+    return TJ_OK;
+  return cache_fail(c, c->readonly_flag ? TJ_EINVAL : TJ_ECACHE,
+                    "cannot %s cache %s: %s", what, c->path,
+                    tj__cache_readonly_why(c->cache));
+}
+
+/* A read-only open of a missing file must create nothing, not even the
+ * directory, so that looking at a cache never makes one. */
+static int check_exists(tj_cache *c)
+{
+  struct stat st;
+  if (stat(c->path, &st) == 0)
+    return TJ_OK;
+  if (errno == ENOENT || errno == ENOTDIR)
+    return cache_fail(c, TJ_ENOENT, "no cache at %s", c->path);
+  return cache_fail(c, TJ_EIO, "cannot read cache %s: %s", c->path,
+                    strerror(errno));
+}
+
+int tj_cache_open(tj_cache **out, const char *path, unsigned flags)
+{
+  if (!out)
+    return TJ_EINVAL;
+  tj_cache *c = calloc(1, sizeof *c);
+  if (!(*out = c))
+    return TJ_ENOMEM;
+  if (flags & ~(unsigned)(TJ_CACHE_READONLY | TJ_CACHE_GROUP))
+    return cache_fail(c, TJ_EINVAL, "tj_cache_open: unknown flags 0x%x",
+                      flags & ~(unsigned)(TJ_CACHE_READONLY | TJ_CACHE_GROUP));
+  c->readonly_flag = (flags & TJ_CACHE_READONLY) != 0;
+  c->path = path ? strdup(path) : tj__cache_default_path();
+  if (!c->path)
+    return path ? cache_fail(c, TJ_ENOMEM, "out of memory")
+                : cache_fail(c, TJ_ENOENT, "no cache location: "
+                             "$TOKITAI_JIT_CACHE, $XDG_CACHE_HOME and $HOME "
+                             "are unset");
+  int rc = (flags & TJ_CACHE_READONLY) ? check_exists(c) : TJ_OK;
+  if (rc != TJ_OK)
+    return rc;
+  char msg[1024];
+  rc = tj__cache_open(c->path, flags, &c->cache, msg, sizeof msg);
+  if (rc != TJ_OK)
+    return cache_fail(c, rc, "%s", msg[0] ? msg : tj_strerror(rc));
+  if (!c->cache) /* the runtime would go on without it; we cannot */
+    return cache_fail(c, TJ_ECACHE, "%s", msg[0] ? msg : "cache unusable");
+  if (msg[0]) /* opened, with a warning (a corrupt file moved aside) */
+    cache_fail(c, TJ_OK, "%s", msg);
+  return TJ_OK;
+}
+
+void tj_cache_close(tj_cache *c)
+{
+  if (!c)
+    return;
+  tj__cache_close(c->cache);
+  free(c->path);
+  free(c->msg);
+  free(c);
+}
+
+const char *tj_cache_errmsg(const tj_cache *c)
+{
+  if (!c)
+    return "no cache handle (NULL)";
+  return c->msg ? c->msg : "";
+}
+
+const char *tj_cache_path(const tj_cache *c)
+{
+  return c ? c->path : NULL;
+}
+
+typedef struct visit {
+  tj_cache_visit fn;
+  void *ctx;
+} visit;
+
+static int visit_each(const tj_cache_entry *e, int verdict, void *ctx)
+{
+  const visit *v = ctx;
+  (void)verdict;
+  return v->fn(e, v->ctx);
+}
+
+int tj_cache_list(tj_cache *c, tj_cache_visit fn, void *ctx)
+{
+  if (!c || !c->cache || !fn)
+    return TJ_EINVAL;
+  visit v = {fn, ctx};
+  if (tj__cache_scan(c->cache, 0, visit_each, &v) != TJ_OK)
+    return sql_fail(c, "listing entries");
+  return TJ_OK;
+}
+
+int tj_cache_get_stats(tj_cache *c, tj_cache_stats *out)
+{
+  if (!c || !c->cache || !out)
+    return TJ_EINVAL;
+  tj__cache_sums sums;
+  if (tj__cache_sums_get(c->cache, &sums) != TJ_OK)
+    return sql_fail(c, "reading statistics");
+  struct stat st;
+  tj_cache_stats s = {0};
+  s.entries = sums.entries;
+  s.bytes = sums.bytes;
+  s.hits = sums.hits;
+  s.compile_ms_saved = sums.compile_ms_saved;
+  s.misses = sums.misses;
+  s.schema_version = sums.schema_version;
+  /* The limit lives in each runtime's options, not in the file; report
+   * the one a runtime applies when its caller sets none. */
+  s.size_limit = TJ__CACHE_DEFAULT_LIMIT;
+  s.file_bytes = stat(c->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+  *out = s;
+  return TJ_OK;
+}
+
+/* ------------------------------------------------------------ verify */
+
+/* A row that names an embedded kernel (no options: the library compiles
+ * those with none) must sit at the key its own arch, platform and
+ * compiler give that kernel's source; any other row can only be checked
+ * against its hash.  A caller's own kernel of the same name fails this
+ * too, and costs one compile once dropped. */
+static int key_ok(const tj_cache_entry *e)
+{
+  const tj__embedded_kernel *k = tj__embedded_find(e->kernel);
+  if (!k || e->options[0])
+    return 1;
+  char key[TJ__KEY_HEX];
+  tj__key_of_kernel(k->source, k->source_len, k->entry, "", e->arch,
+                    e->platform, e->compiler, key);
+  return strcmp(key, e->key) == 0;
+}
+
+/* The rows a verify found bad, kept until the scan is over (deleting under
+ * a live SELECT would disturb it), and the caller's visitor. */
+typedef struct verify_scan {
+  tj_cache_visit fn;
+  void *ctx;
+  int repair, stop, nomem;
+  tj__cache_row_id *rows;
+  uint64_t n;
+} verify_scan;
+
+static int keep_bad_row(verify_scan *v, const tj_cache_entry *e)
+{
+  tj__cache_row_id *grown = realloc(v->rows, (v->n + 1) * sizeof *v->rows);
+  if (!grown)
+    return 0;
+  v->rows = grown;
+  grown[v->n].key = strdup(e->key);
+  grown[v->n].hash = strdup(e->code_hash);
+  if (grown[v->n].key && grown[v->n].hash)
+    return 1;
+  free(grown[v->n].key);
+  free(grown[v->n].hash);
+  return 0;
+}
+
+static int verify_row(const tj_cache_entry *e, int verdict, void *ctx)
+{
+  verify_scan *v = ctx;
+  if (!verdict && key_ok(e))
+    return 0;
+  if (v->repair && !keep_bad_row(v, e)) {
+    v->nomem = 1;
+    return 1;
+  }
+  v->n++;
+  if (!v->stop && v->fn)
+    v->stop = v->fn(e, v->ctx); /* stop the reports, not the count */
+  return 0;
+}
+
+static void free_rows(verify_scan *v)
+{
+  for (uint64_t i = 0; v->repair && i < v->n; i++) {
+    free(v->rows[i].key);
+    free(v->rows[i].hash);
+  }
+  free(v->rows);
+}
+
+/* SQLite's own check: "ok", or the first problem in the message. */
+static int integrity_check(tj_cache *c)
+{
+  char problem[512];
+  if (tj__cache_integrity(c->cache, problem, sizeof problem) == TJ_OK)
+    return TJ_OK;
+  if (!problem[0])
+    return cache_fail(c, TJ_ECACHE, "cache %s is damaged: %s", c->path,
+                      tj__cache_errmsg(c->cache));
+  return cache_fail(c, TJ_ECACHE, "cache %s failed SQLite's integrity "
+                    "check: %s", c->path, problem);
+}
+
+int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn, void *ctx,
+                    uint64_t *bad)
+{
+  if (!c || !c->cache)
+    return TJ_EINVAL;
+  int rc = repair ? check_writable(c, "repair") : TJ_OK;
+  if (rc == TJ_OK)
+    rc = integrity_check(c);
+  if (rc != TJ_OK)
+    return rc;
+  verify_scan v = {fn, ctx, repair != 0, 0, 0, NULL, 0};
+  rc = tj__cache_scan(c->cache, 1, verify_row, &v);
+  if (v.nomem)
+    rc = cache_fail(c, TJ_ENOMEM, "out of memory");
+  else if (rc != TJ_OK)
+    rc = sql_fail(c, "reading entries");
+  else if (repair && v.n > 0 &&
+           tj__cache_drop_rows(c->cache, v.rows, v.n) != TJ_OK)
+    rc = sql_fail(c, "repairing");
+  free_rows(&v);
+  if (rc == TJ_OK && bad)
+    *bad = v.n;
+  return rc;
+}
+
+/* ------------------------------------------------------------ evict, clear */
+
+int tj_cache_evict(tj_cache *c, int64_t max_age_seconds, uint64_t max_bytes,
+                   uint64_t *evicted)
+{
+  if (!c || !c->cache)
+    return TJ_EINVAL;
+  uint64_t n = 0;
+  int rc = check_writable(c, "evict from");
+  if (rc == TJ_OK &&
+      tj__cache_trim(c->cache, max_age_seconds, max_bytes, &n) != TJ_OK)
+    rc = sql_fail(c, "evicting");
+  if (evicted)
+    *evicted = n;
+  return rc;
+}
+
+int tj_cache_clear(tj_cache *c)
+{
+  if (!c || !c->cache)
+    return TJ_EINVAL;
+  int rc = check_writable(c, "clear");
+  if (rc == TJ_OK && tj__cache_clear(c->cache) != TJ_OK)
+    rc = sql_fail(c, "clearing");
+  return rc;
+}

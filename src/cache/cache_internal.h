@@ -1,0 +1,199 @@
+/*
+ * cache_internal.h: what the files of src/cache say to each other.  Only
+ * they include it; the rest of the library reaches the cache through the
+ * tj__cache_* calls in internal.h, and callers through tj_cache_*.  No
+ * SQLite handle, statement or lock leaves this module.
+ *
+ *   location.c  where the cache lives, whether it is safe, its lock file
+ *   sql.c       the one way a statement is prepared, run and retried
+ *   schema.c    what a file is (application_id, layouts) and migration
+ *   open.c      the handle: opening, moving a damaged file aside, failing
+ *   rows.c      the load and store path: get, put, usage, the blob check
+ *   evict.c     eviction by age and by size
+ *   scan.c      the narrow reads and writes behind tj_cache_*
+ *   admin.c     the public tj_cache_* API
+ */
+#ifndef TJ_CACHE_INTERNAL_H
+#define TJ_CACHE_INTERNAL_H
+
+#include "internal.h"
+
+#include <sqlite3.h>
+
+#define CACHE_SCHEMA_VERSION 2
+
+struct tj__cache {
+  sqlite3 *db;
+  char *path;
+  unsigned flags;
+  int readonly; /* opened read-only, or found read-only */
+  int found_readonly;
+  int nowrite; /* a write failed (disk full, I/O): store nothing more */
+  int ours;    /* shown to be a tokitai-jit cache: may be moved aside */
+  char readonly_why[128];
+  int broken; /* the file failed under us: read nothing more */
+  dev_t dev;  /* the file this connection has open, to move aside */
+  ino_t ino;  /* only that one and never its replacement */
+  char nowrite_msg[512], broken_msg[512]; /* each written once */
+  char error[256]; /* SQLite's message at the last failure, kept past the
+                      rollback that follows it */
+  /* Recursive: statements are shared by the runtime's threads, and a
+   * tj_cache visit callback may call back into the handle mid-scan. */
+  pthread_mutex_t lock;
+  sqlite3_stmt *get, *blob, *put, *drop, *use, *miss, *idle;
+};
+
+/* ------------------------------------------------------------ location.c */
+
+/* What the first 100 bytes of the database file say. */
+enum {
+  TJ__HEADER_EMPTY,      /* 0 bytes: a new file */
+  TJ__HEADER_OURS,       /* SQLite, with our application_id */
+  TJ__HEADER_UNMARKED,   /* SQLite, application_id 0: ask SQLite what it is */
+  TJ__HEADER_FOREIGN,    /* SQLite, another application's id */
+  TJ__HEADER_NOT_SQLITE, /* not an SQLite database at all */
+  TJ__HEADER_UNREADABLE
+};
+
+/* A cache location judged safe (location.c says why that is enough). */
+typedef struct tj__location {
+  char *path;  /* absolute, directory resolved: the name SQLite is given */
+  char *dir;   /* the resolved directory */
+  char *name;  /* the file's name in it */
+  dev_t dev;   /* the database file as judged */
+  ino_t ino;
+  off_t size;
+  int header;  /* TJ__HEADER_* */
+  uint32_t appid;
+  char readonly_why[128]; /* "" when we may write the file */
+} tj__location;
+
+/* Resolve path, make its directories (unless TJ_CACHE_READONLY), judge the
+ * directories and the database file, creating an empty one (mode 0600, or
+ * 0660 with TJ_CACHE_GROUP) when absent and allowed, and read its header.
+ * TJ_OK fills loc (free it with tj__location_free).  TJ_EPERM: someone else
+ * could write it.  TJ_ECACHE: not a regular file (a directory, a FIFO...).
+ * TJ_ENOENT: no file, and none may be made.  TJ_EIO: nowhere to write.
+ * msg says why in every case but TJ_OK. */
+int tj__location_open(const char *path, unsigned flags, tj__location *loc,
+                      char *msg, size_t len);
+/* Judge the -wal, -shm, -journal and .lock files that exist. */
+int tj__location_check_side_files(const tj__location *loc, unsigned flags,
+                                  char *msg, size_t len);
+/* Judge one file as the cache's: regular, one link, ours, not writable by
+ * others (by the group only with TJ_CACHE_GROUP). */
+struct stat;
+int tj__location_check_file(const struct stat *st, const char *path,
+                            unsigned flags, char *msg, size_t len);
+void tj__location_free(tj__location *loc);
+
+/* Take <path>.lock shared (LOCK_SH) or exclusive (LOCK_EX), creating it
+ * when create is set and the cache is writable.  A descriptor, or -1 when
+ * it cannot be had (a read-only location): the caller then moves nothing
+ * aside.  location.c says what the lock orders. */
+int tj__location_lock(const char *path, unsigned flags, int how, int create);
+void tj__location_unlock(int fd);
+/* Whether path is on a network file system (tj__cache_fs_is_network). */
+int tj__location_is_network(const char *path);
+
+/* ------------------------------------------------------------ sql.c */
+
+/* Busy, locked or a WAL protocol race: wait and try again. */
+int tj__sql_is_busy(int rc);
+void tj__sql_sleep_ms(long ms);
+/* Prepare one statement; persistent for those kept for the connection's
+ * life.  SQLite result codes throughout. */
+int tj__sql_prepare(sqlite3 *db, const char *sql, int persistent,
+                    sqlite3_stmt **st);
+/* Step, waiting out a busy database (up to 60 s) unless st has already
+ * returned rows: restarting it would visit them again. */
+int tj__sql_step(sqlite3_stmt *st);
+/* Reset st and clear its bindings, ready for the next use. */
+void tj__sql_reset(sqlite3_stmt *st);
+/* Run sql (any number of statements), retried as tj__sql_step. */
+int tj__sql_exec(sqlite3 *db, const char *sql);
+/* Run sql once, for what may be skipped (VACUUM, a checkpoint). */
+int tj__sql_try(sqlite3 *db, const char *sql);
+/* Transactions: write takes the write lock at once (BEGIN IMMEDIATE). */
+int tj__sql_begin(sqlite3 *db, int write);
+int tj__sql_commit(sqlite3 *db);
+void tj__sql_rollback(sqlite3 *db);
+/* The first column of the first row of sql as an int64 / a copy of its
+ * text into out ("" for NULL).  SQLITE_OK; SQLITE_DONE for no row. */
+int tj__sql_int64(sqlite3 *db, const char *sql, int64_t *out);
+int tj__sql_text(sqlite3 *db, const char *sql, char *out, size_t len);
+
+/* ------------------------------------------------------------ schema.c */
+
+/* What a file is: ours (it carries TJ__CACHE_APP_ID), or one of the files
+ * the library made before it set one, or another program's. */
+enum tj__identity {
+  TJ__ID_OURS, TJ__ID_EMPTY, TJ__ID_V1, TJ__ID_PRERELEASE, TJ__ID_FOREIGN
+};
+/* Identify the file in one read transaction.  *version its user_version;
+ * what says what a foreign file is.  SQLite result codes. */
+int tj__schema_identify(sqlite3 *db, enum tj__identity *id, int *version,
+                        char *what, size_t len);
+/* Not an SQLite code: the file is not ours, and was left as it was. */
+#define TJ__MIGRATE_FOREIGN (-1)
+/* Bring a file of ours to CACHE_SCHEMA_VERSION; *gap says that no step
+ * led on from *version. */
+int tj__schema_migrate(sqlite3 *db, int *version, int *gap, char *what,
+                       size_t len);
+
+/* ------------------------------------------------------------ open.c */
+
+/* A statement failed for a reason other than a busy database: give the
+ * file up for reading (reading, or damaged) or for writing; TJ_ECACHE.
+ * Called with c->lock held. */
+int tj__cache_failed(tj__cache *c, int rc, int reading);
+/* Keep SQLite's message for tj__cache_errmsg; returns code. */
+int tj__cache_note_error(tj__cache *c, int code);
+
+/* ------------------------------------------------------------ rows.c */
+
+/* The statements of the load and store path, prepared at open. */
+int tj__rows_prepare(tj__cache *c);
+void tj__rows_finalize(tj__cache *c);
+/* The one check of a row's code, on load and in tj_cache_verify: size
+ * bytes stored against the declared size and TJ_CACHE_MAX_CODE_BYTES, and
+ * (when read is set) code against the stored hash; unread, the sizes are
+ * judged alone, before a blob is read.  0, or a TJ__DROP_* reason. */
+int tj__rows_judge_code(const void *code, int64_t size, int64_t declared,
+                        const char *hash, int read);
+/* Delete the row at key only if it still has hash ("" for none): a racing
+ * writer may have replaced it.  SQLite result codes. */
+int tj__rows_drop(tj__cache *c, const char *key, const char *hash);
+
+/* ------------------------------------------------------------ scan.c */
+
+/* Each row, most recently used first.  With judge set the code is read and
+ * verdict is tj__rows_judge_code's; otherwise 0.  fn returns non-zero to
+ * stop.  TJ_OK or TJ_ECACHE. */
+typedef int (*tj__cache_scan_fn)(const tj_cache_entry *e, int verdict,
+                                 void *ctx);
+int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx);
+
+/* The sums behind tj_cache_get_stats. */
+typedef struct tj__cache_sums {
+  uint64_t entries, bytes, hits, misses;
+  double compile_ms_saved;
+  int schema_version;
+} tj__cache_sums;
+int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out);
+/* SQLite's integrity check.  TJ_OK when whole; TJ_ECACHE with the first
+ * problem in problem, or with nothing there when the check could not run
+ * (tj__cache_errmsg says why). */
+int tj__cache_integrity(tj__cache *c, char *problem, size_t len);
+/* A row to drop: its key and the hash it had when judged, malloc'd (a
+ * damaged row's may be of any length). */
+typedef struct tj__cache_row_id {
+  char *key, *hash;
+} tj__cache_row_id;
+/* Drop the rows in one transaction, each only if still as judged. */
+int tj__cache_drop_rows(tj__cache *c, const tj__cache_row_id *rows,
+                        uint64_t n);
+/* Delete every row and reset the counters, then give the space back. */
+int tj__cache_clear(tj__cache *c);
+
+#endif /* TJ_CACHE_INTERNAL_H */

@@ -1,0 +1,560 @@
+/*
+ * open.c: the cache handle: opening a file, moving a damaged one aside, and
+ * giving a file up when it fails under us.
+ *
+ * One file shared by any number of processes: WAL journal (a rollback
+ * journal on network file systems), a busy timeout plus the retry path of
+ * sql.c for the cases SQLite does not wait on.  A location other users can
+ * write is refused (location.c): whoever writes the cache chooses the code
+ * that runs on our GPU.
+ *
+ * A file is changed only once it is shown to be ours (schema.c); anything
+ * else is refused with TJ_ECACHE and left as it was.  Otherwise a cache
+ * must never stop a program: a damaged file of ours is moved aside and
+ * replaced, one that fails under us (damaged, disk full, I/O errors) is
+ * given up for the rest of the connection, and each of those is reported
+ * once.  cache/README.md says why each choice is safe for the other
+ * processes that have the file open.
+ */
+#include "cache_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUSY_TIMEOUT_MS 5000
+#define OPEN_ATTEMPTS 4      /* a file may vanish or be replaced under us */
+#define PROBE_ATTEMPTS 12    /* about 1 s of a busy read-only probe */
+#define ASIDE_KEEP 3         /* moved-aside files kept for a post-mortem */
+#define WAL_LIMIT_BYTES 4194304 /* the WAL is cut back to this after a reset */
+
+/* ------------------------------------------------------- the handle */
+
+static tj__cache *cache_new(const char *path, unsigned flags)
+{
+  tj__cache *c = calloc(1, sizeof *c);
+  if (c && !(c->path = strdup(path))) {
+    free(c);
+    return NULL;
+  }
+  if (c) {
+    pthread_mutexattr_t recursive;
+    pthread_mutexattr_init(&recursive);
+    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+    c->flags = flags;
+    c->readonly = (flags & TJ_CACHE_READONLY) != 0;
+    pthread_mutex_init(&c->lock, &recursive);
+    pthread_mutexattr_destroy(&recursive);
+  }
+  return c;
+}
+
+static void cache_free(tj__cache *c)
+{
+  if (!c)
+    return;
+  tj__rows_finalize(c);
+  sqlite3_close_v2(c->db);
+  pthread_mutex_destroy(&c->lock);
+  free(c->path);
+  free(c);
+}
+
+void tj__cache_close(tj__cache *c)
+{
+  cache_free(c);
+}
+
+const char *tj__cache_file(const tj__cache *c)
+{
+  return c && c->db ? sqlite3_db_filename(c->db, "main") : NULL;
+}
+
+/* Read-only also once a write or a read has failed: tj_cache_evict and
+ * the others then leave the file alone too. */
+int tj__cache_readonly(const tj__cache *c)
+{
+  return c->readonly || __atomic_load_n(&c->nowrite, __ATOMIC_ACQUIRE) ||
+         __atomic_load_n(&c->broken, __ATOMIC_ACQUIRE);
+}
+
+const char *tj__cache_readonly_why(const tj__cache *c)
+{
+  if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
+    return c->broken_msg;
+  if (__atomic_load_n(&c->nowrite, __ATOMIC_ACQUIRE))
+    return c->nowrite_msg;
+  if (c->found_readonly)
+    return c->readonly_why;
+  return c->readonly ? "it was opened with TJ_CACHE_READONLY" : "";
+}
+
+const char *tj__cache_errmsg(tj__cache *c)
+{
+  if (!c || !c->db)
+    return "no cache";
+  if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
+    return c->broken_msg;
+  if (__atomic_load_n(&c->nowrite, __ATOMIC_ACQUIRE))
+    return c->nowrite_msg;
+  return c->error[0] ? c->error : sqlite3_errmsg(c->db);
+}
+
+int tj__cache_note_error(tj__cache *c, int code)
+{
+  snprintf(c->error, sizeof c->error, "%s", sqlite3_errmsg(c->db));
+  return code;
+}
+
+/* ------------------------------------------------------- moving aside */
+
+/* Keep the newest ASIDE_KEEP moved-aside files, so that a cache that keeps
+ * failing cannot fill the disk with them. */
+static void prune_aside(const char *path)
+{
+  char *dir = strdup(path), *prefix = NULL;
+  char *slash = dir ? strrchr(dir, '/') : NULL;
+  if (!dir || asprintf(&prefix, "%s.corrupt-", slash ? slash + 1 : dir) < 0) {
+    free(dir);
+    return;
+  }
+  if (slash)
+    slash[slash == dir] = '\0';
+  size_t plen = strlen(prefix);
+  for (int round = 0; round < 64; round++) {
+    DIR *d = opendir(slash ? dir : ".");
+    if (!d)
+      break;
+    char oldest[512] = "";
+    long oldest_t = 0, count = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+      if (strncmp(e->d_name, prefix, plen) != 0 || strlen(e->d_name) >= sizeof oldest)
+        continue;
+      long t = strtol(e->d_name + plen, NULL, 10);
+      if (count++ == 0 || t < oldest_t) {
+        oldest_t = t;
+        snprintf(oldest, sizeof oldest, "%s", e->d_name);
+      }
+    }
+    closedir(d);
+    if (count <= ASIDE_KEEP)
+      break;
+    char *victim = NULL;
+    if (asprintf(&victim, "%s/%s", slash ? dir : ".", oldest) >= 0)
+      unlink(victim);
+    free(victim);
+  }
+  free(prefix);
+  free(dir);
+}
+
+/* The WAL, shared memory and rollback journal of the old file: left in
+ * place, SQLite would replay the old file's pages into the new one. */
+static void remove_side_files(const char *path)
+{
+  static const char *const sides[] = {"-wal", "-shm", "-journal"};
+  for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
+    char *side = NULL;
+    if (asprintf(&side, "%s%s", path, sides[i]) >= 0)
+      unlink(side);
+    free(side);
+  }
+}
+
+/*
+ * Move the file we judged unusable (dev, ino) to <path>.corrupt-<time>,
+ * under the exclusive lock, and only if path still names it: a racing
+ * process may have replaced it already, and its replacement is good.
+ * Appends what happened to msg.  1 when path no longer names the bad file.
+ */
+static int move_aside(const char *path, unsigned flags, dev_t dev, ino_t ino,
+                      char *msg, size_t len)
+{
+  size_t used = strlen(msg);
+  int fd = tj__location_lock(path, flags, LOCK_EX, 1);
+  if (fd < 0) {
+    snprintf(msg + used, len - used, "; could not lock it to move it aside");
+    return 0;
+  }
+  struct stat st;
+  char *aside = NULL;
+  int moved = 1;
+  if (stat(path, &st) != 0 || st.st_dev != dev || st.st_ino != ino) {
+    snprintf(msg + used, len - used, "; another process replaced it already");
+  } else if (asprintf(&aside, "%s.corrupt-%ld", path, (long)time(NULL)) < 0) {
+    aside = NULL;
+    moved = 0;
+  } else if (rename(path, aside) == 0) {
+    remove_side_files(path);
+    prune_aside(path);
+    snprintf(msg + used, len - used, "; moved it to %s and started a new one",
+             aside);
+  } else {
+    snprintf(msg + used, len - used, "; could not move it aside: %s",
+             strerror(errno));
+    moved = 0;
+  }
+  free(aside);
+  tj__location_unlock(fd);
+  return moved;
+}
+
+/* ------------------------------------------------------- opening */
+
+enum open_outcome {
+  OPENED, UNUSABLE, CORRUPT, NEWER, VANISHED, TRANSIENT, FOREIGN
+};
+
+#define LEFT_ALONE "it was left as it is; give the cache another path " \
+  "($TOKITAI_JIT_CACHE, --cache or tj_options.cache_path)"
+
+static int open_flags(int readonly)
+{
+  int flags = SQLITE_OPEN_FULLMUTEX |
+              (readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE);
+#ifdef SQLITE_OPEN_NOFOLLOW
+  flags |= SQLITE_OPEN_NOFOLLOW;
+#endif
+  return flags; /* never SQLITE_OPEN_CREATE: location.c made the file */
+}
+
+/* Open the connection on the file location.c judged, and note whether
+ * SQLite could only open it read-only (a read-only file system or file).
+ * Until the file is known to be ours, closing must not checkpoint into it.
+ * SQLITE_CANTOPEN when the name no longer leads to the judged file. */
+static int connect_db(tj__cache *c, const tj__location *loc)
+{
+  int rc = sqlite3_open_v2(c->path, &c->db, open_flags(c->readonly), NULL);
+  if (rc != SQLITE_OK)
+    return rc;
+  sqlite3_busy_timeout(c->db, BUSY_TIMEOUT_MS);
+  sqlite3_extended_result_codes(c->db, 1);
+  sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+  /* Never delete the WAL or shared memory by name at close: once the file
+   * has been moved aside, that name belongs to its replacement. */
+  int persist = 1;
+  sqlite3_file_control(c->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+  struct stat st;
+  c->dev = loc->dev;
+  c->ino = loc->ino;
+  if (stat(c->path, &st) != 0 || st.st_dev != loc->dev || st.st_ino != loc->ino)
+    return SQLITE_CANTOPEN;
+  if (!c->readonly && sqlite3_db_readonly(c->db, "main") == 1) {
+    c->readonly = c->found_readonly = 1;
+    snprintf(c->readonly_why, sizeof c->readonly_why,
+             "SQLite could open it only for reading");
+  }
+  return SQLITE_OK;
+}
+
+static int set_journal(tj__cache *c)
+{
+  char sql[160];
+  snprintf(sql, sizeof sql, "PRAGMA journal_mode = %s; "
+           "PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit = %d",
+           tj__location_is_network(c->path) ? "DELETE" : "WAL", WAL_LIMIT_BYTES);
+  return tj__sql_exec(c->db, sql);
+}
+
+/* A file SQLite cannot read and that nothing shows to be ours. */
+static void say_unreadable(const char *path, const char *why, char *msg,
+                           size_t len)
+{
+  snprintf(msg, len, "cache %s cannot be read (%s), and nothing shows that it "
+           "is a tokitai-jit cache, so %s; if it is one, remove it (rm '%s')",
+           path, why, LEFT_ALONE, path);
+}
+
+/* Say why an open failed, and whether the file is to be moved aside. */
+static enum open_outcome open_failed(tj__cache *c, int rc, int version,
+                                     int gap, char *msg, size_t len)
+{
+  if (rc == TJ__MIGRATE_FOREIGN)
+    return FOREIGN; /* try_open said what it is */
+  if (gap) {
+    snprintf(msg, len, "cache %s has schema version %d, which this library "
+             "cannot migrate", c->path, version);
+    return CORRUPT;
+  }
+  const char *why = c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
+  snprintf(msg, len, "cache %s: %s", c->path, why);
+  rc &= 0xff;
+  if (rc == SQLITE_CANTOPEN)
+    return VANISHED; /* moved aside and replaced by another process */
+  /* SQLITE_ERROR here is a table without the columns we prepare against. */
+  if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB || rc == SQLITE_ERROR) {
+    if (c->ours)
+      return CORRUPT;
+    say_unreadable(c->path, why, msg, len);
+    return FOREIGN;
+  }
+  /* Seen with 16 processes opening one new file at once: an I/O error from
+   * the first WAL set-up that a second attempt does not meet. */
+  if (rc == SQLITE_IOERR || rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+    return TRANSIENT;
+  return UNUSABLE;
+}
+
+static void say_foreign(const char *path, const char *what, char *msg,
+                        size_t len)
+{
+  snprintf(msg, len, "cache %s is not a tokitai-jit cache: it is %s; %s",
+           path, what, LEFT_ALONE);
+}
+
+/* One attempt at opening c->path.  Nothing is written (not even the
+ * journal mode) before the file is known to be ours, and a newer schema
+ * of ours is left untouched too. */
+static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
+                                  char *msg, size_t len)
+{
+  int version = 0, gap = 0;
+  enum tj__identity id = TJ__ID_FOREIGN;
+  char what[512] = "";
+  int rc = connect_db(c, loc);
+  if (rc == SQLITE_OK && (rc = tj__schema_identify(c->db, &id, &version, what,
+                                                   sizeof what)) == SQLITE_OK) {
+    if (id == TJ__ID_FOREIGN) {
+      say_foreign(c->path, what, msg, len);
+      return FOREIGN;
+    }
+    c->ours = 1;
+  }
+  if (rc == SQLITE_OK && version > CACHE_SCHEMA_VERSION) {
+    snprintf(msg, len, "cache %s has schema version %d, newer than this "
+             "library's (%d); running without a cache", c->path, version,
+             CACHE_SCHEMA_VERSION);
+    return NEWER;
+  }
+  if (rc == SQLITE_OK && !c->readonly) {
+    rc = set_journal(c);
+    if (rc == SQLITE_OK)
+      rc = tj__schema_migrate(c->db, &version, &gap, what, sizeof what);
+    if (rc == TJ__MIGRATE_FOREIGN)
+      say_foreign(c->path, what, msg, len);
+  }
+  if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION) {
+    snprintf(msg, len, "cache %s has schema version %d and is read-only "
+             "here, so it cannot be migrated; running without a cache",
+             c->path, version);
+    return UNUSABLE;
+  }
+  if (rc == SQLITE_OK)
+    rc = tj__rows_prepare(c);
+  if (rc == SQLITE_OK) /* ours: let the last close fold the WAL in again */
+    sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
+  return rc == SQLITE_OK ? OPENED : open_failed(c, rc, version, gap, msg, len);
+}
+
+/*
+ * A file whose header carries no mark is asked what it is on a read-only
+ * connection first, which can change nothing in it (a read-write one would
+ * roll back another program's hot journal).  TJ_OK: one of ours.
+ * TJ_ECACHE: another program's, or unreadable (msg says).  PROBE_BUSY: busy
+ * or an I/O error; worth another attempt.
+ */
+#define PROBE_BUSY 1
+static int probe(const tj__location *loc, char *msg, size_t len)
+{
+  sqlite3 *db = NULL;
+  enum tj__identity id = TJ__ID_FOREIGN;
+  int version = 0;
+  char what[512] = "";
+  int rc = sqlite3_open_v2(loc->path, &db, open_flags(1), NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    rc = tj__schema_identify(db, &id, &version, what, sizeof what);
+  }
+  int prim = rc & 0xff, out = TJ_OK;
+  if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
+    say_unreadable(loc->path, sqlite3_errmsg(db), msg, len);
+    out = TJ_ECACHE;
+  } else if (rc != SQLITE_OK) {
+    snprintf(msg, len, "cache %s: %s; running without a cache", loc->path,
+             db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    out = PROBE_BUSY;
+  } else if (id == TJ__ID_FOREIGN) {
+    say_foreign(loc->path, what, msg, len);
+    out = TJ_ECACHE;
+  }
+  sqlite3_close(db);
+  return out;
+}
+
+/* Judge the file by its header: TJ_OK with *ours set, TJ_ECACHE for a file
+ * that is not ours, PROBE_BUSY to try again. */
+static int judge_file(const tj__location *loc, int *ours, char *msg,
+                      size_t len)
+{
+  char what[160];
+  *ours = loc->header == TJ__HEADER_OURS || loc->header == TJ__HEADER_EMPTY;
+  switch (loc->header) {
+  case TJ__HEADER_EMPTY:
+  case TJ__HEADER_OURS:
+    return TJ_OK;
+  case TJ__HEADER_UNMARKED: {
+    int rc = probe(loc, msg, len);
+    *ours = rc == TJ_OK;
+    return rc;
+  }
+  case TJ__HEADER_FOREIGN:
+    snprintf(what, sizeof what, "an SQLite database of another application "
+             "(application_id 0x%08x)", (unsigned)loc->appid);
+    break;
+  case TJ__HEADER_NOT_SQLITE:
+    snprintf(what, sizeof what, "not an SQLite database");
+    break;
+  default:
+    snprintf(msg, len, "cache %s cannot be read; running without a cache",
+             loc->path);
+    return PROBE_BUSY;
+  }
+  say_foreign(loc->path, what, msg, len);
+  return TJ_ECACHE;
+}
+
+static void note_found_readonly(const tj__cache *c, char *msg, size_t len)
+{
+  size_t used = strlen(msg);
+  snprintf(msg + used, len - used, "%scache %s cannot be written here (%s); "
+           "using the code it holds and storing none", used ? "; " : "",
+           c->path, c->readonly_why);
+}
+
+/* A judged location as an unopened handle: read-only from the start when
+ * the file cannot be written. */
+static tj__cache *cache_for(const tj__location *loc, unsigned flags, int ours)
+{
+  tj__cache *c = cache_new(loc->path, flags);
+  if (!c)
+    return NULL;
+  c->ours = ours;
+  if (!c->readonly && loc->readonly_why[0]) {
+    c->readonly = c->found_readonly = 1;
+    snprintf(c->readonly_why, sizeof c->readonly_why, "%s", loc->readonly_why);
+  }
+  return c;
+}
+
+/* One attempt: TJ_OK with *out or with *o saying what went wrong. */
+static int open_once(const char *path, unsigned flags, tj__cache **out,
+                     enum open_outcome *o, tj__cache *failed, char *msg,
+                     size_t len)
+{
+  tj__location loc;
+  int ours = 0;
+  int rc = tj__location_open(path, flags, &loc, msg, len);
+  if (rc != TJ_OK)
+    return rc;
+  rc = tj__location_check_side_files(&loc, flags, msg, len);
+  if (rc == TJ_OK)
+    rc = judge_file(&loc, &ours, msg, len);
+  if (rc == TJ_OK && (flags & TJ_CACHE_READONLY) && access(loc.path, R_OK) != 0) {
+    snprintf(msg, len, "cache %s cannot be read (%s); running without a "
+             "cache", loc.path, strerror(errno));
+    rc = TJ_ENOENT;
+  }
+  tj__cache *c = rc == TJ_OK ? cache_for(&loc, flags, ours) : NULL;
+  if (rc == TJ_OK && !c)
+    rc = TJ_ENOMEM;
+  if (c) {
+    int lock = tj__location_lock(c->path, flags, LOCK_SH, ours);
+    *o = try_open(c, &loc, msg, len);
+    tj__location_unlock(lock);
+    if (*o == OPENED)
+      *out = c;
+    else {
+      failed->dev = c->dev;
+      failed->ino = c->ino;
+      failed->readonly = c->readonly;
+      failed->ours = c->ours;
+      failed->path = c->path;
+      c->path = NULL;
+      cache_free(c);
+    }
+  }
+  tj__location_free(&loc);
+  return rc;
+}
+
+int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
+                   char *msg, size_t msglen)
+{
+  *out = NULL;
+  msg[0] = '\0';
+  int probes = 0;
+  for (int attempt = 0; attempt < OPEN_ATTEMPTS; attempt++) {
+    enum open_outcome o = UNUSABLE;
+    tj__cache failed = {0};
+    int rc = open_once(path, flags, out, &o, &failed, msg, msglen);
+    /* A file another process is making is in WAL mode with its mark still
+     * in the WAL, so it is probed read-only, and under load that probe can
+     * fail ("disk I/O error", check_reliability's fresh-cache race in the
+     * sanitizer build): try it for about 1 s before giving up. */
+    if (rc == PROBE_BUSY && ++probes < PROBE_ATTEMPTS) {
+      tj__sql_sleep_ms(probes < 4 ? 25L * probes : 100L);
+      attempt--;
+      continue;
+    }
+    if (rc == TJ_EPERM || rc == TJ_ECACHE || rc == TJ_ENOMEM)
+      return rc;
+    if (rc != TJ_OK)
+      return TJ_OK; /* nowhere to write, or nothing to read: msg says why */
+    if (*out) {
+      if ((*out)->found_readonly)
+        note_found_readonly(*out, msg, msglen);
+      return TJ_OK;
+    }
+    int moved = 0;
+    if (o == CORRUPT && failed.ours && !failed.readonly)
+      moved = move_aside(failed.path, flags, failed.dev, failed.ino, msg, msglen);
+    free(failed.path);
+    if (o == FOREIGN)
+      return TJ_ECACHE;
+    if (o == VANISHED || moved)
+      continue;
+    if (o == TRANSIENT && attempt + 1 < OPEN_ATTEMPTS) {
+      tj__sql_sleep_ms(25L * (attempt + 1));
+      continue;
+    }
+    return TJ_OK;
+  }
+  return TJ_OK;
+}
+
+/* ------------------------------------------------------- failing */
+
+/*
+ * A statement failed for a reason other than a busy database.  Reading: the
+ * connection reads nothing more (and a damaged file is moved aside for the
+ * processes that come after).  Writing: a damaged file likewise; anything
+ * else (disk full, I/O error, a file turned read-only) stops writes only.
+ * Called with c->lock held, and only on a state not reached before, so the
+ * caller sees TJ_ECACHE once and its runtime warns once.
+ */
+int tj__cache_failed(tj__cache *c, int rc, int reading)
+{
+  int prim = rc & 0xff;
+  int damaged = prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB;
+  char *msg = (reading || damaged) ? c->broken_msg : c->nowrite_msg;
+  size_t len = sizeof c->broken_msg;
+  snprintf(msg, len, "cache %s: %s while %s", c->path, sqlite3_errstr(rc),
+           reading ? "reading" : "storing");
+  if (damaged && !c->readonly)
+    move_aside(c->path, c->flags, c->dev, c->ino, msg, len);
+  size_t used = strlen(msg);
+  snprintf(msg + used, len - used, "; %s",
+           reading || damaged ? "running without the cache from now on"
+                              : "storing nothing more in it");
+  __atomic_store_n(reading || damaged ? &c->broken : &c->nowrite, 1,
+                   __ATOMIC_RELEASE);
+  return TJ_ECACHE;
+}
+

@@ -1,0 +1,329 @@
+/*
+ * rows.c: the load and store path of the SQLite store.
+ *
+ * Prepared statements only, kept for the connection's life; one
+ * transaction per insert, INSERT OR IGNORE so that racing compilers all
+ * succeed and leave one row.  Every blob is checked against its stored
+ * XXH3-128 and size on load (tj__rows_judge_code, which tj_cache_verify
+ * uses too), and its columns against the request; a row that fails is
+ * deleted and recompiled.
+ */
+#include "cache_internal.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int tj__rows_prepare(tj__cache *c)
+{
+  static const struct {
+    size_t offset;
+    const char *sql;
+  } stmts[] = {
+    {offsetof(tj__cache, get),
+     "SELECT code_size, CASE typeof(code) WHEN 'blob' THEN length(code) "
+     "ELSE -1 END, code_hash, kernel, arch, platform, compiler, options, "
+     "entries FROM code_objects WHERE key = ?1"},
+    {offsetof(tj__cache, blob),
+     "SELECT code FROM code_objects WHERE key = ?1 AND code_hash = ?2 AND "
+     "length(code) = ?3"},
+    {offsetof(tj__cache, put),
+     "INSERT OR IGNORE INTO code_objects (key, kernel, arch, platform, "
+     "compiler, options, code, code_hash, code_size, compile_ms, created, "
+     "last_used, hits, entries) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+     "?10, ?11, ?11, 0, ?12)"},
+    /* A row without a hash is bad and must go too: "" stands for none. */
+    {offsetof(tj__cache, drop),
+     "DELETE FROM code_objects WHERE key = ?1 AND "
+     "coalesce(code_hash, '') = ?2"},
+    {offsetof(tj__cache, use),
+     "UPDATE code_objects SET hits = hits + ?2, last_used = ?3 WHERE key = ?1"},
+    {offsetof(tj__cache, miss),
+     "UPDATE counters SET value = value + ?1 WHERE name = 'misses'"},
+    /* The one age rule of every eviction (evict.c). */
+    {offsetof(tj__cache, idle),
+     "DELETE FROM code_objects WHERE last_used <= ?1 AND "
+     "(?2 IS NULL OR compiler <> ?2)"},
+  };
+  for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+    sqlite3_stmt **st = (sqlite3_stmt **)((char *)c + stmts[i].offset);
+    int rc = tj__sql_prepare(c->db, stmts[i].sql, 1, st);
+    if (rc != SQLITE_OK)
+      return rc;
+  }
+  return SQLITE_OK;
+}
+
+void tj__rows_finalize(tj__cache *c)
+{
+  sqlite3_finalize(c->get);
+  sqlite3_finalize(c->blob);
+  sqlite3_finalize(c->put);
+  sqlite3_finalize(c->drop);
+  sqlite3_finalize(c->use);
+  sqlite3_finalize(c->miss);
+  sqlite3_finalize(c->idle);
+}
+
+const char *tj__cache_drop_reason(int dropped)
+{
+  switch (dropped) {
+  case TJ__DROP_HASH: return "failed its hash check";
+  case TJ__DROP_IDENTITY: return "was stored for another kernel, arch, "
+                                 "platform, compiler or options";
+  case TJ__DROP_SIZE: return "is larger than TJ_CACHE_MAX_CODE_BYTES";
+  default: return "was not dropped";
+  }
+}
+
+int tj__rows_judge_code(const void *code, int64_t size, int64_t declared,
+                        const char *hash, int read)
+{
+  char got[TJ__KEY_HEX];
+  if (size > (int64_t)TJ_CACHE_MAX_CODE_BYTES ||
+      declared > (int64_t)TJ_CACHE_MAX_CODE_BYTES)
+    return TJ__DROP_SIZE;
+  if (!hash || !hash[0] || size <= 0 || declared != size)
+    return TJ__DROP_HASH;
+  if (!read)
+    return 0;
+  if (!code)
+    return TJ__DROP_HASH;
+  tj__hash_hex(code, (size_t)size, got);
+  return strcmp(got, hash) == 0 ? 0 : TJ__DROP_HASH;
+}
+
+static int column_is(sqlite3_stmt *st, int col, const char *want)
+{
+  const unsigned char *t = sqlite3_column_text(st, col);
+  return t && want && strcmp((const char *)t, want) == 0;
+}
+
+/* Judge the row c->get stepped to, before its blob is read: what the
+ * request was, and its sizes.  0, or a TJ__DROP_* reason.  *stored gets a
+ * copy of the stored hash ("" for none), *n the blob's length. */
+static int judge_row(sqlite3_stmt *st, const tj__cache_row *want,
+                     char **stored, sqlite3_int64 *n)
+{
+  sqlite3_int64 declared = sqlite3_column_int64(st, 0);
+  const unsigned char *h = sqlite3_column_text(st, 2);
+  *n = sqlite3_column_int64(st, 1);
+  *stored = strdup(h ? (const char *)h : "");
+  /* A module's row names the entries of whichever request stored it, and
+   * C names are not part of its key (they change no code): its kernel
+   * column is not compared (want->kernel NULL); its entries are checked
+   * against the code's symbols instead (user.c). */
+  if ((want->kernel && !column_is(st, 3, want->kernel)) ||
+      !column_is(st, 4, want->arch) ||
+      !column_is(st, 5, want->platform) || !column_is(st, 6, want->compiler) ||
+      !column_is(st, 7, want->options))
+    return TJ__DROP_IDENTITY;
+  return tj__rows_judge_code(NULL, *n, declared, *stored, 0);
+}
+
+/* The blob of the judged row, if it is still that row and whole. */
+static int take_blob(tj__cache *c, const char *key, const char *stored,
+                     sqlite3_int64 n, void **code, size_t *size, int *dropped)
+{
+  int rc = TJ_ENOENT;
+  sqlite3_bind_text(c->blob, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(c->blob, 2, stored, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(c->blob, 3, n);
+  int step = tj__sql_step(c->blob);
+  if (step == SQLITE_ROW) {
+    const void *blob = sqlite3_column_blob(c->blob, 0);
+    *dropped = tj__rows_judge_code(blob, sqlite3_column_bytes(c->blob, 0),
+                                   n, stored, 1);
+    if (!*dropped && !(*code = malloc((size_t)n)))
+      rc = TJ_ENOMEM;
+    else if (!*dropped) {
+      memcpy(*code, blob, (size_t)n);
+      *size = (size_t)n;
+      rc = TJ_OK;
+    }
+  }
+  tj__sql_reset(c->blob);
+  if (step != SQLITE_ROW && step != SQLITE_DONE && !tj__sql_is_busy(step))
+    rc = tj__cache_failed(c, step, 1);
+  return rc;
+}
+
+/* Whether SQLite finds the file's structure whole.  A row that fails its
+ * hash is most often damage in that row alone, but it can also be a page
+ * two structures share, which SQLite does not notice on writing: the row
+ * would be recompiled, stored over the same page and fail again, forever.
+ * So a failed hash pays for one quick_check; rare, and O(file). */
+static int file_is_whole(tj__cache *c)
+{
+  char first[64];
+  int rc = tj__sql_text(c->db, "PRAGMA quick_check(1)", first, sizeof first);
+  if (rc == SQLITE_OK)
+    return strcmp(first, "ok") == 0;
+  /* Unknown is whole: moving a good file aside costs every row. */
+  return rc == SQLITE_DONE || rc == SQLITE_NOMEM || tj__sql_is_busy(rc);
+}
+
+int tj__rows_drop(tj__cache *c, const char *key, const char *hash)
+{
+  sqlite3_bind_text(c->drop, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(c->drop, 2, hash ? hash : "", -1, SQLITE_STATIC);
+  int rc = tj__sql_step(c->drop);
+  tj__sql_reset(c->drop);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Delete only the row we judged.  A row that cannot be deleted would be
+ * judged and recompiled forever (its key blocks the good row's INSERT OR
+ * IGNORE), so a failure here gives the file up like a failed store:
+ * TJ_ECACHE, else TJ_ENOENT. */
+static int drop_judged(tj__cache *c, const char *key, const char *stored)
+{
+  if (tj__cache_readonly(c))
+    return TJ_ENOENT;
+  int rc = tj__rows_drop(c, key, stored);
+  if (rc == SQLITE_OK || tj__sql_is_busy(rc))
+    return TJ_ENOENT;
+  return tj__cache_failed(c, rc, 0);
+}
+
+int tj__cache_get(tj__cache *c, const tj__cache_row *want, void **code,
+                  size_t *size, int *dropped)
+{
+  return tj__cache_get_entries(c, want, code, size, dropped, NULL);
+}
+
+/* The row's entries column, malloc'd, when asked for; NULL otherwise. */
+static int copy_entries(sqlite3_stmt *st, char **entries)
+{
+  const unsigned char *e = sqlite3_column_text(st, 8);
+  if (!entries)
+    return TJ_OK;
+  *entries = strdup(e ? (const char *)e : "");
+  return *entries ? TJ_OK : TJ_ENOMEM;
+}
+
+/* Step c->get for want: TJ_OK with the row judged (*dropped) and, when it
+ * passed, *stored, *n and *entries set; TJ_ENOENT, or TJ_ECACHE. */
+static int find_row(tj__cache *c, const tj__cache_row *want, char **stored,
+                    sqlite3_int64 *n, char **entries, int *dropped)
+{
+  int rc = TJ_ENOENT;
+  sqlite3_bind_text(c->get, 1, want->key, -1, SQLITE_STATIC);
+  int step = tj__sql_step(c->get);
+  if (step == SQLITE_ROW) {
+    rc = TJ_OK;
+    *dropped = judge_row(c->get, want, stored, n);
+    if (!*stored)
+      rc = TJ_ENOMEM;
+    else if (!*dropped)
+      rc = copy_entries(c->get, entries);
+  }
+  tj__sql_reset(c->get);
+  if (step != SQLITE_ROW && step != SQLITE_DONE && !tj__sql_is_busy(step))
+    rc = tj__cache_failed(c, step, 1);
+  return rc;
+}
+
+int tj__cache_get_entries(tj__cache *c, const tj__cache_row *want,
+                          void **code, size_t *size, int *dropped,
+                          char **entries)
+{
+  char *stored = NULL, *row_entries = NULL;
+  sqlite3_int64 n = 0;
+  *dropped = 0;
+  pthread_mutex_lock(&c->lock);
+  if (c->broken) {
+    pthread_mutex_unlock(&c->lock);
+    return TJ_ENOENT;
+  }
+  int rc = find_row(c, want, &stored, &n, entries ? &row_entries : NULL,
+                    dropped);
+  if (rc == TJ_OK && !*dropped)
+    rc = take_blob(c, want->key, stored, n, code, size, dropped);
+  if (*dropped && rc != TJ_ECACHE && rc != TJ_ENOMEM)
+    rc = *dropped != TJ__DROP_HASH || file_is_whole(c)
+             ? drop_judged(c, want->key, stored)
+             : tj__cache_failed(c, SQLITE_CORRUPT, 1);
+  pthread_mutex_unlock(&c->lock);
+  free(stored);
+  if (rc == TJ_OK && entries)
+    *entries = row_entries;
+  else
+    free(row_entries);
+  return rc;
+}
+
+static void bind_row(sqlite3_stmt *st, const tj__cache_row *r,
+                     const char *hash)
+{
+  sqlite3_bind_text(st, 1, r->key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, r->kernel, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, r->arch, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, r->platform, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, r->compiler, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, r->options, -1, SQLITE_STATIC);
+  sqlite3_bind_blob64(st, 7, r->code, r->code_size, SQLITE_STATIC);
+  sqlite3_bind_text(st, 8, hash, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 9, (sqlite3_int64)r->code_size);
+  sqlite3_bind_double(st, 10, r->compile_ms);
+  sqlite3_bind_int64(st, 11, (sqlite3_int64)time(NULL));
+  sqlite3_bind_text(st, 12, r->entries ? r->entries : "", -1, SQLITE_STATIC);
+}
+
+int tj__cache_put(tj__cache *c, const tj__cache_row *r)
+{
+  if (c->readonly || r->code_size > TJ_CACHE_MAX_CODE_BYTES)
+    return TJ_OK; /* one that large would never be loaded */
+  char hash[TJ__KEY_HEX];
+  tj__hash_hex(r->code, r->code_size, hash);
+  pthread_mutex_lock(&c->lock);
+  if (c->nowrite || c->broken) { /* said once already */
+    pthread_mutex_unlock(&c->lock);
+    return TJ_OK;
+  }
+  bind_row(c->put, r, hash);
+  int rc = tj__sql_step(c->put);
+  tj__sql_reset(c->put);
+  int out = TJ_OK;
+  if (rc != SQLITE_DONE)
+    out = tj__sql_is_busy(rc) ? tj__cache_note_error(c, TJ_ECACHE)
+                              : tj__cache_failed(c, rc, 0);
+  pthread_mutex_unlock(&c->lock);
+  return out;
+}
+
+static int record_rows(tj__cache *c, const char *const *keys,
+                       const uint64_t *hits, size_t n, uint64_t misses)
+{
+  int ok = 1;
+  for (size_t i = 0; i < n && ok; i++) {
+    sqlite3_bind_text(c->use, 1, keys[i], -1, SQLITE_STATIC);
+    sqlite3_bind_int64(c->use, 2, (sqlite3_int64)hits[i]);
+    sqlite3_bind_int64(c->use, 3, (sqlite3_int64)time(NULL));
+    ok = tj__sql_step(c->use) == SQLITE_DONE;
+    tj__sql_reset(c->use);
+  }
+  if (ok && misses) {
+    sqlite3_bind_int64(c->miss, 1, (sqlite3_int64)misses);
+    ok = tj__sql_step(c->miss) == SQLITE_DONE;
+    tj__sql_reset(c->miss);
+  }
+  return ok;
+}
+
+int tj__cache_record_usage(tj__cache *c, const char *const *keys,
+                           const uint64_t *hits, size_t n, uint64_t misses)
+{
+  if (tj__cache_readonly(c) || (n == 0 && misses == 0))
+    return TJ_OK;
+  pthread_mutex_lock(&c->lock);
+  int ok = tj__sql_begin(c->db, 1) == SQLITE_OK &&
+           record_rows(c, keys, hits, n, misses) &&
+           tj__sql_commit(c->db) == SQLITE_OK;
+  if (!ok)
+    tj__cache_note_error(c, 0);
+  tj__sql_rollback(c->db);
+  pthread_mutex_unlock(&c->lock);
+  return ok ? TJ_OK : TJ_ECACHE;
+}

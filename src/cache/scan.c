@@ -1,0 +1,155 @@
+/*
+ * scan.c: the narrow reads and writes behind tj_cache_* (admin.c): a scan
+ * of every row, the sums, SQLite's integrity check, dropping rows judged
+ * bad, and clearing.  Each takes the connection's lock, which is
+ * recursive: a scan's callback may call back into the handle.
+ */
+#include "cache_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The columns every scan reads, in the order row_entry expects; a judging
+ * scan adds the code's length (-1 for what is not a blob) and the code
+ * itself, never read past TJ_CACHE_MAX_CODE_BYTES. */
+#define ENTRY_COLUMNS                                                        \
+  "key, kernel, arch, platform, compiler, options, code_hash, code_size, "   \
+  "compile_ms, created, last_used, hits, entries"
+#define ENTRY_COLUMN_COUNT 13
+#define MRU_ORDER                                                            \
+  " FROM code_objects ORDER BY last_used DESC, created DESC, key"
+
+static const char *text_or_empty(sqlite3_stmt *st, int col)
+{
+  const unsigned char *s = sqlite3_column_text(st, col);
+  return s ? (const char *)s : "";
+}
+
+static void row_entry(sqlite3_stmt *st, tj_cache_entry *e)
+{
+  e->key = text_or_empty(st, 0);
+  e->kernel = text_or_empty(st, 1);
+  e->arch = text_or_empty(st, 2);
+  e->platform = text_or_empty(st, 3);
+  e->compiler = text_or_empty(st, 4);
+  e->options = text_or_empty(st, 5);
+  e->code_hash = text_or_empty(st, 6);
+  e->code_size = (uint64_t)sqlite3_column_int64(st, 7);
+  e->compile_ms = sqlite3_column_double(st, 8);
+  e->created = sqlite3_column_int64(st, 9);
+  e->last_used = sqlite3_column_int64(st, 10);
+  e->hits = (uint64_t)sqlite3_column_int64(st, 11);
+  e->entries = text_or_empty(st, 12);
+}
+
+/* The judging scan's verdict on the row st is at. */
+static int judge_entry(sqlite3_stmt *st)
+{
+  int64_t size = sqlite3_column_int64(st, ENTRY_COLUMN_COUNT);
+  int64_t declared = sqlite3_column_int64(st, 7);
+  const char *hash = (const char *)sqlite3_column_text(st, 6);
+  int verdict = tj__rows_judge_code(NULL, size, declared, hash, 0);
+  if (verdict)
+    return verdict;
+  int col = ENTRY_COLUMN_COUNT + 1;
+  return tj__rows_judge_code(sqlite3_column_blob(st, col),
+                             sqlite3_column_bytes(st, col), declared, hash, 1);
+}
+
+int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx)
+{
+  char sql[512];
+  if (judge)
+    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS ", CASE typeof(code) "
+             "WHEN 'blob' THEN length(code) ELSE -1 END, CASE WHEN "
+             "typeof(code) = 'blob' AND length(code) <= %llu THEN code END"
+             MRU_ORDER, (unsigned long long)TJ_CACHE_MAX_CODE_BYTES);
+  else
+    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS MRU_ORDER);
+  sqlite3_stmt *st;
+  pthread_mutex_lock(&c->lock);
+  int rc = tj__sql_prepare(c->db, sql, 0, &st);
+  tj_cache_entry e;
+  while (rc == SQLITE_OK && (rc = tj__sql_step(st)) == SQLITE_ROW) {
+    row_entry(st, &e);
+    rc = fn(&e, judge ? judge_entry(st) : 0, ctx) ? SQLITE_DONE : SQLITE_OK;
+  }
+  int out = rc == SQLITE_DONE ? TJ_OK : tj__cache_note_error(c, TJ_ECACHE);
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&c->lock);
+  return out;
+}
+
+int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out)
+{
+  static const char sql[] =
+    "SELECT count(*), total(code_size), total(hits), total(hits * "
+    "compile_ms), (SELECT total(value) FROM counters WHERE name = 'misses'), "
+    "(SELECT user_version FROM pragma_user_version) FROM code_objects";
+  sqlite3_stmt *st;
+  pthread_mutex_lock(&c->lock);
+  int rc = tj__sql_prepare(c->db, sql, 0, &st);
+  if (rc == SQLITE_OK)
+    rc = tj__sql_step(st);
+  if (rc == SQLITE_ROW) {
+    out->entries = (uint64_t)sqlite3_column_double(st, 0);
+    out->bytes = (uint64_t)sqlite3_column_double(st, 1);
+    out->hits = (uint64_t)sqlite3_column_double(st, 2);
+    out->compile_ms_saved = sqlite3_column_double(st, 3);
+    out->misses = (uint64_t)sqlite3_column_double(st, 4);
+    out->schema_version = sqlite3_column_int(st, 5);
+  }
+  int result = rc == SQLITE_ROW ? TJ_OK : tj__cache_note_error(c, TJ_ECACHE);
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&c->lock);
+  return result;
+}
+
+int tj__cache_integrity(tj__cache *c, char *problem, size_t len)
+{
+  problem[0] = '\0';
+  pthread_mutex_lock(&c->lock);
+  int rc = tj__sql_text(c->db, "PRAGMA integrity_check", problem, len);
+  int out = rc == SQLITE_OK && strcmp(problem, "ok") == 0 ? TJ_OK : TJ_ECACHE;
+  if (rc != SQLITE_OK) {
+    problem[0] = '\0';
+    tj__cache_note_error(c, 0);
+  }
+  pthread_mutex_unlock(&c->lock);
+  return out;
+}
+
+int tj__cache_drop_rows(tj__cache *c, const tj__cache_row_id *rows, uint64_t n)
+{
+  pthread_mutex_lock(&c->lock);
+  int rc = tj__sql_begin(c->db, 1);
+  for (uint64_t i = 0; rc == SQLITE_OK && i < n; i++)
+    rc = tj__rows_drop(c, rows[i].key, rows[i].hash);
+  if (rc == SQLITE_OK)
+    rc = tj__sql_commit(c->db);
+  if (rc != SQLITE_OK)
+    tj__cache_note_error(c, 0);
+  tj__sql_rollback(c->db);
+  pthread_mutex_unlock(&c->lock);
+  return rc == SQLITE_OK ? TJ_OK : TJ_ECACHE;
+}
+
+int tj__cache_clear(tj__cache *c)
+{
+  pthread_mutex_lock(&c->lock);
+  int rc = tj__sql_begin(c->db, 1);
+  if (rc == SQLITE_OK)
+    rc = tj__sql_exec(c->db, "DELETE FROM code_objects; "
+                      "UPDATE counters SET value = 0");
+  if (rc == SQLITE_OK)
+    rc = tj__sql_commit(c->db);
+  if (rc != SQLITE_OK)
+    tj__cache_note_error(c, 0);
+  tj__sql_rollback(c->db);
+  /* Give the space back to the file system.  Best effort: a process
+   * reading the file meanwhile only delays it to a later clear. */
+  if (rc == SQLITE_OK)
+    tj__sql_try(c->db, "VACUUM; PRAGMA wal_checkpoint(TRUNCATE)");
+  pthread_mutex_unlock(&c->lock);
+  return rc == SQLITE_OK ? TJ_OK : TJ_ECACHE;
+}
