@@ -454,6 +454,15 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
   if (rc != TJ_OK)
     return rc;
   rc = tj__location_check_side_files(&loc, flags, msg, len);
+  /* A new (empty) file is set up by one process at a time: two that turn
+   * on WAL and create the tables at once can meet an I/O error (SQLite's
+   * IOERR_DELETE_NOENT, seen with 4 processes x 2 threads under ASan), and
+   * one that judges a file while another sets it up can see it half made.
+   * The others wait for the maker, shared, before they judge. */
+  int fresh = loc.header == TJ__HEADER_EMPTY;
+  int lock = rc == TJ_OK ? tj__location_lock(loc.path, flags, fresh ? LOCK_EX : LOCK_SH,
+                                             fresh || loc.header == TJ__HEADER_OURS)
+                         : -1;
   if (rc == TJ_OK)
     rc = judge_file(&loc, &ours, msg, len);
   if (rc == TJ_OK && (flags & TJ_CACHE_READONLY) && access(loc.path, R_OK) != 0) {
@@ -465,9 +474,7 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
   if (rc == TJ_OK && !c)
     rc = TJ_ENOMEM;
   if (c) {
-    int lock = tj__location_lock(c->path, flags, LOCK_SH, ours);
     *o = try_open(c, &loc, msg, len);
-    tj__location_unlock(lock);
     if (*o == OPENED)
       *out = c;
     else {
@@ -480,6 +487,7 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
       cache_free(c);
     }
   }
+  tj__location_unlock(lock);
   tj__location_free(&loc);
   return rc;
 }
