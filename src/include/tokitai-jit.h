@@ -524,11 +524,12 @@ TJ_EXPORT int tj_module_kernel(tj_module *module, const char *entry,
                                tj_kernel **k /* OUT */);
 
 /*
- * Facts about a module.  Set info->size = sizeof *info first (or 0: the
- * first version; see "Structs that grow").  key is the cache key (32 hex digits);
- * entries[i] is the i-th entry (sorted, duplicates dropped) and lowered[i]
- * the symbol it resolved to in the code object.  Pointers are owned by
- * the module's runtime.
+ * Facts about a module.  Set info->size = sizeof *info first, or 0 for
+ * the first version (the fields below); nothing past the size given is
+ * written, and size itself is left as it was.  key is the cache key (32
+ * hex digits); entries[i] is the i-th entry (sorted, duplicates dropped)
+ * and lowered[i] the symbol it resolved to in the code object.  Pointers
+ * are owned by the module's runtime.
  */
 typedef struct tj_module_info {
   size_t size;
