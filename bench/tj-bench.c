@@ -56,7 +56,7 @@ static void cold_compile(int quick)
       die("%s: %s", name, tj_errmsg(rt));
     double total = now_ms() - t0;
     tj_kernel_info info;
-    tj_kernel_info_get(k, &info);
+    tj_kernel_get_info(k, &info);
     char label[128];
     snprintf(label, sizeof label, "%s compile", name);
     record("cold_compile", label, info.compile_ms, "ms");
@@ -89,7 +89,7 @@ static int child_warm(const char *cache, const char *kernel)
     rc = tj_kernel_get(rt, kernel, &k);
   double t2 = now_ms();
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   printf("%.6f %.6f %llu %llu\n", t1 - t0, t2 - t1,
          (unsigned long long)st.cache_hits, (unsigned long long)st.compiles);
   tj_runtime_close(rt);

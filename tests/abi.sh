@@ -76,4 +76,124 @@ if [ -f "$lib" ] && command -v nm >/dev/null 2>&1; then
 else
   echo "note: no shared library built (or no nm): symbol check not run"
 fi
+# A program written against 0.1's header, every struct the old way
+# (zero-initialised, designated, positional where 0.1 had a size first;
+# output structs left uninitialised) and every getter by its old name,
+# still builds as pedantic C99, warns only about the deprecated names
+# (each of which must warn), and links and runs against this library.
+cat > "$tmp/old.c" <<'EOF'
+#include <stdio.h>
+#include <string.h>
+#include <tokitai-jit.h>
+
+static int visit(const tj_cache_entry *e, void *ctx)
+{
+  (void)ctx;
+  return e->key[0] == 0;
+}
+
+int main(int argc, char **argv)
+{
+  tj_options zero = {0};
+  tj_options o = {.arch = argc > 1 ? argv[1] : "gfx90a", .flags = TJ_CACHE_DISABLE};
+  tj_runtime *rt = NULL;
+  tj_kernel *k = NULL;
+  tj_module *m = NULL;
+  tj_kernel_info ki;
+  tj_module_info mi = {.size = sizeof mi};
+  tj_stats st;
+  tj_cache_stats cs;
+  tj_cache *c = NULL;
+  tj_report r;
+  tj_header h = {"a.h", "#define A 1\n"};
+  tj_dim3 one = {1, 1, 1};
+  const char *entries[] = {"k"};
+  tj_module_source ms = {sizeof ms, "#include \"a.h\"\nextern \"C\" __global__ void k(int *p) { *p = A; }\n",
+                         "old.hip", NULL, 0, &h, 1, entries, 1};
+  (void)zero;
+  memset(&r, 0, sizeof r);
+  if (tj_runtime_open(&rt, &o) != TJ_OK) {
+    fprintf(stderr, "old: tj_runtime_open: %s\n", tj_errmsg(rt));
+    tj_runtime_close(rt);
+    return 1;
+  }
+  int rc = tj_module_compile(rt, &ms, &m);
+  if (rc == TJ_OK)
+    rc = tj_module_kernel(m, "k", &k);
+  if (rc == TJ_OK)
+    rc = tj_kernel_info_get(k, &ki);
+  if (rc == TJ_OK)
+    rc = tj_module_info_get(m, &mi);
+  if (rc == TJ_OK)
+    rc = tj_runtime_stats(rt, &st);
+  if (rc == TJ_OK && (st.compiles != 1 || strcmp(ki.key, mi.key) != 0 ||
+                      strcmp(ki.entry, "k") != 0 || mi.num_entries != 1))
+    rc = TJ_EINVAL;
+  if (rc != TJ_OK)
+    fprintf(stderr, "old: %s: %s\n", tj_strerror(rc), tj_errmsg(rt));
+  else
+    printf("old: success, %llu compile, key %.12s\n",
+           (unsigned long long)st.compiles, ki.key);
+  if (tj_launch(k, one, one, 0, NULL, NULL) == TJ_OK ||
+      tj_cache_open(&c, "/nonexistent/old.db", TJ_CACHE_READONLY) == TJ_OK ||
+      tj_cache_get_stats(c, &cs) != TJ_EINVAL || tj_cache_list(c, visit, NULL) != TJ_EINVAL ||
+      tj_verify(rt, "add_i32", 4, 1, &r) != TJ_ENODEVICE)
+    rc = TJ_EINVAL;
+  tj_cache_close(c);
+  tj_runtime_close(rt);
+  return rc != TJ_OK;
+}
+EOF
+case $(./tokitai-jit --version 2>/dev/null | sed -n 's/^platform: //p') in
+  nvidia) old_arch=sm_90 ;;
+  *) old_arch=gfx90a ;;
+esac
+old_cc="$CC -std=c99 -pedantic -Wall -Wextra -Werror ${TJ_SANITIZER_FLAGS:-} -I$inc"
+if ! $old_cc -Wno-error=deprecated-declarations -c "$tmp/old.c" -o "$tmp/old.o" 2>"$tmp/old.err"; then
+  echo "FAIL: a program written against 0.1's header does not build:"; cat "$tmp/old.err"; fail=1
+else
+  for name in tj_kernel_info_get tj_module_info_get tj_runtime_stats; do
+    grep -q "$name.*deprecated" "$tmp/old.err" ||
+      { echo "FAIL: $name does not warn that it is deprecated"; fail=1; }
+  done
+  [ "$(grep -c 'warning:' "$tmp/old.err")" = 3 ] ||
+    { echo "FAIL: 0.1's program gets other warnings than the 3 deprecations:"; cat "$tmp/old.err"; fail=1; }
+  $old_cc -DTJ_NO_DEPRECATION_WARNINGS -c "$tmp/old.c" -o "$tmp/old.o" ||
+    { echo "FAIL: TJ_NO_DEPRECATION_WARNINGS does not silence them"; fail=1; }
+  if [ -f "$lib" ] && $CC ${TJ_SANITIZER_FLAGS:-} "$tmp/old.o" -o "$tmp/old" -L.libs -ltokitai-jit; then
+    LD_LIBRARY_PATH=.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/old" "$old_arch" >"$tmp/old.out" 2>&1 &&
+      grep -q '^old: success, 1 compile, key [0-9a-f]\{12\}$' "$tmp/old.out" ||
+      { echo "FAIL: 0.1's program built against this library does not run:"; cat "$tmp/old.out"; fail=1; }
+  elif [ -f "$lib" ]; then
+    echo "FAIL: 0.1's program does not link against $lib"; fail=1
+  fi
+  [ $fail = 0 ] && echo "ok: a program written against 0.1's header builds, warns of its 3 old names, and runs"
+fi
+
+# The command is a client of the public API: it links the shared library,
+# not the core archive, and names no internal (tj__) symbol, defined or
+# undefined; the tj_ calls it makes are the library's, undefined in it.
+prog=./tokitai-jit
+[ -f .libs/tokitai-jit ] && prog=.libs/tokitai-jit
+if command -v nm >/dev/null 2>&1 && [ -f "$prog" ] && [ -f Makefile ]; then
+  internal=$(nm "$prog" | awk '$NF ~ /^tj__/ {print $NF}' | sort -u)
+  defined=$(nm --defined-only "$prog" | awk '$NF ~ /^tj_/ {print $NF}' | sort -u)
+  [ -z "$internal" ] || { echo "FAIL: $prog names internal symbols: $(echo $internal)"; fail=1; }
+  [ -z "$defined" ] || { echo "FAIL: $prog defines library symbols (linked statically?): $(echo $defined)"; fail=1; }
+  nm -u "$prog" | grep -q ' tj_runtime_open$' ||
+    { echo "FAIL: $prog does not call tj_runtime_open from the shared library"; fail=1; }
+  if command -v objdump >/dev/null 2>&1; then
+    objdump -p "$prog" | grep -q 'NEEDED *libtokitai-jit\.so' ||
+      { echo "FAIL: $prog does not load libtokitai-jit.so"; fail=1; }
+  fi
+  link=$(sed -n 's/^tokitai_jit_LDADD *= *//p' Makefile)
+  case $link in
+    *core*) echo "FAIL: the program's link line uses the core archive: $link"; fail=1 ;;
+    *libtokitai-jit.la*) ;;
+    *) echo "FAIL: the program's link line does not name libtokitai-jit.la: $link"; fail=1 ;;
+  esac
+  [ $fail = 0 ] && echo "ok: $prog links libtokitai-jit.so and names no tj__ symbol"
+else
+  echo "FAIL: no program or no nm to check the command's symbols"; fail=1
+fi
 exit $fail

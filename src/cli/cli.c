@@ -1,6 +1,6 @@
 /*
- * cli.c: the tokitai-jit command: parse the command line (GNU style, with
- * getopt_long), check that the options fit the command, dispatch.
+ * cli.c: the tokitai-jit command: parse the command line (cli_options.c),
+ * fit the output to the terminal, dispatch.
  * Exit 0 on success, 1 on failure, 2 on a usage error; messages on stderr
  * start with "tokitai-jit:".
  */
@@ -9,116 +9,11 @@
 #include "tokitai-jit.h"
 
 #include <errno.h>
-#include <getopt.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
-
-enum {
-  OPT_LIST = 256, OPT_STATS, OPT_INFO, OPT_LIST_KERNELS, OPT_WARM, OPT_RUN,
-  OPT_VERIFY, OPT_REPAIR, OPT_EVICT_AGE, OPT_MAX_SIZE, OPT_CLEAR, OPT_CACHE,
-  OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
-  OPT_COMPILE, OPT_ENTRY, OPT_OPTION
-};
-
-static const struct option long_options[] = {
-  {"list-cache", no_argument, NULL, OPT_LIST},
-  {"stats", no_argument, NULL, OPT_STATS},
-  {"info", no_argument, NULL, OPT_INFO},
-  {"list-kernels", no_argument, NULL, OPT_LIST_KERNELS},
-  {"warm", no_argument, NULL, OPT_WARM},
-  {"run", required_argument, NULL, OPT_RUN},
-  {"verify-cache", no_argument, NULL, OPT_VERIFY},
-  {"repair", no_argument, NULL, OPT_REPAIR},
-  {"evict-older-than", required_argument, NULL, OPT_EVICT_AGE},
-  {"max-size", required_argument, NULL, OPT_MAX_SIZE},
-  {"clear-cache", no_argument, NULL, OPT_CLEAR},
-  {"cache", required_argument, NULL, OPT_CACHE},
-  {"group", no_argument, NULL, OPT_GROUP},
-  {"arch", required_argument, NULL, OPT_ARCH},
-  {"n", required_argument, NULL, OPT_N},
-  {"seed", required_argument, NULL, OPT_SEED},
-  {"device", required_argument, NULL, OPT_DEVICE},
-  {"json", no_argument, NULL, OPT_JSON},
-  {"color", optional_argument, NULL, OPT_COLOR},
-  {"compile", required_argument, NULL, OPT_COMPILE},
-  {"entry", required_argument, NULL, OPT_ENTRY},
-  {"option", required_argument, NULL, OPT_OPTION},
-  {"help", no_argument, NULL, 'h'},
-  {"version", no_argument, NULL, 'V'},
-  {NULL, 0, NULL, 0},
-};
-
-static const char usage_text[] =
-  "Usage: " PROGRAM " COMMAND [OPTION]...\n"
-  "Compile GPU kernels at run time and manage their cache.\n"
-  "\n"
-  "Commands:\n"
-  "      --list-cache           list the cached code objects\n"
-  "      --stats                summarise the cache: entries, size, hits\n"
-  "      --info                 show the platform, compiler and GPUs\n"
-  "      --list-kernels         list the embedded kernels with their\n"
-  "                             signatures and launch contracts\n"
-  "      --warm [KERNEL]...     compile the embedded kernels (all, or those\n"
-  "                             named) into the cache\n"
-  "      --run KERNEL           run KERNEL on random inputs and check it\n"
-  "                             against the CPU oracle (needs a GPU)\n"
-  "      --verify-cache         check the database and every code object\n"
-  "                             against its stored hash\n"
-  "      --evict-older-than DURATION\n"
-  "                             drop entries not used for DURATION\n"
-  "      --max-size SIZE        drop the least recently used entries until\n"
-  "                             the code fits in SIZE\n"
-  "      --clear-cache          drop every entry and reset the counters\n"
-  "      --compile FILE         compile FILE's --entry kernels (one module)\n"
-  "                             into the cache, for each --arch\n"
-  "  -h, --help                 show this help and exit\n"
-  "  -V, --version              show the version, platform and compiler\n"
-  "\n"
-  "Options:\n"
-  "      --cache PATH           the cache file (default: $TOKITAI_JIT_CACHE,\n"
-  "                             else $XDG_CACHE_HOME/tokitai-jit/cache.db,\n"
-  "                             else ~/.cache/tokitai-jit/cache.db)\n"
-  "      --group                accept a cache its group may write\n"
-  "      --arch ARCH            with --warm, --compile: compile for ARCH\n"
-  "                             (gfx90a, sm_90)\n"
-  "                             instead of the GPU's own; may be repeated\n"
-  "      --device N             the GPU to use (default 0)\n"
-  "      --n N                  with --run: elements (gemm_f16: M = N = K)\n"
-  "      --seed S               with --run: the random seed (default 1)\n"
-  "      --repair               with --verify-cache: drop the bad entries\n"
-  "      --entry NAME           with --compile: a kernel to take, a C name or\n"
-  "                             a C++ name expression (scale<float>); repeat\n"
-  "  -I DIR                     with --compile: the options \"-I\" \"DIR\"\n"
-  "  -D NAME[=VALUE]            with --compile: the option \"-DNAME[=VALUE]\"\n"
-  "      --option OPT           with --compile: OPT as one compiler option\n"
-  "      --json                 print JSON (--list-cache, --stats, --info,\n"
-  "                             --list-kernels, --run, --verify-cache,\n"
-  "                             --version, --compile); the keys: tokitai-jit(1)\n"
-  "      --color[=WHEN]         colour the output: auto (default), always,\n"
-  "                             never\n"
-  "\n"
-  "DURATION is a number with s, m, h, d or w (30d, 12h); SIZE a number with\n"
-  "K, M, G or T (powers of 1024; KB, MB... for powers of 1000): 500M, 2G.\n"
-  "\n"
-  "Exit status: 0 on success, 1 on failure (including a kernel that\n"
-  "disagrees with its oracle, or a bad cache entry), 2 on a usage error.\n"
-  "See tokitai-jit(1) for more.\n";
-
-/* What the parser returns for --help and --version: stop, and exit 0. */
-#define EXIT_DONE 256
-
-/* The parser's own state, beyond what the commands read. */
-typedef struct parse_state {
-  const char *command_flag; /* the option that chose the command */
-  const char *color;        /* --color's WHEN */
-  int given_n, given_seed, given_device;
-  int version;              /* --version was given */
-  int given_compile;        /* the last of --entry, -I, -D, --option */
-} parse_state;
 
 void cli_error(const char *fmt, ...)
 {
@@ -131,310 +26,16 @@ void cli_error(const char *fmt, ...)
   fputc('\n', stderr);
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
-{
-  va_list ap;
-  fputs(PROGRAM ": ", stderr);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputs("\nTry '" PROGRAM " --help' for more information.\n", stderr);
-  return EXIT_USAGE;
-}
-
-static const char *option_name(int val)
-{
-  for (const struct option *opt = long_options; opt->name; opt++)
-    if (opt->val == val)
-      return opt->name;
-  return "?";
-}
-
-static void print_version(int json)
-{
-  char compiler[160];
-  cli_compiler(compiler, sizeof compiler);
-  if (!json) {
-    printf(PROGRAM " %s\nplatform: %s\ncompiler: %s\n", tj_version(),
-           tj_platform(), compiler);
-    return;
-  }
-  printf("{\"version\": ");
-  cli_json_string(stdout, tj_version());
-  printf(", \"platform\": ");
-  cli_json_string(stdout, tj_platform());
-  printf(", \"compiler\": ");
-  cli_json_string(stdout, compiler);
-  printf("}\n");
-}
-
-/* Every command excludes the others, except that the two eviction limits
- * combine into one eviction. */
-static int set_command(cli_options *o, parse_state *ps, cli_command cmd,
-                       int val)
-{
-  const char *flag = option_name(val);
-  if (o->command != CMD_NONE && !(o->command == cmd && cmd == CMD_EVICT))
-    return usage_error("--%s cannot be combined with --%s", flag,
-                       ps->command_flag);
-  if (o->command == CMD_NONE)
-    ps->command_flag = flag;
-  o->command = cmd;
-  return 0;
-}
-
-static int parse_number(const char *flag, const char *arg, uint64_t max,
-                        uint64_t min, uint64_t *out)
-{
-  if (cli_parse_uint(arg, max, out) == 0 && *out >= min)
-    return 0;
-  if (max != UINT64_MAX)
-    return usage_error("--%s '%s' is not a whole number from %llu to %llu",
-                       flag, arg, (unsigned long long)min,
-                       (unsigned long long)max);
-  return usage_error("--%s '%s' is not a %swhole number", flag, arg,
-                     min ? "positive " : "");
-}
-
-static int parse_size_option(const char *arg, uint64_t *out)
-{
-  int rc = cli_parse_size(arg, out);
-  if (rc == -2)
-    return usage_error("--max-size '%s' is too large", arg);
-  if (rc != 0)
-    return usage_error("--max-size '%s' is not a size (a number with K, M, "
-                       "G or T: 500M, 2G)", arg);
-  if (*out == 0)
-    return usage_error("--max-size must be more than 0 bytes (--clear-cache "
-                       "empties the cache)");
-  return 0;
-}
-
-/* --entry, -I, -D, --option: the module --compile builds, its compiler
- * options kept in command-line order. */
-static int parse_compile_value(cli_options *o, parse_state *ps, int val,
-                               const char *arg)
-{
-  ps->given_compile = val;
-  if (val == OPT_ENTRY) {
-    if (o->nentries == CLI_MAX_ENTRIES)
-      return usage_error("--entry given more than %d times", CLI_MAX_ENTRIES);
-    if (!*arg)
-      return usage_error("--entry needs a name, not ''");
-    o->entries[o->nentries++] = arg;
-    return 0;
-  }
-  if (o->ncompile_args + 2 > CLI_MAX_COMPILE_ARGS)
-    return usage_error("more than %d compiler options", CLI_MAX_COMPILE_ARGS);
-  if (val == 'I') {
-    /* The library takes only absolute directories (the working directory
-     * is not in the key); at a terminal a relative one means this one. */
-    char *abs = *arg && *arg != '/' ? realpath(arg, NULL) : NULL;
-    o->compile_args[o->ncompile_args++] = "-I";
-    o->compile_args[o->ncompile_args++] = abs ? abs : arg;
-    if (abs)
-      o->defines[o->ndefines++] = abs;
-  } else if (val == 'D') {
-    char *d = NULL;
-    if (!*arg || *arg == '=')
-      return usage_error("-D needs NAME or NAME=VALUE, not '%s'", arg);
-    if (asprintf(&d, "-D%s", arg) < 0)
-      return usage_error("out of memory");
-    o->defines[o->ndefines++] = d;
-    o->compile_args[o->ncompile_args++] = d;
-  } else {
-    o->compile_args[o->ncompile_args++] = arg;
-  }
-  return 0;
-}
-
-/* The options that take an argument or set a value; 0 or EXIT_USAGE. */
-static int parse_value(cli_options *o, parse_state *ps, int val,
-                       const char *arg)
-{
-  uint64_t v = 0;
-  int rc = 0;
-  switch (val) {
-  case OPT_RUN:
-    o->run_kernel = arg;
-    return set_command(o, ps, CMD_RUN, val);
-  case OPT_EVICT_AGE:
-    if ((rc = cli_parse_duration(arg, &o->max_age)) == -2)
-      return usage_error("--evict-older-than '%s' is too long", arg);
-    if (rc != 0)
-      return usage_error("--evict-older-than '%s' is not a duration (a number "
-                         "with s, m, h, d or w: 30d, 12h)", arg);
-    return set_command(o, ps, CMD_EVICT, val);
-  case OPT_MAX_SIZE:
-    if ((rc = parse_size_option(arg, &o->max_size)) != 0)
-      return rc;
-    return set_command(o, ps, CMD_EVICT, val);
-  case OPT_CACHE:
-    if (!*arg)
-      return usage_error("--cache needs a file name, not ''");
-    o->cache_path = arg;
-    return 0;
-  case OPT_COMPILE:
-    if (!*arg)
-      return usage_error("--compile needs a file name, not ''");
-    o->compile_file = arg;
-    return set_command(o, ps, CMD_COMPILE, val);
-  case OPT_ENTRY:
-  case OPT_OPTION:
-  case 'I':
-  case 'D':
-    return parse_compile_value(o, ps, val, arg);
-  case OPT_ARCH:
-    if (o->narchs == CLI_MAX_ARCHS)
-      return usage_error("--arch given more than %d times", CLI_MAX_ARCHS);
-    o->archs[o->narchs++] = arg;
-    return 0;
-  case OPT_N:
-    ps->given_n = 1;
-    return parse_number("n", arg, UINT64_MAX, 1, &o->n);
-  case OPT_SEED:
-    ps->given_seed = 1;
-    return parse_number("seed", arg, UINT64_MAX, 0, &o->seed);
-  case OPT_DEVICE:
-    ps->given_device = 1;
-    rc = parse_number("device", arg, INT_MAX, 0, &v);
-    o->device = (int)v;
-    return rc;
-  case OPT_COLOR:
-    ps->color = arg ? arg : "always";
-    if (strcmp(ps->color, "auto") && strcmp(ps->color, "always") &&
-        strcmp(ps->color, "never"))
-      return usage_error("--color '%s' is not auto, always or never", arg);
-    return 0;
-  }
-  return usage_error("internal error: option %d not handled", val);
-}
-
-/* One option from getopt_long; 0, or the exit status to end with. */
-static int parse_one(cli_options *o, parse_state *ps, int val,
-                     const char *arg, char **argv)
-{
-  static const struct {
-    int val;
-    cli_command cmd;
-  } commands[] = {
-    {OPT_LIST, CMD_LIST},     {OPT_STATS, CMD_STATS},
-    {OPT_INFO, CMD_INFO},     {OPT_LIST_KERNELS, CMD_LIST_KERNELS},
-    {OPT_WARM, CMD_WARM},     {OPT_VERIFY, CMD_VERIFY},
-    {OPT_CLEAR, CMD_CLEAR},
-  };
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (commands[i].val == val)
-      return set_command(o, ps, commands[i].cmd, val);
-  switch (val) {
-  case 'h':
-    fputs(usage_text, stdout);
-    return EXIT_DONE;
-  case 'V': /* printed once every option is read: --version --json */
-    ps->version = 1;
-    return 0;
-  case OPT_REPAIR: o->repair = 1; return 0;
-  case OPT_GROUP: o->cache_flags |= TJ_CACHE_GROUP; return 0;
-  case OPT_JSON: o->json = 1; return 0;
-  case ':':
-    if (optopt < OPT_LIST)
-      return usage_error("option '-%c' needs an argument", optopt);
-    return usage_error("option '--%s' needs an argument", option_name(optopt));
-  case '?':
-    if (optopt >= OPT_LIST)
-      return usage_error("option '--%s' takes no argument", option_name(optopt));
-    if (optopt)
-      return usage_error("unknown option '-%c'", optopt);
-    return usage_error("unknown or ambiguous option '%s'", argv[optind - 1]);
-  }
-  return parse_value(o, ps, val, arg);
-}
-
-/* "stats" for --stats: a bare word that is the name of a long option
- * (what people type after git, apt or systemctl) gets the option named. */
-static int bare_option_word(const cli_options *o)
-{
-  for (int i = 0; i < o->nkernels; i++)
-    for (const struct option *opt = long_options; opt->name; opt++)
-      if (strcmp(o->kernels[i], opt->name) == 0)
-        return usage_error("'%s' is not a command; did you mean '--%s'?",
-                           opt->name, opt->name);
-  return 0;
-}
-
-/* Options that only some commands read: given to another, they would be
- * silently ignored, so they are usage errors. */
-static int check_applicable(const cli_options *o, const parse_state *ps)
-{
-  cli_command c = o->command;
-  const char *cmd = ps->command_flag;
-  if (c != CMD_WARM && bare_option_word(o))
-    return EXIT_USAGE;
-  if (c == CMD_NONE)
-    return usage_error("no command given (--list-cache, --stats, --info, "
-                       "--warm, --run, --verify-cache, ...)");
-  if (o->narchs && c != CMD_WARM && c != CMD_COMPILE)
-    return usage_error("--arch applies only to --warm and --compile, not to "
-                       "--%s", cmd);
-  if (ps->given_compile && c != CMD_COMPILE)
-    return usage_error("%s applies only to --compile, not to --%s",
-                       ps->given_compile == 'I' ? "-I"
-                       : ps->given_compile == 'D' ? "-D"
-                       : ps->given_compile == OPT_ENTRY ? "--entry" : "--option",
-                       cmd);
-  if (c == CMD_COMPILE && o->nentries == 0)
-    return usage_error("--compile needs at least one --entry NAME");
-  if ((ps->given_n || ps->given_seed) && c != CMD_RUN)
-    return usage_error("--%s applies only to --run, not to --%s",
-                       ps->given_n ? "n" : "seed", cmd);
-  if (ps->given_device && c != CMD_RUN && c != CMD_WARM && c != CMD_COMPILE)
-    return usage_error("--device applies only to --run, --warm and --compile, "
-                       "not to --%s", cmd);
-  if (o->repair && c != CMD_VERIFY)
-    return usage_error("--repair applies only to --verify-cache, not to --%s",
-                       cmd);
-  if (o->json && (c == CMD_WARM || c == CMD_EVICT || c == CMD_CLEAR))
-    return usage_error("--json does not apply to --%s", cmd);
-  if (o->nkernels && c != CMD_WARM)
-    return usage_error("unexpected argument '%s' (only --warm takes kernel "
-                       "names)", o->kernels[0]);
-  return 0;
-}
-
-/* Parse argv into o: 0 to go on, EXIT_DONE, or EXIT_USAGE. */
-static int parse_options(int argc, char **argv, cli_options *o,
-                         parse_state *ps)
-{
-  memset(o, 0, sizeof *o);
-  memset(ps, 0, sizeof *ps);
-  o->max_age = -1;
-  o->seed = 1;
-  opterr = 0; /* our messages name the program, not the libtool wrapper */
-  int val, rc;
-  while ((val = getopt_long(argc, argv, ":hVI:D:", long_options, NULL)) != -1)
-    if ((rc = parse_one(o, ps, val, optarg, argv)) != 0)
-      return rc;
-  o->kernels = argv + optind;
-  o->nkernels = argc - optind;
-  if (ps->version) {
-    print_version(o->json);
-    return EXIT_DONE;
-  }
-  return check_applicable(o, ps);
-}
-
 /* Colour, progress and table width follow the terminal: none of them
  * when the output goes to a file or a pipe. */
-static void setup_output(cli_options *o, const parse_state *ps)
+static void setup_output(cli_options *o)
 {
   const char *no_color = getenv("NO_COLOR"), *term = getenv("TERM");
   int tty = isatty(STDOUT_FILENO);
-  if (!ps->color || strcmp(ps->color, "auto") == 0)
+  if (!o->color_when || strcmp(o->color_when, "auto") == 0)
     o->color = tty && !(no_color && *no_color) && !(term && !strcmp(term, "dumb"));
   else
-    o->color = strcmp(ps->color, "always") == 0;
+    o->color = strcmp(o->color_when, "always") == 0;
   o->progress = isatty(STDERR_FILENO);
   struct winsize ws;
   if (tty)
@@ -463,16 +64,14 @@ static int dispatch(const cli_options *o)
 int main(int argc, char **argv)
 {
   cli_options o;
-  parse_state ps;
-  int rc = parse_options(argc, argv, &o, &ps);
+  int rc = cli_parse_options(argc, argv, &o);
   if (rc == 0) {
-    setup_output(&o, &ps);
+    setup_output(&o);
     rc = dispatch(&o);
-  } else if (rc == EXIT_DONE) {
+  } else if (rc == CLI_DONE) {
     rc = EXIT_OK;
   }
-  for (int i = 0; i < o.ndefines; i++)
-    free(o.defines[i]);
+  cli_free_options(&o);
   /* A full disk or a closed pipe must not pass for success. */
   if (fflush(stdout) != 0 || ferror(stdout)) {
     cli_error("write error on standard output: %s", strerror(errno));

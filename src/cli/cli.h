@@ -1,6 +1,7 @@
 /*
  * cli.h: what the parts of the tokitai-jit command share.
- *   cli.c         options, dispatch, help and version
+ *   cli.c         main: output set-up and dispatch
+ *   cli_options.c the command line: parsing and checking, help and version
  *   cli_format.c  parsing sizes and durations; sizes, times, tables and
  *                 JSON strings for output
  *   cli_cache.c   the commands that read or trim a cache file
@@ -54,6 +55,7 @@ typedef struct cli_options {
   int repair;
   int64_t max_age;                 /* --evict-older-than; -1: none */
   uint64_t max_size;               /* --max-size; 0: none */
+  const char *color_when;          /* --color's WHEN; NULL: auto */
   int color;                       /* ANSI styles on stdout */
   int progress;                    /* stderr is a terminal */
   int width;                       /* terminal columns; 0: not a terminal */
@@ -71,6 +73,19 @@ typedef struct cli_options {
 
 /* "tokitai-jit: " and the message on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------ cli_options.c */
+
+/* What cli_parse_options returns for --help and --version, which it has
+ * printed: stop, and exit 0. */
+#define CLI_DONE 256
+
+/* Parse and check argv into o.  0: run o->command; CLI_DONE; or EXIT_USAGE,
+ * with the message on stderr.  Whatever it returns, free o with
+ * cli_free_options. */
+int cli_parse_options(int argc, char **argv, cli_options *o);
+/* Free what parsing allocated (o->defines). */
+void cli_free_options(cli_options *o);
 
 /* ------------------------------------------------------------ cli_format.c */
 
@@ -124,7 +139,5 @@ int cli_list_kernels(const cli_options *o);
 int cli_warm(const cli_options *o);
 int cli_run(const cli_options *o);
 int cli_compile(const cli_options *o);
-/* "hiprtc 5.2, comgr 2.4 (HIP 50221153)" or "nvrtc 13.0". */
-void cli_compiler(char *buf, size_t len);
 
 #endif

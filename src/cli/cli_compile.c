@@ -117,7 +117,7 @@ static int compile_for(const cli_options *o, const tj_module_source *src,
     /* The compiler's log, whole: it is what the user needs. */
     cli_error("%s for %s: %s: %s", src->name, tj_runtime_arch(rt),
               tj_strerror(rc), tj_errmsg(rt));
-  } else if ((rc = tj_module_info_get(m, &info)) == TJ_OK) {
+  } else if ((rc = tj_module_get_info(m, &info)) == TJ_OK) {
     if (o->json)
       print_json(&info, src->name, tj_runtime_arch(rt), first);
     else

@@ -6,6 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* TJ__ERR_LAST is counted from the map (tokitai-jit.h), which holds only
+ * while the codes run from 0 down without a gap: a code added out of turn
+ * stops the build here. */
+#define TJ__ERR_DENSE(name, value, msg) \
+  _Static_assert((value) <= 0 && (value) > TJ__ERR_LAST, \
+                 "TJ_" #name " is outside 0..TJ__ERR_LAST+1: keep the codes dense");
+TJ_ERRNO_MAP(TJ__ERR_DENSE)
+#undef TJ__ERR_DENSE
+
 const char *tj_strerror(int code)
 {
   switch (code) {

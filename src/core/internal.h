@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,6 +31,20 @@ void tj__warn(tj_runtime *rt, const char *fmt, ...)
  * takes a serial at open, and its closing thread's message goes at close. */
 uint64_t tj__runtime_serial(void);
 void tj__messages_release(tj_runtime *rt);
+
+/* ------------------------------------------------------------ abi.c */
+
+/* The first version of a public struct ends with its field `last`: the
+ * size that a size of 0 stands for (tokitai-jit.h, "Structs that grow"). */
+#define TJ__FIRST_SIZE(type, last) \
+  (offsetof(type, last) + sizeof(((type *)0)->last))
+/* Copy the caller's struct src, of the size it says, into dst (known
+ * bytes, zeroed first).  TJ_EINVAL when the size is below first, or when
+ * bytes past known are set (fields this library does not know). */
+int tj__struct_in(void *dst, const void *src, size_t known, size_t first);
+/* Copy src (known bytes) into the caller's dst, no further than the size
+ * dst says, leaving that size as it is.  TJ_EINVAL when it is below first. */
+int tj__struct_out(void *dst, const void *src, size_t known, size_t first);
 
 /* ------------------------------------------------------------ options.c */
 
@@ -348,5 +363,12 @@ static inline int tj__runtime_usable(const tj_runtime *rt)
 {
   return rt && rt->opened;
 }
+
+/* ------------------------------------------------------------ verify.c */
+
+/* What tj_verify returns for a report it has filled: TJ_OK when every
+ * output agreed with the oracle, else TJ_EVERIFY with the figures in rt's
+ * message. */
+int tj__verify_verdict(tj_runtime *rt, const tj_report *r);
 
 #endif /* TJ_INTERNAL_H */

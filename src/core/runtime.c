@@ -143,8 +143,6 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
     return TJ_EINVAL;
   *out = NULL;
   tj_options o = {0};
-  if (opts)
-    o = *opts;
   tj_runtime *rt = calloc(1, sizeof *rt);
   if (!rt)
     return TJ_ENOMEM;
@@ -152,6 +150,12 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   rt->msg_serial = tj__runtime_serial();
   rt->compile_only = 1; /* until a device is open */
   *out = rt;
+  if (opts && tj__struct_in(&o, opts, sizeof o,
+                            TJ__FIRST_SIZE(tj_options, cache_max_bytes)) != TJ_OK)
+    return tj__fail(rt, TJ_EINVAL, "tj_options.size is %zu: set it to 0 or "
+                    "sizeof(tj_options) (%zu in this library), and leave the "
+                    "fields this library does not know zero", opts->size,
+                    sizeof o);
   rt->flags = o.flags;
   rt->cache_max_bytes = o.cache_max_bytes ? o.cache_max_bytes : TJ__CACHE_DEFAULT_LIMIT;
   unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE | TJ_CACHE_GROUP;
@@ -254,14 +258,15 @@ const char *tj_runtime_cache_path(const tj_runtime *rt)
   return tj__runtime_usable(rt) && rt->cache ? rt->cache_path : NULL;
 }
 
-int tj_runtime_stats(const tj_runtime *rt, tj_stats *stats)
+int tj_runtime_get_stats(const tj_runtime *rt, tj_stats *stats)
 {
   if (!tj__runtime_usable(rt) || !stats)
     return TJ_EINVAL;
   pthread_mutex_lock((pthread_mutex_t *)&rt->lock);
-  *stats = rt->stats;
-  stats->memory_hits = __atomic_load_n(&rt->stats.memory_hits, __ATOMIC_RELAXED);
+  tj_stats s = rt->stats;
   pthread_mutex_unlock((pthread_mutex_t *)&rt->lock);
+  s.memory_hits = __atomic_load_n(&rt->stats.memory_hits, __ATOMIC_RELAXED);
+  *stats = s;
   return TJ_OK;
 }
 
@@ -489,16 +494,13 @@ int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
   return e == hipSuccess ? TJ_OK : TJ_EDEVICE;
 }
 
-int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info)
+int tj_kernel_get_info(const tj_kernel *k, tj_kernel_info *info)
 {
   if (!k || !info)
     return TJ_EINVAL;
-  info->entry = k->entry;
-  info->key = k->key;
-  info->code = k->code;
-  info->code_size = k->code_size;
-  info->origin = k->origin;
-  info->compile_ms = k->compile_ms;
+  tj_kernel_info i = {k->entry, k->key, k->code, k->code_size, k->origin,
+                      k->compile_ms, {0}};
+  *info = i;
   return TJ_OK;
 }
 

@@ -588,15 +588,14 @@ int tj_module_compile(tj_runtime *rt, const tj_module_source *src,
   if (!src || !out)
     return tj__fail(rt, TJ_EINVAL, "tj_module_compile: %s is NULL",
                     !src ? "the source description" : "the module output pointer");
-  if (src->size < sizeof *src)
-    return tj__fail(rt, TJ_EINVAL, "tj_module_compile: src->size is %zu; set "
-                    "it to sizeof(tj_module_source) (%zu)", src->size, sizeof *src);
-  for (size_t i = sizeof *src; i < src->size; i++)
-    if (((const unsigned char *)src)[i])
-      return tj__fail(rt, TJ_EINVAL, "tj_module_compile: src->size is %zu and "
-                      "sets fields this library (%zu) does not know",
-                      src->size, sizeof *src);
-  return tj__module_get(rt, src, out);
+  tj_module_source s;
+  if (tj__struct_in(&s, src, sizeof s,
+                    TJ__FIRST_SIZE(tj_module_source, num_entries)) != TJ_OK)
+    return tj__fail(rt, TJ_EINVAL, "tj_module_compile: src->size is %zu: set "
+                    "it to 0 or sizeof(tj_module_source) (%zu in this "
+                    "library), and leave the fields this library does not "
+                    "know zero", src->size, sizeof s);
+  return tj__module_get(rt, &s, out);
 }
 
 int tj_module_kernel(tj_module *m, const char *entry, tj_kernel **out)
@@ -614,16 +613,14 @@ int tj_module_kernel(tj_module *m, const char *entry, tj_kernel **out)
   return TJ_OK;
 }
 
-int tj_module_info_get(const tj_module *m, tj_module_info *info)
+int tj_module_get_info(const tj_module *m, tj_module_info *info)
 {
-  if (!m || !info || info->size < offsetof(tj_module_info, key))
+  if (!m || !info)
     return TJ_EINVAL;
   tj_module_info full = {sizeof full, m->key, m->code, m->code_size, m->origin,
                          m->compile_ms, m->nentries,
                          (const char *const *)m->entries,
                          (const char *const *)m->lowered};
-  size_t n = info->size < sizeof full ? info->size : sizeof full;
-  memcpy((char *)info + sizeof info->size, (char *)&full + sizeof full.size,
-         n - sizeof info->size);
-  return TJ_OK;
+  return tj__struct_out(info, &full, sizeof full,
+                        TJ__FIRST_SIZE(tj_module_info, lowered));
 }

@@ -15,7 +15,40 @@
  *   - Handles are opaque.  Whoever opens closes: tj_runtime_open and
  *     tj_runtime_close.  Kernels belong to their runtime and stay valid until
  *     it is closed; there is nothing to free for them.
- *   - Output parameters are marked OUT and are written only on success.
+ *   - Output parameters are marked OUT and are written only on success
+ *     (and tj_verify's report on TJ_EVERIFY, which is its verdict).
+ *   - Getters fill a struct the caller owns and are named
+ *     tj_<object>_get_<what>: tj_kernel_get_info, tj_module_get_info,
+ *     tj_runtime_get_stats, tj_device_get_info, tj_cache_get_stats.
+ *
+ * Structs that grow
+ *   A struct the caller fills and the library reads (tj_options,
+ *   tj_module_source) begins with `size_t size`: set it to sizeof the
+ *   struct, or leave it 0 (`tj_options o = {0}` does), which means the
+ *   first version, the fields this header gives it (libtokitai-jit.so.1).
+ *   Fields are only ever added at the end, and the library reads nothing
+ *   past the size given, so a program built against an older header keeps
+ *   working with a newer library; a newer program's larger struct is read
+ *   by an older library only when the bytes past the fields it knows are
+ *   zero (TJ_EINVAL otherwise, so that an option it cannot honour is never
+ *   dropped in silence).  A size below the first version's is TJ_EINVAL.
+ *   A struct the library fills (tj_stats, tj_kernel_info, tj_device_info,
+ *   tj_cache_stats, tj_report) ends in reserved space instead, which the
+ *   library zeroes and later fields are cut from, so that its size never
+ *   changes and a getter never depends on what the caller left in it (an
+ *   uninitialised struct is fine).  tj_module_info, which had a size from
+ *   the start, keeps it.  The structs the library hands to a callback
+ *   (tj_cache_entry) grow only at the end; tj_dim3 and tj_header are
+ *   frozen.
+ *
+ * What is stable
+ *   Function names and signatures, status codes and their numbers, flags,
+ *   the fields of the structs above and what they mean.  A function that is
+ *   renamed keeps its old name as a deprecated alias (at the end of this
+ *   header, and in NEWS).  Not stable: the wording of messages (tj_errmsg,
+ *   tj_strerror, tj_cache_errmsg), of tj_report's prose fields (evidence,
+ *   non_claims) and of the compiler fingerprint, and the text of
+ *   tj_report_markdown.  Compare codes and read numbers; do not parse prose.
  *
  * Thread safety
  *   One runtime may be shared by any number of threads: tj_kernel_get,
@@ -23,7 +56,9 @@
  *   threads asking at once for the same kernel compile it once.  The
  *   exception is said where it occurs: tj_runtime_close must not race any
  *   other call on the same runtime.  tj_errmsg is per thread: each thread
- *   reads the message of its own last failure on the runtime.
+ *   reads the message of its own last failure on the runtime.  The calls
+ *   that take no handle (tj_compiler, tj_device_count, ...) are
+ *   thread-safe.
  *   Separate runtimes share nothing but the cache file, which any number of
  *   processes may use at once.
  */
@@ -43,6 +78,16 @@ extern "C" {
 #define TJ_EXPORT
 #endif
 
+/* Marks an old name kept for old programs; define TJ_NO_DEPRECATION_WARNINGS
+ * to build such a program without the warnings. */
+#if defined(TJ_BUILDING_LIBRARY) || defined(TJ_NO_DEPRECATION_WARNINGS)
+#define TJ_DEPRECATED(replacement)
+#elif defined(__GNUC__) || defined(__clang__)
+#define TJ_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
+#else
+#define TJ_DEPRECATED(replacement)
+#endif
+
 #define TJ_VERSION_MAJOR 0
 #define TJ_VERSION_MINOR 1
 #define TJ_VERSION_PATCH 0
@@ -51,7 +96,8 @@ extern "C" {
 /*
  * Status codes.  The numbers never change; a retired code keeps its number.
  * X(NAME, value, message): the list generates the enum, tj_strerror and
- * tj_err_name.
+ * tj_err_name.  The codes run from 0 down without a gap, so TJ__ERR_LAST,
+ * one below the last, is counted from the list.
  */
 #define TJ_ERRNO_MAP(X)                                                     \
   X(OK, 0, "success")                                                       \
@@ -68,12 +114,14 @@ extern "C" {
   X(EVERIFY, -11, "result did not match the CPU oracle")                    \
   X(EIO, -12, "input/output error")
 
+#define TJ__ERR_ONE(name, value, msg) +1
 typedef enum {
 #define TJ__ERR_ENUM(name, value, msg) TJ_##name = (value),
   TJ_ERRNO_MAP(TJ__ERR_ENUM)
 #undef TJ__ERR_ENUM
-  TJ__ERR_LAST = -13
+  TJ__ERR_LAST = -(0 TJ_ERRNO_MAP(TJ__ERR_ONE))
 } tj_status;
+#undef TJ__ERR_ONE
 
 /* The message for a status code ("invalid argument").  Never NULL; an unknown
  * code gives "unknown error".  Static storage, thread-safe. */
@@ -87,6 +135,57 @@ TJ_EXPORT const char *tj_err_name(int code);
 TJ_EXPORT const char *tj_version(void);
 TJ_EXPORT const char *tj_platform(void);
 
+/*
+ * The compiler this library compiles with, asked without a runtime: its
+ * versions, then a digest of the compiler libraries loaded in the process
+ * ("nvrtc 13.0 b:1a2b3c4d5e6f7a8b", "hiprtc 9.0, comgr 2.4 (HIP 50221153)
+ * b:..."), so that a point update of one shows.  tj_runtime_compiler
+ * starts with the same text and adds digests of what that runtime hands
+ * every compile.  The first call loads nothing new; it reads the libraries
+ * already loaded.  Static storage, computed once; thread-safe.
+ */
+TJ_EXPORT const char *tj_compiler(void);
+
+/*
+ * The processors the installed compiler can target, as tj_options.arch
+ * takes them: the count, and the i-th name (NULL when i is out of range),
+ * in the compiler's order.  AMD: what comgr lists ("gfx90a", "gfx1100");
+ * a processor that has the xnack or sramecc feature may also be given
+ * with it ("gfx90a:xnack-").  NVIDIA: "sm_NN" for each arch NVRTC lists;
+ * the "a" and "f" forms of one ("sm_90a") are accepted but not listed.
+ * Needs no GPU.  Static storage, listed once; thread-safe.
+ */
+TJ_EXPORT size_t tj_compiler_arch_count(void);
+TJ_EXPORT const char *tj_compiler_arch(size_t i);
+
+/*
+ * The GPUs the platform's driver shows (the HIP runtime on AMD, the CUDA
+ * driver API on NVIDIA), without a runtime.  tj_device_count returns how
+ * many; 0, not an error, when there is no driver or no device (a
+ * compile-only runtime still compiles).  The first call initialises the
+ * driver.  Thread-safe.
+ */
+TJ_EXPORT int tj_device_count(void);
+
+/* Facts about one GPU.  Owns nothing: the strings are arrays in the
+ * struct. */
+typedef struct tj_device_info {
+  char name[256];        /* "NVIDIA H200", "AMD Instinct MI250X" */
+  char arch[256];        /* as tj_options.arch takes it: "sm_90",
+                            "gfx90a:sramecc+:xnack-" */
+  uint64_t memory_bytes; /* global memory */
+  int compute_units;     /* CUs on AMD, SMs on NVIDIA */
+  int clock_khz;         /* peak clock; 0 when the driver does not say */
+  uint64_t reserved[8];  /* zero; room for fields to come */
+} tj_device_info;
+
+/*
+ * Fill *info for GPU `ordinal` (0 to tj_device_count() - 1).
+ * Errors: TJ_EINVAL (NULL info), TJ_ENODEVICE (no such GPU), TJ_EDEVICE
+ * (the driver did not answer).  Thread-safe.
+ */
+TJ_EXPORT int tj_device_get_info(int ordinal, tj_device_info *info /* OUT */);
+
 typedef struct tj_runtime tj_runtime;
 typedef struct tj_kernel tj_kernel;
 
@@ -97,8 +196,9 @@ typedef struct tj_kernel tj_kernel;
 #define TJ_CACHE_GROUP 0x8u     /* allow a cache writable by its group */
 
 /*
- * Options for tj_runtime_open.  Zero-initialise, then set what you need;
- * a NULL options pointer means all defaults.
+ * Options for tj_runtime_open.  Zero-initialise, then set what you need
+ * (size may stay 0; see "Structs that grow"); a NULL options pointer means
+ * all defaults.
  *   device      GPU ordinal (default 0).
  *   arch        Target arch, e.g. "gfx90a", "gfx90a:xnack-", "sm_90".  NULL:
  *               the device's own.  An arch with no usable device (or with
@@ -114,6 +214,7 @@ typedef struct tj_kernel tj_kernel;
  *               2^63 or more, UINT64_MAX say: no limit).
  */
 typedef struct tj_options {
+  size_t size;        /* 0 or sizeof(tj_options) */
   int device;
   const char *arch;
   const char *cache_path;
@@ -129,7 +230,7 @@ typedef struct tj_options {
  * on it returns TJ_EINVAL (NULL for the string queries) and leaves
  * tj_errmsg saying why the open failed.  Opening initialises the GPU driver unless TJ_NO_DEVICE is
  * given, and makes the device current on the calling thread.
- * Errors: TJ_EINVAL (bad options), TJ_ENODEVICE (no device and no arch),
+ * Errors: TJ_EINVAL (bad options, a size the library cannot read), TJ_ENODEVICE (no device and no arch),
  * TJ_EARCH (arch the compiler cannot target), TJ_EPERM (unsafe cache:
  * another user could have written it or a directory above it), TJ_ECACHE
  * (the cache path names something that is not a tokitai-jit cache: a
@@ -267,6 +368,7 @@ typedef enum {
  * digits of XXH3-128), the code object (an AMD GPU ELF or an NVIDIA cubin)
  * and its size, where it came from, and how long its compile took when it
  * was compiled here.  Pointers are owned by the kernel's runtime.
+ * Errors: TJ_EINVAL (NULL arguments).  Thread-safe: yes.
  */
 typedef struct tj_kernel_info {
   const char *entry;
@@ -275,9 +377,10 @@ typedef struct tj_kernel_info {
   size_t code_size;
   tj_origin origin;
   double compile_ms;
+  uint64_t reserved[8]; /* zero; room for fields to come */
 } tj_kernel_info;
 
-TJ_EXPORT int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info /* OUT */);
+TJ_EXPORT int tj_kernel_get_info(const tj_kernel *k, tj_kernel_info *info /* OUT */);
 
 /* The raw function handle (a hipFunction_t / CUfunction), for callers that
  * launch it themselves; NULL on a compile-only runtime. */
@@ -369,9 +472,8 @@ typedef struct tj_header {
 
 /*
  * What tj_module_compile compiles.  Zero-initialise, set size to
- * sizeof(tj_module_source), then the fields you need; fields added later
- * go at the end, and a caller built against an older header passes a
- * smaller size, which reads as zeros for the new fields.
+ * sizeof(tj_module_source) (or leave it 0: the first version; see
+ * "Structs that grow"), then the fields you need.
  *   source       HIP C++ source text (required).
  *   name         A name for messages ("kernels/saxpy.hip"); NULL: "caller.hip".
  *   options      Compiler options as an argument array, one option or value
@@ -422,11 +524,12 @@ TJ_EXPORT int tj_module_kernel(tj_module *module, const char *entry,
                                tj_kernel **k /* OUT */);
 
 /*
- * Facts about a module.  Set info->size = sizeof *info first; fields past
- * the size given are not written.  key is the cache key (32 hex digits);
- * entries[i] is the i-th entry (sorted, duplicates dropped) and lowered[i]
- * the symbol it resolved to in the code object.  Pointers are owned by
- * the module's runtime.
+ * Facts about a module.  Set info->size = sizeof *info first, or 0 for
+ * the first version (the fields below); nothing past the size given is
+ * written, and size itself is left as it was.  key is the cache key (32
+ * hex digits); entries[i] is the i-th entry (sorted, duplicates dropped)
+ * and lowered[i] the symbol it resolved to in the code object.  Pointers
+ * are owned by the module's runtime.
  */
 typedef struct tj_module_info {
   size_t size;
@@ -440,7 +543,9 @@ typedef struct tj_module_info {
   const char *const *lowered;
 } tj_module_info;
 
-TJ_EXPORT int tj_module_info_get(const tj_module *module,
+/* Errors: TJ_EINVAL (NULL arguments, a size below the first version's).
+ * Thread-safe: yes. */
+TJ_EXPORT int tj_module_get_info(const tj_module *module,
                                  tj_module_info *info /* IN: size, OUT */);
 
 /* Counters of one runtime since it was opened. */
@@ -450,9 +555,25 @@ typedef struct tj_stats {
   uint64_t compiles;     /* compiled in this process */
   uint64_t cache_drops;  /* rows dropped because their code failed its hash */
   double compile_ms;     /* total compile time */
+  uint64_t reserved[8];  /* zero; room for fields to come */
 } tj_stats;
 
-TJ_EXPORT int tj_runtime_stats(const tj_runtime *rt, tj_stats *stats /* OUT */);
+/* Errors: TJ_EINVAL (a runtime whose open failed, NULL stats).
+ * Thread-safe: yes. */
+TJ_EXPORT int tj_runtime_get_stats(const tj_runtime *rt, tj_stats *stats /* OUT */);
+
+/*
+ * Deprecated names, kept so that programs written against 0.1's header
+ * still build and link; each warns at compile time (unless
+ * TJ_NO_DEPRECATION_WARNINGS is defined) and names its replacement, and
+ * does what its replacement does.
+ */
+TJ_EXPORT int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info)
+    TJ_DEPRECATED("tj_kernel_get_info");
+TJ_EXPORT int tj_module_info_get(const tj_module *module, tj_module_info *info)
+    TJ_DEPRECATED("tj_module_get_info");
+TJ_EXPORT int tj_runtime_stats(const tj_runtime *rt, tj_stats *stats)
+    TJ_DEPRECATED("tj_runtime_get_stats");
 
 #ifdef __cplusplus
 }

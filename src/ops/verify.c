@@ -454,7 +454,7 @@ static void fill_identity(tj_report *r, const verify_run *v,
   r->seed = v->seed;
   tj__hash_hex(e->source, e->source_len, r->source_fingerprint);
   tj_kernel_info info;
-  if (tj_kernel_info_get(k, &info) == TJ_OK)
+  if (tj_kernel_get_info(k, &info) == TJ_OK)
     snprintf(r->code_key, sizeof r->code_key, "%s", info.key);
   snprintf(r->compiler, sizeof r->compiler, "%s", tj_runtime_compiler(v->rt));
   snprintf(r->device, sizeof r->device, "%s", props->name);
@@ -560,6 +560,17 @@ static void fill_non_claims(tj_report *r, const verify_run *v)
 
 /* ------------------------------------------------------- tj_verify */
 
+int tj__verify_verdict(tj_runtime *rt, const tj_report *r)
+{
+  if (r->within_tolerance)
+    return TJ_OK;
+  return tj__fail(rt, TJ_EVERIFY, "%s disagrees with the CPU oracle: max abs "
+                  "error %g (limit %g), rel L2 error %g (limit %g), over %llu "
+                  "outputs compared (seed %llu)", r->kernel, r->max_abs_error,
+                  r->max_abs_tolerance, r->rel_l2_error, r->rel_l2_tolerance,
+                  (unsigned long long)r->compared, (unsigned long long)r->seed);
+}
+
 /* Sizes that no device can hold are refused before anything runs. */
 static int check_n(tj_runtime *rt, const verify_kind *kd, uint64_t n,
                    size_t *in_bytes, size_t *out_bytes)
@@ -638,5 +649,5 @@ int tj_verify(tj_runtime *rt, const char *kernel, uint64_t n, uint64_t seed,
   fill_evidence(&r, &v);
   fill_non_claims(&r, &v);
   *report = r;
-  return TJ_OK;
+  return tj__verify_verdict(rt, &r);
 }

@@ -276,6 +276,38 @@ const char *tj__platform_headers_digest(void)
   return headers_digest;
 }
 
+/* ------------------------------------------- the archs the compiler knows */
+
+/* Filled once by the platform's list_archs through add_arch: the processor
+ * names without feature flags, each once. */
+#define TJ__ARCHS_MAX 256
+static char arch_store[TJ__ARCHS_MAX][32];
+static const char *arch_names[TJ__ARCHS_MAX];
+static size_t arch_count;
+static pthread_once_t archs_once = PTHREAD_ONCE_INIT;
+
+static void add_arch(const char *name, size_t len)
+{
+  if (len == 0 || len >= sizeof arch_store[0] || arch_count == TJ__ARCHS_MAX)
+    return;
+  for (size_t i = 0; i < arch_count; i++)
+    if (strlen(arch_names[i]) == len && strncmp(arch_names[i], name, len) == 0)
+      return;
+  memcpy(arch_store[arch_count], name, len);
+  arch_store[arch_count][len] = '\0';
+  arch_names[arch_count] = arch_store[arch_count];
+  arch_count++;
+}
+
+static void list_archs(void);
+
+size_t tj__compiler_archs(const char *const **names)
+{
+  pthread_once(&archs_once, list_archs);
+  *names = arch_names;
+  return arch_count;
+}
+
 #if defined(TJ_PLATFORM_AMD)
 /* comgr 2.6 (ROCm 6.0, Debian 13) moved its header into amd_comgr/ and
  * left a wrapper at the old place that warns; comgr 2.4 has only that. */
@@ -332,6 +364,7 @@ int tj__device_query(int ordinal, tj__device_props *props)
   snprintf(props->arch, sizeof props->arch, "%s", p.gcnArchName);
   props->total_mem = p.totalGlobalMem;
   props->compute_units = p.multiProcessorCount;
+  props->clock_khz = p.clockRate;
   return TJ_OK;
 }
 
@@ -348,6 +381,22 @@ void tj__compiler_fingerprint(char *buf, size_t len)
     hip = HIP_VERSION;
   snprintf(buf, len, "hiprtc %d.%d, comgr %zu.%zu (HIP %d) %s", rmaj, rmin,
            cmaj, cmin, hip, compiler_libraries_digest());
+}
+
+/* comgr names its ISAs "amdgcn-amd-amdhsa--gfx90a". */
+static void list_archs(void)
+{
+  size_t count = 0;
+  if (amd_comgr_get_isa_count(&count) != AMD_COMGR_STATUS_SUCCESS)
+    return;
+  for (size_t i = 0; i < count; i++) {
+    const char *isa = NULL;
+    if (amd_comgr_get_isa_name(i, &isa) != AMD_COMGR_STATUS_SUCCESS || !isa)
+      continue;
+    const char *name = strrchr(isa, '-');
+    name = name ? name + 1 : isa;
+    add_arch(name, strcspn(name, ":"));
+  }
 }
 
 /* hipRTC is inside libamdhip64 on ROCm 5.2 (libhiprtc on later ROCm);
@@ -683,6 +732,9 @@ int tj__device_query(int ordinal, tj__device_props *props)
       cu->cuDeviceTotalMem(&props->total_mem, d))
     return TJ_EDEVICE;
   snprintf(props->arch, sizeof props->arch, "sm_%d%d", major, minor);
+  /* Deprecated in CUDA 13 but still answered; 0 where a driver stops. */
+  if (cu->cuDeviceGetAttribute(&props->clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, d))
+    props->clock_khz = 0;
   return TJ_OK;
 }
 
@@ -765,6 +817,22 @@ int tj__compiler_libraries_hold(char *why, size_t whylen)
            "compiler fingerprint names (LD_LIBRARY_PATH?); the code is not "
            "used", name, path);
   return 0;
+}
+
+/* NVRTC lists the numbers (90 for sm_90); the a and f forms it also
+ * takes (sm_90a) are not listed separately. */
+static void list_archs(void)
+{
+  int count = 0, archs[64];
+  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0 ||
+      count > 64 || nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS)
+    return;
+  for (int i = 0; i < count; i++) {
+    char name[16];
+    int n = snprintf(name, sizeof name, "sm_%d", archs[i]);
+    if (n > 0 && (size_t)n < sizeof name)
+      add_arch(name, (size_t)n);
+  }
 }
 
 /* NVIDIA arch names have no feature list: the name is its own canonical

@@ -219,6 +219,7 @@ typedef struct tj__device_props {
   char arch[256];    /* as the compiler wants it: gfx90a:sramecc+:xnack-, sm_90 */
   size_t total_mem;
   int compute_units; /* CUs on AMD, SMs on NVIDIA */
+  int clock_khz;     /* peak clock; 0 when the driver does not say */
 } tj__device_props;
 
 /* Number of visible devices; 0 (and TJ_OK) when there is no driver. */
@@ -241,6 +242,11 @@ void tj__compiler_fingerprint(char *buf, size_t len);
  * may come from elsewhere); else 0 and a sentence in why.  Called after
  * each compile, before its code is used or stored. */
 int tj__compiler_libraries_hold(char *why, size_t whylen);
+
+/* The processors the installed compiler can target, without feature
+ * flags ("gfx90a", "sm_90"), each once, in the compiler's order.  Listed
+ * once per process; static storage.  Returns the count. */
+size_t tj__compiler_archs(const char *const **names);
 
 /* TJ_OK when the installed compiler can target arch; otherwise TJ_EARCH
  * (or TJ_EINVAL for a malformed name) and a sentence in why.  On AMD the

@@ -1,8 +1,8 @@
 /*
  * fuzz_cli.c: libFuzzer harness for the tokitai-jit command line: the
- * option parser (parse_options in src/cli/cli.c, reached by including that file
- * with its main renamed, since it is static) and the value parsers of
- * src/cli/cli_format.c (sizes, durations, whole numbers).
+ * option parser (cli_parse_options, src/cli/cli_options.c) and the value
+ * parsers of src/cli/cli_format.c (sizes, durations, whole numbers),
+ * linked as the program links them.
  *
  * The input is split at NUL bytes into up to 32 arguments after the program
  * name.  Checked on every input: the parser ends with 0 (go on), done
@@ -12,16 +12,14 @@
  * prints no report).  The value parsers return 0, -1 or -2 and stay within
  * their bounds.  Commands are never run.
  */
+#include "cli.h"
+
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-int tj_cli_main(int argc, char **argv);
-#define main tj_cli_main
-#include "../../src/cli/cli.c"
-#undef main
 
 #define MAX_ARGS 33
 
@@ -36,7 +34,7 @@ static void check_parsed(const cli_options *o, int argc, char **argv)
     abort();
   if (o->nkernels && o->command != CMD_WARM)
     abort();
-  if (o->narchs && o->command != CMD_WARM)
+  if (o->narchs && o->command != CMD_WARM && o->command != CMD_COMPILE)
     abort();
   if (o->json && (o->command == CMD_WARM || o->command == CMD_CLEAR ||
                   o->command == CMD_EVICT))
@@ -66,7 +64,7 @@ static void check_value_parsers(const char *s)
 
 /* Run the parser with stdout and stderr sent nowhere: --help and usage
  * errors print, and the fuzzer's own output must stay readable. */
-static int parse_quietly(int argc, char **argv, cli_options *o, parse_state *ps)
+static int parse_quietly(int argc, char **argv, cli_options *o)
 {
   static int null_fd = -1, saved_out = -1, saved_err = -1;
   if (null_fd < 0) {
@@ -78,7 +76,7 @@ static int parse_quietly(int argc, char **argv, cli_options *o, parse_state *ps)
   dup2(null_fd, STDOUT_FILENO);
   dup2(null_fd, STDERR_FILENO);
   optind = 0; /* GNU getopt: start over, state and all */
-  int rc = parse_options(argc, argv, o, ps);
+  int rc = cli_parse_options(argc, argv, o);
   fflush(stdout);
   fflush(stderr);
   dup2(saved_out, STDOUT_FILENO);
@@ -103,14 +101,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   check_value_parsers(buf);
 
   cli_options o;
-  parse_state ps;
-  int rc = parse_quietly(argc, argv, &o, &ps);
-  if (rc != 0 && rc != EXIT_DONE && rc != EXIT_USAGE)
+  int rc = parse_quietly(argc, argv, &o);
+  if (rc != 0 && rc != CLI_DONE && rc != EXIT_USAGE)
     abort();
   if (rc == 0)
     check_parsed(&o, argc, argv);
-  for (int i = 0; i < o.ndefines; i++) /* as main() does */
-    free(o.defines[i]);
+  cli_free_options(&o); /* as main() does */
   free(buf);
   return 0;
 }

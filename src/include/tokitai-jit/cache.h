@@ -42,7 +42,8 @@ TJ_EXPORT const char *tj_cache_errmsg(const tj_cache *c);
 TJ_EXPORT const char *tj_cache_path(const tj_cache *c);
 
 /* One cached code object.  Strings are owned by the cache and valid only
- * during the callback. */
+ * during the callback.  The library allocates it, so it carries no size:
+ * fields are only added at the end. */
 typedef struct tj_cache_entry {
   const char *key;       /* 32 hex digits */
   const char *kernel;
@@ -66,6 +67,7 @@ typedef int (*tj_cache_visit)(const tj_cache_entry *e, void *ctx);
 /* Visit every entry, most recently used first. */
 TJ_EXPORT int tj_cache_list(tj_cache *c, tj_cache_visit fn, void *ctx);
 
+/* What tj_cache_get_stats fills. */
 typedef struct tj_cache_stats {
   uint64_t entries;
   uint64_t bytes;          /* sum of code sizes */
@@ -74,10 +76,14 @@ typedef struct tj_cache_stats {
   double compile_ms_saved; /* sum over entries of hits x compile time */
   int schema_version;
   uint64_t size_limit;     /* bytes: the limit a runtime applies when its
-                              options set none (not kept in the file) */
+                              tj_options.cache_max_bytes is 0 (1 GiB;
+                              not kept in the file) */
   uint64_t file_bytes;     /* the database file itself */
+  uint64_t reserved[8];    /* zero; room for fields to come */
 } tj_cache_stats;
 
+/* Errors: TJ_EINVAL (NULL arguments), TJ_ECACHE.  One thread at a time
+ * on one c (see above). */
 TJ_EXPORT int tj_cache_get_stats(tj_cache *c, tj_cache_stats *st /* OUT */);
 
 /* SQLite's integrity check, then every blob against its stored hash and

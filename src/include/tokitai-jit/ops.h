@@ -75,6 +75,13 @@ TJ_EXPORT int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K,
 /* ================================================================ verify
  * Run an embedded kernel on seeded random inputs, compare every element
  * with the CPU oracle in double precision, and report, as the pilots did.
+ *
+ * tj_report grows like the other structs the library fills (into its
+ * reserved space; see "Structs that grow" in <tokitai-jit.h>).  Its
+ * numbers and identifiers are stable; the
+ * prose in evidence and non_claims, and the wording of device and
+ * compiler, are for people and change between releases: read the numbers,
+ * or the keys of tj_report_json.  Strings that do not fit are truncated.
  */
 typedef struct tj_report {
   char kernel[64];
@@ -98,16 +105,22 @@ typedef struct tj_report {
   char arch[256];
   char evidence[1024];      /* what this run showed */
   char non_claims[1024];    /* what it did not show */
+  uint64_t reserved[32];    /* zero; room for fields to come */
 } tj_report;
 
-/* n: elements (for gemm_f16, the size of a square M = N = K problem).
- * TJ_OK when the run completed, whether or not the oracle agreed (see
- * within_tolerance); TJ_EVERIFY is never returned here, so that the caller
- * gets the report either way. */
+/*
+ * n: elements (for gemm_f16, the size of a square M = N = K problem).
+ * TJ_OK when the run completed and every output agreed with the oracle;
+ * TJ_EVERIFY when it completed and some did not (within_tolerance 0; which,
+ * and by how much, in tj_errmsg).  The report is written in full either
+ * way.  Other errors (TJ_EINVAL, TJ_ENOENT, TJ_ERANGE, TJ_ENODEVICE,
+ * TJ_EDEVICE, TJ_ECOMPILE, TJ_ENOMEM) write nothing.
+ * Thread-safe as tj_launch is.
+ */
 TJ_EXPORT int tj_verify(tj_runtime *rt, const char *kernel, uint64_t n,
                         uint64_t seed, tj_report *report /* OUT */);
 /* The report as a markdown section or a JSON object; malloc'd, the caller
- * frees.  NULL when out of memory. */
+ * frees.  NULL when r is NULL or out of memory. */
 TJ_EXPORT char *tj_report_markdown(const tj_report *r);
 TJ_EXPORT char *tj_report_json(const tj_report *r);
 
