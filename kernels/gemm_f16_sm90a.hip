@@ -20,7 +20,7 @@
  *               accumulate) from shared memory, 4 per 64-wide k-tile.
  *   stages      STAGES k-tiles in flight (4 for BN 256, 5 for BN 128),
  *               each with a "full" mbarrier (TMA bytes arrived) and an
- *               "empty" one (both consumers done reading).
+ *               "empty" one (each of the 8 consumer warps done reading).
  *   layout      A tile: 128 rows x 64 halves (128 bytes), K-major, one
  *               TMA box, 128-byte swizzle.  B tile: BN / 64 boxes of 64 k
  *               rows x 64 columns, N-major (B is row-major), 128-byte
@@ -140,6 +140,9 @@ __device__ __forceinline__ void tj_h_wgmma_fence() {
 }
 __device__ __forceinline__ void tj_h_wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void tj_h_wgmma_wait_one() {
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
 }
 __device__ __forceinline__ void tj_h_wgmma_wait_all() {
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
@@ -311,10 +314,13 @@ __device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
       tj_h_wgmma(d, da, db);
     }
     tj_h_wgmma_commit();
-    tj_h_wgmma_wait_all();
-    if (threadIdx.x % 128 == 0)
-      tj_h_bar_arrive(empty + 8 * s);
+    /* Keep this k-tile's wgmma group running while the previous one's
+     * stage goes back to the producer; each warp says so for itself. */
+    tj_h_wgmma_wait_one();
+    if (kt > 0 && threadIdx.x % 32 == 0)
+      tj_h_bar_arrive(empty + 8 * ((kt - 1) % STAGES));
   }
+  tj_h_wgmma_wait_all();
 }
 
 /* The accumulator layout of m64nNk16: thread t of the warpgroup holds
@@ -358,7 +364,7 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; s++) {
       tj_h_bar_init(full + 8 * s, 1);
-      tj_h_bar_init(empty + 8 * s, 2);
+      tj_h_bar_init(empty + 8 * s, 8); /* a warp of each consumer */
     }
     /* Make the initialised barriers visible to the async proxy (TMA). */
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");

@@ -449,7 +449,8 @@ static const char *embedded_arch(const tj_runtime *rt,
                                  const tj__embedded_kernel *e)
 {
   size_t n = e->arch ? strlen(e->arch) : 0;
-  if (n > 1 && strlen(rt->arch) == n - 1 && strncmp(rt->arch, e->arch, n - 1) == 0)
+  if (n > 1 && strlen(rt->arch) == n - 1 &&
+      strncmp(rt->arch, e->arch, n - 1) == 0)
     return e->arch;
   return rt->arch;
 }
