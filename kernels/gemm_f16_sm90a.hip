@@ -10,6 +10,10 @@
  *
  * embed: arch sm_90a
  *
+ * Status: compiled for sm_90a with NVRTC 13.0 (168 registers, no spills,
+ * no wgmma serialization warning from ptxas); not yet run on a GPU when
+ * this was written: check_kernels_gpu and tj-bench on an H200 say.
+ *
  * The plan (issue 14, first step)
  *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
  *   threads     384: three warpgroups.  Warpgroup 0 is the producer: it
@@ -31,17 +35,21 @@
  *   epilogue    straight from the accumulators: alpha * acc + beta * C,
  *               C read only when beta != 0, pairs of halves when C is
  *               4-byte aligned and ldc even.
+ *   order       blocks take tiles in bands of 8 tile rows, column by
+ *               column in a band (L2 reuse of A and B between blocks).
  *
  * Preconditions (tj_gemm_f16 checks them and takes gemm_f16 otherwise)
  *   A and B 16-byte aligned, lda and ldb multiples of 8 (TMA's rules for
  *   a global tensor), M above the skinny bound (8).
  *
- * Toward parity with cuBLAS (not done here): a persistent grid with an
- *   L2-friendly tile order; keeping one wgmma group in flight across
- *   k-tiles (wait_group 1) instead of draining each; the epilogue through
- *   shared memory with a TMA store; 2-CTA clusters with TMA multicast of
- *   the shared operand; and a tuning table that picks BN, stages and the
- *   raster per shape class instead of the fixed rule in kernels_api.c.
+ * Toward parity with cuBLAS (not done here): a persistent grid (one block
+ *   per SM looping over tiles, so one tile's epilogue overlaps the next
+ *   one's loads) in this tile order; the epilogue through shared memory
+ *   with a TMA store instead of scattered 4-byte stores; 2-CTA clusters
+ *   with TMA multicast of the shared operand; split-K or stream-K for
+ *   shapes with fewer tiles than SMs (M = 128); and a tuning table that
+ *   picks BN, stages, group and split per shape class instead of the
+ *   fixed rule in kernels_api.c.
  *
  * Launch
  *   block   (384, 1, 1)
@@ -346,6 +354,22 @@ __device__ __forceinline__ void tj_h_epilogue(const float (&d)[BN / 2],
   }
 }
 
+/* Which tile this block computes.  Blocks start in launch order (x
+ * fastest); walking a band of TJ_H_GROUP tile rows column by column keeps
+ * the A rows and B columns that blocks in flight share in L2, where plain
+ * row order would stream all of B once per tile row. */
+#define TJ_H_GROUP 8
+__device__ __forceinline__ void tj_h_tile_order(int &mt, int &nt) {
+  int tiles_n = gridDim.x, tiles_m = gridDim.y;
+  int linear = blockIdx.y * tiles_n + blockIdx.x;
+  int band = linear / (TJ_H_GROUP * tiles_n);
+  int first = band * TJ_H_GROUP;
+  int rows = tiles_m - first < TJ_H_GROUP ? tiles_m - first : TJ_H_GROUP;
+  int in_band = linear - band * (TJ_H_GROUP * tiles_n);
+  mt = first + in_band % rows;
+  nt = in_band / rows;
+}
+
 template <int BN, int STAGES>
 __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
                                           int M, int N, int K, float alpha,
@@ -360,7 +384,9 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
   unsigned empty = full + 8 * STAGES;
   int wg = threadIdx.x / 128;
   int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
-  int m0 = blockIdx.y * TJ_H_BM, n0 = blockIdx.x * BN;
+  int mt, nt;
+  tj_h_tile_order(mt, nt);
+  int m0 = mt * TJ_H_BM, n0 = nt * BN;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; s++) {
       tj_h_bar_init(full + 8 * s, 1);
