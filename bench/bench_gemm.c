@@ -164,11 +164,24 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   double bytes = 2.0 * ((double)g->m * g->k + (double)g->k * g->n +
                         (double)g->m * g->n);
   int reps = flop > 5e11 ? 5 : 20;
-  double ms = bench_time_gpu_flushed(run_ours, g, reps);
-  char shape[48], label[96];
+  char shape[48], label[128];
   snprintf(shape, sizeof shape, "%dx%dx%d", g->m, g->n, g->k);
+  const char *entry = tj_gemm_f16_kernel(g->rt, g->m, g->n, g->k, g->A, g->k,
+                                         g->B, g->n, g->C, g->n);
+  printf("  %s runs %s\n", shape, entry ? entry : "(refused)");
+  double ms = bench_time_gpu_flushed(run_ours, g, reps);
   snprintf(label, sizeof label, "gemm_f16 %s", shape);
   record("gemm", label, flop / (ms * 1e9), "TFLOP/s");
+  if (entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0) {
+    /* The mma.sync kernel on the same shape, for the step the Hopper
+     * path makes (TJ_GEMM_SM90A=0 is read at each call). */
+    setenv("TJ_GEMM_SM90A", "0", 1);
+    double old = bench_time_gpu_flushed(run_ours, g, reps);
+    unsetenv("TJ_GEMM_SM90A");
+    snprintf(label, sizeof label, "gemm_f16 %s mma.sync (TJ_GEMM_SM90A=0)",
+             shape);
+    record("gemm", label, flop / (old * 1e9), "TFLOP/s");
+  }
   if (g->m <= 16) {
     snprintf(label, sizeof label, "gemm_f16 %s bandwidth / copy", shape);
     record("gemm", label, bytes / (ms * 1e6) / copy_gbs, "x");

@@ -5,6 +5,9 @@
 # Each kernel entry is a line that starts with `extern "C" __global__` and
 # names the function before its first '(' (a __launch_bounds__(...) may sit
 # between).  One table row per entry; entries of one file share its source.
+# A file with a line " * embed: arch sm_NNa" holds code for that
+# arch-specific target only: its entries carry it, and a runtime for sm_NN
+# compiles them for sm_NNa (src/core/runtime.c).
 set -eu
 mode=$1; out=$2; shift 2
 tmp="$out.tmp"
@@ -35,8 +38,10 @@ escape() {
       base=$(basename "$f" .hip)
       entries=$(sed -n 's/__launch_bounds__([^)]*)//; s/^extern "C" __global__[^(]*[^A-Za-z0-9_(]\([A-Za-z_][A-Za-z0-9_]*\)[ 	]*(.*/\1/p' "$f")
       [ -n "$entries" ] || { echo "embed.sh: $f declares no extern \"C\" __global__ entry" >&2; exit 1; }
+      arch=$(sed -n 's/^ \* embed: arch \(sm_[0-9]*a\)$/\1/p' "$f" | head -n 1)
+      arch=${arch:+\"$arch\"}
       for e in $entries; do
-        echo "  {\"$e\", \"$base.hip\", source_$i, sizeof source_$i - 1},"
+        echo "  {\"$e\", \"$base.hip\", source_$i, sizeof source_$i - 1, ${arch:-NULL}},"
       done
       i=$((i + 1))
     done

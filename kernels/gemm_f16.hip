@@ -31,6 +31,8 @@
  *   4-byte aligned and ldc is even.
  *
  * Paths
+ *   On an sm_90 device tj_gemm_f16 runs gemm_f16_sm90a.hip (wgmma, TMA)
+ *   instead wherever its preconditions hold; this kernel takes the rest.
  *   NVIDIA sm_80+ (__CUDA_ARCH__ >= 800): tensor cores through inline PTX
  *   mma.sync m16n8k16 (f16 in, f32 accumulate).  A 128 x 128 x 32 block
  *   tile, 4 warps of 64 x 64 each, a three-stage cp.async pipeline, and

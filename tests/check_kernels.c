@@ -8,10 +8,17 @@
 #include "embedded.h"
 #include "jsoncheck.h"
 #include "tokitai-jit/kernels.h"
+#include "tokitai-jit/cache.h"
 
 #include <limits.h>
 #include <locale.h>
 #include <math.h>
+
+#if defined(TJ_PLATFORM_NVIDIA)
+#define TJ_PLATFORM_IS_NVIDIA 1
+#else
+#define TJ_PLATFORM_IS_NVIDIA 0
+#endif
 
 /* Device pointers are never dereferenced before a launch, and a
  * compile-only runtime never launches: distinct, aligned, far-apart fake
@@ -330,7 +337,8 @@ START_TEST(block_sizes_match_the_kernel_sources)
       {"add_i32", 256}, {"gelu_fwd_f16", 256}, {"gelu_bwd_f16", 256},
       {"gelu_fwd_bwd_f16", 256}, {"gemm_f16", 128},
       {"gemm_skinny_f16_m1", 1024}, {"gemm_skinny_f16_m2", 1024},
-      {"gemm_skinny_f16_m4", 512}, {"gemm_skinny_f16_m8", 256}};
+      {"gemm_skinny_f16_m4", 512}, {"gemm_skinny_f16_m8", 256},
+      {"gemm_f16_sm90a_128x256", 384}, {"gemm_f16_sm90a_128x128", 384}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     const tj__embedded_kernel *e = tj__embedded_find(want[i].entry);
     ck_assert_msg(e != NULL, "%s is not embedded", want[i].entry);
@@ -378,6 +386,134 @@ START_TEST(installed_contracts_match_the_kernels)
   ck_assert(strstr(TJ_KERNEL_ADD_I32_SIGNATURE, "unsigned long long n)"));
   ck_assert(strstr(TJ_KERNEL_GELU_BWD_F16_SIGNATURE, "unsigned long long n)"));
   ck_assert_int_eq(TJ_KERNEL_GEMM_F16_BLOCK_X, 128);
+}
+END_TEST
+
+/* ------------------------------------------------------- the Hopper path */
+
+static tj_runtime *open_for_arch(const char *arch, const char *cache_path)
+{
+  tj_options o = {0};
+  o.arch = arch;
+  o.cache_path = cache_path;
+  o.flags = TJ_NO_DEVICE | (cache_path ? 0 : TJ_CACHE_DISABLE);
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &o);
+  ck_assert_msg(rc == TJ_OK, "tj_runtime_open(%s): %s: %s", arch,
+                tj_strerror(rc), tj_errmsg(rt));
+  return rt;
+}
+
+/* tj_gemm_f16_kernel on (M, N, K) with dense leading dimensions, the
+ * operands at 16-byte aligned fake addresses. */
+static const char *entry_for(tj_runtime *rt, int M, int N, int K)
+{
+  return tj_gemm_f16_kernel(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
+}
+
+/* What tj_gemm_f16 runs where: the Hopper kernel on sm_90 (and sm_90a)
+ * when TMA can read A and B, its 128 x 256 tile once those tiles fill an
+ * H200; gemm_f16 for operands or leading dimensions TMA refuses, on other
+ * archs, and when TJ_GEMM_SM90A=0; the skinny kernel for M <= 8. */
+START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
+{
+  const char *archs[] = {"sm_90", "sm_90a"};
+  const uint16_t *a8 = (const uint16_t *)((uintptr_t)FAKE(1) + 8);
+  const uint16_t *b8 = (const uint16_t *)((uintptr_t)FAKE(2) + 8);
+  for (size_t i = 0; i < (TJ_PLATFORM_IS_NVIDIA ? 2 : 0); i++) {
+    tj_runtime *rt = open_for_arch(archs[i], NULL);
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
+    ck_assert_str_eq(entry_for(rt, 4096, 11008, 4096), "gemm_f16_sm90a_128x256");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x128");
+    ck_assert_str_eq(entry_for(rt, 9, 8, 8), "gemm_f16_sm90a_128x128");
+    ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
+    /* K and N odd: rows of A and B are not 16 bytes apart. */
+    ck_assert_str_eq(entry_for(rt, 4096, 4095, 4096), "gemm_f16");
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4097), "gemm_f16");
+    ck_assert_str_eq(tj_gemm_f16_kernel(rt, 256, 256, 256, FAKE(1), 260,
+                                        FAKE(2), 256, FAKE(3), 256), "gemm_f16");
+    ck_assert_str_eq(tj_gemm_f16_kernel(rt, 256, 256, 256, a8, 256, FAKE(2),
+                                        256, FAKE(3), 256), "gemm_f16");
+    ck_assert_str_eq(tj_gemm_f16_kernel(rt, 256, 256, 256, FAKE(1), 256, b8,
+                                        256, FAKE(3), 256), "gemm_f16");
+    setenv("TJ_GEMM_SM90A", "0", 1);
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
+    setenv("TJ_GEMM_SM90A", "1", 1);
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
+    unsetenv("TJ_GEMM_SM90A");
+    tj_runtime_close(rt);
+  }
+  tj_runtime *rt = open_compile_only(NULL, 0); /* sm_90 on NVIDIA */
+  if (!TJ_PLATFORM_IS_NVIDIA) {
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
+    ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
+  }
+  ck_assert_ptr_null(entry_for(rt, 0, 4096, 4096));
+  ck_assert_str_eq(tj_errmsg(rt), "tj_gemm_f16_kernel: M=0 must be at least 1");
+  tj_runtime_close(rt);
+  if (TJ_PLATFORM_IS_NVIDIA) {
+    rt = open_for_arch("sm_80", NULL);
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
+    tj_runtime_close(rt);
+  }
+}
+END_TEST
+
+typedef struct arch_rows {
+  int sm90a, other;
+} arch_rows;
+
+static int count_sm90a_rows(const tj_cache_entry *e, void *ctx)
+{
+  arch_rows *n = ctx;
+  if (strncmp(e->kernel, "gemm_f16_sm90a_", 15) == 0)
+    (*(strcmp(e->arch, "sm_90a") == 0 ? &n->sm90a : &n->other))++;
+  return 0;
+}
+
+/* Every configuration tj_gemm_f16 can pick on Hopper (every embedded
+ * entry written for sm_90a) compiles with NVRTC for sm_90a to a CUDA ELF,
+ * on a runtime for sm_90a and on one for sm_90, a device's own arch, where
+ * it is still compiled, keyed and stored as sm_90a code. */
+START_TEST(sm90a_entries_compile_for_sm90a)
+{
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return;
+  char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
+  const char *archs[] = {"sm_90a", "sm_90"};
+  int entries = 0;
+  for (size_t a = 0; a < 2; a++) {
+    tj_runtime *rt = open_for_arch(archs[a], db);
+    entries = 0;
+    for (size_t i = 0; i < tj_embedded_count(); i++) {
+      const tj__embedded_kernel *e = tj__embedded_find(tj_embedded_name(i));
+      if (!e->arch)
+        continue;
+      ck_assert_str_eq(e->arch, "sm_90a");
+      tj_kernel *k = NULL;
+      int rc = tj_kernel_get(rt, e->entry, &k);
+      ck_assert_msg(rc == TJ_OK, "%s for %s: %s", e->entry, archs[a],
+                    tj_errmsg(rt));
+      tj_kernel_info info;
+      ck_assert_int_eq(tj_kernel_info_get(k, &info), TJ_OK);
+      const unsigned char *code = info.code;
+      ck_assert_uint_gt(info.code_size, 64);
+      ck_assert(memcmp(code, "\177ELF", 4) == 0);
+      ck_assert_uint_eq(code[18] | code[19] << 8, 190); /* EM_CUDA */
+      entries++;
+    }
+    tj_runtime_close(rt);
+  }
+  ck_assert_int_eq(entries, 2);
+  tj_cache *c = NULL;
+  ck_assert_int_eq(tj_cache_open(&c, db, 0), TJ_OK);
+  arch_rows n = {0, 0};
+  ck_assert_int_eq(tj_cache_list(c, count_sm90a_rows, &n), TJ_OK);
+  tj_cache_close(c);
+  ck_assert_int_ge(n.sm90a, entries);
+  ck_assert_int_eq(n.other, 0);
+  free(db);
+  free(dir);
 }
 END_TEST
 
@@ -608,7 +744,13 @@ int main(void)
   tcase_add_test(args, installed_contracts_match_the_kernels);
   tcase_add_test(args, verify_checks_arguments);
   tcase_add_test(args, verify_knows_every_embedded_kernel);
+  tcase_add_test(args, gemm_dispatch_takes_the_hopper_path_where_it_fits);
   suite_add_tcase(s, args);
+  /* Real NVRTC compiles of the Hopper kernel: about 2 s each here. */
+  TCase *hopper = tcase_create("hopper");
+  tcase_set_timeout(hopper, 240);
+  tcase_add_test(hopper, sm90a_entries_compile_for_sm90a);
+  suite_add_tcase(s, hopper);
   TCase *reports = tcase_create("reports");
   tcase_add_test(reports, report_json_is_valid_and_escaped);
   tcase_add_test(reports, report_fields_without_terminator_stay_bounded);

@@ -704,6 +704,100 @@ START_TEST(gemm_misaligned_on_a_stream)
 }
 END_TEST
 
+/* The entry tj_gemm_f16 picks for g, asked with far-apart fake pointers
+ * aligned as run_gemm_case's are (hipMalloc's 256 bytes, plus offset). */
+static const char *gemm_case_entry(tj_runtime *rt, const gemm_case *g)
+{
+  const uint16_t *a = (const uint16_t *)((uintptr_t)1 << 40) + g->offset;
+  const uint16_t *b = (const uint16_t *)((uintptr_t)2 << 40) + g->offset;
+  const uint16_t *c = (const uint16_t *)((uintptr_t)3 << 40) + g->offset;
+  const char *e = tj_gemm_f16_kernel(rt, g->M, g->N, g->K, a, g->lda, b,
+                                     g->ldb, c, g->ldc);
+  ck_assert_msg(e != NULL, "tj_gemm_f16_kernel: %s", tj_errmsg(rt));
+  return e;
+}
+
+/* On an sm_90 device every case here takes the Hopper kernel (asserted):
+ * M from 9 up, K below one 64-wide k-tile and past whole ones, M and N
+ * past a tile by one, leading dimensions wider than the matrix (C's odd,
+ * so its stores go one half at a time), K = 1 with lda = 8, issue 14's
+ * shapes cut to what the oracle affords, and enough tiles for the
+ * 128 x 256 entry.  Then the same code with A, B, C misaligned or lda not
+ * a multiple of 8 falls back to gemm_f16.  Elsewhere all of it runs
+ * gemm_f16 and must match the oracle just the same. */
+START_TEST(gemm_hopper_path_shapes)
+{
+  tj_runtime *rt = open_gpu();
+  int hopper = strcmp(tj_runtime_arch(rt), "sm_90") == 0;
+  static const gemm_case cases[] = {
+      {9, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0},
+      {17, 24, 40, 40, 24, 24, 1.0f, 0.5f, 0},
+      {129, 136, 72, 72, 136, 137, 1.0f, 0.0f, 0},
+      {130, 264, 200, 208, 272, 270, -1.0f, 0.25f, 0},
+      {255, 129, 1, 8, 136, 129, 1.0f, 0.0f, 0},
+      {256, 256, 256, 256, 256, 256, 1.0f, 0.0f, 0},
+      {1024, 1024, 1024, 1024, 1024, 1024, 1.0f, 0.0f, 0},
+      {128, 4096, 512, 512, 4096, 4096, 1.0f, 0.0f, 0},
+      {128, 1376, 4096, 4096, 1376, 1376, 1.0f, -1.0f, 0},
+      {1536, 2816, 64, 64, 2816, 2816, 0.5f, -0.75f, 0},
+      {1537, 2817, 200, 200, 2824, 2817, 1.0f, 0.0f, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *e = gemm_case_entry(rt, &cases[i]);
+    if (hopper)
+      ck_assert_msg(strncmp(e, "gemm_f16_sm90a_", 15) == 0,
+                    "case %zu: %s, not the Hopper kernel", i, e);
+    run_gemm_case(rt, &cases[i], NULL);
+  }
+  if (hopper) {
+    ck_assert_str_eq(gemm_case_entry(rt, &cases[9]), "gemm_f16_sm90a_128x256");
+    ck_assert_str_eq(gemm_case_entry(rt, &cases[5]), "gemm_f16_sm90a_128x128");
+  }
+  static const gemm_case fallbacks[] = {
+      {256, 256, 256, 256, 256, 256, 1.0f, 0.0f, 1},
+      {130, 264, 200, 204, 272, 270, 1.0f, 0.5f, 0},
+      {130, 264, 200, 208, 268, 270, 1.0f, 0.0f, 0},
+  };
+  for (size_t i = 0; i < sizeof fallbacks / sizeof fallbacks[0]; i++) {
+    ck_assert_str_eq(gemm_case_entry(rt, &fallbacks[i]), "gemm_f16");
+    run_gemm_case(rt, &fallbacks[i], NULL);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The same product twice gives the same bits (a race between the
+ * producer and the consumers would show as noise between runs), and
+ * TJ_GEMM_SM90A=0 sends the same call to gemm_f16. */
+START_TEST(gemm_hopper_is_deterministic_and_switchable)
+{
+  tj_runtime *rt = open_gpu();
+  gemm_case g = {512, 768, 1000, 1000, 768, 768, 1.0f, 0.0f, 0};
+  size_t na = 512 * 1000, nb = 1000 * 768, nc = 512 * 768;
+  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
+  uint16_t *C1 = xmalloc(nc * 2), *C2 = xmalloc(nc * 2);
+  random_f16(A, na, -1, 1, 21);
+  random_f16(B, nb, -1, 1, 22);
+  void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
+  void *dC = dev_poisoned(nc * 2);
+  for (int rep = 0; rep < 2; rep++) {
+    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, g.M, g.N, g.K, 1.0f, dA, g.lda, dB,
+                             g.ldb, 0.0f, dC, g.ldc));
+    CHECK_HIP(hipStreamSynchronize(NULL));
+    get(rep ? C2 : C1, dC, nc * 2);
+  }
+  ck_assert(memcmp(C1, C2, nc * 2) == 0);
+  setenv("TJ_GEMM_SM90A", "0", 1);
+  ck_assert_str_eq(gemm_case_entry(rt, &g), "gemm_f16");
+  unsetenv("TJ_GEMM_SM90A");
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  free(A); free(B); free(C1); free(C2);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 START_TEST(gemm_host_call)
 {
   tj_runtime *rt = open_gpu();
@@ -770,6 +864,8 @@ int main(void)
   tcase_add_test(gemm, gemm_padded_leading_dimensions);
   tcase_add_test(gemm, gemm_misaligned_on_a_stream);
   tcase_add_test(gemm, gemm_host_call);
+  tcase_add_test(gemm, gemm_hopper_path_shapes);
+  tcase_add_test(gemm, gemm_hopper_is_deterministic_and_switchable);
   int rc = run_suite(s);
   free(suite_cache_path);
   free(dir);

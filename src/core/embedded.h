@@ -8,6 +8,9 @@ typedef struct tj__embedded_kernel {
   const char *file;   /* kernels/<file> it came from */
   const char *source;
   size_t source_len;
+  /* NULL, or the arch-specific target ("sm_90a") the source is written
+   * for: a runtime for its base arch ("sm_90") compiles it for this one. */
+  const char *arch;
 } tj__embedded_kernel;
 
 extern const tj__embedded_kernel tj__embedded_kernels[];

@@ -280,12 +280,14 @@ typedef struct build_request {
   const char *entry;
   const char *options;  /* normalised */
   char key[TJ__KEY_HEX];
+  const char *arch;     /* what it is compiled for: rt->arch, or an
+                         * embedded kernel's arch-specific target */
 } build_request;
 
 static void compute_key(tj_runtime *rt, build_request *req)
 {
   tj__key_of_kernel(req->source, req->source_len, req->entry, req->options,
-                    rt->arch, TJ__PLATFORM, rt->compiler, req->key);
+                    req->arch, TJ__PLATFORM, rt->compiler, req->key);
 }
 
 static void count(tj_runtime *rt, uint64_t *counter, double ms)
@@ -303,7 +305,7 @@ static int from_cache(build_request *req, tj_kernel *k)
   if (!rt->cache)
     return TJ_ENOENT;
   /* The row must say it is what was asked for, not only sit at its key. */
-  tj__cache_row want = {req->key, req->entry, rt->arch, TJ__PLATFORM,
+  tj__cache_row want = {req->key, req->entry, req->arch, TJ__PLATFORM,
                         rt->compiler, req->options, NULL, 0, 0, NULL};
   int rc = tj__cache_get(rt->cache, &want, &k->code, &k->code_size, &dropped);
   if (dropped) {
@@ -368,11 +370,11 @@ static int from_compiler(build_request *req, tj_kernel *k)
   int rc = tj__runtime_may_compile(rt, req->entry);
   if (rc != TJ_OK)
     return rc;
-  rc = tj__compile(req->source, req->file, rt->arch, req->options, &res);
+  rc = tj__compile(req->source, req->file, req->arch, req->options, &res);
   if (rc != TJ_OK) {
     char *msg = NULL;
     if (asprintf(&msg, "compiling %s (%s) for %s failed:\n%s", req->entry,
-                 req->file, rt->arch, res.log ? res.log : "(no compiler log)") < 0)
+                 req->file, req->arch, res.log ? res.log : "(no compiler log)") < 0)
       msg = NULL;
     free(res.log);
     return tj__fail_owned(rt, rc, msg);
@@ -384,7 +386,7 @@ static int from_compiler(build_request *req, tj_kernel *k)
   k->compile_ms = res.ms;
   count(rt, &rt->stats.compiles, res.ms);
   if (rt->cache) {
-    tj__cache_row row = {req->key, req->entry, rt->arch, TJ__PLATFORM,
+    tj__cache_row row = {req->key, req->entry, req->arch, TJ__PLATFORM,
                          rt->compiler, req->options, k->code, k->code_size,
                          res.ms, NULL};
     tj__runtime_store(rt, &row, req->entry);
@@ -441,6 +443,23 @@ static int get_or_build(build_request *req, int kind, const char *name,
 
 /* ------------------------------------------------------- public getters */
 
+/*
+ * An embedded kernel written for an arch-specific target (sm_90a: wgmma,
+ * setmaxnreg) is compiled for it on a runtime for its base arch (sm_90),
+ * and the key and the cache row say sm_90a, since that code runs on no
+ * other arch.  Elsewhere it is compiled for the runtime's arch, where its
+ * entries are stubs that the library never launches.
+ */
+static const char *embedded_arch(const tj_runtime *rt,
+                                 const tj__embedded_kernel *e)
+{
+  size_t n = e->arch ? strlen(e->arch) : 0;
+  if (n > 1 && strlen(rt->arch) == n - 1 &&
+      strncmp(rt->arch, e->arch, n - 1) == 0)
+    return e->arch;
+  return rt->arch;
+}
+
 int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
 {
   if (!tj__runtime_usable(rt))
@@ -453,7 +472,8 @@ int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
     return tj__fail(rt, TJ_ENOENT, "no embedded kernel is named '%.128s' "
                     "(tokitai-jit --list-kernels names them)", name);
   /* The key is computed only on a miss: a hit is a lookup by name. */
-  build_request req = {rt, e->source, e->source_len, e->file, e->entry, "", ""};
+  build_request req = {rt, e->source, e->source_len, e->file, e->entry, "", "",
+                       embedded_arch(rt, e)};
   return get_or_build(&req, KIND_EMBEDDED, name, out);
 }
 

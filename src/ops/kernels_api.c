@@ -41,6 +41,15 @@
  * threads. */
 #define SKINNY_MAX_M 8
 #define SKINNY_COLS 32
+/* gemm_f16_sm90a.hip (sm_90 devices): 384 threads per 128 x BN tile, BN
+ * 256 or 128, with the dynamic shared memory of the entry's stages.  BN
+ * 256 once its tiles fill the GPU (132 SMs on an H200; a rule of thumb
+ * until the tuning table decides). */
+#define SM90A_THREADS 384u
+#define SM90A_BM 128
+#define SM90A_WIDE_TILES 132
+#define SM90A_SHARED(bn, stages) \
+  ((stages) * (SM90A_BM + (bn)) * 64 * 2 + 1024 + 16 * (stages))
 
 #define MAX_HOST_BUFFERS 4
 
@@ -345,6 +354,97 @@ static const char *skinny_entry(int M, unsigned *threads)
        : M <= 4 ? "gemm_skinny_f16_m4" : "gemm_skinny_f16_m8";
 }
 
+/* Which entry a GEMM runs, and its launch shape. */
+typedef struct gemm_plan {
+  const char *entry;
+  tj_dim3 grid, block;
+  unsigned shared; /* dynamic; nonzero only for the sm90a entries */
+} gemm_plan;
+
+/*
+ * The Hopper kernel (gemm_f16_sm90a.hip) wants an sm_90 runtime, enough
+ * rows to fill its 128-row tiles more than the skinny kernel would, and
+ * A and B as TMA reads them: 16-byte aligned, rows a multiple of 16 bytes
+ * apart.  TJ_GEMM_SM90A=0 in the environment turns it off (to compare,
+ * or to step around it).
+ */
+static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
+                      const void *B, int ldb)
+{
+  const char *off = getenv("TJ_GEMM_SM90A");
+  if (off && strcmp(off, "0") == 0)
+    return 0;
+  if (strcmp(rt->arch, "sm_90") != 0 && strcmp(rt->arch, "sm_90a") != 0)
+    return 0;
+  return M > SKINNY_MAX_M && (uintptr_t)A % 16 == 0 &&
+         (uintptr_t)B % 16 == 0 && lda % 8 == 0 && ldb % 8 == 0;
+}
+
+static gemm_plan plan_gemm(const tj_runtime *rt, int M, int N, const void *A,
+                           int lda, const void *B, int ldb)
+{
+  unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
+  if (M <= SKINNY_MAX_M) {
+    unsigned threads;
+    const char *entry = skinny_entry(M, &threads);
+    return (gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
+                       {threads, 1, 1}, 0};
+  }
+  if (sm90a_fits(rt, M, A, lda, B, ldb)) {
+    unsigned wide = (unsigned)((N - 1) / 256 + 1);
+    if ((unsigned long long)wide * mt >= SM90A_WIDE_TILES)
+      return (gemm_plan){"gemm_f16_sm90a_128x256", {wide, mt, 1},
+                         {SM90A_THREADS, 1, 1}, SM90A_SHARED(256, 4)};
+    return (gemm_plan){"gemm_f16_sm90a_128x128",
+                       {(unsigned)((N - 1) / 128 + 1), mt, 1},
+                       {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5)};
+  }
+  return (gemm_plan){"gemm_f16", {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
+                     {GEMM_THREADS, 1, 1}, 0};
+}
+
+/* The sm90a entries take A and B as TMA descriptors, built here for each
+ * call (host work only: they hold the pointers), and more shared memory
+ * than the 48 KiB a launch gets unasked. */
+static int launch_sm90a(tj_runtime *rt, const char *fn, const gemm_plan *p,
+                        void *stream, int M, int N, int K, float alpha,
+                        const void *A, int lda, const void *B, int ldb,
+                        float beta, void *C, int ldc)
+{
+  tj_kernel *k = NULL;
+  int rc = kernel_for(rt, fn, p->entry, &k);
+  if (rc != TJ_OK)
+    return rc;
+  _Alignas(64) unsigned char ta[TJ__TENSOR_MAP_BYTES], tb[TJ__TENSOR_MAP_BYTES];
+  if (tj__tensor_map_f16(ta, A, (uint64_t)M, (uint64_t)K, (uint64_t)lda,
+                         SM90A_BM, 64) != TJ_OK ||
+      tj__tensor_map_f16(tb, B, (uint64_t)K, (uint64_t)N, (uint64_t)ldb, 64,
+                         64) != TJ_OK)
+    return tj__fail(rt, TJ_EDEVICE, "%s: the driver refused a TMA descriptor "
+                    "for A (%d x %d, lda %d) or B (%d x %d, ldb %d)", fn, M,
+                    K, lda, K, N, ldb);
+  if (tj__function_shared_limit(tj_kernel_function(k), p->shared) != TJ_OK)
+    return tj__fail(rt, TJ_EDEVICE, "%s: %s cannot have %u bytes of shared "
+                    "memory on this device", fn, p->entry, p->shared);
+  void *args[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc};
+  rc = tj_launch(k, p->grid, p->block, p->shared, stream, args);
+  if (rc != TJ_OK)
+    return tj__fail(rt, rc, "%s: launching %s (grid %u x %u, block %u) "
+                    "failed", fn, p->entry, p->grid.x, p->grid.y, p->block.x);
+  return TJ_OK;
+}
+
+const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
+                               const uint16_t *A, int lda, const uint16_t *B,
+                               int ldb, const uint16_t *C, int ldc)
+{
+  if (!tj__runtime_usable(rt) ||
+      check_gemm(rt, "tj_gemm_f16_kernel", M, N, K, A, lda, B, ldb, C, ldc) !=
+          TJ_OK)
+    return NULL;
+  return plan_gemm(rt, M, N, A, lda, B, ldb).entry;
+}
+
 int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                 float alpha, const uint16_t *A, int lda, const uint16_t *B,
                 int ldb, float beta, uint16_t *C, int ldc)
@@ -355,18 +455,12 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   int rc = check_gemm(rt, fn, M, N, K, A, lda, B, ldb, C, ldc);
   if (rc != TJ_OK)
     return rc;
+  gemm_plan p = plan_gemm(rt, M, N, A, lda, B, ldb);
+  if (p.shared)
+    return launch_sm90a(rt, fn, &p, stream, M, N, K, alpha, A, lda, B, ldb,
+                        beta, C, ldc);
   void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc};
-  if (M <= SKINNY_MAX_M) {
-    unsigned threads;
-    const char *entry = skinny_entry(M, &threads);
-    return launch(rt, fn, entry,
-                  (tj_dim3){(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
-                  (tj_dim3){threads, 1, 1}, stream, args);
-  }
-  tj_dim3 grid = {(unsigned)((N - 1) / GEMM_TILE + 1),
-                  (unsigned)((M - 1) / GEMM_TILE + 1), 1};
-  return launch(rt, fn, "gemm_f16", grid, (tj_dim3){GEMM_THREADS, 1, 1},
-                stream, args);
+  return launch(rt, fn, p.entry, p.grid, p.block, stream, args);
 }
 
 /* ------------------------------------------------------- host calls */
@@ -560,7 +654,7 @@ int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K, float alpha,
       {A, NULL, matrix_span(M, K, K)},
       {B, NULL, matrix_span(K, N, N)},
       {beta != 0.0f ? C : NULL, C, matrix_span(M, N, N)}};
-  unsigned threads;
-  const char *kernel = M <= SKINNY_MAX_M ? skinny_entry(M, &threads) : "gemm_f16";
+  /* The device copies are hipMalloc's, aligned as NULL is (256 bytes). */
+  const char *kernel = plan_gemm(rt, M, N, NULL, K, NULL, N).entry;
   return host_run(rt, fn, kernel, buf, 3, call_gemm, &shape);
 }

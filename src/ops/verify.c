@@ -67,6 +67,11 @@ static const verify_kind kinds[] = {
     {"gemm_skinny_f16_m2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 2},
     {"gemm_skinny_f16_m4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
     {"gemm_skinny_f16_m8", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 8},
+    /* The Hopper entries: square n through tj_gemm_f16, which takes one
+     * of them on an sm_90 device when n is a multiple of 8 (which one
+     * depends on n), and gemm_f16 elsewhere. */
+    {"gemm_f16_sm90a_128x256", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
+    {"gemm_f16_sm90a_128x128", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
 };
 
 static const verify_kind *find_kind(const char *name)

@@ -368,6 +368,22 @@ int tj__device_query(int ordinal, tj__device_props *props)
   return TJ_OK;
 }
 
+/* No TMA and no Hopper GEMM on AMD: tj_gemm_f16 never asks. */
+int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
+                       uint64_t cols, uint64_t ld, uint32_t box_rows,
+                       uint32_t box_cols)
+{
+  (void)map, (void)base, (void)rows, (void)cols, (void)ld, (void)box_rows,
+      (void)box_cols;
+  return TJ_EDEVICE;
+}
+
+int tj__function_shared_limit(void *function, unsigned bytes)
+{
+  (void)function, (void)bytes;
+  return TJ_EDEVICE;
+}
+
 void tj__compiler_fingerprint(char *buf, size_t len)
 {
   int rmaj = 0, rmin = 0, hip = 0;
@@ -736,6 +752,32 @@ int tj__device_query(int ordinal, tj__device_props *props)
   if (cu->cuDeviceGetAttribute(&props->clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, d))
     props->clock_khz = 0;
   return TJ_OK;
+}
+
+int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
+                       uint64_t cols, uint64_t ld, uint32_t box_rows,
+                       uint32_t box_cols)
+{
+  _Static_assert(sizeof(CUtensorMap) == TJ__TENSOR_MAP_BYTES,
+                 "CUtensorMap is 128 bytes");
+  const cuuint64_t dims[2] = {cols, rows}, strides[1] = {ld * 2};
+  const cuuint32_t box[2] = {box_cols, box_rows}, step[2] = {1, 1};
+  return TJ__CU(cuTensorMapEncodeTiled(
+             (CUtensorMap *)map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+             (void *)base, dims, strides, box, step,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)) == CUDA_SUCCESS
+             ? TJ_OK : TJ_EDEVICE;
+}
+
+int tj__function_shared_limit(void *function, unsigned bytes)
+{
+  return TJ__CU(cuFuncSetAttribute(
+             (CUfunction)function,
+             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes)) ==
+                 CUDA_SUCCESS
+             ? TJ_OK : TJ_EDEVICE;
 }
 
 void tj__compiler_fingerprint(char *buf, size_t len)

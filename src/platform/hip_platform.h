@@ -97,7 +97,13 @@ typedef struct tj__cuda_api {
   X(cuEventRecord, (CUevent, CUstream))                                        \
   X(cuEventSynchronize, (CUevent))                                             \
   X(cuEventElapsedTime, (float *, CUevent, CUevent))                           \
-  X(cuEventDestroy, (CUevent))
+  X(cuEventDestroy, (CUevent))                                                 \
+  X(cuFuncSetAttribute, (CUfunction, CUfunction_attribute, int))               \
+  X(cuTensorMapEncodeTiled,                                                    \
+    (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,                   \
+     const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,               \
+     const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,            \
+     CUtensorMapL2promotion, CUtensorMapFloatOOBfill))
 #define TJ__CUDA_FIELD(name, args) CUresult (*name) args;
   TJ__CUDA_FUNCS(TJ__CUDA_FIELD)
 #undef TJ__CUDA_FIELD
@@ -230,6 +236,19 @@ int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen);
 int tj__device_make_current(const tj__device *dev);
 void tj__device_close(tj__device *dev);
 int tj__device_query(int ordinal, tj__device_props *props);
+
+/* For the Hopper GEMM (NVIDIA; TJ_EDEVICE on AMD).  tj__tensor_map_f16
+ * writes into map (TJ__TENSOR_MAP_BYTES, 64-byte aligned) a TMA
+ * descriptor of the row-major fp16 matrix at base (rows x cols, ld
+ * elements from one row to the next) that loads box_rows x box_cols boxes
+ * with 128-byte swizzle and zeros outside the matrix; base 16-byte
+ * aligned, ld a multiple of 8.  tj__function_shared_limit lets function
+ * (a loaded kernel) take up to bytes of dynamic shared memory. */
+#define TJ__TENSOR_MAP_BYTES 128
+int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
+                       uint64_t cols, uint64_t ld, uint32_t box_rows,
+                       uint32_t box_cols);
+int tj__function_shared_limit(void *function, unsigned bytes);
 
 /* "hiprtc 9.0, comgr 2.4 (HIP 50221153) b:1a2b3c4d5e6f7a8b" or
  * "nvrtc 13.0 b:...": the versions, then a digest of the compiler

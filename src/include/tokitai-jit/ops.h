@@ -47,13 +47,24 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
 /* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
  * dimensions; fp32 accumulation.  beta == 0: C is not read.  M <= 8 runs
  * a kernel that streams B (kernels/gemm_skinny_f16.hip), which with
- * alpha == 0 reads neither A nor B; larger M runs the tiled kernel
- * (kernels/gemm_f16.hip), which computes A * B even then, so inf or NaN
- * in them gives NaN. */
+ * alpha == 0 reads neither A nor B; larger M runs a tiled kernel, which
+ * computes A * B even then, so inf or NaN in them gives NaN: on an sm_90
+ * device, when A and B are 16-byte aligned and lda and ldb multiples of
+ * 8, the Hopper kernel (kernels/gemm_f16_sm90a.hip, wgmma and TMA; set
+ * TJ_GEMM_SM90A=0 in the environment to turn it off), else
+ * kernels/gemm_f16.hip. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, float beta, uint16_t *C,
                           int ldc);
+/* The embedded entry tj_gemm_f16 would launch for these arguments (a
+ * static string, e.g. "gemm_f16_sm90a_128x256"), chosen as it chooses;
+ * NULL, with tj_errmsg, for arguments it would refuse.  Launches nothing,
+ * so it answers on a compile-only runtime too. */
+TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
+                                         const uint16_t *A, int lda,
+                                         const uint16_t *B, int ldb,
+                                         const uint16_t *C, int ldc);
 
 TJ_EXPORT int tj_add_i32_host(tj_runtime *rt, const int32_t *a, size_t a_len,
                               const int32_t *b, size_t b_len, int32_t *c,

@@ -1,0 +1,454 @@
+/*
+ * gemm_f16_sm90a.hip: C = alpha * A * B + beta * C on fp16 matrices, fp32
+ * accumulation, all row-major, with Hopper's wgmma and TMA (sm_90a only).
+ * Same meaning as gemm_f16 (see its header): any M, N, K >= 1, lda >= K,
+ * ldb >= N, ldc >= N; beta == 0 writes C without reading it; alpha == 0
+ * still computes A * B.  tj_gemm_f16 picks these entries itself; this
+ * file's code runs only on sm_90a, so the library compiles it for sm_90a
+ * on an sm_90 device (the marker below tells build-aux/embed.sh), and for
+ * any other arch each entry is a stub that traps.
+ *
+ * embed: arch sm_90a
+ *
+ * Status: compiled for sm_90a with NVRTC 13.0 (168 registers, no spills,
+ * no wgmma serialization warning from ptxas); not yet run on a GPU when
+ * this was written: check_kernels_gpu and tj-bench on an H200 say.
+ *
+ * The plan (issue 14, first step)
+ *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
+ *   threads     384: three warpgroups.  Warpgroup 0 is the producer: it
+ *               gives up registers (setmaxnreg 40) and one thread issues
+ *               the TMA loads.  Warpgroups 1 and 2 are consumers
+ *               (setmaxnreg 232), each owning 64 rows of the tile and
+ *               issuing wgmma.mma_async m64nBNk16 (f16 in, f32
+ *               accumulate) from shared memory, 4 per 64-wide k-tile.
+ *   stages      STAGES k-tiles in flight (4 for BN 256, 5 for BN 128),
+ *               each with a "full" mbarrier (TMA bytes arrived) and an
+ *               "empty" one (each of the 8 consumer warps done reading).
+ *   layout      A tile: 128 rows x 64 halves (128 bytes), K-major, one
+ *               TMA box, 128-byte swizzle.  B tile: BN / 64 boxes of 64 k
+ *               rows x 64 columns, N-major (B is row-major), 128-byte
+ *               swizzle; the wgmma B descriptor is transposed (imm-trans-b
+ *               1) with the boxes LBO apart and 8-row groups SBO apart.
+ *   edges       TMA fills what lies outside A or B with zeros, so M, N and
+ *               K need no padding; the epilogue guards its stores.
+ *   epilogue    straight from the accumulators: alpha * acc + beta * C,
+ *               C read only when beta != 0, pairs of halves when C is
+ *               4-byte aligned and ldc even.
+ *   order       blocks take tiles in bands of 8 tile rows, column by
+ *               column in a band (L2 reuse of A and B between blocks).
+ *
+ * Preconditions (tj_gemm_f16 checks them and takes gemm_f16 otherwise)
+ *   A and B 16-byte aligned, lda and ldb multiples of 8 (TMA's rules for
+ *   a global tensor), M above the skinny bound (8).
+ *
+ * Toward parity with cuBLAS (not done here): a persistent grid (one block
+ *   per SM looping over tiles, so one tile's epilogue overlaps the next
+ *   one's loads) in this tile order; the epilogue through shared memory
+ *   with a TMA store instead of scattered 4-byte stores; 2-CTA clusters
+ *   with TMA multicast of the shared operand; split-K or stream-K for
+ *   shapes with fewer tiles than SMs (M = 128); and a tuning table that
+ *   picks BN, stages, group and split per shape class instead of the
+ *   fixed rule in kernels_api.c.
+ *
+ * Launch
+ *   block   (384, 1, 1)
+ *   grid    (ceil(N / BN), ceil(M / 128), 1)
+ *   shared  the entry's TJ_H_SMEM_BYTES of dynamic shared memory (over
+ *           48 KiB: the caller raises the function's limit first)
+ *   tma_a   a CUtensorMap over A: fp16, 2-D {K, M}, row stride lda * 2
+ *           bytes, box {64, 128}, 128-byte swizzle, zero fill
+ *   tma_b   a CUtensorMap over B: fp16, 2-D {N, K}, row stride ldb * 2
+ *           bytes, box {64, 64}, 128-byte swizzle, zero fill
+ */
+
+#define TJ_H_BM 128
+#define TJ_H_BK 64
+#define TJ_H_THREADS 384
+/* Bytes of dynamic shared memory: the stages, 1 KiB to align them to the
+ * 128-byte swizzle's 1024-byte period, and the barriers. */
+#define TJ_H_STAGE_BYTES(bn) ((TJ_H_BM + (bn)) * TJ_H_BK * 2)
+#define TJ_H_SMEM_BYTES(bn, stages) \
+  ((stages) * TJ_H_STAGE_BYTES(bn) + 1024 + 2 * 8 * (stages))
+
+/* The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by
+ * value as a __grid_constant__ parameter so TMA can read it in place. */
+struct alignas(64) tj_tmap {
+  unsigned long long opaque[16];
+};
+
+#ifndef __grid_constant__
+#define __grid_constant__
+#endif
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TJ_H_HOPPER 1
+#endif
+
+#if TJ_H_HOPPER
+
+__device__ __forceinline__ unsigned tj_h_smem_addr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void tj_h_bar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar),
+               "r"(count)
+               : "memory");
+}
+
+/* Wait until the barrier's phase of the given parity has completed. */
+__device__ __forceinline__ void tj_h_bar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+
+__device__ __forceinline__ void tj_h_bar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar)
+               : "memory");
+}
+
+__device__ __forceinline__ void tj_h_bar_expect(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   bar),
+               "r"(bytes)
+               : "memory");
+}
+
+/* One TMA box of the 2-D tensor map at (x = column, y = row) into shared
+ * memory at dst; its bytes count toward bar's transaction. */
+__device__ __forceinline__ void tj_h_tma_load(unsigned dst, const tj_tmap *map,
+                                              int x, int y, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
+               "r"(bar)
+               : "memory");
+}
+
+/* A wgmma shared-memory descriptor: start address, leading and stride
+ * byte offsets (all in 16-byte units), 128-byte swizzle (mode 1). */
+__device__ __forceinline__ unsigned long long tj_h_desc(unsigned addr,
+                                                        unsigned lbo,
+                                                        unsigned sbo) {
+  return (unsigned long long)((addr & 0x3ffff) >> 4) |
+         ((unsigned long long)((lbo & 0x3ffff) >> 4) << 16) |
+         ((unsigned long long)((sbo & 0x3ffff) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void tj_h_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void tj_h_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void tj_h_wgmma_wait_one() {
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+}
+__device__ __forceinline__ void tj_h_wgmma_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+/* wgmma m64nNk16, f32 += f16 * f16, A K-major, B N-major (transposed),
+ * scale-d set through a predicate (an immediate there crashes NVRTC).
+ * Written out by hand for N = 128 and 256: PTX wants every register. */
+__device__ __forceinline__ void tj_h_wgmma(float (&d)[64], unsigned long long da,
+                                           unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+               "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+               "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+               "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,"
+               "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,"
+               "%62,%63"
+               "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                 "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+                 "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]),
+                 "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+                 "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                 "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),
+                 "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                 "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                 "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+                 "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+                 "+f"(d[62]), "+f"(d[63])
+               : "l"(da), "l"(db), "r"(1)
+               : "memory");
+}
+
+__device__ __forceinline__ void tj_h_wgmma(float (&d)[128], unsigned long long da,
+                                           unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+               "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+               "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+               "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,"
+               "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,"
+               "%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,"
+               "%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,"
+               "%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,"
+               "%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,"
+               "%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+               "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                 "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+                 "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]),
+                 "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+                 "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                 "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),
+                 "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                 "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                 "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+                 "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+                 "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]),
+                 "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+                 "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]),
+                 "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),
+                 "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]),
+                 "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),
+                 "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]),
+                 "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]),
+                 "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+                 "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]),
+                 "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]),
+                 "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+                 "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
+                 "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]),
+                 "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+                 "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),
+                 "+f"(d[126]), "+f"(d[127])
+               : "l"(da), "l"(db), "r"(1)
+               : "memory");
+}
+
+__device__ __forceinline__ unsigned tj_h_pack(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  unsigned w;
+  memcpy(&w, &h, sizeof w);
+  return w;
+}
+
+/* alpha * v + beta * C at (row, col) and (row, col + 1); C read only when
+ * beta != 0, so NaN there does not reach the result. */
+__device__ __forceinline__ void tj_h_store2(__half *C, int ldc, int M, int N,
+                                            float alpha, float beta, int row,
+                                            int col, float v0, float v1,
+                                            bool pairs) {
+  if (row >= M || col >= N)
+    return;
+  __half *c = C + (long long)row * ldc + col;
+  if (pairs && col + 1 < N) {
+    unsigned *cw = reinterpret_cast<unsigned *>(c);
+    float2 old = make_float2(0.0f, 0.0f);
+    if (beta != 0.0f) {
+      __half2 h;
+      unsigned w = *cw;
+      memcpy(&h, &w, sizeof w);
+      old = __half22float2(h);
+    }
+    *cw = tj_h_pack(alpha * v0 + beta * old.x, alpha * v1 + beta * old.y);
+    return;
+  }
+  float r0 = alpha * v0;
+  if (beta != 0.0f)
+    r0 += beta * __half2float(c[0]);
+  c[0] = __float2half_rn(r0);
+  if (col + 1 < N) {
+    float r1 = alpha * v1;
+    if (beta != 0.0f)
+      r1 += beta * __half2float(c[1]);
+    c[1] = __float2half_rn(r1);
+  }
+}
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_produce(const tj_tmap *ta,
+                                             const tj_tmap *tb, unsigned sa,
+                                             unsigned sb, unsigned full,
+                                             unsigned empty, int ktiles,
+                                             int m0, int n0) {
+  for (int kt = 0; kt < ktiles; kt++) {
+    int s = kt % STAGES;
+    /* A fresh barrier counts as having completed the phase before its
+     * first, so the first pass over the stages does not wait. */
+    tj_h_bar_wait(empty + 8 * s, ((kt / STAGES) & 1) ^ 1);
+    unsigned bar = full + 8 * s;
+    tj_h_bar_expect(bar, TJ_H_STAGE_BYTES(BN));
+    tj_h_tma_load(sa + s * (TJ_H_BM * TJ_H_BK * 2), ta, kt * TJ_H_BK, m0, bar);
+    for (int j = 0; j < BN / 64; j++)
+      tj_h_tma_load(sb + s * (TJ_H_BK * BN * 2) + j * (TJ_H_BK * 128), tb,
+                    n0 + 64 * j, kt * TJ_H_BK, bar);
+  }
+}
+
+/* One consumer warpgroup: rows [64 * cw, 64 * cw + 64) of the tile. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
+                                             unsigned sa, unsigned sb,
+                                             unsigned full, unsigned empty,
+                                             int ktiles) {
+  for (int kt = 0; kt < ktiles; kt++) {
+    int s = kt % STAGES;
+    tj_h_bar_wait(full + 8 * s, (kt / STAGES) & 1);
+    unsigned a = sa + s * (TJ_H_BM * TJ_H_BK * 2) + cw * (64 * 128);
+    unsigned b = sb + s * (TJ_H_BK * BN * 2);
+    tj_h_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < TJ_H_BK / 16; kk++) {
+      /* A: 16 halves (32 bytes) along the 128-byte row per k16 step;
+       * 8-row core groups 1024 bytes apart.  B: 16 k rows (2048 bytes)
+       * per step; 64-column boxes TJ_H_BK * 128 bytes apart, 8-row
+       * groups 1024 apart. */
+      unsigned long long da = tj_h_desc(a + 32 * kk, 16, 1024);
+      unsigned long long db = tj_h_desc(b + 2048 * kk, TJ_H_BK * 128, 1024);
+      tj_h_wgmma(d, da, db);
+    }
+    tj_h_wgmma_commit();
+    /* Keep this k-tile's wgmma group running while the previous one's
+     * stage goes back to the producer; each warp says so for itself. */
+    tj_h_wgmma_wait_one();
+    if (kt > 0 && threadIdx.x % 32 == 0)
+      tj_h_bar_arrive(empty + 8 * ((kt - 1) % STAGES));
+  }
+  tj_h_wgmma_wait_all();
+}
+
+/* The accumulator layout of m64nNk16: thread t of the warpgroup holds
+ * rows 16 * (t / 32) + (t % 32) / 4 and that + 8, columns 8 * j +
+ * 2 * (t % 4) and + 1, as d[4j], d[4j + 1] (first row), d[4j + 2],
+ * d[4j + 3] (second). */
+template <int BN>
+__device__ __forceinline__ void tj_h_epilogue(const float (&d)[BN / 2],
+                                              __half *C, int ldc, int M,
+                                              int N, float alpha, float beta,
+                                              int row0, int n0) {
+  int t = threadIdx.x % 128;
+  int row = row0 + 16 * (t / 32) + (t % 32) / 4;
+  int col = n0 + 2 * (t % 4);
+  bool pairs = (reinterpret_cast<unsigned long long>(C) & 3ull) == 0 &&
+               (ldc & 1) == 0;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++) {
+    tj_h_store2(C, ldc, M, N, alpha, beta, row, col + 8 * j, d[4 * j],
+                d[4 * j + 1], pairs);
+    tj_h_store2(C, ldc, M, N, alpha, beta, row + 8, col + 8 * j,
+                d[4 * j + 2], d[4 * j + 3], pairs);
+  }
+}
+
+/* Which tile this block computes.  Blocks start in launch order (x
+ * fastest); walking a band of TJ_H_GROUP tile rows column by column keeps
+ * the A rows and B columns that blocks in flight share in L2, where plain
+ * row order would stream all of B once per tile row. */
+#define TJ_H_GROUP 8
+__device__ __forceinline__ void tj_h_tile_order(int &mt, int &nt) {
+  int tiles_n = gridDim.x, tiles_m = gridDim.y;
+  int linear = blockIdx.y * tiles_n + blockIdx.x;
+  int band = linear / (TJ_H_GROUP * tiles_n);
+  int first = band * TJ_H_GROUP;
+  int rows = tiles_m - first < TJ_H_GROUP ? tiles_m - first : TJ_H_GROUP;
+  int in_band = linear - band * (TJ_H_GROUP * tiles_n);
+  mt = first + in_band % rows;
+  nt = in_band / rows;
+}
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
+                                          int M, int N, int K, float alpha,
+                                          float beta, __half *C, int ldc) {
+  extern __shared__ unsigned char tj_h_smem[];
+  /* The swizzle repeats every 1024 bytes and TMA and wgmma both assume a
+   * tile starts on that period. */
+  unsigned base = (tj_h_smem_addr(tj_h_smem) + 1023u) & ~1023u;
+  unsigned sa = base;
+  unsigned sb = sa + STAGES * (TJ_H_BM * TJ_H_BK * 2);
+  unsigned full = sb + STAGES * (TJ_H_BK * BN * 2);
+  unsigned empty = full + 8 * STAGES;
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
+  int mt, nt;
+  tj_h_tile_order(mt, nt);
+  int m0 = mt * TJ_H_BM, n0 = nt * BN;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      tj_h_bar_init(full + 8 * s, 1);
+      tj_h_bar_init(empty + 8 * s, 8); /* a warp of each consumer */
+    }
+    /* Make the initialised barriers visible to the async proxy (TMA). */
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0)
+      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, ktiles, m0, n0);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  float d[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; i++)
+    d[i] = 0.0f;
+  tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, ktiles);
+  tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta, m0 + 64 * (wg - 1), n0);
+}
+
+#define TJ_H_BODY(bn, stages) \
+  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc)
+#else
+/* Not sm_90a: the entries exist (every arch compiles every embedded
+ * kernel) but must never run; tj_gemm_f16 does not launch them there. */
+#if defined(__CUDA_ARCH__)
+#define TJ_H_BODY(bn, stages) asm volatile("trap;")
+#else
+#define TJ_H_BODY(bn, stages) __builtin_trap()
+#endif
+#endif
+
+/* contract
+ *   block      384 1 1
+ *   grid       (ceil(N / 256), ceil(M / 128), 1)
+ *   shared     197696
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      sm_90a only (traps elsewhere); tma_a and tma_b are
+ *              CUtensorMaps built as the header of gemm_f16_sm90a.hip says;
+ *              the function's dynamic shared memory limit must be raised to
+ *              the shared size first.  tj_gemm_f16 does all of this.
+ */
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_H_BODY(256, 4);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (ceil(N / 128), ceil(M / 128), 1)
+ *   shared     164944
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      sm_90a only (traps elsewhere); tma_a and tma_b are
+ *              CUtensorMaps built as the header of gemm_f16_sm90a.hip says;
+ *              the function's dynamic shared memory limit must be raised to
+ *              the shared size first.  tj_gemm_f16 does all of this.
+ */
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_H_BODY(128, 5);
+}

@@ -1,0 +1,54 @@
+#!/bin/sh
+# gemm_isa_sm90a.sh: the Hopper GEMM's code is Hopper's.  Each entry of
+# kernels/gemm_f16_sm90a.hip is compiled with tokitai-jit --warm --arch
+# sm_90 (a device's own arch), must land in the cache as an sm_90a row,
+# and its SASS (cuobjdump -sass, else nvdisasm) must hold HGMMA (wgmma)
+# and no HMMA (mma.sync).  This shows which instructions run, not that
+# the results are right (check_kernels_gpu does that on the GPU).
+# Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
+# (not nvidia, or neither disassembler found, or no python3).
+set -u
+prog=./tokitai-jit
+[ -x "$prog" ] || { echo "gemm_isa_sm90a.sh: $prog is not built here; skipping"; exit 77; }
+case $("$prog" --version | sed -n 's/^platform: //p') in
+  nvidia) ;;
+  *) echo "gemm_isa_sm90a.sh: not the nvidia platform; skipping"; exit 77 ;;
+esac
+dis=
+for d in $(echo "$PATH" | tr ':' ' ') /usr/local/cuda/bin; do
+  if [ -x "$d/cuobjdump" ]; then dis="$d/cuobjdump -sass"; break; fi
+  if [ -x "$d/nvdisasm" ]; then dis="$d/nvdisasm"; break; fi
+done
+if [ -z "$dis" ] || ! command -v python3 >/dev/null 2>&1; then
+  echo "gemm_isa_sm90a.sh: needs cuobjdump or nvdisasm (CUDA toolkit) and python3; skipping"
+  exit 77
+fi
+tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/gemm_isa_sm90a.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+unset TOKITAI_JIT_CACHE
+cache=$tmp/cache.db
+entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_[0-9x]*\) .*/\1/p; s/^\(gemm_f16_sm90a_[0-9x]*\)$/\1/p')
+[ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
+failures=0
+fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
+for e in $entries; do
+  "$prog" --warm --arch sm_90 --cache "$cache" "$e" >"$tmp/out" 2>&1 ||
+    { fail "tokitai-jit --warm --arch sm_90 $e"; cat "$tmp/out"; continue; }
+  python3 - "$cache" "$e" "$tmp/$e.cubin" <<'PY' || { fail "$e: no sm_90a row in the cache"; continue; }
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+row = db.execute("SELECT code FROM code_objects WHERE kernel = ? AND arch = 'sm_90a'",
+                 (sys.argv[2],)).fetchone()
+if row is None:
+    sys.exit(1)
+open(sys.argv[3], "wb").write(row[0])
+PY
+  $dis "$tmp/$e.cubin" >"$tmp/$e.sass" 2>&1 || { fail "$e: $dis failed"; sed 's/^/  /' "$tmp/$e.sass"; continue; }
+  # Only the entry's own function: the cubin holds every entry of the file.
+  awk -v e="$e" '/Function *: / || /\.text\./ { on = index($0, e) > 0 } on' "$tmp/$e.sass" >"$tmp/$e.own"
+  hgmma=$(grep -c 'HGMMA' "$tmp/$e.own")
+  hmma=$(grep -c 'HMMA' "$tmp/$e.own")
+  [ "$hgmma" -gt 0 ] && [ "$hmma" -eq 0 ] || fail "$e: $hgmma HGMMA, $hmma HMMA; wanted HGMMA only"
+  echo "$e (sm_90a): $hgmma HGMMA, $hmma HMMA"
+done
+[ "$failures" -eq 0 ]
