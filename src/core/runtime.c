@@ -5,6 +5,7 @@
  */
 #include "internal.h"
 #include "embedded.h"
+#include "codeobj.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -489,6 +490,17 @@ int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
   return e == hipSuccess ? TJ_OK : TJ_EDEVICE;
 }
 
+/* The name the entry has in the code object: a module's entries may be
+ * name expressions, lowered by the compiler. */
+static const char *kernel_symbol(const tj_kernel *k)
+{
+  const tj_module *m = k->owner;
+  if (!m || !k->entry)
+    return k->entry;
+  ptrdiff_t i = k - m->kernels;
+  return i >= 0 && i < m->nentries ? m->lowered[i] : NULL;
+}
+
 int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info)
 {
   if (!k || !info)
@@ -499,6 +511,7 @@ int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info)
   info->code_size = k->code_size;
   info->origin = k->origin;
   info->compile_ms = k->compile_ms;
+  tj__code_resources(k->code, k->code_size, kernel_symbol(k), &info->resources);
   return TJ_OK;
 }
 

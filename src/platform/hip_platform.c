@@ -335,6 +335,22 @@ int tj__device_query(int ordinal, tj__device_props *props)
   return TJ_OK;
 }
 
+int tj__function_resources(void *function, tj_kernel_resources *out)
+{
+  int v;
+  hipFunction_t f = function;
+  if (hipFuncGetAttribute(&v, HIP_FUNC_ATTRIBUTE_NUM_REGS, f) != hipSuccess)
+    return TJ_EDEVICE;
+  out->regs = v;
+  if (hipFuncGetAttribute(&v, HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) == hipSuccess)
+    out->shared_bytes = v;
+  if (hipFuncGetAttribute(&v, HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f) == hipSuccess)
+    out->local_bytes = v;
+  if (hipFuncGetAttribute(&v, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) == hipSuccess)
+    out->max_threads = v;
+  return TJ_OK;
+}
+
 void tj__compiler_fingerprint(char *buf, size_t len)
 {
   int rmaj = 0, rmin = 0, hip = 0;
@@ -683,6 +699,23 @@ int tj__device_query(int ordinal, tj__device_props *props)
       cu->cuDeviceTotalMem(&props->total_mem, d))
     return TJ_EDEVICE;
   snprintf(props->arch, sizeof props->arch, "sm_%d%d", major, minor);
+  return TJ_OK;
+}
+
+int tj__function_resources(void *function, tj_kernel_resources *out)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  CUfunction f = function;
+  int v;
+  if (!cu || cu->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f) != CUDA_SUCCESS)
+    return TJ_EDEVICE;
+  out->regs = v;
+  if (cu->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) == CUDA_SUCCESS)
+    out->shared_bytes = v;
+  if (cu->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f) == CUDA_SUCCESS)
+    out->local_bytes = v;
+  if (cu->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) == CUDA_SUCCESS)
+    out->max_threads = v;
   return TJ_OK;
 }
 
