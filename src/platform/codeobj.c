@@ -369,6 +369,7 @@ enum {
   NV_REQNTID = 0x10,
   NV_FRAME_SIZE = 0x11,
   NV_REGCOUNT = 0x2f,
+  NV_RESERVED_SHARED = 1024,
 };
 
 typedef struct nv_record {
@@ -483,8 +484,15 @@ static int nv_resources(const elf_view *e, const char *symbol, tj__resources *ou
     return -1;
   if (out->local_bytes < 0)
     out->local_bytes = 0;
+  /* On sm_80 and later a kernel's shared section begins with the 1 KiB
+   * per block the system reserves (the cubin then has .nv.shared.reserved.0
+   * too).  The driver does not count it as the kernel's (on an H200: 49152
+   * for a section of 50176), and neither do we. */
   int s = section_named(e, ".nv.shared.", symbol);
   out->shared_bytes = s < 0 ? 0 : (int64_t)e->sh[s].sh_size;
+  if (out->shared_bytes >= NV_RESERVED_SHARED &&
+      section_named(e, ".nv.shared.reserved.", "0") >= 0)
+    out->shared_bytes -= NV_RESERVED_SHARED;
   nv_function_info(e, symbol, out);
   int32_t by_regs = nv_threads_for_regs(out->regs);
   if (out->max_threads < 0 || by_regs < out->max_threads)
