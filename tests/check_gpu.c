@@ -5,6 +5,7 @@
 #include "testutil.h"
 #include "internal.h"
 #include "oracle.h"
+#include "tokitai-jit/ops.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -264,6 +265,35 @@ START_TEST(threads_launch_through_one_runtime)
 }
 END_TEST
 
+/* What the code object says a kernel needs is what the driver says once
+ * it has loaded it: registers, static shared memory, local memory, and the
+ * most threads per block. */
+START_TEST(code_object_resources_match_the_driver)
+{
+  tj_runtime *rt = open_gpu(NULL);
+  for (size_t i = 0; i < tj_embedded_count(); i++) {
+    const char *name = tj_embedded_name(i);
+    tj_kernel *k = NULL;
+    tj_kernel_info info;
+    ck_assert_int_eq(tj_kernel_get(rt, name, &k), TJ_OK);
+    ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
+    tj_kernel_resources drv = {-1, -1, -1, -1, -1, -1, -1, -1};
+    ck_assert_int_eq(tj__function_resources(tj_kernel_function(k), &drv), TJ_OK);
+    const tj_kernel_resources *r = &info.resources;
+    printf("check_gpu: %s: code object regs %d shared %lld local %lld max_threads %d; "
+           "driver %d %lld %lld %d\n",
+           name, r->regs, (long long)r->shared_bytes, (long long)r->local_bytes,
+           r->max_threads, drv.regs, (long long)drv.shared_bytes,
+           (long long)drv.local_bytes, drv.max_threads);
+    ck_assert_int_eq(r->regs, drv.regs);
+    ck_assert_int_eq(r->local_bytes, drv.local_bytes);
+    ck_assert_int_eq(r->max_threads, drv.max_threads);
+    ck_assert_int_eq(r->shared_bytes, drv.shared_bytes);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
 int main(void)
 {
   if (!test_gpu_present()) {
@@ -279,6 +309,7 @@ int main(void)
   tcase_add_test(tc, bad_launch_is_reported);
   tcase_add_test(tc, second_process_loads_from_cache);
   tcase_add_test(tc, threads_launch_through_one_runtime);
+  tcase_add_test(tc, code_object_resources_match_the_driver);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -5,6 +5,7 @@
  */
 #include "internal.h"
 #include "embedded.h"
+#include "codeobj.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -514,12 +515,24 @@ int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
   return e == hipSuccess ? TJ_OK : TJ_EDEVICE;
 }
 
+/* The name the entry has in the code object: a module's entries may be
+ * name expressions, lowered by the compiler. */
+static const char *kernel_symbol(const tj_kernel *k)
+{
+  const tj_module *m = k->owner;
+  if (!m || !k->entry)
+    return k->entry;
+  ptrdiff_t i = k - m->kernels;
+  return i >= 0 && i < m->nentries ? m->lowered[i] : NULL;
+}
+
 int tj_kernel_get_info(const tj_kernel *k, tj_kernel_info *info)
 {
   if (!k || !info)
     return TJ_EINVAL;
   tj_kernel_info i = {k->entry, k->key, k->code, k->code_size, k->origin,
-                      k->compile_ms, {0}};
+                      k->compile_ms, {0}, {0}};
+  tj__code_resources(k->code, k->code_size, kernel_symbol(k), &i.resources);
   *info = i;
   return TJ_OK;
 }

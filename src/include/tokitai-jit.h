@@ -364,10 +364,31 @@ typedef enum {
 } tj_origin;
 
 /*
+ * What a kernel asks of the GPU, read from its code object (the AMD code
+ * object's metadata note; the NVIDIA cubin's own records), so it is known
+ * on a machine without the GPU too.  -1 in a field: the code object does
+ * not say (or the field has no meaning on that platform).  A kernel with
+ * local_bytes > 0 or spills > 0 keeps values in memory that the compiler
+ * could not fit in registers: worth knowing before it runs.
+ */
+typedef struct tj_kernel_resources {
+  int32_t regs;         /* AMD: VGPRs per work-item; NVIDIA: registers per thread */
+  int32_t sgprs;        /* AMD: SGPRs per wave; NVIDIA: -1 */
+  int32_t agprs;        /* AMD: AccVGPRs (gfx908, gfx90a, gfx94x), else -1 */
+  int32_t spills;       /* AMD: VGPRs + SGPRs spilled; NVIDIA: -1 (see local_bytes) */
+  int64_t shared_bytes; /* static LDS / shared memory per block */
+  int64_t local_bytes;  /* AMD: scratch (private segment); NVIDIA: local
+                           memory (stack frame); per thread */
+  int32_t max_threads;  /* the most threads per block the code allows */
+  int32_t wave_size;    /* 64 or 32 on AMD; 32 on NVIDIA */
+} tj_kernel_resources;
+
+/*
  * Facts about a kernel: its entry name, the cache key (32 lowercase hex
  * digits of XXH3-128), the code object (an AMD GPU ELF or an NVIDIA cubin)
- * and its size, where it came from, and how long its compile took when it
- * was compiled here.  Pointers are owned by the kernel's runtime.
+ * and its size, where it came from, how long its compile took when it was
+ * compiled here, and its resources.  Pointers are owned by the kernel's
+ * runtime.
  * Errors: TJ_EINVAL (NULL arguments).  Thread-safe: yes.
  */
 typedef struct tj_kernel_info {
@@ -377,6 +398,7 @@ typedef struct tj_kernel_info {
   size_t code_size;
   tj_origin origin;
   double compile_ms;
+  tj_kernel_resources resources;
   uint64_t reserved[8]; /* zero; room for fields to come */
 } tj_kernel_info;
 

@@ -384,6 +384,22 @@ int tj__function_shared_limit(void *function, unsigned bytes)
   return TJ_EDEVICE;
 }
 
+int tj__function_resources(void *function, tj_kernel_resources *out)
+{
+  int v;
+  hipFunction_t f = function;
+  if (hipFuncGetAttribute(&v, HIP_FUNC_ATTRIBUTE_NUM_REGS, f) != hipSuccess)
+    return TJ_EDEVICE;
+  out->regs = v;
+  if (hipFuncGetAttribute(&v, HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) == hipSuccess)
+    out->shared_bytes = v;
+  if (hipFuncGetAttribute(&v, HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f) == hipSuccess)
+    out->local_bytes = v;
+  if (hipFuncGetAttribute(&v, HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) == hipSuccess)
+    out->max_threads = v;
+  return TJ_OK;
+}
+
 void tj__compiler_fingerprint(char *buf, size_t len)
 {
   int rmaj = 0, rmin = 0, hip = 0;
@@ -778,6 +794,23 @@ int tj__function_shared_limit(void *function, unsigned bytes)
              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes)) ==
                  CUDA_SUCCESS
              ? TJ_OK : TJ_EDEVICE;
+}
+
+int tj__function_resources(void *function, tj_kernel_resources *out)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  CUfunction f = function;
+  int v;
+  if (!cu || cu->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f) != CUDA_SUCCESS)
+    return TJ_EDEVICE;
+  out->regs = v;
+  if (cu->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f) == CUDA_SUCCESS)
+    out->shared_bytes = v;
+  if (cu->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f) == CUDA_SUCCESS)
+    out->local_bytes = v;
+  if (cu->cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f) == CUDA_SUCCESS)
+    out->max_threads = v;
+  return TJ_OK;
 }
 
 void tj__compiler_fingerprint(char *buf, size_t len)

@@ -82,6 +82,7 @@ typedef struct tj__cuda_api {
   X(cuModuleLoadData, (CUmodule *, const void *))                              \
   X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))               \
   X(cuModuleUnload, (CUmodule))                                                \
+  X(cuFuncGetAttribute, (int *, CUfunction_attribute, CUfunction))             \
   X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned,       \
                      unsigned, unsigned, unsigned, CUstream, void **, void **)) \
   X(cuMemAlloc, (CUdeviceptr *, size_t))                                       \
@@ -236,6 +237,11 @@ int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen);
 int tj__device_make_current(const tj__device *dev);
 void tj__device_close(tj__device *dev);
 int tj__device_query(int ordinal, tj__device_props *props);
+/* The driver's view of a loaded function (registers, static shared and
+ * local memory, most threads per block): what the code object says, as
+ * the driver read it.  Fields the driver does not give stay as they were. */
+struct tj_kernel_resources;
+int tj__function_resources(void *function, struct tj_kernel_resources *out);
 
 /* For the Hopper GEMM (NVIDIA; TJ_EDEVICE on AMD).  tj__tensor_map_f16
  * writes into map (TJ__TENSOR_MAP_BYTES, 64-byte aligned) a TMA
