@@ -250,12 +250,10 @@ int main(int argc, char **argv)
   printf("check_archs: refused: ");
   arch_list_print(&refused);
   Suite *s = suite_create("archs");
-  TCase *tc = tcase_create("compile");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = test_case(s, "compile", 600);
   tcase_add_loop_test(tc, every_embedded_kernel_compiles_for_the_arch, 0, archs.count);
   tcase_add_loop_test(tc, a_callers_kernel_compiles_for_the_arch, 0, archs.count);
   tcase_add_test(tc, each_arch_has_its_own_key);
   tcase_add_loop_test(tc, an_arch_the_compiler_lacks_is_refused, 0, refused.count);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -3,10 +3,10 @@
  * compiler's log and cache nothing; unsupported archs are refused before
  * the compiler sees them. */
 #include "testutil.h"
+#include "testsql.h"
 #include "internal.h"
 
 #include <elf.h>
-#include <sqlite3.h>
 
 #ifndef EM_AMDGPU
 #define EM_AMDGPU 224
@@ -101,14 +101,7 @@ START_TEST(compile_error_returns_log_and_caches_nothing)
   tj_runtime_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 0);
   tj_runtime_close(rt);
-  sqlite3 *db;
-  sqlite3_stmt *q;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  sqlite3_prepare_v2(db, "SELECT count(*) FROM code_objects", -1, &q, NULL);
-  ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-  ck_assert_int_eq(sqlite3_column_int(q, 0), 0);
-  sqlite3_finalize(q);
-  sqlite3_close(db);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);
   free(path); free(dir);
 }
 END_TEST
@@ -193,13 +186,11 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("compile");
-  TCase *tc = tcase_create("compile");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = test_case(s, "compile", 600);
   tcase_add_test(tc, every_embedded_kernel_compiles_to_gpu_elf);
   tcase_add_test(tc, compile_error_returns_log_and_caches_nothing);
   tcase_add_test(tc, caller_kernel_goes_through_the_same_path);
   tcase_add_test(tc, unsupported_arch_is_a_clear_error);
   tcase_add_test(tc, arch_feature_flags_are_accepted_and_keyed);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

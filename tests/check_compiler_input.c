@@ -554,8 +554,7 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("compiler_input");
-  TCase *tc = tcase_create("compiler_input");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = test_case(s, "compiler_input", 600);
   tcase_add_test(tc, options_past_the_64th_reach_the_compiler);
   tcase_add_test(tc, options_split_into_one_block);
   tcase_add_test(tc, options_the_compiler_could_exit_on_are_refused);
@@ -569,6 +568,5 @@ int main(void)
   tcase_add_test(tc, fingerprint_names_the_loaded_libraries);
   tcase_add_test(tc, errmsg_is_per_thread);
   tcase_add_test(tc, errmsg_single_thread_semantics);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -3,11 +3,11 @@
  * parent never touches the GPU, because a CUDA context does not survive
  * fork(). */
 #include "testutil.h"
+#include "testsql.h"
 #include "internal.h"
 #include "oracle.h"
 
 #include <pthread.h>
-#include <sqlite3.h>
 #include <sys/wait.h>
 
 #define CHECK_HIP(call)                                                      \
@@ -206,14 +206,7 @@ START_TEST(second_process_loads_from_cache)
   ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
   tj_runtime_close(rt);
   /* Three loads from the cache, each counted once at its runtime's close. */
-  sqlite3 *db;
-  sqlite3_stmt *q;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  sqlite3_prepare_v2(db, "SELECT hits FROM code_objects", -1, &q, NULL);
-  ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-  ck_assert_int_eq(sqlite3_column_int(q, 0), 3);
-  sqlite3_finalize(q);
-  sqlite3_close(db);
+  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects"), 3);
   free(path); free(dir);
 }
 END_TEST
@@ -266,19 +259,15 @@ END_TEST
 
 int main(void)
 {
-  if (!test_gpu_present()) {
-    printf("no GPU: skipping the GPU suite\n");
+  if (test_no_gpu("the GPU suite"))
     return 77;
-  }
   Suite *s = suite_create("gpu");
-  TCase *tc = tcase_create("gpu");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = test_case(s, "gpu", 600);
   tcase_add_test(tc, embedded_kernel_launches_and_matches_oracle);
   tcase_add_test(tc, caller_kernel_launches);
   tcase_add_test(tc, module_entries_launch);
   tcase_add_test(tc, bad_launch_is_reported);
   tcase_add_test(tc, second_process_loads_from_cache);
   tcase_add_test(tc, threads_launch_through_one_runtime);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

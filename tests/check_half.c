@@ -5,7 +5,7 @@
  * kind from src/ops/half.c: it rounds in double with frexp/ldexp/floor instead
  * of shifting bits, so that a shared mistake is unlikely.
  */
-#include "tokitai-jit.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -186,8 +186,7 @@ END_TEST
 
 static Suite *half_suite(void) {
   Suite *s = suite_create("half");
-  TCase *tc = tcase_create("convert");
-  tcase_set_timeout(tc, 60);
+  TCase *tc = test_case(s, "convert", 60);
   tcase_add_test(tc, test_roundtrip_all_halves);
   tcase_add_test(tc, test_decode_values);
   tcase_add_test(tc, test_ties_to_even);
@@ -196,14 +195,9 @@ static Suite *half_suite(void) {
   tcase_add_test(tc, test_nan);
   tcase_add_test(tc, test_sweep_against_reference);
   tcase_add_test(tc, test_binade_edges_exhaustive);
-  suite_add_tcase(s, tc);
   return s;
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(half_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return run_suite(half_suite());
 }

@@ -224,13 +224,11 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("hip_source");
-  TCase *tc = tcase_create("hip_source");
-  tcase_set_timeout(tc, 600); /* a hang guard: a compile takes seconds */
+  TCase *tc = test_case(s, "hip_source", 600);
   tcase_add_loop_test(tc, each_hip_kernel_compiles_to_gpu_elf, 0, N_HIP_ENTRIES);
   tcase_add_test(tc, template_kernels_are_instantiated);
   tcase_add_test(tc, hip_includes_and_device_api);
   tcase_add_test(tc, hip_fp16_header_alone);
   tcase_add_test(tc, platform_headers_are_supplied_and_keyed);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -331,22 +331,18 @@ END_TEST
 
 int main(void)
 {
-  if (!test_gpu_present()) {
-    printf("no GPU: skipping the HIP source GPU suite\n");
+  if (test_no_gpu("the HIP source GPU suite"))
     return 77;
-  }
   char *dir = test_tmpdir();
   suite_cache_path = test_path(dir, "cache.db");
   Suite *s = suite_create("hip_source_gpu");
-  TCase *tc = tcase_create("hip_source_gpu");
-  tcase_set_timeout(tc, 600); /* a hang guard, not a timing assertion */
+  TCase *tc = test_case(s, "hip_source_gpu", 600);
   tcase_add_loop_test(tc, saxpy_f32_every_element, 0, N_AXPY_SIZES);
   tcase_add_loop_test(tc, daxpy_f64_every_element, 0, N_AXPY_SIZES);
   tcase_add_loop_test(tc, block_sum_every_block_each_width, 0, N_SUM_WIDTHS);
   tcase_add_loop_test(tc, transpose_every_element, 0, N_TRANSPOSE);
   tcase_add_test(tc, histogram_every_bin);
   tcase_add_test(tc, scale_relu_f16_every_element);
-  suite_add_tcase(s, tc);
   int rc = run_suite(s);
   free(suite_cache_path);
   free(dir);

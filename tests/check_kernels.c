@@ -591,7 +591,7 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("kernels");
-  TCase *args = tcase_create("arguments");
+  TCase *args = test_case(s, "arguments", 60);
   tcase_add_test(args, null_runtime_is_einval);
   tcase_add_test(args, device_calls_name_null_arguments);
   tcase_add_test(args, device_calls_reject_n_zero_and_overflow);
@@ -608,13 +608,11 @@ int main(void)
   tcase_add_test(args, installed_contracts_match_the_kernels);
   tcase_add_test(args, verify_checks_arguments);
   tcase_add_test(args, verify_knows_every_embedded_kernel);
-  suite_add_tcase(s, args);
-  TCase *reports = tcase_create("reports");
+  TCase *reports = test_case(s, "reports", 60);
   tcase_add_test(reports, report_json_is_valid_and_escaped);
   tcase_add_test(reports, report_fields_without_terminator_stay_bounded);
   tcase_add_test(reports, report_json_replaces_invalid_utf8);
   tcase_add_test(reports, report_numbers_ignore_the_locale);
   tcase_add_test(reports, report_markdown_has_every_field);
-  suite_add_tcase(s, reports);
   return run_suite(s);
 }

@@ -732,38 +732,28 @@ END_TEST
 
 /* ------------------------------------------------------- main */
 
-static TCase *new_case(Suite *s, const char *name)
-{
-  TCase *tc = tcase_create(name);
-  tcase_set_timeout(tc, 900); /* a hang guard, not a timing assertion */
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 int main(void)
 {
-  if (!test_gpu_present()) {
-    printf("no GPU: skipping the kernel GPU suite\n");
+  if (test_no_gpu("the kernel GPU suite"))
     return 77;
-  }
   char *dir = test_tmpdir();
   suite_cache_path = test_path(dir, "cache.db");
   Suite *s = suite_create("kernels_gpu");
-  TCase *verify = new_case(s, "verify");
+  TCase *verify = test_case(s, "verify", 900);
   tcase_add_loop_test(verify, verify_elementwise_small_and_odd_sizes, 0, N_EW);
   tcase_add_loop_test(verify, verify_elementwise_2_27, 0, N_EW);
   tcase_add_test(verify, verify_gemm_every_element);
   tcase_add_test(verify, verify_gemm_sampled_rows);
   tcase_add_test(verify, verify_gemm_skinny_entries);
   tcase_add_test(verify, verify_is_reproducible_from_its_seed);
-  TCase *calls = new_case(s, "calls");
+  TCase *calls = test_case(s, "calls", 900);
   tcase_add_loop_test(calls, elementwise_misaligned_and_in_place, 0, N_EW);
   tcase_add_loop_test(calls, host_calls_match_the_oracle, 0, N_EW);
   tcase_add_test(calls, host_add_wraps_as_twos_complement);
   tcase_add_test(calls, gelu_extreme_inputs);
   tcase_add_test(calls, host_failure_leaves_the_output);
   tcase_add_test(calls, repeated_calls_hit_the_memory_table);
-  TCase *gemm = new_case(s, "gemm");
+  TCase *gemm = test_case(s, "gemm", 900);
   tcase_add_loop_test(gemm, gemm_device_call_shapes, 0,
                       sizeof gemm_shapes / sizeof gemm_shapes[0]);
   tcase_add_test(gemm, gemm_skinny_alpha_zero_reads_no_operand);

@@ -5,8 +5,8 @@
  * values worked out independently (by hand, or from the closed form in
  * another language), not to their own output.
  */
+#include "testutil.h"
 #include "oracle.h"
-#include "tokitai-jit.h"
 
 #include <check.h>
 #include <math.h>
@@ -178,7 +178,7 @@ END_TEST
 
 static Suite *oracle_suite(void) {
   Suite *s = suite_create("oracle");
-  TCase *tc = tcase_create("reference");
+  TCase *tc = test_case(s, "reference", 60);
   tcase_add_test(tc, test_gelu_known_points);
   tcase_add_test(tc, test_gelu_grad_known_points);
   tcase_add_test(tc, test_gelu_grad_consistent);
@@ -186,20 +186,14 @@ static Suite *oracle_suite(void) {
   tcase_add_test(tc, test_add_wraps);
   tcase_add_test(tc, test_gemm_by_hand);
   tcase_add_test(tc, test_gemm_beta_zero);
-  suite_add_tcase(s, tc);
-  TCase *cmp = tcase_create("compare");
+  TCase *cmp = test_case(s, "compare", 60);
   tcase_add_test(cmp, test_compare_f16);
   tcase_add_test(cmp, test_compare_special);
   tcase_add_test(cmp, test_compare_zero_reference);
   tcase_add_test(cmp, test_compare_i32);
-  suite_add_tcase(s, cmp);
   return s;
 }
 
 int main(void) {
-  SRunner *sr = srunner_create(oracle_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return run_suite(oracle_suite());
 }

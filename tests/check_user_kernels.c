@@ -2,6 +2,7 @@
  * missing entries, and headers that never go stale.  Compile-only for
  * TEST_ARCH, on a real SQLite file, with the real compiler. */
 #include "testutil.h"
+#include "testsql.h"
 #include "internal.h" /* tj__headers_digest */
 
 #include <sqlite3.h>
@@ -18,19 +19,10 @@ static const char module_source[] =
 
 static long rows_in(const char *path, const char *where)
 {
-  sqlite3 *db;
-  sqlite3_stmt *st;
   char sql[256];
-  long n = -1;
   snprintf(sql, sizeof sql, "SELECT count(*) FROM code_objects%s%s",
            where ? " WHERE " : "", where ? where : "");
-  ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-  if (sqlite3_step(st) == SQLITE_ROW)
-    n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
+  return (long)tsql_int(path, sql);
 }
 
 static void write_file(const char *path, const char *text)
@@ -537,17 +529,14 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("user_kernels");
-  TCase *tc = tcase_create("modules");
-  tcase_set_timeout(tc, 300);
+  TCase *tc = test_case(s, "modules", 300);
   tcase_add_test(tc, module_compiles_once_and_stores_one_row);
   tcase_add_test(tc, c_names_share_one_row_and_expressions_are_keyed);
   tcase_add_test(tc, missing_entry_fails_at_compile_and_stores_nothing);
   tcase_add_test(tc, bad_module_arguments_are_refused);
   tcase_add_test(tc, version_1_cache_gains_the_entries_column);
   tcase_add_test(tc, cli_compile_key_equals_the_api_key);
-  suite_add_tcase(s, tc);
-  TCase *th = tcase_create("headers");
-  tcase_set_timeout(th, 300);
+  TCase *th = test_case(s, "headers", 300);
   tcase_add_test(th, file_header_change_gives_new_key_and_code);
   tcase_add_test(th, in_memory_header_change_gives_new_key_and_code);
   tcase_add_test(th, nested_and_angle_includes_are_hashed);
@@ -557,6 +546,5 @@ int main(void)
   tcase_add_test(th, cpath_headers_are_hashed);
   tcase_add_test(th, same_file_through_two_names_is_keyed);
   tcase_add_test(th, working_directory_header_is_hashed);
-  suite_add_tcase(s, th);
   return run_suite(s);
 }

@@ -5,9 +5,12 @@
 #include "config.h" /* first: feature macros and the platform */
 
 #include <check.h>
+#include <errno.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,9 +78,46 @@ static inline int test_gpu_present(void)
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-/* Run one suite; exit status as automake's harness reads it. */
+/* How many paths match a glob pattern (a file moved aside, files left
+ * beside a cache). */
+static inline int test_count_matches(const char *pattern)
+{
+  glob_t g;
+  int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+  globfree(&g);
+  return n;
+}
+
+/* A new case of suite s.  Its timeout guards against a hang and measures
+ * nothing; CK_TIMEOUT_MULTIPLIER stretches it (make check-valgrind). */
+static inline TCase *test_case(Suite *s, const char *name, int seconds)
+{
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, seconds);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
+/* For a GPU suite's main: true, having said so, when no GPU is here; the
+ * suite then exits 77, which automake counts as skipped. */
+static inline int test_no_gpu(const char *suite)
+{
+  if (test_gpu_present())
+    return 0;
+  printf("no GPU: skipping %s\n", suite);
+  return 1;
+}
+
+/* Run one suite, each test in its own process (Check's fork mode; CK_FORK=no
+ * for a debugger) and its files under $TJ_TEST_TMPDIR, made here when a
+ * suite runs by hand.  The exit status as automake's harness reads it. */
 static inline int run_suite(Suite *s)
 {
+  const char *tmp = getenv("TJ_TEST_TMPDIR");
+  if (tmp && *tmp && mkdir(tmp, 0700) != 0 && errno != EEXIST) {
+    perror(tmp);
+    return EXIT_FAILURE;
+  }
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
