@@ -56,12 +56,8 @@ static void refused(const char *label, const char *path, const void *bytes,
   snprintf(beside, sizeof beside, "%s.lock", path);
   unlink(beside);
   ck_assert_int_eq(rel_write_file(path, bytes, n), 0);
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE;
   tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
+  int rc = test_open(&rt, path, 0);
   ck_assert_msg(rc == TJ_ECACHE, "%s: %s", label, tj_err_name(rc));
   ck_assert_msg(strstr(tj_errmsg(rt), "tokitai-jit cache"), "%s: %s", label,
                 tj_errmsg(rt));
@@ -229,12 +225,8 @@ START_TEST(a_directory_where_the_file_should_be)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   ck_assert_int_eq(mkdir(path, 0700), 0);
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE;
   tj_runtime *rt = NULL;
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_ECACHE);
+  ck_assert_int_eq(test_open(&rt, path, 0), TJ_ECACHE);
   ck_assert_msg(strstr(tj_errmsg(rt), "is a directory; give a file path"), "%s",
                 tj_errmsg(rt));
   tj_runtime_close(rt);

@@ -17,11 +17,7 @@
 static int open_status(const char *path, unsigned flags, char *msg, size_t len)
 {
   tj_runtime *rt = NULL;
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE | flags;
-  int rc = tj_runtime_open(&rt, &o);
+  int rc = test_open(&rt, path, flags);
   snprintf(msg, len, "%s", tj_errmsg(rt));
   tj_runtime_close(rt);
   return rc;

@@ -64,12 +64,8 @@ START_TEST(processes_racing_on_a_fresh_cache)
     pids[p] = fork();
     ck_assert_int_ge(pids[p], 0);
     if (pids[p] == 0) {
-      tj_options o = {0};
-      o.arch = TEST_ARCH;
-      o.cache_path = path;
-      o.flags = TJ_NO_DEVICE;
       tj_runtime *rt = NULL;
-      int rc = tj_runtime_open(&rt, &o);
+      int rc = test_open(&rt, path, 0);
       for (size_t i = 0; rc == TJ_OK && i < tj_embedded_count(); i++) {
         tj_kernel *k;
         rc = tj_kernel_get(rt, tj_embedded_name(i), &k);
@@ -253,12 +249,8 @@ END_TEST
 START_TEST(disabled_cache_writes_no_file)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE | TJ_CACHE_DISABLE;
   tj_runtime *rt = NULL;
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  ck_assert_int_eq(test_open(&rt, path, TJ_CACHE_DISABLE), TJ_OK);
   ck_assert_ptr_null(tj_runtime_cache_path(rt));
   get_ok(rt, "add_i32");
   tj_runtime_close(rt);
@@ -271,12 +263,8 @@ START_TEST(unsafe_cache_refuses_to_open)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   ck_assert_int_eq(chmod(dir, 0777), 0);
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE;
   tj_runtime *rt = NULL;
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_EPERM);
+  ck_assert_int_eq(test_open(&rt, path, 0), TJ_EPERM);
   ck_assert(strstr(tj_errmsg(rt), "other users"));
   tj_runtime_close(rt);
   free(path); free(dir);

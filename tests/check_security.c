@@ -66,12 +66,8 @@ static void file_hash(const char *path, char out[TJ__KEY_HEX])
 
 static tj_runtime *runtime_on(const char *path, unsigned flags, int *rc)
 {
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE | flags;
   tj_runtime *rt = NULL;
-  *rc = tj_runtime_open(&rt, &o);
+  *rc = test_open(&rt, path, flags);
   return rt;
 }
 

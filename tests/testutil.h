@@ -44,16 +44,26 @@ static inline char *test_path(const char *dir, const char *name)
   return p;
 }
 
-/* Open a compile-only runtime for TEST_ARCH on the cache at path (NULL:
- * no cache), failing the test on error. */
-static inline tj_runtime *open_compile_only(const char *cache_path, unsigned flags)
+/* tj_runtime_open, compile-only for TEST_ARCH, on the cache at path (NULL:
+ * the default location) with more flags.  *rt is set even when the open
+ * fails, for its message. */
+static inline int test_open(tj_runtime **rt, const char *cache_path,
+                            unsigned flags)
 {
   tj_options o = {0};
   o.arch = TEST_ARCH;
   o.cache_path = cache_path;
-  o.flags = TJ_NO_DEVICE | flags | (cache_path ? 0 : TJ_CACHE_DISABLE);
+  o.flags = TJ_NO_DEVICE | flags;
+  *rt = NULL;
+  return tj_runtime_open(rt, &o);
+}
+
+/* Open a compile-only runtime for TEST_ARCH on the cache at path (NULL:
+ * no cache), failing the test on error. */
+static inline tj_runtime *open_compile_only(const char *cache_path, unsigned flags)
+{
   tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
+  int rc = test_open(&rt, cache_path, flags | (cache_path ? 0 : TJ_CACHE_DISABLE));
   ck_assert_msg(rc == TJ_OK, "tj_runtime_open: %s: %s", tj_strerror(rc),
                 tj_errmsg(rt));
   return rt;
