@@ -150,24 +150,6 @@ START_TEST(refuses_locations_others_can_write)
 }
 END_TEST
 
-static void write_file(const char *path, const void *data, size_t n)
-{
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(write(fd, data, n), (ssize_t)n);
-  close(fd);
-}
-
-static unsigned char *read_all(const char *path, size_t *n)
-{
-  FILE *f = fopen(path, "rb");
-  ck_assert_ptr_nonnull(f);
-  unsigned char *b = malloc(1 << 20);
-  *n = fread(b, 1, 1 << 20, f);
-  fclose(f);
-  return b;
-}
-
 /* A file that cannot be shown to be ours is refused and left exactly as it
  * was: nothing moved, nothing beside it. */
 START_TEST(foreign_files_are_left_alone)
@@ -178,14 +160,14 @@ START_TEST(foreign_files_are_left_alone)
   srand(7);
   for (size_t i = 0; i < sizeof junk; i++)
     junk[i] = (unsigned char)rand();
-  write_file(path, junk, sizeof junk);
+  test_write_file(path, junk, sizeof junk);
   tj__cache *c = NULL;
   char msg[1024];
   ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_ECACHE);
   ck_assert_ptr_null(c);
   ck_assert_msg(strstr(msg, "not a tokitai-jit cache"), "message: %s", msg);
   size_t n;
-  unsigned char *after = read_all(path, &n);
+  unsigned char *after = test_read_file(path, &n);
   ck_assert_uint_eq(n, sizeof junk);
   ck_assert(memcmp(after, junk, n) == 0);
   ck_assert_int_eq(test_count_matches(pattern), 0);
@@ -200,11 +182,11 @@ START_TEST(damaged_file_of_ours_is_moved_aside)
   char *pattern = test_path(dir, "cache.db.corrupt-*");
   tj__cache_close(open_ok(path, 0));
   size_t n;
-  unsigned char *b = read_all(path, &n);
+  unsigned char *b = test_read_file(path, &n);
   ck_assert_uint_ge(n, 4096);
   for (size_t i = 100; i < 4096; i++) /* the schema, after the header */
     b[i] = (unsigned char)(i * 13);
-  write_file(path, b, n);
+  test_write_file(path, b, n);
   tj__cache *c = NULL;
   char msg[1024];
   ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_OK);

@@ -27,14 +27,6 @@ static tj_kernel_info compile_ok(tj_runtime *rt, const char *src,
   return info;
 }
 
-static void write_file(const char *path, const char *text)
-{
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 /* ------------------------------------------------------------ options */
 
 /* The old split kept 64 options and dropped the rest, while the key
@@ -279,7 +271,7 @@ END_TEST
 START_TEST(include_path_variables_refuse_the_build)
 {
   char *dir = test_tmpdir(), *hdr = test_path(dir, "tj_probe.h");
-  write_file(hdr, "#define TJ_PROBE 2\n");
+  test_write_text(hdr, "#define TJ_PROBE 2\n");
   static const char src[] =
       "#if __has_include(\"tj_probe.h\")\n#include \"tj_probe.h\"\n#endif\n"
       "#ifndef TJ_PROBE\n#define TJ_PROBE 1\n#endif\n"
@@ -382,7 +374,7 @@ START_TEST(working_directory_cannot_change_the_code)
                                       "tj_cwd_probe.h"};
   for (size_t i = 0; i < 3; i++) {
     char *p = test_path(dir, names[i]);
-    write_file(p, "#error found in the working directory\n");
+    test_write_text(p, "#error found in the working directory\n");
     free(p);
   }
   ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));

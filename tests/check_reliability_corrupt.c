@@ -63,7 +63,7 @@ static void refused(const char *label, const char *path, const void *bytes,
                 tj_errmsg(rt));
   tj_runtime_close(rt);
   size_t got = 0;
-  unsigned char *after = rel_read_file(path, &got);
+  unsigned char *after = test_read_file(path, &got);
   ck_assert_msg(after && got == n && memcmp(after, bytes, n) == 0,
                 "%s: the file was changed", label);
   free(after);
@@ -187,19 +187,19 @@ START_TEST(schemas_that_cannot_be_used)
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   rel_exec(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 1");
   size_t n = 0;
-  unsigned char *b = rel_read_file(path, &n);
+  unsigned char *b = test_read_file(path, &n);
   refused("unmarked table with missing columns", path, b, n);
   free(b);
   unlink(path);
   rel_exec(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 2; "
            "PRAGMA application_id = 1953130868");
-  b = rel_read_file(path, &n);
+  b = test_read_file(path, &n);
   survive("table with missing columns", path, b, n, 1, "moved it to");
   free(b);
   unlink(path);
   rel_exec(path, "CREATE TABLE code_objects (key TEXT PRIMARY KEY, code BLOB); "
            "PRAGMA user_version = -3; PRAGMA application_id = 1953130868");
-  b = rel_read_file(path, &n);
+  b = test_read_file(path, &n);
   survive("schema version with no migration", path, b, n, 1, "cannot migrate");
   free(b);
   /* A newer library's file: left alone, no cache, one warning each time. */

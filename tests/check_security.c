@@ -54,12 +54,8 @@ static void expect_open(const char *path, unsigned flags, int want,
 /* A file's bytes, hashed: equal before and after means untouched. */
 static void file_hash(const char *path, char out[TJ__KEY_HEX])
 {
-  FILE *f = fopen(path, "rb");
-  ck_assert_ptr_nonnull(f);
-  size_t cap = 1 << 20, n;
-  unsigned char *b = malloc(cap);
-  n = fread(b, 1, cap, f);
-  fclose(f);
+  size_t n;
+  unsigned char *b = test_read_file(path, &n);
   tj__hash_hex(b, n, out);
   free(b);
 }

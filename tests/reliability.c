@@ -113,7 +113,7 @@ unsigned char *rel_valid_cache_bytes(const char *path, size_t *n)
   ck_assert_ptr_nonnull(rt);
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   tj_runtime_close(rt);
-  unsigned char *b = rel_read_file(path, n);
+  unsigned char *b = test_read_file(path, n);
   ck_assert_ptr_nonnull(b);
   return b;
 }
@@ -207,22 +207,3 @@ int rel_write_file(const char *path, const void *data, size_t n)
   return w == (ssize_t)n ? 0 : -1;
 }
 
-unsigned char *rel_read_file(const char *path, size_t *n)
-{
-  struct stat st;
-  int fd = open(path, O_RDONLY);
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    if (fd >= 0)
-      close(fd);
-    return NULL;
-  }
-  unsigned char *b = malloc((size_t)st.st_size + 1);
-  ssize_t r = b ? read(fd, b, (size_t)st.st_size) : -1;
-  close(fd);
-  if (r != st.st_size) {
-    free(b);
-    return NULL;
-  }
-  *n = (size_t)st.st_size;
-  return b;
-}

@@ -110,7 +110,4 @@ long rel_check_fake_rows(const char *path, char *why, size_t len);
  * reads the file alone. */
 int rel_write_file(const char *path, const void *data, size_t n);
 
-/* The whole file, malloc'd. */
-unsigned char *rel_read_file(const char *path, size_t *n);
-
 #endif

@@ -6,6 +6,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,34 @@ static inline int test_gpu_present(void)
   int status = 1;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Write a file of n bytes (mode 0600, replacing what was there). */
+static inline void test_write_file(const char *path, const void *data, size_t n)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+  ck_assert_int_eq(write(fd, data, n), (ssize_t)n);
+  ck_assert_int_eq(close(fd), 0);
+}
+
+static inline void test_write_text(const char *path, const char *text)
+{
+  test_write_file(path, text, strlen(text));
+}
+
+/* The whole file, malloc'd, its size in *n. */
+static inline unsigned char *test_read_file(const char *path, size_t *n)
+{
+  struct stat st;
+  int fd = open(path, O_RDONLY);
+  ck_assert_msg(fd >= 0 && fstat(fd, &st) == 0, "%s: %s", path, strerror(errno));
+  unsigned char *b = malloc((size_t)st.st_size + 1);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(read(fd, b, (size_t)st.st_size), st.st_size);
+  close(fd);
+  *n = (size_t)st.st_size;
+  return b;
 }
 
 /* How many paths match a glob pattern (a file moved aside, files left
