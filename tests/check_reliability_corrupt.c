@@ -341,8 +341,14 @@ END_TEST
 int main(void)
 {
   const rel_case cases[] = {
-    {"corrupt", {random_bytes_and_foreign_files, truncated_files, garbage_pages_behind_a_valid_header, damage_found_after_open_warns_once, schemas_that_cannot_be_used, a_directory_where_the_file_should_be, processes_race_on_a_corrupt_file}},
+    {"corrupt", {random_bytes_and_foreign_files,
+                 truncated_files,
+                 garbage_pages_behind_a_valid_header,
+                 damage_found_after_open_warns_once,
+                 schemas_that_cannot_be_used,
+                 a_directory_where_the_file_should_be,
+                 processes_race_on_a_corrupt_file}},
     {"tamper", {tampered_rows_are_never_loaded}},
   };
-  return rel_main("reliability_corrupt", cases, sizeof cases / sizeof cases[0]);
+  return rel_main("reliability_corrupt", cases, sizeof cases / sizeof *cases);
 }

@@ -166,5 +166,5 @@ int main(void)
   const rel_case cases[] = {
     {"input", {bad_input_everywhere, network_file_systems_are_recognised}},
   };
-  return rel_main("reliability_input", cases, sizeof cases / sizeof cases[0]);
+  return rel_main("reliability_input", cases, sizeof cases / sizeof *cases);
 }

@@ -92,5 +92,5 @@ int main(void)
   const rel_case cases[] = {
     {"kills", {writer_killed_at_random_moments}},
   };
-  return rel_main("reliability_kill", cases, sizeof cases / sizeof cases[0]);
+  return rel_main("reliability_kill", cases, sizeof cases / sizeof *cases);
 }

@@ -336,8 +336,12 @@ END_TEST
 int main(void)
 {
   const rel_case cases[] = {
-    {"hostile", {writable_ancestors_are_refused, other_owners_are_refused_unless_group_sharing, group_cache_modes_ignore_the_umask}},
-    {"nowhere", {nowhere_to_write, directory_without_write_permission, no_cache_location_at_all}},
+    {"hostile", {writable_ancestors_are_refused,
+                 other_owners_are_refused_unless_group_sharing,
+                 group_cache_modes_ignore_the_umask}},
+    {"nowhere", {nowhere_to_write,
+                 directory_without_write_permission,
+                 no_cache_location_at_all}},
   };
-  return rel_main("reliability_location", cases, sizeof cases / sizeof cases[0]);
+  return rel_main("reliability_location", cases, sizeof cases / sizeof *cases);
 }

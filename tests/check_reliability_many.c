@@ -221,7 +221,9 @@ END_TEST
 int main(void)
 {
   const rel_case cases[] = {
-    {"many", {processes_race_on_a_fresh_cache_for_two_archs, threads_share_one_runtime_and_its_cache, threads_compile_different_kernels_at_once}},
+    {"many", {processes_race_on_a_fresh_cache_for_two_archs,
+              threads_share_one_runtime_and_its_cache,
+              threads_compile_different_kernels_at_once}},
   };
-  return rel_main("reliability_many", cases, sizeof cases / sizeof cases[0]);
+  return rel_main("reliability_many", cases, sizeof cases / sizeof *cases);
 }

@@ -85,7 +85,8 @@ END_TEST
 int main(void)
 {
   const rel_case cases[] = {
-    {"upgrade", {prerelease_cache_is_rebuilt, old_compiler_rows_are_never_used_and_evicted}},
+    {"upgrade", {prerelease_cache_is_rebuilt,
+                 old_compiler_rows_are_never_used_and_evicted}},
   };
-  return rel_main("reliability_upgrade", cases, sizeof cases / sizeof cases[0]);
+  return rel_main("reliability_upgrade", cases, sizeof cases / sizeof *cases);
 }

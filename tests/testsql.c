@@ -71,7 +71,8 @@ long long tsql_bad_rows(const char *path)
     int n = sqlite3_column_bytes(st, 0);
     tj__hash_hex(sqlite3_column_blob(st, 0), (size_t)n, h);
     const char *stored = (const char *)sqlite3_column_text(st, 1);
-    bad += !stored || strcmp(h, stored) != 0 || sqlite3_column_int64(st, 2) != n;
+    bad += !stored || strcmp(h, stored) != 0 ||
+           sqlite3_column_int64(st, 2) != n;
   }
   done(st);
   return bad;

@@ -64,7 +64,8 @@ static inline int test_open(tj_runtime **rt, const char *cache_path,
 static inline tj_runtime *open_compile_only(const char *cache_path, unsigned flags)
 {
   tj_runtime *rt = NULL;
-  int rc = test_open(&rt, cache_path, flags | (cache_path ? 0 : TJ_CACHE_DISABLE));
+  unsigned no_cache = cache_path ? 0 : TJ_CACHE_DISABLE;
+  int rc = test_open(&rt, cache_path, flags | no_cache);
   ck_assert_msg(rc == TJ_OK, "tj_runtime_open: %s: %s", tj_strerror(rc),
                 tj_errmsg(rt));
   return rt;
@@ -108,7 +109,8 @@ static inline unsigned char *test_read_file(const char *path, size_t *n)
 {
   struct stat st;
   int fd = open(path, O_RDONLY);
-  ck_assert_msg(fd >= 0 && fstat(fd, &st) == 0, "%s: %s", path, strerror(errno));
+  ck_assert_msg(fd >= 0 && fstat(fd, &st) == 0, "%s: %s", path,
+                strerror(errno));
   unsigned char *b = malloc((size_t)st.st_size + 1);
   ck_assert_ptr_nonnull(b);
   ck_assert_int_eq(read(fd, b, (size_t)st.st_size), st.st_size);
