@@ -11,24 +11,16 @@
  * gfx1101, gfx1100, gfx942 and gfx90a. */
 #include "testutil.h"
 
-#include <elf.h>
+#include "testelf.h"
+
 #if defined(TJ_PLATFORM_AMD)
 #include <hip/hip_version.h>
 #endif
 
-#ifndef EM_AMDGPU
-#define EM_AMDGPU 224
-#endif
-#ifndef EM_CUDA
-#define EM_CUDA 190
-#endif
-
 #if defined(TJ_PLATFORM_NVIDIA)
-#define WANT_MACHINE EM_CUDA
 #define DEFAULT_ARCHS "sm_80,sm_90"
 #define DEFAULT_REFUSED "sm_12345"
 #else
-#define WANT_MACHINE EM_AMDGPU
 #define DEFAULT_ARCHS "gfx90a,gfx1030"
 /* What each HIP's hipRTC aborts the process on (its comgr does not know
  * the ISA), besides a name that is no arch at all.  A compiler newer than
@@ -58,36 +50,6 @@ static void arch_list_read(arch_list *l, const char *var, const char *def)
        t = strtok_r(NULL, ", \t", &save))
     l->name[l->count++] = strdup(t);
   free(copy);
-}
-
-/* Is name defined in the ELF image's symbol table?  Bounds-checked: a test
- * must not crash on a bad code object. */
-static int elf_defines(const void *image, size_t size, const char *name)
-{
-  const unsigned char *b = image;
-  if (size < sizeof(Elf64_Ehdr) || memcmp(b, ELFMAG, SELFMAG) != 0)
-    return 0;
-  const Elf64_Ehdr *eh = image;
-  if (eh->e_shoff == 0 || eh->e_shoff > size ||
-      (size - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum)
-    return 0;
-  const Elf64_Shdr *sh = (const Elf64_Shdr *)(b + eh->e_shoff);
-  for (int i = 0; i < eh->e_shnum; i++) {
-    if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
-      continue;
-    const Elf64_Shdr *strs = &sh[sh[i].sh_link];
-    if (sh[i].sh_offset > size || sh[i].sh_size > size - sh[i].sh_offset ||
-        strs->sh_offset > size || strs->sh_size > size - strs->sh_offset)
-      return 0;
-    const Elf64_Sym *sym = (const Elf64_Sym *)(b + sh[i].sh_offset);
-    const char *str = (const char *)b + strs->sh_offset;
-    for (size_t j = 0; j < sh[i].sh_size / sizeof *sym; j++)
-      if (sym[j].st_name < strs->sh_size &&
-          strnlen(str + sym[j].st_name, strs->sh_size - sym[j].st_name) == strlen(name) &&
-          strcmp(str + sym[j].st_name, name) == 0)
-        return sym[j].st_shndx != SHN_UNDEF;
-  }
-  return 0;
 }
 
 #if defined(TJ_PLATFORM_AMD)
@@ -120,13 +82,13 @@ static void assert_code_object_for(const tj_kernel *k, const char *arch,
   ck_assert_uint_ge(info.code_size, sizeof *eh);
   ck_assert(memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0);
   ck_assert_int_eq(eh->e_ident[EI_CLASS], ELFCLASS64);
-  ck_assert_int_eq(eh->e_machine, WANT_MACHINE);
-  ck_assert_msg(elf_defines(info.code, info.code_size, entry),
+  ck_assert_int_eq(eh->e_machine, TEST_ELF_MACHINE);
+  ck_assert_msg(test_elf_defines(info.code, info.code_size, entry, 0),
                 "%s: %s is not defined in its code object", arch, entry);
 #if defined(TJ_PLATFORM_AMD)
   char kd[256];
   snprintf(kd, sizeof kd, "%s.kd", entry);
-  ck_assert_msg(elf_defines(info.code, info.code_size, kd),
+  ck_assert_msg(test_elf_defines(info.code, info.code_size, kd, 0),
                 "%s: %s has no kernel descriptor %s", arch, entry, kd);
   int want = amdgpu_mach(arch);
   if (want >= 0)
@@ -250,12 +212,10 @@ int main(int argc, char **argv)
   printf("check_archs: refused: ");
   arch_list_print(&refused);
   Suite *s = suite_create("archs");
-  TCase *tc = tcase_create("compile");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = test_case(s, "compile", 600);
   tcase_add_loop_test(tc, every_embedded_kernel_compiles_for_the_arch, 0, archs.count);
   tcase_add_loop_test(tc, a_callers_kernel_compiles_for_the_arch, 0, archs.count);
   tcase_add_test(tc, each_arch_has_its_own_key);
   tcase_add_loop_test(tc, an_arch_the_compiler_lacks_is_refused, 0, refused.count);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -2,11 +2,10 @@
  * tamper detection, unsafe locations, corrupt and newer files. */
 #include "testutil.h"
 #include "internal.h"
+#include "testsql.h"
 
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <fcntl.h>
-#include <glob.h>
 
 static const unsigned char blob[] = "\x7f" "ELF pretend code object";
 
@@ -26,29 +25,6 @@ static tj__cache *open_ok(const char *path, unsigned flags)
   return c;
 }
 
-static long long query_int(const char *path, const char *sql)
-{
-  sqlite3 *db;
-  sqlite3_stmt *st;
-  long long v = -1;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-  if (sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
-static void exec_sql(const char *path, const char *sql)
-{
-  sqlite3 *db;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s",
-                sql, sqlite3_errmsg(db));
-  sqlite3_close(db);
-}
-
 START_TEST(creates_private_directory_and_file)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "a/b/cache.db");
@@ -59,9 +35,9 @@ START_TEST(creates_private_directory_and_file)
   char *sub = test_path(dir, "a/b");
   ck_assert_int_eq(stat(sub, &st), 0);
   ck_assert_uint_eq(st.st_mode & 0777, 0700);
-  ck_assert_int_eq(query_int(path, "PRAGMA user_version"), 2);
-  ck_assert_int_eq(query_int(path, "PRAGMA application_id"), TJ__CACHE_APP_ID);
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 0);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA application_id"), TJ__CACHE_APP_ID);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);
   free(sub); free(path); free(dir);
 }
 END_TEST
@@ -90,10 +66,10 @@ START_TEST(round_trip_and_insert_or_ignore)
   uint64_t hits[] = {3};
   ck_assert_int_eq(tj__cache_record_usage(c, keys, hits, 1, 2), TJ_OK);
   tj__cache_close(c);
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 1);
-  ck_assert_int_eq(query_int(path, "SELECT hits FROM code_objects"), 3);
-  ck_assert_int_eq(query_int(path, "SELECT code_size FROM code_objects"), sizeof blob);
-  ck_assert_int_eq(query_int(path, "SELECT value FROM counters WHERE name='misses'"), 2);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects"), 3);
+  ck_assert_int_eq(tsql_int(path, "SELECT code_size FROM code_objects"), sizeof blob);
+  ck_assert_int_eq(tsql_int(path, "SELECT value FROM counters WHERE name='misses'"), 2);
   free(path); free(dir);
 }
 END_TEST
@@ -102,14 +78,9 @@ START_TEST(uses_wal_journal)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   tj__cache_close(open_ok(path, 0));
-  sqlite3 *db;
-  sqlite3_stmt *st;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL);
-  ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-  ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "wal");
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  char mode[16];
+  ck_assert_int_eq(tsql_text(path, "PRAGMA journal_mode", mode, sizeof mode), 0);
+  ck_assert_str_eq(mode, "wal");
   free(path); free(dir);
 }
 END_TEST
@@ -123,7 +94,7 @@ START_TEST(tampered_blob_is_dropped)
   const char *key = "00000000000000000000000000000001";
   tj__cache_row r = row_for(key);
   ck_assert_int_eq(tj__cache_put(c, &r), TJ_OK);
-  exec_sql(path, "UPDATE code_objects SET code = x'7f454c46deadbeef'");
+  tsql_exec(path, "UPDATE code_objects SET code = x'7f454c46deadbeef'");
   void *code = NULL;
   size_t size = 0;
   int dropped = 0;
@@ -131,7 +102,7 @@ START_TEST(tampered_blob_is_dropped)
   ck_assert_int_eq(dropped, TJ__DROP_HASH);
   ck_assert_ptr_null(code);
   tj__cache_close(c);
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);
   free(path); free(dir);
 }
 END_TEST
@@ -179,32 +150,6 @@ START_TEST(refuses_locations_others_can_write)
 }
 END_TEST
 
-static int count_matches(const char *pattern)
-{
-  glob_t g;
-  int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
-  globfree(&g);
-  return n;
-}
-
-static void write_file(const char *path, const void *data, size_t n)
-{
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(write(fd, data, n), (ssize_t)n);
-  close(fd);
-}
-
-static unsigned char *read_all(const char *path, size_t *n)
-{
-  FILE *f = fopen(path, "rb");
-  ck_assert_ptr_nonnull(f);
-  unsigned char *b = malloc(1 << 20);
-  *n = fread(b, 1, 1 << 20, f);
-  fclose(f);
-  return b;
-}
-
 /* A file that cannot be shown to be ours is refused and left exactly as it
  * was: nothing moved, nothing beside it. */
 START_TEST(foreign_files_are_left_alone)
@@ -215,17 +160,17 @@ START_TEST(foreign_files_are_left_alone)
   srand(7);
   for (size_t i = 0; i < sizeof junk; i++)
     junk[i] = (unsigned char)rand();
-  write_file(path, junk, sizeof junk);
+  test_write_file(path, junk, sizeof junk);
   tj__cache *c = NULL;
   char msg[1024];
   ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_ECACHE);
   ck_assert_ptr_null(c);
   ck_assert_msg(strstr(msg, "not a tokitai-jit cache"), "message: %s", msg);
   size_t n;
-  unsigned char *after = read_all(path, &n);
+  unsigned char *after = test_read_file(path, &n);
   ck_assert_uint_eq(n, sizeof junk);
   ck_assert(memcmp(after, junk, n) == 0);
-  ck_assert_int_eq(count_matches(pattern), 0);
+  ck_assert_int_eq(test_count_matches(pattern), 0);
   free(after); free(pattern); free(path); free(dir);
 }
 END_TEST
@@ -237,17 +182,17 @@ START_TEST(damaged_file_of_ours_is_moved_aside)
   char *pattern = test_path(dir, "cache.db.corrupt-*");
   tj__cache_close(open_ok(path, 0));
   size_t n;
-  unsigned char *b = read_all(path, &n);
+  unsigned char *b = test_read_file(path, &n);
   ck_assert_uint_ge(n, 4096);
   for (size_t i = 100; i < 4096; i++) /* the schema, after the header */
     b[i] = (unsigned char)(i * 13);
-  write_file(path, b, n);
+  test_write_file(path, b, n);
   tj__cache *c = NULL;
   char msg[1024];
   ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_OK);
   ck_assert_ptr_nonnull(c);
   ck_assert_msg(strstr(msg, "moved it to"), "message: %s", msg);
-  ck_assert_int_eq(count_matches(pattern), 1);
+  ck_assert_int_eq(test_count_matches(pattern), 1);
   tj__cache_row r = row_for("00000000000000000000000000000002");
   ck_assert_int_eq(tj__cache_put(c, &r), TJ_OK);
   tj__cache_close(c);
@@ -258,7 +203,7 @@ END_TEST
 START_TEST(table_missing_columns_is_replaced)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  exec_sql(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 2; "
+  tsql_exec(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 2; "
            "PRAGMA application_id = 1953130868");
   chmod(path, 0600);
   tj__cache *c = NULL;
@@ -275,7 +220,7 @@ END_TEST
 START_TEST(newer_schema_is_left_alone)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  exec_sql(path, "CREATE TABLE future (x); PRAGMA user_version = 99; "
+  tsql_exec(path, "CREATE TABLE future (x); PRAGMA user_version = 99; "
            "PRAGMA application_id = 1953130868");
   chmod(path, 0600);
   tj__cache *c = NULL;
@@ -283,7 +228,7 @@ START_TEST(newer_schema_is_left_alone)
   ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_OK);
   ck_assert_ptr_null(c);
   ck_assert_msg(strstr(msg, "newer"), "message: %s", msg);
-  ck_assert_int_eq(query_int(path, "PRAGMA user_version"), 99);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 99);
   free(path); free(dir);
 }
 END_TEST
@@ -303,7 +248,7 @@ START_TEST(readonly_never_writes)
   tj__cache_row r = row_for("00000000000000000000000000000003");
   ck_assert_int_eq(tj__cache_put(c, &r), TJ_OK);
   tj__cache_close(c);
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);
   free(path); free(dir);
 }
 END_TEST
@@ -334,7 +279,7 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("cache");
-  TCase *tc = tcase_create("cache");
+  TCase *tc = test_case(s, "cache", 60);
   tcase_add_test(tc, creates_private_directory_and_file);
   tcase_add_test(tc, round_trip_and_insert_or_ignore);
   tcase_add_test(tc, uses_wal_journal);
@@ -346,6 +291,5 @@ int main(void)
   tcase_add_test(tc, newer_schema_is_left_alone);
   tcase_add_test(tc, readonly_never_writes);
   tcase_add_test(tc, default_path_follows_environment);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -3,53 +3,18 @@
  * compiler's log and cache nothing; unsupported archs are refused before
  * the compiler sees them. */
 #include "testutil.h"
+#include "testsql.h"
 #include "internal.h"
 
-#include <elf.h>
-#include <sqlite3.h>
-
-#ifndef EM_AMDGPU
-#define EM_AMDGPU 224
-#endif
-#ifndef EM_CUDA
-#define EM_CUDA 190
-#endif
+#include "testelf.h"
 
 #if defined(TJ_PLATFORM_NVIDIA)
-#define WANT_MACHINE EM_CUDA
 #define UNKNOWN_ARCH "sm_12345"
 #else
-#define WANT_MACHINE EM_AMDGPU
 /* No compiler knows it.  gfx1101 was the example until HIP 5.7 learnt it;
  * the real archs each HIP lacks are in check_archs.c. */
 #define UNKNOWN_ARCH "gfx9999"
 #endif
-
-/* Does the ELF image define a symbol called name?  Bounds-checked: the
- * image came from a compiler, but a test must not crash on a bad one. */
-static int elf_has_symbol(const void *image, size_t size, const char *name)
-{
-  const unsigned char *b = image;
-  if (size < sizeof(Elf64_Ehdr) || memcmp(b, ELFMAG, SELFMAG) != 0)
-    return 0;
-  const Elf64_Ehdr *eh = image;
-  if (eh->e_shoff == 0 || eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr) > size)
-    return 0;
-  const Elf64_Shdr *sh = (const Elf64_Shdr *)(b + eh->e_shoff);
-  for (int i = 0; i < eh->e_shnum; i++) {
-    if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
-      continue;
-    const Elf64_Shdr *strs = &sh[sh[i].sh_link];
-    if (sh[i].sh_offset + sh[i].sh_size > size || strs->sh_offset + strs->sh_size > size)
-      return 0;
-    const Elf64_Sym *sym = (const Elf64_Sym *)(b + sh[i].sh_offset);
-    for (size_t j = 0; j < sh[i].sh_size / sizeof *sym; j++)
-      if (sym[j].st_name < strs->sh_size &&
-          strcmp((const char *)b + strs->sh_offset + sym[j].st_name, name) == 0)
-        return sym[j].st_shndx != SHN_UNDEF;
-  }
-  return 0;
-}
 
 START_TEST(every_embedded_kernel_compiles_to_gpu_elf)
 {
@@ -67,8 +32,8 @@ START_TEST(every_embedded_kernel_compiles_to_gpu_elf)
     const Elf64_Ehdr *eh = info.code;
     ck_assert_uint_ge(info.code_size, sizeof *eh);
     ck_assert(memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0);
-    ck_assert_int_eq(eh->e_machine, WANT_MACHINE);
-    ck_assert_msg(elf_has_symbol(info.code, info.code_size, name),
+    ck_assert_int_eq(eh->e_machine, TEST_ELF_MACHINE);
+    ck_assert_msg(test_elf_defines(info.code, info.code_size, name, 0),
                   "%s is not defined in its code object", name);
     ck_assert_ptr_null(tj_kernel_function(k)); /* compile only */
     ck_assert_int_eq(tj_launch(k, (tj_dim3){1, 1, 1}, (tj_dim3){1, 1, 1}, 0,
@@ -101,14 +66,7 @@ START_TEST(compile_error_returns_log_and_caches_nothing)
   tj_runtime_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 0);
   tj_runtime_close(rt);
-  sqlite3 *db;
-  sqlite3_stmt *q;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  sqlite3_prepare_v2(db, "SELECT count(*) FROM code_objects", -1, &q, NULL);
-  ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-  ck_assert_int_eq(sqlite3_column_int(q, 0), 0);
-  sqlite3_finalize(q);
-  sqlite3_close(db);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);
   free(path); free(dir);
 }
 END_TEST
@@ -130,7 +88,7 @@ START_TEST(caller_kernel_goes_through_the_same_path)
   tj_kernel_info_get(k1, &a);
   tj_kernel_info_get(k3, &b);
   ck_assert_str_ne(a.key, b.key);
-  ck_assert(elf_has_symbol(a.code, a.code_size, "scale"));
+  ck_assert(test_elf_defines(a.code, a.code_size, "scale", 0));
   tj_stats st;
   tj_runtime_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 2);
@@ -193,13 +151,11 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("compile");
-  TCase *tc = tcase_create("compile");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = test_case(s, "compile", 600);
   tcase_add_test(tc, every_embedded_kernel_compiles_to_gpu_elf);
   tcase_add_test(tc, compile_error_returns_log_and_caches_nothing);
   tcase_add_test(tc, caller_kernel_goes_through_the_same_path);
   tcase_add_test(tc, unsupported_arch_is_a_clear_error);
   tcase_add_test(tc, arch_feature_flags_are_accepted_and_keyed);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -27,14 +27,6 @@ static tj_kernel_info compile_ok(tj_runtime *rt, const char *src,
   return info;
 }
 
-static void write_file(const char *path, const char *text)
-{
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 /* ------------------------------------------------------------ options */
 
 /* The old split kept 64 options and dropped the rest, while the key
@@ -279,7 +271,7 @@ END_TEST
 START_TEST(include_path_variables_refuse_the_build)
 {
   char *dir = test_tmpdir(), *hdr = test_path(dir, "tj_probe.h");
-  write_file(hdr, "#define TJ_PROBE 2\n");
+  test_write_text(hdr, "#define TJ_PROBE 2\n");
   static const char src[] =
       "#if __has_include(\"tj_probe.h\")\n#include \"tj_probe.h\"\n#endif\n"
       "#ifndef TJ_PROBE\n#define TJ_PROBE 1\n#endif\n"
@@ -382,7 +374,7 @@ START_TEST(working_directory_cannot_change_the_code)
                                       "tj_cwd_probe.h"};
   for (size_t i = 0; i < 3; i++) {
     char *p = test_path(dir, names[i]);
-    write_file(p, "#error found in the working directory\n");
+    test_write_text(p, "#error found in the working directory\n");
     free(p);
   }
   ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
@@ -554,8 +546,7 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("compiler_input");
-  TCase *tc = tcase_create("compiler_input");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = test_case(s, "compiler_input", 600);
   tcase_add_test(tc, options_past_the_64th_reach_the_compiler);
   tcase_add_test(tc, options_split_into_one_block);
   tcase_add_test(tc, options_the_compiler_could_exit_on_are_refused);
@@ -569,6 +560,5 @@ int main(void)
   tcase_add_test(tc, fingerprint_names_the_loaded_libraries);
   tcase_add_test(tc, errmsg_is_per_thread);
   tcase_add_test(tc, errmsg_single_thread_semantics);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

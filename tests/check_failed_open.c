@@ -170,8 +170,7 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("failed_open");
-  TCase *tc = tcase_create("failed_open");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = test_case(s, "failed_open", 120);
   tcase_add_test(tc, unknown_flags);
   tcase_add_test(tc, no_device_and_no_arch);
   tcase_add_test(tc, arch_the_compiler_lacks);
@@ -179,6 +178,5 @@ int main(void)
   tcase_add_test(tc, unsafe_cache_on_the_device);
   tcase_add_test(tc, default_options);
   tcase_add_test(tc, close_and_errmsg_take_null);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

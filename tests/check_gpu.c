@@ -2,31 +2,13 @@
  * Every test runs in its own forked process (Check's default), and the
  * parent never touches the GPU, because a CUDA context does not survive
  * fork(). */
-#include "testutil.h"
-#include "internal.h"
+#include "testgpu.h"
+#include "testsql.h"
 #include "oracle.h"
 #include "tokitai-jit/ops.h"
 
 #include <pthread.h>
-#include <sqlite3.h>
 #include <sys/wait.h>
-
-#define CHECK_HIP(call)                                                      \
-  do {                                                                       \
-    hipError_t e_ = (call);                                                  \
-    ck_assert_msg(e_ == hipSuccess, "%s: %s", #call, hipGetErrorString(e_)); \
-  } while (0)
-
-static tj_runtime *open_gpu(const char *cache_path)
-{
-  tj_options o = {0};
-  o.cache_path = cache_path;
-  o.flags = cache_path ? 0 : TJ_CACHE_DISABLE;
-  tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
-  ck_assert_msg(rc == TJ_OK, "open: %s: %s", tj_strerror(rc), tj_errmsg(rt));
-  return rt;
-}
 
 static void *to_device(const void *host, size_t bytes)
 {
@@ -67,7 +49,7 @@ static void run_add(tj_runtime *rt, size_t n)
 
 START_TEST(embedded_kernel_launches_and_matches_oracle)
 {
-  tj_runtime *rt = open_gpu(NULL);
+  tj_runtime *rt = open_gpu_on(NULL);
   ck_assert(strlen(tj_runtime_arch(rt)) > 0);
   size_t sizes[] = {1, 7, 8, 9, 1000003};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -82,7 +64,7 @@ START_TEST(caller_kernel_launches)
       "extern \"C\" __global__ void axpy(float a, const float *x, float *y, int n) {\n"
       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
       "  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
-  tj_runtime *rt = open_gpu(NULL);
+  tj_runtime *rt = open_gpu_on(NULL);
   tj_kernel *k = NULL;
   ck_assert_msg(tj_kernel_compile(rt, src, "axpy", "", &k) == TJ_OK, "%s", tj_errmsg(rt));
   enum { N = 4099 };
@@ -119,7 +101,7 @@ START_TEST(module_entries_launch)
   const char *entries[] = {"scale<float>", "ops::add1", "neg"};
   tj_module_source ms = {sizeof ms, src, "module.hip", NULL, 0, NULL, 0, entries, 3};
   for (int pass = 0; pass < 2; pass++) {
-    tj_runtime *rt = open_gpu(db);
+    tj_runtime *rt = open_gpu_on(db);
     tj_module *m;
     tj_kernel *ks, *ka, *kn;
     ck_assert_msg(tj_module_compile(rt, &ms, &m) == TJ_OK, "%s", tj_errmsg(rt));
@@ -152,7 +134,7 @@ END_TEST
 
 START_TEST(bad_launch_is_reported)
 {
-  tj_runtime *rt = open_gpu(NULL);
+  tj_runtime *rt = open_gpu_on(NULL);
   tj_kernel *k = NULL;
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   unsigned long long n = 0;
@@ -199,7 +181,7 @@ START_TEST(second_process_loads_from_cache)
   ck_assert_int_eq(child_run(path, 1), 0);
   ck_assert_int_eq(child_run(path, 0), 0);
   ck_assert_int_eq(child_run(path, 0), 0);
-  tj_runtime *rt = open_gpu(path);
+  tj_runtime *rt = open_gpu_on(path);
   tj_kernel *k;
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   tj_kernel_info info;
@@ -207,14 +189,7 @@ START_TEST(second_process_loads_from_cache)
   ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
   tj_runtime_close(rt);
   /* Three loads from the cache, each counted once at its runtime's close. */
-  sqlite3 *db;
-  sqlite3_stmt *q;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  sqlite3_prepare_v2(db, "SELECT hits FROM code_objects", -1, &q, NULL);
-  ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-  ck_assert_int_eq(sqlite3_column_int(q, 0), 3);
-  sqlite3_finalize(q);
-  sqlite3_close(db);
+  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects"), 3);
   free(path); free(dir);
 }
 END_TEST
@@ -247,7 +222,7 @@ static void *launch_from_thread(void *arg)
 START_TEST(threads_launch_through_one_runtime)
 {
   enum { THREADS = 8 };
-  tj_runtime *rt = open_gpu(NULL);
+  tj_runtime *rt = open_gpu_on(NULL);
   pthread_t th[THREADS];
   struct worker w[THREADS];
   for (int i = 0; i < THREADS; i++) {
@@ -270,7 +245,7 @@ END_TEST
  * most threads per block. */
 START_TEST(code_object_resources_match_the_driver)
 {
-  tj_runtime *rt = open_gpu(NULL);
+  tj_runtime *rt = open_gpu_on(NULL);
   for (size_t i = 0; i < tj_embedded_count(); i++) {
     const char *name = tj_embedded_name(i);
     tj_kernel *k = NULL;
@@ -296,13 +271,8 @@ END_TEST
 
 int main(void)
 {
-  if (!test_gpu_present()) {
-    printf("no GPU: skipping the GPU suite\n");
-    return 77;
-  }
   Suite *s = suite_create("gpu");
-  TCase *tc = tcase_create("gpu");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = test_case(s, "gpu", 600);
   tcase_add_test(tc, embedded_kernel_launches_and_matches_oracle);
   tcase_add_test(tc, caller_kernel_launches);
   tcase_add_test(tc, module_entries_launch);
@@ -310,6 +280,5 @@ int main(void)
   tcase_add_test(tc, second_process_loads_from_cache);
   tcase_add_test(tc, threads_launch_through_one_runtime);
   tcase_add_test(tc, code_object_resources_match_the_driver);
-  suite_add_tcase(s, tc);
-  return run_suite(s);
+  return run_gpu_suite(s, "the GPU suite");
 }

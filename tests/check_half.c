@@ -5,7 +5,7 @@
  * kind from src/ops/half.c: it rounds in double with frexp/ldexp/floor instead
  * of shifting bits, so that a shared mistake is unlikely.
  */
-#include "tokitai-jit.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -13,24 +13,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float bits_to_float(uint32_t u) {
+static float bits_to_float(uint32_t u)
+{
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
 }
 
-static uint32_t float_to_bits(float f) {
+static uint32_t float_to_bits(float f)
+{
   uint32_t u;
   memcpy(&u, &f, sizeof u);
   return u;
 }
 
-static int half_is_nan(uint16_t h) {
+static int half_is_nan(uint16_t h)
+{
   return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
 }
 
 /* Encode a value that is already exactly representable as a finite half. */
-static uint16_t ref_encode(double v, uint16_t sign) {
+static uint16_t ref_encode(double v, uint16_t sign)
+{
   if (v < ldexp(1.0, -14))
     return (uint16_t)(sign | (uint16_t)ldexp(v, 24)); /* subnormal units */
   int e;
@@ -42,7 +46,8 @@ static uint16_t ref_encode(double v, uint16_t sign) {
 
 /* Round |f| to the half grid around it: 11 significant bits, but never a
  * step finer than 2^-24. */
-static uint16_t ref_f32_to_f16(float f) {
+static uint16_t ref_f32_to_f16(float f)
+{
   uint16_t sign = signbit(f) ? 0x8000u : 0u;
   if (isnan(f))
     return (uint16_t)(sign | 0x7e00u);
@@ -66,7 +71,8 @@ static uint16_t ref_f32_to_f16(float f) {
 
 /* Every half goes to float and back unchanged; a NaN comes back as a
  * quiet NaN with the same payload. */
-START_TEST(test_roundtrip_all_halves) {
+START_TEST(test_roundtrip_all_halves)
+{
   for (uint32_t h = 0; h <= 0xffffu; h++) {
     float f = tj_f16_to_f32((uint16_t)h);
     uint16_t back = tj_f32_to_f16(f);
@@ -82,7 +88,8 @@ START_TEST(test_roundtrip_all_halves) {
 END_TEST
 
 /* Decoding agrees with the value the bits mean. */
-START_TEST(test_decode_values) {
+START_TEST(test_decode_values)
+{
   for (uint32_t h = 0; h < 0x7c00u; h++) {
     uint32_t exp = h >> 10, man = h & 0x3ffu;
     double want = exp ? ldexp(1024.0 + man, (int)exp - 25)
@@ -97,7 +104,8 @@ START_TEST(test_decode_values) {
 }
 END_TEST
 
-static void expect_f16(float f, uint16_t want) {
+static void expect_f16(float f, uint16_t want)
+{
   uint16_t got = tj_f32_to_f16(f);
   uint16_t ref = ref_f32_to_f16(f);
   ck_assert_msg(ref == want, "reference gives %#06x for %a, test wants %#06x",
@@ -111,7 +119,8 @@ static void expect_f16(float f, uint16_t want) {
 
 /* Exactly halfway between two halves goes to the even one, both when
  * that means rounding down and when it means rounding up. */
-START_TEST(test_ties_to_even) {
+START_TEST(test_ties_to_even)
+{
   expect_f16(1.0f + 0x1p-11f, 0x3c00u);        /* down to 1.0 */
   expect_f16(1.0f + 3 * 0x1p-11f, 0x3c02u);    /* up to 1+2^-9 */
   expect_f16(1.0f + 0x1p-11f + 0x1p-23f, 0x3c01u); /* past the tie */
@@ -123,7 +132,8 @@ START_TEST(test_ties_to_even) {
 }
 END_TEST
 
-START_TEST(test_subnormal_boundary) {
+START_TEST(test_subnormal_boundary)
+{
   expect_f16(0x1p-24f, 0x0001u);               /* smallest subnormal */
   expect_f16(0x1p-25f, 0x0000u);               /* half of it: tie to 0 */
   expect_f16(0x1p-25f + 0x1p-40f, 0x0001u);    /* a little more */
@@ -136,7 +146,8 @@ START_TEST(test_subnormal_boundary) {
 }
 END_TEST
 
-START_TEST(test_overflow) {
+START_TEST(test_overflow)
+{
   expect_f16(65504.0f, 0x7bffu);
   expect_f16(65519.99f, 0x7bffu);
   expect_f16(65520.0f, 0x7c00u);
@@ -147,7 +158,8 @@ START_TEST(test_overflow) {
 }
 END_TEST
 
-START_TEST(test_nan) {
+START_TEST(test_nan)
+{
   float qnan = bits_to_float(0x7fc00000u);
   float payload = bits_to_float(0xffd5a000u); /* negative, payload fits */
   float low_only = bits_to_float(0x7f800001u); /* sNaN, payload dropped */
@@ -159,7 +171,8 @@ START_TEST(test_nan) {
 END_TEST
 
 /* A sweep over float bit patterns, every sign and exponent. */
-START_TEST(test_sweep_against_reference) {
+START_TEST(test_sweep_against_reference)
+{
   for (uint64_t u = 0; u <= 0xffffffffu; u += 4093u) {
     float f = bits_to_float((uint32_t)u);
     if (isnan(f))
@@ -173,7 +186,8 @@ END_TEST
 /* Exhaustively, the 8193 floats around each power of two that the half
  * range touches: where the step between halves changes, and where the
  * subnormal and overflow rules take over. */
-START_TEST(test_binade_edges_exhaustive) {
+START_TEST(test_binade_edges_exhaustive)
+{
   for (int e = -26; e <= 16; e++) {
     uint32_t centre = float_to_bits(ldexpf(1.0f, e));
     for (uint32_t u = centre - 4096u; u <= centre + 4096u; u++) {
@@ -184,10 +198,10 @@ START_TEST(test_binade_edges_exhaustive) {
 }
 END_TEST
 
-static Suite *half_suite(void) {
+static Suite *half_suite(void)
+{
   Suite *s = suite_create("half");
-  TCase *tc = tcase_create("convert");
-  tcase_set_timeout(tc, 60);
+  TCase *tc = test_case(s, "convert", 60);
   tcase_add_test(tc, test_roundtrip_all_halves);
   tcase_add_test(tc, test_decode_values);
   tcase_add_test(tc, test_ties_to_even);
@@ -196,14 +210,10 @@ static Suite *half_suite(void) {
   tcase_add_test(tc, test_nan);
   tcase_add_test(tc, test_sweep_against_reference);
   tcase_add_test(tc, test_binade_edges_exhaustive);
-  suite_add_tcase(s, tc);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(half_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+int main(void)
+{
+  return run_suite(half_suite());
 }

@@ -7,18 +7,9 @@
 #include "internal.h"
 #include "hip_sources.h"
 
-#ifndef EM_AMDGPU
-#define EM_AMDGPU 224
-#endif
-#ifndef EM_CUDA
-#define EM_CUDA 190
-#endif
-
 #if defined(TJ_PLATFORM_NVIDIA)
-#define WANT_MACHINE EM_CUDA
 #define EXPECT_OPTION "-DTJ_EXPECT_NVIDIA=1"
 #else
-#define WANT_MACHINE EM_AMDGPU
 #define EXPECT_OPTION "-DTJ_EXPECT_AMD=1"
 #endif
 
@@ -41,8 +32,8 @@ static void assert_gpu_elf(const tj_kernel_info *info, const char *what)
   const Elf64_Ehdr *eh = info->code;
   ck_assert_uint_ge(info->code_size, sizeof *eh);
   ck_assert_msg(memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0, "%s: not an ELF", what);
-  ck_assert_msg(eh->e_machine == WANT_MACHINE, "%s: ELF machine %d, want %d",
-                what, eh->e_machine, WANT_MACHINE);
+  ck_assert_msg(eh->e_machine == TEST_ELF_MACHINE, "%s: ELF machine %d, want %d",
+                what, eh->e_machine, TEST_ELF_MACHINE);
 }
 
 START_TEST(each_hip_kernel_compiles_to_gpu_elf)
@@ -56,7 +47,7 @@ START_TEST(each_hip_kernel_compiles_to_gpu_elf)
   tj_kernel *k = compile_ok(rt, e->file, src, e->entry, NULL, &info);
   ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
   assert_gpu_elf(&info, e->file);
-  ck_assert_msg(hip_elf_defines(info.code, info.code_size, e->entry, 0),
+  ck_assert_msg(test_elf_defines(info.code, info.code_size, e->entry, 0),
                 "%s: %s is not defined in its code object", e->file, e->entry);
   ck_assert_ptr_null(tj_kernel_function(k)); /* compile only */
   tj_runtime_close(rt);
@@ -74,9 +65,9 @@ START_TEST(template_kernels_are_instantiated)
   tj_runtime *rt = open_compile_only(NULL, 0);
   tj_kernel_info info;
   compile_ok(rt, "saxpy.hip", src, "saxpy_f32", NULL, &info);
-  ck_assert(hip_elf_defines(info.code, info.code_size, "_Z4axpyIfEv", 1));
-  ck_assert(hip_elf_defines(info.code, info.code_size, "_Z4axpyIdEv", 1));
-  ck_assert(!hip_elf_defines(info.code, info.code_size, "_Z4axpyIiEv", 1));
+  ck_assert(test_elf_defines(info.code, info.code_size, "_Z4axpyIfEv", 1));
+  ck_assert(test_elf_defines(info.code, info.code_size, "_Z4axpyIdEv", 1));
+  ck_assert(!test_elf_defines(info.code, info.code_size, "_Z4axpyIiEv", 1));
   tj_runtime_close(rt);
   free(src);
 }
@@ -153,7 +144,7 @@ START_TEST(hip_includes_and_device_api)
   tj_kernel_info info;
   compile_ok(rt, "the HIP device API", api_source, "api", EXPECT_OPTION, &info);
   assert_gpu_elf(&info, "api");
-  ck_assert(hip_elf_defines(info.code, info.code_size, "api", 0));
+  ck_assert(test_elf_defines(info.code, info.code_size, "api", 0));
   /* Told it is the other platform, the same source must fail: the
    * platform checks above can fail. */
   tj_kernel *k = NULL;
@@ -184,7 +175,7 @@ START_TEST(hip_fp16_header_alone)
   tj_runtime *rt = open_compile_only(NULL, 0);
   tj_kernel_info info;
   compile_ok(rt, "hip_fp16.h alone", src, "half_twice", NULL, &info);
-  ck_assert(hip_elf_defines(info.code, info.code_size, "half_twice", 0));
+  ck_assert(test_elf_defines(info.code, info.code_size, "half_twice", 0));
   tj_runtime_close(rt);
 }
 END_TEST
@@ -224,13 +215,11 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("hip_source");
-  TCase *tc = tcase_create("hip_source");
-  tcase_set_timeout(tc, 600); /* a hang guard: a compile takes seconds */
+  TCase *tc = test_case(s, "hip_source", 600);
   tcase_add_loop_test(tc, each_hip_kernel_compiles_to_gpu_elf, 0, N_HIP_ENTRIES);
   tcase_add_test(tc, template_kernels_are_instantiated);
   tcase_add_test(tc, hip_includes_and_device_api);
   tcase_add_test(tc, hip_fp16_header_alone);
   tcase_add_test(tc, platform_headers_are_supplied_and_keyed);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -8,35 +8,11 @@
  * check_kernels_gpu.c, the parent never touches the GPU, because a CUDA
  * context does not survive the fork() that runs each test.  Timeouts are
  * hang guards, not timing assertions. */
-#include "testutil.h"
-#include "internal.h"
+#include "testgpu.h"
 #include "hip_sources.h"
 #include "tokitai-jit/ops.h"
 
 #include <stdint.h>
-
-/* Per-element checks call ck_abort_msg only on a mismatch: ck_assert
- * reports its position to the parent on every call, a write per element. */
-
-/* Set once in main, before any test is forked; read-only after.  One
- * cache for the suite, so each forked test does not recompile. */
-static char *suite_cache_path;
-
-#define CHECK_HIP(call)                                                      \
-  do {                                                                       \
-    hipError_t e_ = (call);                                                  \
-    ck_assert_msg(e_ == hipSuccess, "%s: %s", #call, hipGetErrorString(e_)); \
-  } while (0)
-
-static tj_runtime *open_gpu(void)
-{
-  tj_options o = {0};
-  o.cache_path = suite_cache_path;
-  tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
-  ck_assert_msg(rc == TJ_OK, "open: %s: %s", tj_strerror(rc), tj_errmsg(rt));
-  return rt;
-}
 
 static tj_kernel *compile_file(tj_runtime *rt, const char *file,
                                const char *entry)
@@ -62,36 +38,10 @@ static void launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
 
 /* ------------------------------------------------------- data */
 
-static uint64_t next_random(uint64_t *s)
-{
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* An integer in [lo, hi]. */
 static int random_int(uint64_t *s, int lo, int hi)
 {
   return lo + (int)(next_random(s) % (uint64_t)(hi - lo + 1));
-}
-
-static void *xmalloc(size_t bytes)
-{
-  void *p = malloc(bytes ? bytes : 1);
-  ck_assert_msg(p != NULL, "out of host memory for %zu bytes", bytes);
-  return p;
-}
-
-/* Device memory of bytes + one spare element, all 0xff bytes (NaN in
- * float and fp16), so anything not written, or written past the end,
- * shows. */
-static void *dev_poisoned(size_t bytes, size_t spare)
-{
-  void *d = NULL;
-  CHECK_HIP(hipMalloc(&d, bytes + spare));
-  CHECK_HIP(hipMemset(d, 0xff, bytes + spare));
-  return d;
 }
 
 static void *dev_copy(const void *host, size_t bytes)
@@ -131,7 +81,7 @@ START_TEST(saxpy_f32_every_element)
   }
   tj_runtime *rt = open_gpu();
   tj_kernel *k = compile_file(rt, "saxpy.hip", "saxpy_f32");
-  void *dx = dev_copy(x, n * 4), *dy = dev_poisoned(n * 4, 4);
+  void *dx = dev_copy(x, n * 4), *dy = dev_poisoned(n * 4 + 4);
   CHECK_HIP(hipMemcpyHtoD(dy, y, n * 4));
   void *args[] = {&a, &dx, &dy, &n};
   launch(k, (tj_dim3){120, 1, 1}, (tj_dim3){256, 1, 1}, 0, args);
@@ -159,7 +109,7 @@ START_TEST(daxpy_f64_every_element)
   }
   tj_runtime *rt = open_gpu();
   tj_kernel *k = compile_file(rt, "saxpy.hip", "daxpy_f64");
-  void *dx = dev_copy(x, n * 8), *dy = dev_poisoned(n * 8, 8);
+  void *dx = dev_copy(x, n * 8), *dy = dev_poisoned(n * 8 + 8);
   CHECK_HIP(hipMemcpyHtoD(dy, y, n * 8));
   void *args[] = {&a, &dx, &dy, &n};
   launch(k, (tj_dim3){7, 1, 1}, (tj_dim3){96, 1, 1}, 0, args);
@@ -197,7 +147,7 @@ START_TEST(block_sum_every_block_each_width)
   }
   tj_runtime *rt = open_gpu();
   tj_kernel *k = compile_file(rt, "block_sum.hip", "block_sum_f32");
-  void *dx = dev_copy(x, n * 4), *dout = dev_poisoned(grid * 4, 4);
+  void *dx = dev_copy(x, n * 4), *dout = dev_poisoned(grid * 4 + 4);
   void *args[] = {&dx, &n, &width, &dout};
   launch(k, (tj_dim3){grid, 1, 1}, (tj_dim3){block, 1, 1},
          block / (unsigned)width * 4, args);
@@ -227,7 +177,7 @@ START_TEST(transpose_every_element)
     in[i] = (float)i; /* exact below 2^24: each element names its place */
   tj_runtime *rt = open_gpu();
   tj_kernel *k = compile_file(rt, "transpose.hip", "transpose_f32");
-  void *din = dev_copy(in, n * 4), *dout = dev_poisoned(n * 4, 4);
+  void *din = dev_copy(in, n * 4), *dout = dev_poisoned(n * 4 + 4);
   void *args[] = {&dout, &din, &rows, &cols};
   launch(k, (tj_dim3){(unsigned)(cols + 31) / 32, (unsigned)(rows + 31) / 32, 1},
          (tj_dim3){32, 8, 1}, 0, args);
@@ -262,7 +212,7 @@ START_TEST(histogram_every_bin)
   }
   tj_runtime *rt = open_gpu();
   tj_kernel *k = compile_file(rt, "histogram.hip", "histogram_u8");
-  void *dd = dev_copy(data, n), *dbins = dev_poisoned(256 * 4, 4);
+  void *dd = dev_copy(data, n), *dbins = dev_poisoned(256 * 4 + 4);
   CHECK_HIP(hipMemset(dbins, 0, 256 * 4));
   void *args[] = {&dd, &n, &dbins};
   launch(k, (tj_dim3){64, 1, 1}, (tj_dim3){256, 1, 1}, 0, args);
@@ -303,8 +253,8 @@ START_TEST(scale_relu_f16_every_element)
   float scale = 1.5f;
   tj_runtime *rt = open_gpu();
   tj_kernel *k = compile_file(rt, "scale_relu_f16.hip", "scale_relu_f16");
-  void *dx = dev_copy(x, n * 2), *dy = dev_poisoned(n * 2, 2),
-       *dy32 = dev_poisoned(n * 4, 4);
+  void *dx = dev_copy(x, n * 2), *dy = dev_poisoned(n * 2 + 2),
+       *dy32 = dev_poisoned(n * 4 + 4);
   void *args[] = {&dx, &scale, &dy, &dy32, &n};
   launch(k, (tj_dim3){200, 1, 1}, (tj_dim3){256, 1, 1}, 0, args);
   uint16_t *y = dev_fetch(dy, n * 2, 2);
@@ -331,24 +281,13 @@ END_TEST
 
 int main(void)
 {
-  if (!test_gpu_present()) {
-    printf("no GPU: skipping the HIP source GPU suite\n");
-    return 77;
-  }
-  char *dir = test_tmpdir();
-  suite_cache_path = test_path(dir, "cache.db");
   Suite *s = suite_create("hip_source_gpu");
-  TCase *tc = tcase_create("hip_source_gpu");
-  tcase_set_timeout(tc, 600); /* a hang guard, not a timing assertion */
+  TCase *tc = test_case(s, "hip_source_gpu", 600);
   tcase_add_loop_test(tc, saxpy_f32_every_element, 0, N_AXPY_SIZES);
   tcase_add_loop_test(tc, daxpy_f64_every_element, 0, N_AXPY_SIZES);
   tcase_add_loop_test(tc, block_sum_every_block_each_width, 0, N_SUM_WIDTHS);
   tcase_add_loop_test(tc, transpose_every_element, 0, N_TRANSPOSE);
   tcase_add_test(tc, histogram_every_bin);
   tcase_add_test(tc, scale_relu_f16_every_element);
-  suite_add_tcase(s, tc);
-  int rc = run_suite(s);
-  free(suite_cache_path);
-  free(dir);
-  return rc;
+  return run_gpu_suite(s, "the HIP source GPU suite");
 }

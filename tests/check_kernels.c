@@ -727,7 +727,7 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("kernels");
-  TCase *args = tcase_create("arguments");
+  TCase *args = test_case(s, "arguments", 60);
   tcase_add_test(args, null_runtime_is_einval);
   tcase_add_test(args, device_calls_name_null_arguments);
   tcase_add_test(args, device_calls_reject_n_zero_and_overflow);
@@ -745,18 +745,14 @@ int main(void)
   tcase_add_test(args, verify_checks_arguments);
   tcase_add_test(args, verify_knows_every_embedded_kernel);
   tcase_add_test(args, gemm_dispatch_takes_the_hopper_path_where_it_fits);
-  suite_add_tcase(s, args);
   /* Real NVRTC compiles of the Hopper kernel: about 2 s each here. */
-  TCase *hopper = tcase_create("hopper");
-  tcase_set_timeout(hopper, 240);
+  TCase *hopper = test_case(s, "hopper", 240);
   tcase_add_test(hopper, sm90a_entries_compile_for_sm90a);
-  suite_add_tcase(s, hopper);
-  TCase *reports = tcase_create("reports");
+  TCase *reports = test_case(s, "reports", 60);
   tcase_add_test(reports, report_json_is_valid_and_escaped);
   tcase_add_test(reports, report_fields_without_terminator_stay_bounded);
   tcase_add_test(reports, report_json_replaces_invalid_utf8);
   tcase_add_test(reports, report_numbers_ignore_the_locale);
   tcase_add_test(reports, report_markdown_has_every_field);
-  suite_add_tcase(s, reports);
   return run_suite(s);
 }

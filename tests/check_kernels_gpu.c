@@ -3,24 +3,13 @@
  * GPU.  Every test runs in its own forked process (Check's default) and
  * the parent never touches the GPU, because a CUDA context does not
  * survive fork().  Timeouts are hang guards, not timing assertions. */
-#include "testutil.h"
-#include "internal.h"
+#include "testgpu.h"
 #include "embedded.h"
 #include "oracle.h"
 #include "jsoncheck.h"
 
 #include <math.h>
 #include <sys/wait.h>
-
-/* Set once in main, before any test is forked; read-only after.  One
- * cache for the suite, so each forked test does not recompile. */
-static char *suite_cache_path;
-
-#define CHECK_HIP(call)                                                      \
-  do {                                                                       \
-    hipError_t e_ = (call);                                                  \
-    ck_assert_msg(e_ == hipSuccess, "%s: %s", #call, hipGetErrorString(e_)); \
-  } while (0)
 
 #define CHECK_TJ(rt, call)                                                   \
   do {                                                                       \
@@ -29,25 +18,7 @@ static char *suite_cache_path;
                   tj_errmsg(rt));                                            \
   } while (0)
 
-static tj_runtime *open_gpu(void)
-{
-  tj_options o = {0};
-  o.cache_path = suite_cache_path;
-  tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
-  ck_assert_msg(rc == TJ_OK, "open: %s: %s", tj_strerror(rc), tj_errmsg(rt));
-  return rt;
-}
-
 /* ------------------------------------------------------- data */
-
-static uint64_t next_random(uint64_t *s)
-{
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 static void random_f16(uint16_t *p, size_t n, double lo, double hi, uint64_t seed)
 {
@@ -61,23 +32,6 @@ static void random_i32(int32_t *p, size_t n, uint64_t seed)
 {
   for (size_t i = 0; i < n; i++)
     p[i] = (int32_t)(uint32_t)(next_random(&seed) >> 32);
-}
-
-static void *xmalloc(size_t bytes)
-{
-  void *p = malloc(bytes ? bytes : 1);
-  ck_assert_msg(p != NULL, "out of host memory for %zu bytes", bytes);
-  return p;
-}
-
-/* Device memory filled with 0xff bytes (NaN in fp16, -1 in int32), so
- * anything a kernel fails to write, or writes where it should not, shows. */
-static void *dev_poisoned(size_t bytes)
-{
-  void *d = NULL;
-  CHECK_HIP(hipMalloc(&d, bytes));
-  CHECK_HIP(hipMemset(d, 0xff, bytes));
-  return d;
 }
 
 static void put(void *dev, const void *host, size_t bytes)
@@ -826,38 +780,24 @@ END_TEST
 
 /* ------------------------------------------------------- main */
 
-static TCase *new_case(Suite *s, const char *name)
-{
-  TCase *tc = tcase_create(name);
-  tcase_set_timeout(tc, 900); /* a hang guard, not a timing assertion */
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 int main(void)
 {
-  if (!test_gpu_present()) {
-    printf("no GPU: skipping the kernel GPU suite\n");
-    return 77;
-  }
-  char *dir = test_tmpdir();
-  suite_cache_path = test_path(dir, "cache.db");
   Suite *s = suite_create("kernels_gpu");
-  TCase *verify = new_case(s, "verify");
+  TCase *verify = test_case(s, "verify", 900);
   tcase_add_loop_test(verify, verify_elementwise_small_and_odd_sizes, 0, N_EW);
   tcase_add_loop_test(verify, verify_elementwise_2_27, 0, N_EW);
   tcase_add_test(verify, verify_gemm_every_element);
   tcase_add_test(verify, verify_gemm_sampled_rows);
   tcase_add_test(verify, verify_gemm_skinny_entries);
   tcase_add_test(verify, verify_is_reproducible_from_its_seed);
-  TCase *calls = new_case(s, "calls");
+  TCase *calls = test_case(s, "calls", 900);
   tcase_add_loop_test(calls, elementwise_misaligned_and_in_place, 0, N_EW);
   tcase_add_loop_test(calls, host_calls_match_the_oracle, 0, N_EW);
   tcase_add_test(calls, host_add_wraps_as_twos_complement);
   tcase_add_test(calls, gelu_extreme_inputs);
   tcase_add_test(calls, host_failure_leaves_the_output);
   tcase_add_test(calls, repeated_calls_hit_the_memory_table);
-  TCase *gemm = new_case(s, "gemm");
+  TCase *gemm = test_case(s, "gemm", 900);
   tcase_add_loop_test(gemm, gemm_device_call_shapes, 0,
                       sizeof gemm_shapes / sizeof gemm_shapes[0]);
   tcase_add_test(gemm, gemm_skinny_alpha_zero_reads_no_operand);
@@ -866,8 +806,5 @@ int main(void)
   tcase_add_test(gemm, gemm_host_call);
   tcase_add_test(gemm, gemm_hopper_path_shapes);
   tcase_add_test(gemm, gemm_hopper_is_deterministic_and_switchable);
-  int rc = run_suite(s);
-  free(suite_cache_path);
-  free(dir);
-  return rc;
+  return run_gpu_suite(s, "the kernel GPU suite");
 }

@@ -136,13 +136,12 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("key");
-  TCase *tc = tcase_create("key");
+  TCase *tc = test_case(s, "key", 60);
   tcase_add_test(tc, key_is_32_lowercase_hex_and_stable);
   tcase_add_test(tc, key_changes_with_each_input);
   tcase_add_test(tc, key_fields_cannot_run_together);
   tcase_add_test(tc, encoding_is_length_prefixed);
   tcase_add_test(tc, options_are_normalised);
   tcase_add_test(tc, blob_hash_is_xxh3_128);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -5,8 +5,8 @@
  * values worked out independently (by hand, or from the closed form in
  * another language), not to their own output.
  */
+#include "testutil.h"
 #include "oracle.h"
-#include "tokitai-jit.h"
 
 #include <check.h>
 #include <math.h>
@@ -15,7 +15,8 @@
 
 #define H(f) tj_f32_to_f16(f)
 
-START_TEST(test_gelu_known_points) {
+START_TEST(test_gelu_known_points)
+{
   ck_assert_double_eq(tj__gelu(0.0), 0.0);
   ck_assert_double_eq_tol(tj__gelu(1.0), 0.8411919906082768, 1e-15);
   ck_assert_double_eq_tol(tj__gelu(-1.0), -0.15880800939172324, 1e-15);
@@ -25,7 +26,8 @@ START_TEST(test_gelu_known_points) {
 }
 END_TEST
 
-START_TEST(test_gelu_grad_known_points) {
+START_TEST(test_gelu_grad_known_points)
+{
   ck_assert_double_eq(tj__gelu_grad(0.0), 0.5);
   ck_assert_double_eq_tol(tj__gelu_grad(1.0), 1.0829640838457826, 1e-15);
   ck_assert_double_eq_tol(tj__gelu_grad(2.0), 1.0860992566236183, 1e-15);
@@ -36,7 +38,8 @@ END_TEST
 
 /* gelu(x) - gelu(-x) = x, so gelu'(x) + gelu'(-x) = 1; and the derivative
  * matches a central difference of the function. */
-START_TEST(test_gelu_grad_consistent) {
+START_TEST(test_gelu_grad_consistent)
+{
   for (double x = -6.0; x <= 6.0; x += 0.125) {
     ck_assert_double_eq_tol(tj__gelu(x) - tj__gelu(-x), x, 1e-14);
     ck_assert_double_eq_tol(tj__gelu_grad(x) + tj__gelu_grad(-x), 1.0, 1e-14);
@@ -47,7 +50,8 @@ START_TEST(test_gelu_grad_consistent) {
 }
 END_TEST
 
-START_TEST(test_gelu_arrays) {
+START_TEST(test_gelu_arrays)
+{
   uint16_t x[3] = {H(0.0f), H(1.0f), H(-2.0f)};
   uint16_t g[3] = {H(4.0f), H(2.0f), H(-0.5f)};
   double y[3], gi[3];
@@ -62,7 +66,8 @@ START_TEST(test_gelu_arrays) {
 }
 END_TEST
 
-START_TEST(test_add_wraps) {
+START_TEST(test_add_wraps)
+{
   int32_t a[4] = {INT32_MAX, INT32_MIN, -1, 123456};
   int32_t b[4] = {1, -1, -1, -654321};
   int32_t c[4];
@@ -81,12 +86,14 @@ static const float gemm_b[4][4] = {
     {1, 0, 2, 99}, {0, 1, 0, 99}, {1, 1, 1, 99}, {2, 0, -1, 99}};
 static const float gemm_c[2][4] = {{2, 4, 6, 99}, {8, 10, 12, 99}};
 
-static void load_half(const float *src, uint16_t *dst, size_t n) {
+static void load_half(const float *src, uint16_t *dst, size_t n)
+{
   for (size_t i = 0; i < n; i++)
     dst[i] = H(src[i]);
 }
 
-START_TEST(test_gemm_by_hand) {
+START_TEST(test_gemm_by_hand)
+{
   uint16_t a[10], b[16], c[8];
   double out[6];
   load_half(&gemm_a[0][0], a, 10);
@@ -100,7 +107,8 @@ START_TEST(test_gemm_by_hand) {
 END_TEST
 
 /* beta == 0 must not read C: NULL is accepted and NaN does not leak. */
-START_TEST(test_gemm_beta_zero) {
+START_TEST(test_gemm_beta_zero)
+{
   uint16_t a[10], b[16], c[8];
   double out[6];
   load_half(&gemm_a[0][0], a, 10);
@@ -117,7 +125,8 @@ START_TEST(test_gemm_beta_zero) {
 }
 END_TEST
 
-START_TEST(test_compare_f16) {
+START_TEST(test_compare_f16)
+{
   uint16_t got[4] = {H(1.0f), H(2.0f), H(3.0f), H(INFINITY)};
   const double want[4] = {1.0, 2.5, 3.0, 4.0};
   tj__error_stats s;
@@ -137,7 +146,8 @@ START_TEST(test_compare_f16) {
 END_TEST
 
 /* A reference that is inf or NaN is matched in kind, not measured. */
-START_TEST(test_compare_special) {
+START_TEST(test_compare_special)
+{
   uint16_t got[4] = {0x7e00u, H(1.0f), H(-INFINITY), H(INFINITY)};
   const double want[4] = {NAN, NAN, -INFINITY, -INFINITY};
   tj__error_stats s;
@@ -149,7 +159,8 @@ START_TEST(test_compare_special) {
 }
 END_TEST
 
-START_TEST(test_compare_zero_reference) {
+START_TEST(test_compare_zero_reference)
+{
   uint16_t zeros[2] = {0, 0x8000u}, one[2] = {0, H(1.0f)};
   const double want[2] = {0.0, 0.0};
   tj__error_stats s;
@@ -161,7 +172,8 @@ START_TEST(test_compare_zero_reference) {
 }
 END_TEST
 
-START_TEST(test_compare_i32) {
+START_TEST(test_compare_i32)
+{
   const int32_t want[3] = {INT32_MIN, 5, -7};
   const int32_t got[3] = {INT32_MIN, 5, -4};
   tj__error_stats s;
@@ -176,9 +188,10 @@ START_TEST(test_compare_i32) {
 }
 END_TEST
 
-static Suite *oracle_suite(void) {
+static Suite *oracle_suite(void)
+{
   Suite *s = suite_create("oracle");
-  TCase *tc = tcase_create("reference");
+  TCase *tc = test_case(s, "reference", 60);
   tcase_add_test(tc, test_gelu_known_points);
   tcase_add_test(tc, test_gelu_grad_known_points);
   tcase_add_test(tc, test_gelu_grad_consistent);
@@ -186,20 +199,15 @@ static Suite *oracle_suite(void) {
   tcase_add_test(tc, test_add_wraps);
   tcase_add_test(tc, test_gemm_by_hand);
   tcase_add_test(tc, test_gemm_beta_zero);
-  suite_add_tcase(s, tc);
-  TCase *cmp = tcase_create("compare");
+  TCase *cmp = test_case(s, "compare", 60);
   tcase_add_test(cmp, test_compare_f16);
   tcase_add_test(cmp, test_compare_special);
   tcase_add_test(cmp, test_compare_zero_reference);
   tcase_add_test(cmp, test_compare_i32);
-  suite_add_tcase(s, cmp);
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(oracle_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+int main(void)
+{
+  return run_suite(oracle_suite());
 }

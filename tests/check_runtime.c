@@ -2,25 +2,12 @@
  * round trip between runtimes and processes, tamper detection, threads
  * sharing one runtime, and every bad argument. */
 #include "testutil.h"
+#include "testsql.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-
-static long long query_int(const char *path, const char *sql)
-{
-  sqlite3 *db;
-  sqlite3_stmt *st;
-  long long v = -1;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s", sql);
-  if (sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
 
 static tj_kernel *get_ok(tj_runtime *rt, const char *name)
 {
@@ -43,9 +30,9 @@ START_TEST(second_runtime_reads_the_cache)
   snprintf(first_key, sizeof first_key, "%s", first.key);
   size_t first_size = first.code_size;
   tj_runtime_close(rt); /* info's pointers belong to the runtime */
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 1);
-  ck_assert_int_eq(query_int(path, "SELECT value FROM counters WHERE name='misses'"), 1);
-  ck_assert_int_eq(query_int(path, "SELECT hits FROM code_objects"), 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT value FROM counters WHERE name='misses'"), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects"), 0);
 
   rt = open_compile_only(path, 0);
   tj_kernel *k = get_ok(rt, "gelu_bwd_f16");
@@ -60,7 +47,7 @@ START_TEST(second_runtime_reads_the_cache)
   ck_assert_uint_eq(st.cache_hits, 1);
   ck_assert_uint_eq(st.memory_hits, 1);
   tj_runtime_close(rt);
-  ck_assert_int_eq(query_int(path, "SELECT hits FROM code_objects"), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects"), 1);
   free(path); free(dir);
 }
 END_TEST
@@ -77,12 +64,8 @@ START_TEST(processes_racing_on_a_fresh_cache)
     pids[p] = fork();
     ck_assert_int_ge(pids[p], 0);
     if (pids[p] == 0) {
-      tj_options o = {0};
-      o.arch = TEST_ARCH;
-      o.cache_path = path;
-      o.flags = TJ_NO_DEVICE;
       tj_runtime *rt = NULL;
-      int rc = tj_runtime_open(&rt, &o);
+      int rc = test_open(&rt, path, 0);
       for (size_t i = 0; rc == TJ_OK && i < tj_embedded_count(); i++) {
         tj_kernel *k;
         rc = tj_kernel_get(rt, tj_embedded_name(i), &k);
@@ -98,9 +81,9 @@ START_TEST(processes_racing_on_a_fresh_cache)
     ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d failed", p);
   }
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"),
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"),
                    (long long)tj_embedded_count());
-  ck_assert_int_eq(query_int(path, "SELECT count(DISTINCT key) FROM code_objects"),
+  ck_assert_int_eq(tsql_int(path, "SELECT count(DISTINCT key) FROM code_objects"),
                    (long long)tj_embedded_count());
   free(path); free(dir);
 }
@@ -114,7 +97,7 @@ static void flip_one_code_byte(const char *path, size_t at)
   unsigned char byte;
   ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
   ck_assert_int_eq(sqlite3_blob_open(db, "main", "code_objects", "code",
-                                     (sqlite3_int64)query_int(path,
+                                     (sqlite3_int64)tsql_int(path,
                                        "SELECT rowid FROM code_objects"),
                                      1, &b), SQLITE_OK);
   ck_assert_int_eq(sqlite3_blob_read(b, &byte, 1, (int)at), SQLITE_OK);
@@ -266,12 +249,8 @@ END_TEST
 START_TEST(disabled_cache_writes_no_file)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE | TJ_CACHE_DISABLE;
   tj_runtime *rt = NULL;
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  ck_assert_int_eq(test_open(&rt, path, TJ_CACHE_DISABLE), TJ_OK);
   ck_assert_ptr_null(tj_runtime_cache_path(rt));
   get_ok(rt, "add_i32");
   tj_runtime_close(rt);
@@ -284,12 +263,8 @@ START_TEST(unsafe_cache_refuses_to_open)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   ck_assert_int_eq(chmod(dir, 0777), 0);
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE;
   tj_runtime *rt = NULL;
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_EPERM);
+  ck_assert_int_eq(test_open(&rt, path, 0), TJ_EPERM);
   ck_assert(strstr(tj_errmsg(rt), "other users"));
   tj_runtime_close(rt);
   free(path); free(dir);
@@ -313,8 +288,7 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("runtime");
-  TCase *tc = tcase_create("runtime");
-  tcase_set_timeout(tc, 600);
+  TCase *tc = test_case(s, "runtime", 600);
   tcase_add_test(tc, second_runtime_reads_the_cache);
   tcase_add_test(tc, processes_racing_on_a_fresh_cache);
   tcase_add_test(tc, tampered_code_is_recompiled);
@@ -324,6 +298,5 @@ int main(void)
   tcase_add_test(tc, disabled_cache_writes_no_file);
   tcase_add_test(tc, unsafe_cache_refuses_to_open);
   tcase_add_test(tc, error_table_is_complete);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

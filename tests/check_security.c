@@ -9,12 +9,12 @@
  * (useradd -M) and skip their part otherwise; they say so in the log.
  */
 #include "testutil.h"
+#include "testsql.h"
 #include "internal.h"
 #include "embedded.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <grp.h>
 #include <linux/fs.h>
 #include <pwd.h>
@@ -51,59 +51,19 @@ static void expect_open(const char *path, unsigned flags, int want,
 #define EXPECT_OPEN(path, flags, want, word)                                \
   expect_open((path), (flags), (want), (word), __LINE__)
 
-static void exec_sql(const char *path, const char *sql)
-{
-  sqlite3 *db;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s",
-                sql, sqlite3_errmsg(db));
-  sqlite3_close(db);
-  chmod(path, 0600);
-}
-
-static long long query_int(const char *path, const char *sql)
-{
-  sqlite3 *db;
-  sqlite3_stmt *st;
-  long long v = -1;
-  ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s", sql);
-  if (sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return v;
-}
-
-static int count_matches(const char *pattern)
-{
-  glob_t g;
-  int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
-  globfree(&g);
-  return n;
-}
-
 /* A file's bytes, hashed: equal before and after means untouched. */
 static void file_hash(const char *path, char out[TJ__KEY_HEX])
 {
-  FILE *f = fopen(path, "rb");
-  ck_assert_ptr_nonnull(f);
-  size_t cap = 1 << 20, n;
-  unsigned char *b = malloc(cap);
-  n = fread(b, 1, cap, f);
-  fclose(f);
+  size_t n;
+  unsigned char *b = test_read_file(path, &n);
   tj__hash_hex(b, n, out);
   free(b);
 }
 
 static tj_runtime *runtime_on(const char *path, unsigned flags, int *rc)
 {
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE | flags;
   tj_runtime *rt = NULL;
-  *rc = tj_runtime_open(&rt, &o);
+  *rc = test_open(&rt, path, flags);
   return rt;
 }
 
@@ -465,7 +425,7 @@ START_TEST(an_applications_database_is_left_alone)
   char *beside = test_path(dir, "app.db?*");
   for (size_t i = 0; i < sizeof apps / sizeof apps[0]; i++) {
     unlink(path);
-    exec_sql(path, apps[i]);
+    tsql_exec(path, apps[i]);
     char before[TJ__KEY_HEX], after[TJ__KEY_HEX];
     file_hash(path, before);
     int rc;
@@ -479,9 +439,9 @@ START_TEST(an_applications_database_is_left_alone)
     tj_cache_close(c);
     file_hash(path, after);
     ck_assert_msg(strcmp(before, after) == 0, "app %zu: the file changed", i);
-    ck_assert_msg(count_matches(beside) == 0, "app %zu: files beside it", i);
+    ck_assert_msg(test_count_matches(beside) == 0, "app %zu: files beside it", i);
   }
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM t"), 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM t"), 0);
   free(beside); free(path); free(dir);
 }
 END_TEST
@@ -491,7 +451,7 @@ START_TEST(damaged_unmarked_files_are_not_moved)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   char *aside = test_path(dir, "cache.db.corrupt-*");
-  exec_sql(path, "CREATE TABLE t (x); INSERT INTO t VALUES (1)");
+  tsql_exec(path, "CREATE TABLE t (x); INSERT INTO t VALUES (1)");
   int fd = open(path, O_WRONLY);
   char junk[3996];
   memset(junk, 0x5a, sizeof junk);
@@ -502,7 +462,7 @@ START_TEST(damaged_unmarked_files_are_not_moved)
   EXPECT_OPEN(path, 0, TJ_ECACHE, "nothing shows that it is a tokitai-jit cache");
   file_hash(path, after);
   ck_assert_str_eq(before, after);
-  ck_assert_int_eq(count_matches(aside), 0);
+  ck_assert_int_eq(test_count_matches(aside), 0);
   free(aside); free(path); free(dir);
 }
 END_TEST
@@ -529,7 +489,7 @@ START_TEST(a_v1_cache_is_upgraded)
   tj_kernel_info info;
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   tj_kernel_info_get(k, &info);
-  exec_sql(path, v1_schema);
+  tsql_exec(path, v1_schema);
   sqlite3 *db;
   sqlite3_stmt *st;
   char hash[TJ__KEY_HEX];
@@ -555,9 +515,9 @@ START_TEST(a_v1_cache_is_upgraded)
   tj_kernel_info_get(k, &info);
   ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
   tj_runtime_close(rt);
-  ck_assert_int_eq(query_int(path, "PRAGMA user_version"), 2);
-  ck_assert_int_eq(query_int(path, "PRAGMA application_id"), APP_ID);
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM pragma_table_info("
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA application_id"), APP_ID);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM pragma_table_info("
                              "'code_objects') WHERE name = 'entries'"), 1);
   free(path); free(dir);
 }
@@ -582,7 +542,7 @@ START_TEST(a_row_for_another_request_is_never_served)
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   put_kernel(path, "add_i32");
   put_kernel(path, "gelu_fwd_f16");
-  exec_sql(path, "CREATE TEMP TABLE k AS SELECT kernel, key FROM code_objects;"
+  tsql_exec(path, "CREATE TEMP TABLE k AS SELECT kernel, key FROM code_objects;"
            "UPDATE code_objects SET key = key || '-' ;"
            "UPDATE code_objects SET key = (SELECT key FROM k WHERE k.kernel <> "
            "code_objects.kernel)");
@@ -606,7 +566,7 @@ START_TEST(a_row_for_another_request_is_never_served)
   for (size_t i = 0; i < 4; i++) {
     unlink(path);
     put_kernel(path, "add_i32");
-    exec_sql(path, edits[i]);
+    tsql_exec(path, edits[i]);
     rt = runtime_on(path, 0, &rc);
     ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
     tj_kernel_info_get(k, &info);
@@ -636,7 +596,7 @@ START_TEST(verify_recomputes_embedded_keys)
   ck_assert_int_eq(tj_cache_verify(c, 0, NULL, NULL, &bad), TJ_OK);
   ck_assert_uint_eq(bad, 0);
   tj_cache_close(c);
-  exec_sql(path, "CREATE TEMP TABLE k AS SELECT kernel, key FROM code_objects;"
+  tsql_exec(path, "CREATE TEMP TABLE k AS SELECT kernel, key FROM code_objects;"
            "UPDATE code_objects SET key = key || '-';"
            "UPDATE code_objects SET key = (SELECT key FROM k WHERE k.kernel <> "
            "code_objects.kernel)");
@@ -675,7 +635,7 @@ START_TEST(oversized_code_is_never_loaded)
            "'k', '%s', 'amd', 'c', '', zeroblob(%zu), '%s', %zu, 1, 0, 0)",
            key, TEST_ARCH, n, hash, n);
   tj__cache_close(c);
-  exec_sql(path, sql);
+  tsql_exec(path, sql);
   ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_OK);
   void *code = NULL;
   size_t size = 0;
@@ -684,7 +644,7 @@ START_TEST(oversized_code_is_never_loaded)
   ck_assert_int_eq(dropped, TJ__DROP_SIZE);
   ck_assert_ptr_null(code);
   tj__cache_close(c);
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);
   unlink(path);
   free(path); free(dir);
 }
@@ -744,7 +704,7 @@ START_TEST(size_limits_at_the_extremes)
   ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   tj_runtime_close(rt);
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 5);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 5);
   free(path); free(dir);
 }
 END_TEST
@@ -799,7 +759,7 @@ START_TEST(readonly_reasons_are_true)
   ck_assert_int_eq(rc, TJ_ECACHE);
   ck_assert_msg(strstr(said, "immutable") && !strstr(said, "TJ_CACHE_READONLY"),
                 "%s", said);
-  ck_assert_int_eq(query_int(path, "SELECT count(*) FROM code_objects"), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
   free(path); free(dir);
 }
 END_TEST
@@ -870,8 +830,7 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("security");
-  TCase *tc = tcase_create("security");
-  tcase_set_timeout(tc, 300);
+  TCase *tc = test_case(s, "security", 300);
   tcase_add_test(tc, relative_paths_are_checked);
   tcase_add_test(tc, symlinks_are_judged_by_their_target);
   tcase_add_test(tc, side_files_are_judged);
@@ -890,6 +849,5 @@ int main(void)
   tcase_add_test(tc, messages_give_safe_advice);
   tcase_add_test(tc, readonly_reasons_are_true);
   tcase_add_test(tc, maintenance_while_others_store);
-  suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -2,6 +2,7 @@
  * missing entries, and headers that never go stale.  Compile-only for
  * TEST_ARCH, on a real SQLite file, with the real compiler. */
 #include "testutil.h"
+#include "testsql.h"
 #include "internal.h" /* tj__headers_digest */
 
 #include <sqlite3.h>
@@ -18,27 +19,10 @@ static const char module_source[] =
 
 static long rows_in(const char *path, const char *where)
 {
-  sqlite3 *db;
-  sqlite3_stmt *st;
   char sql[256];
-  long n = -1;
   snprintf(sql, sizeof sql, "SELECT count(*) FROM code_objects%s%s",
            where ? " WHERE " : "", where ? where : "");
-  ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-  if (sqlite3_step(st) == SQLITE_ROW)
-    n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
-}
-
-static void write_file(const char *path, const char *text)
-{
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  ck_assert_int_eq(fclose(f), 0);
+  return (long)tsql_int(path, sql);
 }
 
 static tj_stats stats_of(tj_runtime *rt)
@@ -237,13 +221,13 @@ START_TEST(file_header_change_gives_new_key_and_code)
   char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
   char *inc = test_path(dir, "inc dir"), *defs = test_path(inc, "defs.h");
   ck_assert_int_eq(mkdir(inc, 0700), 0);
-  write_file(defs, "#define MYVAL 0x12345678u\n");
+  test_write_text(defs, "#define MYVAL 0x12345678u\n");
   const char *opts[] = {"-I", inc};
   char k1[33], k2[33], k3[33];
   compile_fresh(db, const_kernel, opts, 2, NULL, 0, k1, 0x12345678u, 1);
   compile_fresh(db, const_kernel, opts, 2, NULL, 0, k3, 0x12345678u, 0);
   ck_assert_str_eq(k1, k3); /* unchanged: a hit */
-  write_file(defs, "#define MYVAL 0x0badf00du\n");
+  test_write_text(defs, "#define MYVAL 0x0badf00du\n");
   compile_fresh(db, const_kernel, opts, 2, NULL, 0, k2, 0x0badf00du, 1);
   ck_assert_str_ne(k1, k2);
   free(defs);
@@ -279,9 +263,9 @@ START_TEST(nested_and_angle_includes_are_hashed)
   char *top = test_path(a, "top.h"), *mid = test_path(a, "mid.h"),
        *leaf = test_path(sub, "leaf.h");
   ck_assert_int_eq(mkdir(a, 0700) | mkdir(b, 0700) | mkdir(sub, 0700), 0);
-  write_file(top, "#pragma once\n#if 1\n#  include \"mid.h\"\n#endif\n");
-  write_file(mid, "#include <sub/leaf.h>\n");
-  write_file(leaf, "#define MYVAL 0x11223344u\n");
+  test_write_text(top, "#pragma once\n#if 1\n#  include \"mid.h\"\n#endif\n");
+  test_write_text(mid, "#include <sub/leaf.h>\n");
+  test_write_text(leaf, "#define MYVAL 0x11223344u\n");
   char ia[512], ib[512], ic[512];
   snprintf(ia, sizeof ia, "-I%s", a);
 #if defined(TJ_PLATFORM_NVIDIA)
@@ -292,7 +276,7 @@ START_TEST(nested_and_angle_includes_are_hashed)
   const char *opts[] = {ia, ib};
   char k1[33], k2[33], k3[33], k4[33];
   compile_fresh(db, src, opts, 2, NULL, 0, k1, 0x11223344u, 1);
-  write_file(leaf, "#define MYVAL 0x55667788u\n");
+  test_write_text(leaf, "#define MYVAL 0x55667788u\n");
   compile_fresh(db, src, opts, 2, NULL, 0, k2, 0x55667788u, 1);
   ck_assert_str_ne(k1, k2);
   /* --include-path DIR (-isystem DIR on AMD), separate */
@@ -303,7 +287,7 @@ START_TEST(nested_and_angle_includes_are_hashed)
   const char *opts2[] = {ia, "-isystem", ic};
 #endif
   compile_fresh(db, src, opts2, 3, NULL, 0, k3, 0x55667788u, 1);
-  write_file(leaf, "#define MYVAL 0x99aabbccu\n");
+  test_write_text(leaf, "#define MYVAL 0x99aabbccu\n");
   compile_fresh(db, src, opts2, 3, NULL, 0, k4, 0x99aabbccu, 1);
   ck_assert_str_ne(k3, k4);
   free(top), free(mid), free(leaf), free(sub), free(a), free(b);
@@ -325,7 +309,7 @@ START_TEST(option_string_include_dirs_are_hashed)
   for (int f = 0; f < 2; f++) {
     char keys[2][33];
     for (int v = 0; v < 2; v++) {
-      write_file(defs, v ? "#define MYVAL 2u\n" : "#define MYVAL 1u\n");
+      test_write_text(defs, v ? "#define MYVAL 2u\n" : "#define MYVAL 1u\n");
       tj_runtime *rt = open_compile_only(db, 0);
       tj_kernel *k;
       ck_assert_msg(tj_kernel_compile(rt, const_kernel, "k", forms[f], &k) == TJ_OK,
@@ -355,12 +339,12 @@ START_TEST(computed_include_hashes_every_file)
   char *inc = test_path(dir, "inc"), *defs = test_path(inc, "defs.h"),
        *other = test_path(inc, "unrelated.txt");
   ck_assert_int_eq(mkdir(inc, 0700), 0);
-  write_file(defs, "#define MYVAL 0x12345678u\n");
-  write_file(other, "one\n");
+  test_write_text(defs, "#define MYVAL 0x12345678u\n");
+  test_write_text(other, "one\n");
   const char *opts[] = {"-I", inc};
   char k1[33], k2[33];
   compile_fresh(db, src, opts, 2, NULL, 0, k1, 0x12345678u, 1);
-  write_file(other, "two\n");
+  test_write_text(other, "two\n");
   compile_fresh(db, src, opts, 2, NULL, 0, k2, 0x12345678u, 1);
   ck_assert_str_ne(k1, k2);
   free(defs), free(other), free(inc);
@@ -376,11 +360,11 @@ START_TEST(shadowing_header_changes_the_key)
   char *a = test_path(dir, "a"), *b = test_path(dir, "b");
   char *in_a = test_path(a, "defs.h"), *in_b = test_path(b, "defs.h");
   ck_assert_int_eq(mkdir(a, 0700) | mkdir(b, 0700), 0);
-  write_file(in_b, "#define MYVAL 0x12345678u\n");
+  test_write_text(in_b, "#define MYVAL 0x12345678u\n");
   const char *opts[] = {"-I", a, "-I", b};
   char k1[33], k2[33];
   compile_fresh(db, const_kernel, opts, 4, NULL, 0, k1, 0x12345678u, 1);
-  write_file(in_a, "#define MYVAL 0x0badf00du\n");
+  test_write_text(in_a, "#define MYVAL 0x0badf00du\n");
   compile_fresh(db, const_kernel, opts, 4, NULL, 0, k2, 0x0badf00du, 1);
   ck_assert_str_ne(k1, k2);
   free(in_a), free(in_b), free(a), free(b);
@@ -397,10 +381,10 @@ START_TEST(working_directory_header_is_hashed)
        *defs = test_path(dir, "defs.h");
   tj_header h = {"defs.h", "#define MYVAL 0x12345678u\n"}; /* what compiles */
   ck_assert_int_eq(chdir(dir), 0); /* this test's own process (fork mode) */
-  write_file(defs, "#define MYVAL 0x12345678u\n");
+  test_write_text(defs, "#define MYVAL 0x12345678u\n");
   char k1[33], k2[33];
   compile_fresh(db, const_kernel, NULL, 0, &h, 1, k1, 0x12345678u, 1);
-  write_file(defs, "#define MYVAL 0x0badf00du\n");
+  test_write_text(defs, "#define MYVAL 0x0badf00du\n");
   compile_fresh(db, const_kernel, NULL, 0, &h, 1, k2, 0x12345678u, 1);
   ck_assert_str_ne(k1, k2);
   free(defs);
@@ -419,13 +403,13 @@ START_TEST(same_file_through_two_names_is_keyed)
   char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
   char *inc = test_path(dir, "inc"), *x = test_path(inc, "x.h"), *y = test_path(inc, "y.h");
   ck_assert_int_eq(mkdir(inc, 0700), 0);
-  write_file(x, "#pragma once\n#define MYVAL 0x12345678u\n");
+  test_write_text(x, "#pragma once\n#define MYVAL 0x12345678u\n");
   ck_assert_int_eq(symlink("x.h", y), 0);
   const char *opts[] = {"-I", inc};
   char k1[33], k2[33];
   compile_fresh(db, src, opts, 2, NULL, 0, k1, 0x12345678u, 1);
   unlink(y);
-  write_file(y, "#pragma once\n#define MYVAL 0x12345678u\n");
+  test_write_text(y, "#pragma once\n#define MYVAL 0x12345678u\n");
   compile_fresh(db, src, opts, 2, NULL, 0, k2, 0x12345678u, 1);
   ck_assert_str_ne(k1, k2);
   free(x), free(y), free(inc);
@@ -443,7 +427,7 @@ START_TEST(cpath_headers_are_hashed)
   char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
   char *inc = test_path(dir, "inc"), *defs = test_path(inc, "defs.h");
   ck_assert_int_eq(mkdir(inc, 0700), 0);
-  write_file(defs, "#define MYVAL 1u\n");
+  test_write_text(defs, "#define MYVAL 1u\n");
   tj_header h = {"defs.h", "#define MYVAL 1u\n"}; /* so that it compiles everywhere */
   char k1[33], k2[33];
   const char *opts[] = {"-I", "/"};
@@ -451,7 +435,7 @@ START_TEST(cpath_headers_are_hashed)
   setenv("CPATH", inc, 1);
   ck_assert_int_eq(tj__headers_digest(const_kernel, strlen(const_kernel), &h, 1,
                                       opts, 0, d1, why, sizeof why), TJ_OK);
-  write_file(defs, "#define MYVAL 2u\n");
+  test_write_text(defs, "#define MYVAL 2u\n");
   ck_assert_int_eq(tj__headers_digest(const_kernel, strlen(const_kernel), &h, 1,
                                       opts, 0, d2, why, sizeof why), TJ_OK);
   unsetenv("CPATH");
@@ -473,8 +457,8 @@ START_TEST(cli_compile_key_equals_the_api_key)
   char *inc = test_path(dir, "my inc"), *defs = test_path(inc, "defs.h"),
        *file = test_path(dir, "k.hip");
   ck_assert_int_eq(mkdir(inc, 0700), 0);
-  write_file(defs, "#define MYVAL 0x12345678u\n");
-  write_file(file, module_source);
+  test_write_text(defs, "#define MYVAL 0x12345678u\n");
+  test_write_text(file, module_source);
   char cmd[2048], line[4096];
   snprintf(cmd, sizeof cmd, "./tokitai-jit --compile '%s' --entry 'scale<float>' "
            "--entry saxpy --arch %s -I '%s' -D N=4 --option -DM=1 --cache '%s' --json",
@@ -537,17 +521,14 @@ END_TEST
 int main(void)
 {
   Suite *s = suite_create("user_kernels");
-  TCase *tc = tcase_create("modules");
-  tcase_set_timeout(tc, 300);
+  TCase *tc = test_case(s, "modules", 300);
   tcase_add_test(tc, module_compiles_once_and_stores_one_row);
   tcase_add_test(tc, c_names_share_one_row_and_expressions_are_keyed);
   tcase_add_test(tc, missing_entry_fails_at_compile_and_stores_nothing);
   tcase_add_test(tc, bad_module_arguments_are_refused);
   tcase_add_test(tc, version_1_cache_gains_the_entries_column);
   tcase_add_test(tc, cli_compile_key_equals_the_api_key);
-  suite_add_tcase(s, tc);
-  TCase *th = tcase_create("headers");
-  tcase_set_timeout(th, 300);
+  TCase *th = test_case(s, "headers", 300);
   tcase_add_test(th, file_header_change_gives_new_key_and_code);
   tcase_add_test(th, in_memory_header_change_gives_new_key_and_code);
   tcase_add_test(th, nested_and_angle_includes_are_hashed);
@@ -557,6 +538,5 @@ int main(void)
   tcase_add_test(th, cpath_headers_are_hashed);
   tcase_add_test(th, same_file_through_two_names_is_keyed);
   tcase_add_test(th, working_directory_header_is_hashed);
-  suite_add_tcase(s, th);
   return run_suite(s);
 }

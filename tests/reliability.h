@@ -1,151 +1,113 @@
-/* reliability.h: what check_reliability.c needs besides Check: raw SQLite
- * looks at a cache file, fake code objects whose bytes their key names, and
- * files to write.  Assertion-free, so that forked children can use it. */
+/*
+ * reliability.h: what the check_reliability_* programs share: their scale
+ * (small for make check, long for make check-stress), runtimes and the
+ * reference kernel they are held to, fake code objects whose bytes their
+ * key names, and files to write.  Only rel_main and rel_valid_cache_bytes
+ * assert, so that forked children can use the rest.
+ */
 #ifndef TJ_RELIABILITY_H
 #define TJ_RELIABILITY_H
 
+#include "testutil.h"
+#include "testsql.h"
 #include "internal.h"
 
-#include <fcntl.h>
-#include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#if defined(TJ_PLATFORM_NVIDIA)
+#define TEST_ARCH2 "sm_80"
+#else
+#define TEST_ARCH2 "gfx1030"
+#endif
+
+/* How hard each program pushes; set by rel_main from the environment. */
+struct rel_scale {
+  int stress;
+  int procs;          /* processes racing on one fresh cache */
+  int kernels;        /* embedded kernels each compiles per arch (0: all) */
+  int threads;        /* threads sharing one runtime */
+  int kills;          /* SIGKILLs of a writer */
+  int kill_max_ms;    /* a kill comes 0 to this many ms after the start */
+  int random_files;   /* files of random bytes tried */
+  int compile_rounds; /* rounds of 8 threads compiling at once */
+  int light;          /* under valgrind, where a compile takes 30 s */
+};
+extern struct rel_scale S;
+
+/* One case of a program: a kind of trouble and its tests.  CK_RUN_CASE=NAME
+ * runs one of them. */
+typedef struct rel_case {
+  const char *name;
+  const TTest *tests[8];
+} rel_case;
+
+/* A program's main: the scale from TJ_STRESS / TJ_VALGRIND, then the cases
+ * as one suite through the common runner. */
+int rel_main(const char *suite, const rel_case *cases, size_t n);
+
+/* In a forked child: say what failed and exit 1, for the parent to see. */
+#define CHILD_CHECK(cond, ...)                                              \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                       \
+      fprintf(stderr, __VA_ARGS__);                                         \
+      fputc('\n', stderr);                                                  \
+      return 1;                                                             \
+    }                                                                       \
+  } while (0)
+
+/* Make the runtime's message a known failure, so that a later check can
+ * tell that no new warning was written since (rel_no_new_warning). */
+void rel_set_sentinel(tj_runtime *rt);
+int rel_no_new_warning(tj_runtime *rt);
+
+/* A compile-only runtime for arch on the cache at path, or NULL (said on
+ * stderr). */
+tj_runtime *rel_open(const char *path, const char *arch, unsigned flags);
+
+/* add_i32 for TEST_ARCH as a cache-less runtime compiles it: what every
+ * runtime must hand out, whatever its cache held.  malloc'd. */
+unsigned char *rel_reference_code(size_t *size);
+
+/* add_i32 from rt: OK, and byte for byte the reference.  Its origin, or -1. */
+int rel_get_reference(tj_runtime *rt, const unsigned char *ref, size_t n);
+
+/* tsql_exec, and the file made private as the cache makes its own. */
+void rel_exec(const char *path, const char *sql);
+
+/* One runtime for one arch: the first `kernels` embedded kernels, no error
+ * and no warning (rc and msg say how it went). */
+struct arch_job {
+  const char *path, *arch;
+  int kernels;
+  int rc;
+  char msg[512];
+};
+void *rel_compile_all(void *arg);
+
+/* A cache holding add_i32, its WAL folded in; returns the file's bytes. */
+unsigned char *rel_valid_cache_bytes(const char *path, size_t *n);
 
 /* A small fast PRNG (xorshift64*): seeded, so that a failure can be
  * replayed from the seed the test prints. */
-static inline uint64_t rel_rand(uint64_t *s)
-{
-  *s ^= *s >> 12;
-  *s ^= *s << 25;
-  *s ^= *s >> 27;
-  return *s * 2685821657736338717ull;
-}
+uint64_t rel_rand(uint64_t *s);
 
 /* The key of fake row number id. */
-static inline void rel_fake_key(uint64_t id, char key[TJ__KEY_HEX])
-{
-  tj__hash_hex(&id, sizeof id, key);
-}
+void rel_fake_key(uint64_t id, char key[TJ__KEY_HEX]);
 
 /* The fake code object that key names: 1 to 24000 bytes, all drawn from
  * the key, so that a reader can tell a whole row from a torn one.
  * malloc'd. */
-static inline unsigned char *rel_fake_blob(const char *key, size_t *n)
-{
-  uint64_t s = 0x9e3779b97f4a7c15ull;
-  for (const char *p = key; *p; p++)
-    s = (s ^ (unsigned char)*p) * 1099511628211ull;
-  s |= 1;
-  *n = 1 + (size_t)(rel_rand(&s) % 24000);
-  unsigned char *b = malloc(*n);
-  for (size_t i = 0; b && i < *n; i++)
-    b[i] = (unsigned char)rel_rand(&s);
-  return b;
-}
+unsigned char *rel_fake_blob(const char *key, size_t *n);
 
-/* PRAGMA integrity_check's first line into out ("ok" when whole). */
-static inline int rel_integrity(const char *path, char *out, size_t len)
-{
-  sqlite3 *db = NULL;
-  sqlite3_stmt *st = NULL;
-  snprintf(out, len, "(no answer)");
-  int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
-  if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL);
-  if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-    snprintf(out, len, "%s", (const char *)sqlite3_column_text(st, 0));
-  else
-    snprintf(out, len, "error: %s", db ? sqlite3_errmsg(db) : "open failed");
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return strcmp(out, "ok") == 0;
-}
-
-/*
- * Every row of a cache the fake writer filled is whole: its blob is the
+/* Every row of a cache the fake writer filled is whole: its blob is the
  * one its key names, its stored hash and size match.  The number of rows,
- * or -1 with the first bad key in why.
- */
-static inline long rel_check_fake_rows(const char *path, char *why, size_t len)
-{
-  sqlite3 *db = NULL;
-  sqlite3_stmt *st = NULL;
-  long rows = 0;
-  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-      sqlite3_prepare_v2(db, "SELECT key, code, code_hash, code_size FROM "
-                         "code_objects", -1, &st, NULL) != SQLITE_OK) {
-    snprintf(why, len, "cannot read: %s", sqlite3_errmsg(db));
-    sqlite3_close(db);
-    return -1;
-  }
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW && rows >= 0) {
-    const char *key = (const char *)sqlite3_column_text(st, 0);
-    const void *code = sqlite3_column_blob(st, 1);
-    size_t n = (size_t)sqlite3_column_bytes(st, 1), want_n = 0;
-    const char *hash = (const char *)sqlite3_column_text(st, 2);
-    char got[TJ__KEY_HEX];
-    tj__hash_hex(code, n, got);
-    unsigned char *want = rel_fake_blob(key ? key : "", &want_n);
-    if (!key || !hash || strcmp(got, hash) != 0 || want_n != n ||
-        (sqlite3_int64)n != sqlite3_column_int64(st, 3) ||
-        memcmp(want, code, n) != 0) {
-      snprintf(why, len, "row %s is not whole", key ? key : "(null)");
-      rows = -1;
-    } else {
-      rows++;
-    }
-    free(want);
-  }
-  if (rc != SQLITE_DONE && rows >= 0) {
-    snprintf(why, len, "reading rows: %s", sqlite3_errmsg(db));
-    rows = -1;
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return rows;
-}
+ * or -1 with the first bad key in why. */
+long rel_check_fake_rows(const char *path, char *why, size_t len);
 
 /* Replace path's bytes, and drop its WAL and shared memory so that SQLite
  * reads the file alone. */
-static inline int rel_write_file(const char *path, const void *data, size_t n)
-{
-  char side[4096];
-  snprintf(side, sizeof side, "%s-wal", path);
-  unlink(side);
-  snprintf(side, sizeof side, "%s-shm", path);
-  unlink(side);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0)
-    return -1;
-  ssize_t w = n ? write(fd, data, n) : 0;
-  close(fd);
-  return w == (ssize_t)n ? 0 : -1;
-}
-
-/* The whole file, malloc'd. */
-static inline unsigned char *rel_read_file(const char *path, size_t *n)
-{
-  struct stat st;
-  int fd = open(path, O_RDONLY);
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    if (fd >= 0)
-      close(fd);
-    return NULL;
-  }
-  unsigned char *b = malloc((size_t)st.st_size + 1);
-  ssize_t r = b ? read(fd, b, (size_t)st.st_size) : -1;
-  close(fd);
-  if (r != st.st_size) {
-    free(b);
-    return NULL;
-  }
-  *n = (size_t)st.st_size;
-  return b;
-}
+int rel_write_file(const char *path, const void *data, size_t n);
 
 #endif

@@ -5,12 +5,19 @@
 #include "config.h" /* first: feature macros and the platform */
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The suites keep calling some getters by their 0.1 names, which tests the
+ * deprecated aliases; tests/abi.sh checks that those names do warn. */
+#define TJ_NO_DEPRECATION_WARNINGS
 #include "tokitai-jit.h"
 
 /* The arch compile-only tests target: one every supported compiler knows. */
@@ -41,16 +48,27 @@ static inline char *test_path(const char *dir, const char *name)
   return p;
 }
 
-/* Open a compile-only runtime for TEST_ARCH on the cache at path (NULL:
- * no cache), failing the test on error. */
-static inline tj_runtime *open_compile_only(const char *cache_path, unsigned flags)
+/* tj_runtime_open, compile-only for TEST_ARCH, on the cache at path (NULL:
+ * the default location) with more flags.  *rt is set even when the open
+ * fails, for its message. */
+static inline int test_open(tj_runtime **rt, const char *cache_path,
+                            unsigned flags)
 {
   tj_options o = {0};
   o.arch = TEST_ARCH;
   o.cache_path = cache_path;
-  o.flags = TJ_NO_DEVICE | flags | (cache_path ? 0 : TJ_CACHE_DISABLE);
+  o.flags = TJ_NO_DEVICE | flags;
+  *rt = NULL;
+  return tj_runtime_open(rt, &o);
+}
+
+/* Open a compile-only runtime for TEST_ARCH on the cache at path (NULL:
+ * no cache), failing the test on error. */
+static inline tj_runtime *open_compile_only(const char *cache_path, unsigned flags)
+{
   tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
+  unsigned no_cache = cache_path ? 0 : TJ_CACHE_DISABLE;
+  int rc = test_open(&rt, cache_path, flags | no_cache);
   ck_assert_msg(rc == TJ_OK, "tj_runtime_open: %s: %s", tj_strerror(rc),
                 tj_errmsg(rt));
   return rt;
@@ -75,9 +93,75 @@ static inline int test_gpu_present(void)
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-/* Run one suite; exit status as automake's harness reads it. */
+/* Write a file of n bytes (mode 0600, replacing what was there). */
+static inline void test_write_file(const char *path, const void *data, size_t n)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+  ck_assert_int_eq(write(fd, data, n), (ssize_t)n);
+  ck_assert_int_eq(close(fd), 0);
+}
+
+static inline void test_write_text(const char *path, const char *text)
+{
+  test_write_file(path, text, strlen(text));
+}
+
+/* The whole file, malloc'd, its size in *n. */
+static inline unsigned char *test_read_file(const char *path, size_t *n)
+{
+  struct stat st;
+  int fd = open(path, O_RDONLY);
+  ck_assert_msg(fd >= 0 && fstat(fd, &st) == 0, "%s: %s", path,
+                strerror(errno));
+  unsigned char *b = malloc((size_t)st.st_size + 1);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(read(fd, b, (size_t)st.st_size), st.st_size);
+  close(fd);
+  *n = (size_t)st.st_size;
+  return b;
+}
+
+/* How many paths match a glob pattern (a file moved aside, files left
+ * beside a cache). */
+static inline int test_count_matches(const char *pattern)
+{
+  glob_t g;
+  int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+  globfree(&g);
+  return n;
+}
+
+/* A new case of suite s.  Its timeout guards against a hang and measures
+ * nothing; CK_TIMEOUT_MULTIPLIER stretches it (make check-valgrind). */
+static inline TCase *test_case(Suite *s, const char *name, int seconds)
+{
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, seconds);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
+/* For a GPU suite's main: true, having said so, when no GPU is here; the
+ * suite then exits 77, which automake counts as skipped. */
+static inline int test_no_gpu(const char *suite)
+{
+  if (test_gpu_present())
+    return 0;
+  printf("no GPU: skipping %s\n", suite);
+  return 1;
+}
+
+/* Run one suite, each test in its own process (Check's fork mode; CK_FORK=no
+ * for a debugger) and its files under $TJ_TEST_TMPDIR, made here when a
+ * suite runs by hand.  The exit status as automake's harness reads it. */
 static inline int run_suite(Suite *s)
 {
+  const char *tmp = getenv("TJ_TEST_TMPDIR");
+  if (tmp && *tmp && mkdir(tmp, 0700) != 0 && errno != EEXIST) {
+    perror(tmp);
+    return EXIT_FAILURE;
+  }
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);

@@ -12,8 +12,7 @@
  * options into LLVM's process-wide command-line registry, so two compiles
  * at the same moment abort the process ("LLVM ERROR: inconsistency in
  * registered CommandLine options") or fail ("No available targets are
- * compatible with triple amdgcn-amd-amdhsa").  tests/check_reliability.c
- * (case "many") caught both with 8 threads of one runtime.  So compiles in
+ * compatible with triple amdgcn-amd-amdhsa").  tests/check_reliability_many.c caught both with 8 threads of one runtime.  So compiles in
  * one process take turns; separate processes still compile in parallel.
  * Process-wide because the hazard is: the compiler is one per process.
  */

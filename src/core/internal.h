@@ -1,8 +1,9 @@
 /*
  * internal.h: what the subsystems of libtokitai-jit say to each other.
- * Names here are tj__ and never exported.  One section per file, in the
- * order a request flows: runtime -> modtable -> key -> cache -> compile ->
- * module.
+ * Names here are tj__ and never exported.  One section per file, what
+ * the others lean on first (errors, options, key, the cache), then the
+ * steps of a request from the bottom up (compile, module load, the module
+ * table, a caller's modules), and last the runtime that drives them.
  */
 #ifndef TJ_INTERNAL_H
 #define TJ_INTERNAL_H

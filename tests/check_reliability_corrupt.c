@@ -1,0 +1,354 @@
+/*
+ * check_reliability_corrupt.c: corrupt, truncated, foreign and tampered
+ * files: each either refused and left exactly as it was, or moved aside
+ * and replaced, and a tampered row never loaded.
+ */
+#include "reliability.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+/*
+ * Write bytes as the cache and use it three times.  Each runtime opens,
+ * hands out exactly the reference add_i32 and never crashes; the first
+ * warns when `warns`; by the third the cache is healthy again: add_i32
+ * comes from it and nothing is said.  Returns the first warning.
+ */
+static void survive(const char *label, const char *path, const void *bytes,
+                    size_t n, int warns, const char *must_say)
+{
+  static unsigned char *ref;
+  static size_t ref_n;
+  if (!ref)
+    ck_assert_ptr_nonnull(ref = rel_reference_code(&ref_n));
+  ck_assert_int_eq(rel_write_file(path, bytes, n), 0);
+  for (int round = 0; round < 3; round++) {
+    tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
+    ck_assert_msg(rt != NULL, "%s: round %d: the runtime did not open", label, round);
+    char first[1024];
+    snprintf(first, sizeof first, "%s", tj_errmsg(rt));
+    int origin = rel_get_reference(rt, ref, ref_n);
+    ck_assert_msg(origin >= 0, "%s: round %d: no good add_i32", label, round);
+    if (getenv("TJ_TEST_VERBOSE"))
+      fprintf(stderr, "  %s: round %d: origin %d, '%s' then '%s'\n", label, round, origin,
+             first, tj_errmsg(rt));
+    if (round == 0 && (warns || must_say)) {
+      const char *said = first[0] ? first : tj_errmsg(rt);
+      ck_assert_msg(said[0], "%s: no warning", label);
+      ck_assert_msg(!must_say || strstr(said, must_say), "%s: warning '%s' "
+                    "lacks '%s'", label, said, must_say);
+    }
+    if (round == 2) {
+      ck_assert_msg(origin == TJ_FROM_CACHE, "%s: the cache is not used again", label);
+      ck_assert_msg(!tj_errmsg(rt)[0], "%s: still warns: %s", label, tj_errmsg(rt));
+    }
+    tj_runtime_close(rt);
+  }
+}
+
+/* A file that cannot be shown to be a cache: the runtime refuses it with
+ * TJ_ECACHE and leaves it byte for byte as it was, nothing beside it. */
+static void refused(const char *label, const char *path, const void *bytes,
+                    size_t n)
+{
+  char beside[4096];
+  snprintf(beside, sizeof beside, "%s.lock", path);
+  unlink(beside);
+  ck_assert_int_eq(rel_write_file(path, bytes, n), 0);
+  tj_runtime *rt = NULL;
+  int rc = test_open(&rt, path, 0);
+  ck_assert_msg(rc == TJ_ECACHE, "%s: %s", label, tj_err_name(rc));
+  ck_assert_msg(strstr(tj_errmsg(rt), "tokitai-jit cache"), "%s: %s", label,
+                tj_errmsg(rt));
+  tj_runtime_close(rt);
+  size_t got = 0;
+  unsigned char *after = test_read_file(path, &got);
+  ck_assert_msg(after && got == n && memcmp(after, bytes, n) == 0,
+                "%s: the file was changed", label);
+  free(after);
+  snprintf(beside, sizeof beside, "%s?*", path);
+  ck_assert_msg(test_count_matches(beside) == 0, "%s: files beside it", label);
+}
+
+START_TEST(random_bytes_and_foreign_files)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  uint64_t rng = 0x5eed;
+  static const size_t sizes[] = {2, 99, 100, 512, 4096, 8192, 65536, 200000};
+  for (int i = 0; i < S.random_files; i++) {
+    size_t n = sizes[i % 8] + (size_t)(i / 8);
+    unsigned char *junk = malloc(n);
+    for (size_t b = 0; b < n; b++)
+      junk[b] = (unsigned char)rel_rand(&rng);
+    refused("random bytes", path, junk, n);
+    free(junk);
+  }
+  static const char text[] = "this is not a database\n";
+  refused("text file", path, text, sizeof text - 1);
+  static const unsigned char elf[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+  refused("ELF file", path, elf, sizeof elf);
+  static const unsigned char gz[32] = {0x1f, 0x8b, 8, 0};
+  refused("gzip file", path, gz, sizeof gz);
+  unsigned char *zeros = calloc(1, 16384);
+  refused("zero-filled file", path, zeros, 16384);
+  free(zeros);
+  printf("reliability: %d random-byte files and 4 foreign files: each "
+         "refused with TJ_ECACHE and left exactly as it was\n", S.random_files);
+  free(path); free(dir);
+}
+END_TEST
+
+START_TEST(truncated_files)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  size_t n;
+  unsigned char *whole = rel_valid_cache_bytes(path, &n);
+  size_t cuts[] = {1, 16, 99, 100, 101, 1024, 4095, 4096, 4097, n / 2, n - 4096,
+                   n - 1};
+  int tried = 0;
+  for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i += S.light ? 3 : 1) {
+    if (cuts[i] >= n)
+      continue;
+    char label[64];
+    snprintf(label, sizeof label, "truncated to %zu of %zu bytes", cuts[i], n);
+    if (cuts[i] < 100) /* the header, and with it our mark, is cut */
+      refused(label, path, whole, cuts[i]);
+    else
+      survive(label, path, whole, cuts[i], 0, NULL);
+    tried++;
+  }
+  printf("reliability: %d truncations of a %zu-byte cache: the kernel correct "
+         "and the cache reused each time\n", tried, n);
+  free(whole); free(path); free(dir);
+}
+END_TEST
+
+/* A header SQLite accepts and pages it only meets at the first lookup. */
+START_TEST(garbage_pages_behind_a_valid_header)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  size_t n;
+  unsigned char *b = rel_valid_cache_bytes(path, &n);
+  ck_assert_uint_gt(n, 8192);
+  uint64_t rng = 99;
+  for (size_t i = 4096; i < n; i++)
+    b[i] = (unsigned char)rel_rand(&rng);
+  survive("garbage after page 1", path, b, n, 1, "moved it to");
+  /* Flipped bytes in the middle only: the table pages, not the schema. */
+  free(b);
+  b = rel_valid_cache_bytes(path, &n);
+  for (size_t i = 4096 + 64; i < n; i += 97)
+    b[i] ^= 0x5a;
+  survive("flipped bytes after page 1", path, b, n, 0, NULL);
+  printf("reliability: 2 caches with valid headers and damaged pages: "
+         "given up at the first lookup, moved aside, reused after\n");
+  free(b); free(path); free(dir);
+}
+END_TEST
+
+/* A file whose later pages fail while the runtime has it open: the get
+ * that meets it warns once, later ones say nothing, the next runtime gets
+ * a fresh file. */
+START_TEST(damage_found_after_open_warns_once)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  size_t n;
+  unsigned char *b = rel_valid_cache_bytes(path, &n);
+  tj_runtime *rt = rel_open(path, TEST_ARCH, 0); /* opens the good file */
+  ck_assert_ptr_nonnull(rt);
+  uint64_t rng = 7;
+  for (size_t i = 4096; i < n; i++)
+    b[i] = (unsigned char)rel_rand(&rng);
+  int fd = open(path, O_WRONLY);
+  ck_assert_int_eq(pwrite(fd, b + 4096, n - 4096, 4096), (ssize_t)(n - 4096));
+  close(fd);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  ck_assert_msg(strstr(tj_errmsg(rt), "malformed") || strstr(tj_errmsg(rt), "not a database"),
+                "warning: %s", tj_errmsg(rt));
+  ck_assert_msg(strstr(tj_errmsg(rt), "moved it to"), "warning: %s", tj_errmsg(rt));
+  rel_set_sentinel(rt);
+  ck_assert_int_eq(tj_kernel_get(rt, "gelu_fwd_f16", &k), TJ_OK);
+  ck_assert_msg(rel_no_new_warning(rt), "second warning: %s", tj_errmsg(rt));
+  tj_runtime_close(rt);
+  rt = rel_open(path, TEST_ARCH, 0);
+  ck_assert_str_eq(tj_errmsg(rt), "");
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_runtime_close(rt);
+  char integrity[256];
+  ck_assert_msg(tsql_integrity(path, integrity, sizeof integrity), "%s", integrity);
+  free(b); free(path); free(dir);
+}
+END_TEST
+
+START_TEST(schemas_that_cannot_be_used)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  rel_exec(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 1");
+  size_t n = 0;
+  unsigned char *b = test_read_file(path, &n);
+  refused("unmarked table with missing columns", path, b, n);
+  free(b);
+  unlink(path);
+  rel_exec(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 2; "
+           "PRAGMA application_id = 1953130868");
+  b = test_read_file(path, &n);
+  survive("table with missing columns", path, b, n, 1, "moved it to");
+  free(b);
+  unlink(path);
+  rel_exec(path, "CREATE TABLE code_objects (key TEXT PRIMARY KEY, code BLOB); "
+           "PRAGMA user_version = -3; PRAGMA application_id = 1953130868");
+  b = test_read_file(path, &n);
+  survive("schema version with no migration", path, b, n, 1, "cannot migrate");
+  free(b);
+  /* A newer library's file: left alone, no cache, one warning each time. */
+  unlink(path);
+  rel_exec(path, "CREATE TABLE future (x); PRAGMA user_version = 99; "
+           "PRAGMA application_id = 1953130868");
+  tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
+  ck_assert_ptr_nonnull(rt);
+  ck_assert_msg(strstr(tj_errmsg(rt), "newer"), "%s", tj_errmsg(rt));
+  ck_assert_ptr_null(tj_runtime_cache_path(rt));
+  rel_set_sentinel(rt);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  ck_assert(rel_no_new_warning(rt));
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 99);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM future"), 0);
+  free(path); free(dir);
+}
+END_TEST
+
+START_TEST(a_directory_where_the_file_should_be)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  ck_assert_int_eq(mkdir(path, 0700), 0);
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq(test_open(&rt, path, 0), TJ_ECACHE);
+  ck_assert_msg(strstr(tj_errmsg(rt), "is a directory; give a file path"), "%s",
+                tj_errmsg(rt));
+  tj_runtime_close(rt);
+  struct stat st;
+  ck_assert_int_eq(stat(path, &st), 0);
+  ck_assert(S_ISDIR(st.st_mode)); /* not ours to move */
+  char beside[4096];
+  snprintf(beside, sizeof beside, "%s?*", path);
+  ck_assert_int_eq(test_count_matches(beside), 0); /* no cache.db.lock */
+  free(path); free(dir);
+}
+END_TEST
+
+/* Processes that all find the same corrupt file at once: it is moved aside
+ * exactly once, and all of them end up on the one new file. */
+START_TEST(processes_race_on_a_corrupt_file)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  size_t n;
+  unsigned char *junk = rel_valid_cache_bytes(path, &n);
+  uint64_t rng = 3;
+  for (size_t i = 100; i < n; i++) /* ours by its header, the rest garbage */
+    junk[i] = (unsigned char)rel_rand(&rng);
+  ck_assert_int_eq(rel_write_file(path, junk, n), 0);
+  free(junk);
+  int go[2];
+  ck_assert_int_eq(pipe(go), 0);
+  pid_t *pids = calloc((size_t)S.procs, sizeof *pids);
+  for (int p = 0; p < S.procs; p++) {
+    ck_assert_int_ge(pids[p] = fork(), 0);
+    if (pids[p] == 0) {
+      char c;
+      close(go[1]);
+      if (read(go[0], &c, 1) < 0)
+        _exit(3);
+      struct arch_job j = {path, TEST_ARCH, 1, -100, ""};
+      rel_compile_all(&j);
+      if (j.rc != TJ_OK)
+        fprintf(stderr, "corrupt race child: %s: %s\n", tj_strerror(j.rc), j.msg);
+      free(pids); free(path); free(dir);
+      _exit(j.rc == TJ_OK ? 0 : 1);
+    }
+  }
+  close(go[1]);
+  for (int p = 0; p < S.procs; p++) {
+    int status = 0;
+    ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d", p);
+  }
+  close(go[0]);
+  char aside[4096], integrity[256];
+  snprintf(aside, sizeof aside, "%s.corrupt-*", path);
+  ck_assert_int_eq(test_count_matches(aside), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
+  ck_assert_msg(tsql_integrity(path, integrity, sizeof integrity), "%s", integrity);
+  printf("reliability: %d processes opening one corrupt file at once: moved "
+         "aside once, all on the one new file\n", S.procs);
+  free(pids); free(path); free(dir);
+}
+END_TEST
+
+/* ================================================================ 4. tamper */
+
+static void tamper_and_expect_recompile(const char *path, const char *sql)
+{
+  static unsigned char *ref;
+  static size_t ref_n;
+  if (!ref)
+    ck_assert_ptr_nonnull(ref = rel_reference_code(&ref_n));
+  tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
+  ck_assert_int_ge(rel_get_reference(rt, ref, ref_n), 0); /* stored, or there */
+  tj_runtime_close(rt);
+  rel_exec(path, sql);
+  rt = rel_open(path, TEST_ARCH, 0);
+  ck_assert_msg(rel_get_reference(rt, ref, ref_n) == TJ_FROM_COMPILER, "%s: loaded", sql);
+  ck_assert_msg(strstr(tj_errmsg(rt), "hash"), "%s: warning: %s", sql, tj_errmsg(rt));
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.cache_drops, 1);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_bad_rows(path), 0);
+}
+
+START_TEST(tampered_rows_are_never_loaded)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tamper_and_expect_recompile(path, "UPDATE code_objects SET code_size = code_size + 1");
+  tamper_and_expect_recompile(path, "UPDATE code_objects SET code_hash = "
+                              "'00000000000000000000000000000000'");
+  tamper_and_expect_recompile(path, "UPDATE code_objects SET code_hash = "
+                              "code_hash || 'ff'");
+  tamper_and_expect_recompile(path, "UPDATE code_objects SET code = "
+                              "substr(code, 1, length(code) - 1) || CASE WHEN "
+                              "substr(code, -1) = x'00' THEN x'01' ELSE x'00' END");
+  tamper_and_expect_recompile(path, "UPDATE code_objects SET code = x''");
+  tamper_and_expect_recompile(path, "UPDATE code_objects SET code = "
+                              "CAST(code AS TEXT) || 'x'");
+  /* Another kernel's whole, valid code object in add_i32's row. */
+  tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, "gelu_fwd_f16", &k), TJ_OK);
+  tj_runtime_close(rt);
+  tamper_and_expect_recompile(path, "UPDATE code_objects SET code = (SELECT code "
+                              "FROM code_objects WHERE kernel = 'gelu_fwd_f16') "
+                              "WHERE kernel = 'add_i32'");
+  printf("reliability: 7 kinds of tampered row: each caught by its hash or "
+         "size, dropped and recompiled\n");
+  free(path); free(dir);
+}
+END_TEST
+
+int main(void)
+{
+  const rel_case cases[] = {
+    {"corrupt", {random_bytes_and_foreign_files,
+                 truncated_files,
+                 garbage_pages_behind_a_valid_header,
+                 damage_found_after_open_warns_once,
+                 schemas_that_cannot_be_used,
+                 a_directory_where_the_file_should_be,
+                 processes_race_on_a_corrupt_file}},
+    {"tamper", {tampered_rows_are_never_loaded}},
+  };
+  return rel_main("reliability_corrupt", cases, sizeof cases / sizeof *cases);
+}

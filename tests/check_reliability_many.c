@@ -1,0 +1,229 @@
+/*
+ * check_reliability_many.c: many processes and threads on one cache at
+ * once: processes racing on a fresh file for two archs, threads sharing one
+ * runtime, threads compiling different kernels at the same moment.
+ * TJ_STRESS=1 (make check-stress) runs 16 processes.
+ */
+#include "reliability.h"
+#include "embedded.h"
+
+#include <pthread.h>
+#include <sys/wait.h>
+
+/* A child: waits for the start signal, then both archs at once. */
+static int racer(const char *path, int go_fd, int kernels)
+{
+  char c;
+  if (read(go_fd, &c, 1) < 0)
+    return 3;
+  struct arch_job jobs[2] = {{path, TEST_ARCH, kernels, -100, ""},
+                             {path, TEST_ARCH2, kernels, -100, ""}};
+  pthread_t th[2];
+  for (int a = 0; a < 2; a++)
+    pthread_create(&th[a], NULL, rel_compile_all, &jobs[a]);
+  for (int a = 0; a < 2; a++)
+    pthread_join(th[a], NULL);
+  for (int a = 0; a < 2; a++)
+    CHILD_CHECK(jobs[a].rc == TJ_OK && !jobs[a].msg[0], "%s: %s: '%s'",
+                jobs[a].arch, tj_strerror(jobs[a].rc), jobs[a].msg);
+  return 0;
+}
+
+static int kernels_per_arch(void)
+{
+  int all = (int)tj_embedded_count();
+  return S.kernels && S.kernels < all ? S.kernels : all;
+}
+
+START_TEST(processes_race_on_a_fresh_cache_for_two_archs)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  int kernels = kernels_per_arch(), go[2], ok = 0;
+  ck_assert_int_eq(pipe(go), 0);
+  pid_t *pids = calloc((size_t)S.procs, sizeof *pids);
+  for (int p = 0; p < S.procs; p++) {
+    ck_assert_int_ge(pids[p] = fork(), 0);
+    if (pids[p] == 0) {
+      close(go[1]);
+      int rc = racer(path, go[0], kernels);
+      free(pids); free(path); free(dir); /* for valgrind in the child */
+      _exit(rc);
+    }
+  }
+  close(go[1]); /* every child's read returns now: they start together */
+  for (int p = 0; p < S.procs; p++) {
+    int status = 0;
+    ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
+    ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  close(go[0]);
+  char integrity[256];
+  long long rows = tsql_int(path, "SELECT count(*) FROM code_objects");
+  long long keys = tsql_int(path, "SELECT count(DISTINCT key) FROM code_objects");
+  printf("reliability: %d processes x 2 archs (%s, %s) x %d kernels on one "
+         "fresh cache: %d succeeded with no message; %lld rows, %lld keys\n",
+         S.procs, TEST_ARCH, TEST_ARCH2, kernels, ok, rows, keys);
+  ck_assert_int_eq(ok, S.procs);
+  ck_assert_int_eq(rows, 2 * kernels);
+  ck_assert_int_eq(keys, 2 * kernels);
+  ck_assert_int_eq(tsql_bad_rows(path), 0);
+  ck_assert_msg(tsql_integrity(path, integrity, sizeof integrity), "%s", integrity);
+  /* And the cache is used: a new runtime per arch compiles nothing. */
+  for (int a = 0; a < 2; a++) {
+    tj_runtime *rt = rel_open(path, a ? TEST_ARCH2 : TEST_ARCH, 0);
+    tj_stats st;
+    ck_assert_ptr_nonnull(rt);
+    for (int i = 0; i < kernels; i++) {
+      tj_kernel *k;
+      ck_assert_int_eq(tj_kernel_get(rt, tj_embedded_name((size_t)i), &k), TJ_OK);
+    }
+    tj_runtime_stats(rt, &st);
+    ck_assert_uint_eq(st.compiles, 0);
+    ck_assert_uint_eq(st.cache_hits, (uint64_t)kernels);
+    tj_runtime_close(rt);
+  }
+  free(pids); free(path); free(dir);
+}
+END_TEST
+
+#define CALLER_SOURCES 2
+static const char *const caller_source[CALLER_SOURCES] = {
+  "extern \"C\" __global__ void one(int *p) { *p = 1; }",
+  "extern \"C\" __global__ void two(int *p) { p[threadIdx.x] = 2; }",
+};
+static const char *const caller_entry[CALLER_SOURCES] = {"one", "two"};
+
+struct thread_job {
+  tj_runtime *rt;
+  pthread_barrier_t *start;
+  int first;
+  tj_kernel *got[16];
+  int rc;
+  char msg[512]; /* the runtime's message right after a failure */
+};
+
+/* Every embedded kernel, starting from a different one in each thread,
+ * then the caller kernels. */
+static size_t thread_kernels(void)
+{
+  return S.light ? 1 : tj_embedded_count();
+}
+
+static void *thread_all(void *arg)
+{
+  struct thread_job *j = arg;
+  size_t n = thread_kernels();
+  pthread_barrier_wait(j->start);
+  j->rc = TJ_OK;
+  for (size_t i = 0; i < n && j->rc == TJ_OK; i++) {
+    size_t at = (i + (size_t)j->first) % n;
+    j->rc = tj_kernel_get(j->rt, tj_embedded_name(at), &j->got[at]);
+  }
+  for (int s = 0; s < CALLER_SOURCES && j->rc == TJ_OK; s++)
+    j->rc = tj_kernel_compile(j->rt, caller_source[s], caller_entry[s], NULL,
+                              &j->got[n + (size_t)s]);
+  if (j->rc != TJ_OK) {
+    snprintf(j->msg, sizeof j->msg, "%s", tj_errmsg(j->rt));
+    fprintf(stderr, "thread %d: %s\n", j->first, tj_errmsg(j->rt));
+  }
+  return NULL;
+}
+
+START_TEST(threads_share_one_runtime_and_its_cache)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
+  ck_assert_ptr_nonnull(rt);
+  size_t n = thread_kernels(), total = n + CALLER_SOURCES;
+  ck_assert_uint_le(total, 16);
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, (unsigned)S.threads);
+  pthread_t *th = calloc((size_t)S.threads, sizeof *th);
+  struct thread_job *jobs = calloc((size_t)S.threads, sizeof *jobs);
+  for (int t = 0; t < S.threads; t++) {
+    jobs[t] = (struct thread_job){rt, &start, t, {0}, -100, ""};
+    ck_assert_int_eq(pthread_create(&th[t], NULL, thread_all, &jobs[t]), 0);
+  }
+  for (int t = 0; t < S.threads; t++)
+    pthread_join(th[t], NULL);
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  printf("reliability: %d threads sharing one runtime, %zu kernels each: "
+         "%llu compiles, %llu memory hits\n", S.threads, total,
+         (unsigned long long)st.compiles, (unsigned long long)st.memory_hits);
+  for (int t = 0; t < S.threads; t++) {
+    ck_assert_msg(jobs[t].rc == TJ_OK, "thread %d: %s: %s", t,
+                  tj_strerror(jobs[t].rc), jobs[t].msg);
+    for (size_t i = 0; i < total; i++)
+      ck_assert_ptr_eq(jobs[t].got[i], jobs[0].got[i]);
+  }
+  ck_assert_uint_eq(st.compiles, total);
+  ck_assert_uint_eq(st.memory_hits, (uint64_t)(S.threads - 1) * total);
+  ck_assert_str_eq(tj_errmsg(rt), "");
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), (long long)total);
+  pthread_barrier_destroy(&start);
+  free(jobs); free(th); free(path); free(dir);
+}
+END_TEST
+
+struct distinct_job {
+  tj_runtime *rt;
+  pthread_barrier_t *start;
+  int id, failed;
+};
+
+/* Each round, every thread compiles a kernel no other thread asks for, all
+ * released at once: hipRTC itself must never run twice at a time (it
+ * aborted the process, or failed with "No available targets", before
+ * compile.c made compiles take turns). */
+static void *compile_distinct(void *arg)
+{
+  struct distinct_job *j = arg;
+  for (int round = 0; round < S.compile_rounds; round++) {
+    char src[160];
+    tj_kernel *k;
+    snprintf(src, sizeof src, "extern \"C\" __global__ void k(int *p) "
+             "{ *p = %d; }", j->id * 100 + round);
+    pthread_barrier_wait(j->start);
+    if (tj_kernel_compile(j->rt, src, "k", NULL, &k) != TJ_OK) {
+      fprintf(stderr, "thread %d round %d: %s\n", j->id, round, tj_errmsg(j->rt));
+      j->failed++;
+    }
+  }
+  return NULL;
+}
+
+START_TEST(threads_compile_different_kernels_at_once)
+{
+  enum { THREADS = 8 };
+  tj_runtime *rt = rel_open(NULL, TEST_ARCH, TJ_CACHE_DISABLE);
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, THREADS);
+  pthread_t th[THREADS];
+  struct distinct_job jobs[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    jobs[t] = (struct distinct_job){rt, &start, t, 0};
+    ck_assert_int_eq(pthread_create(&th[t], NULL, compile_distinct, &jobs[t]), 0);
+  }
+  for (int t = 0; t < THREADS; t++)
+    pthread_join(th[t], NULL);
+  for (int t = 0; t < THREADS; t++)
+    ck_assert_msg(jobs[t].failed == 0, "thread %d failed", t);
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, (uint64_t)S.compile_rounds * THREADS);
+  tj_runtime_close(rt);
+  pthread_barrier_destroy(&start);
+}
+END_TEST
+
+int main(void)
+{
+  const rel_case cases[] = {
+    {"many", {processes_race_on_a_fresh_cache_for_two_archs,
+              threads_share_one_runtime_and_its_cache,
+              threads_compile_different_kernels_at_once}},
+  };
+  return rel_main("reliability_many", cases, sizeof cases / sizeof *cases);
+}

@@ -1,0 +1,92 @@
+/*
+ * check_reliability_upgrade.c: old schemas and old compilers: the
+ * pre-release layout is rebuilt, another compiler's rows are never used
+ * and are evicted once idle.
+ */
+#include "reliability.h"
+#include "embedded.h"
+
+/* The pre-release layout (user_version 0, no hash, size or compiler): its
+ * rows are dropped and the file becomes version 1, silently. */
+START_TEST(prerelease_cache_is_rebuilt)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  rel_exec(path, "CREATE TABLE code_objects (key TEXT PRIMARY KEY, kernel TEXT "
+           "NOT NULL, arch TEXT NOT NULL, code BLOB NOT NULL, created INTEGER "
+           "NOT NULL); CREATE INDEX code_objects_created ON code_objects(created);"
+           "INSERT INTO code_objects VALUES ('0123456789abcdef0123456789abcdef', "
+           "'add_i32', 'gfx90a', x'7f454c46', 0)");
+  tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
+  ck_assert_ptr_nonnull(rt);
+  ck_assert_msg(!tj_errmsg(rt)[0], "%s", tj_errmsg(rt));
+  tj_kernel *k;
+  tj_kernel_info info;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_kernel_info_get(k, &info);
+  ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects WHERE "
+                             "key = '0123456789abcdef0123456789abcdef'"), 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM pragma_table_info("
+                             "'code_objects') WHERE name = 'code_hash'"), 1);
+  char aside[4096];
+  snprintf(aside, sizeof aside, "%s.corrupt-*", path);
+  ck_assert_int_eq(test_count_matches(aside), 0);
+  free(path); free(dir);
+}
+END_TEST
+
+/* Rows of another compiler: never used (the compiler is in the key), and
+ * deleted once idle for TJ__CACHE_FOREIGN_IDLE, at the next compile. */
+static void put_old_row(tj__cache *c, const char *kernel, const char *old,
+                        char key[TJ__KEY_HEX])
+{
+  static const unsigned char fake[] = "\x7f" "ELF the old compiler's code";
+  const tj__embedded_kernel *e = tj__embedded_find(kernel);
+  ck_assert_ptr_nonnull(e);
+  tj__key_input in = {e->source, e->source_len, e->entry, "", TEST_ARCH,
+                      tj_platform(), old};
+  tj__key_compute(&in, key);
+  tj__cache_row r = {key, kernel, TEST_ARCH, tj_platform(), old, "", fake,
+                     sizeof fake, 1};
+  ck_assert_int_eq(tj__cache_put(c, &r), TJ_OK);
+}
+
+START_TEST(old_compiler_rows_are_never_used_and_evicted)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db"), msg[1024];
+  char idle[TJ__KEY_HEX], recent[TJ__KEY_HEX], sql[256];
+  const char *old = "hiprtc 0.9, comgr 1.0 (HIP 0)";
+  tj__cache *c = NULL;
+  ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_OK);
+  put_old_row(c, "add_i32", old, idle);
+  put_old_row(c, "gelu_fwd_f16", old, recent);
+  tj__cache_close(c);
+  snprintf(sql, sizeof sql, "UPDATE code_objects SET last_used = last_used - "
+           "%d - 86400 WHERE key = '%s'", TJ__CACHE_FOREIGN_IDLE, idle);
+  rel_exec(path, sql);
+  size_t ref_n;
+  unsigned char *ref = rel_reference_code(&ref_n);
+  tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
+  ck_assert_int_eq(rel_get_reference(rt, ref, ref_n), TJ_FROM_COMPILER);
+  ck_assert_str_eq(tj_errmsg(rt), "");
+  tj_runtime_close(rt);
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM code_objects WHERE key = '%s'", idle);
+  ck_assert_int_eq(tsql_int(path, sql), 0);   /* idle: evicted */
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM code_objects WHERE key = '%s'", recent);
+  ck_assert_int_eq(tsql_int(path, sql), 1);   /* still in use elsewhere */
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 2);
+  free(ref); free(path); free(dir);
+}
+END_TEST
+
+int main(void)
+{
+  const rel_case cases[] = {
+    {"upgrade", {prerelease_cache_is_rebuilt,
+                 old_compiler_rows_are_never_used_and_evicted}},
+  };
+  return rel_main("reliability_upgrade", cases, sizeof cases / sizeof *cases);
+}
