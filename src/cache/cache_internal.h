@@ -85,6 +85,10 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
 struct stat;
 int tj__location_check_file(const struct stat *st, const char *path,
                             unsigned flags, char *msg, size_t len);
+/* Read the header of loc's file again (another process may have been
+ * making it when it was first read).  -1 when the name no longer leads to
+ * the judged file; loc is then as it was. */
+int tj__location_reread_header(tj__location *loc);
 void tj__location_free(tj__location *loc);
 
 /* Take <path>.lock shared (LOCK_SH) or exclusive (LOCK_EX), creating it

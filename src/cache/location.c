@@ -515,6 +515,16 @@ int tj__location_open(const char *path, unsigned flags, tj__location *loc,
   return rc;
 }
 
+int tj__location_reread_header(tj__location *loc)
+{
+  struct stat st;
+  if (stat(loc->path, &st) != 0 || st.st_dev != loc->dev || st.st_ino != loc->ino)
+    return -1;
+  loc->size = st.st_size;
+  loc->header = classify_header(loc->path, loc->size, &loc->appid);
+  return 0;
+}
+
 void tj__location_free(tj__location *loc)
 {
   free(loc->path);

@@ -463,6 +463,10 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
   int lock = rc == TJ_OK ? tj__location_lock(loc.path, flags, fresh ? LOCK_EX : LOCK_SH,
                                              fresh || loc.header == TJ__HEADER_OURS)
                          : -1;
+  /* The header was read before the lock: a file that was being made then
+   * is whole now. */
+  if (rc == TJ_OK && !fresh && loc.header != TJ__HEADER_OURS)
+    (void)tj__location_reread_header(&loc);
   if (rc == TJ_OK)
     rc = judge_file(&loc, &ours, msg, len);
   if (rc == TJ_OK && (flags & TJ_CACHE_READONLY) && access(loc.path, R_OK) != 0) {
