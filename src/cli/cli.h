@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tokitai-jit.h"
+
 #define PROGRAM "tokitai-jit"
 
 /* Exit statuses, as GNU programs use them. */
@@ -86,6 +88,9 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_parse_options(int argc, char **argv, cli_options *o);
 /* Free what parsing allocated (o->defines). */
 void cli_free_options(cli_options *o);
+/* The runtime options the command's flags ask for: the device, the cache
+ * and its flags; an arch (not NULL) is a compile-only runtime for it. */
+tj_options cli_runtime_options(const cli_options *o, const char *arch);
 
 /* ------------------------------------------------------------ cli_format.c */
 

@@ -95,11 +95,7 @@ static void print_json(const tj_module_info *i, const char *file,
 static int compile_for(const cli_options *o, const tj_module_source *src,
                        const char *arch, int first)
 {
-  tj_options opts = {0};
-  opts.device = o->device;
-  opts.arch = arch;
-  opts.cache_path = o->cache_path;
-  opts.flags = o->cache_flags | (arch ? TJ_NO_DEVICE : 0);
+  tj_options opts = cli_runtime_options(o, arch);
   tj_runtime *rt = NULL;
   tj_module *m = NULL;
   tj_module_info info;

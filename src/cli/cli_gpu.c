@@ -268,11 +268,7 @@ static int open_warm_runtimes(const cli_options *o, warm_plan *w)
   int n = o->narchs ? o->narchs : 1;
   for (int i = 0; i < n; i++) {
     const char *arch = o->narchs ? o->archs[i] : NULL;
-    tj_options opts = {0};
-    opts.device = o->device;
-    opts.arch = arch;
-    opts.cache_path = o->cache_path;
-    opts.flags = o->cache_flags | (arch ? TJ_NO_DEVICE : 0);
+    tj_options opts = cli_runtime_options(o, arch);
     tj_runtime *rt = NULL;
     int rc = tj_runtime_open(&rt, &opts);
     int cache_error = rc == TJ_EPERM || rc == TJ_ECACHE || rc == TJ_EIO;
@@ -482,10 +478,7 @@ int cli_run(const cli_options *o)
   const char *name = o->run_kernel;
   if (!kernel_known(name))
     return unknown_kernel(name);
-  tj_options opts = {0};
-  opts.device = o->device;
-  opts.cache_path = o->cache_path;
-  opts.flags = o->cache_flags;
+  tj_options opts = cli_runtime_options(o, NULL);
   tj_runtime *rt = NULL;
   uint64_t n = o->n ? o->n : strcmp(name, "gemm_f16") == 0
                                  ? RUN_DEFAULT_GEMM_N : RUN_DEFAULT_N;

@@ -411,3 +411,13 @@ void cli_free_options(cli_options *o)
     free(o->defines[i]);
   o->ndefines = 0;
 }
+
+tj_options cli_runtime_options(const cli_options *o, const char *arch)
+{
+  tj_options opts = {0};
+  opts.device = o->device;
+  opts.arch = arch;
+  opts.cache_path = o->cache_path;
+  opts.flags = o->cache_flags | (arch ? TJ_NO_DEVICE : 0);
+  return opts;
+}

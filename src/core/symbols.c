@@ -6,17 +6,12 @@
  * input.
  */
 #include "internal.h"
+#include "codeobj.h"
 
 #include <elf.h>
 #include <stdio.h>
 #include <string.h>
 
-#ifndef EM_AMDGPU
-#define EM_AMDGPU 224
-#endif
-#ifndef EM_CUDA
-#define EM_CUDA 190
-#endif
 #define STO_CUDA_ENTRY 0x10 /* a __global__ function in a cubin */
 
 typedef struct symtab {

@@ -10,12 +10,6 @@
 #include <elf.h>
 #include <string.h>
 
-#ifndef EM_AMDGPU
-#define EM_AMDGPU 224
-#endif
-#ifndef EM_CUDA
-#define EM_CUDA 190
-#endif
 #define NT_AMDGPU_METADATA 32
 
 typedef struct elf_view {

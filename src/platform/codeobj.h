@@ -14,6 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The ELF machines of GPU code objects, for C libraries that predate them. */
+#ifndef EM_AMDGPU
+#define EM_AMDGPU 224
+#endif
+#ifndef EM_CUDA
+#define EM_CUDA 190
+#endif
+
 /* The public tj_kernel_resources (tokitai-jit.h): -1 where the code
  * object does not say. */
 typedef tj_kernel_resources tj__resources;
