@@ -384,6 +384,24 @@ int tj__function_shared_limit(void *function, unsigned bytes)
   return TJ_EDEVICE;
 }
 
+int tj__hopper_driver(void)
+{
+  return 0;
+}
+
+int tj__alloc_async(void **p, size_t bytes, void *stream)
+{
+  (void)bytes, (void)stream;
+  *p = NULL;
+  return TJ_EDEVICE;
+}
+
+int tj__free_async(void *p, void *stream)
+{
+  (void)p, (void)stream;
+  return TJ_EDEVICE;
+}
+
 int tj__function_resources(void *function, tj_kernel_resources *out)
 {
   int v;
@@ -678,18 +696,30 @@ static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 #define TJ__STR2(x) #x
 #define TJ__STR(x) TJ__STR2(x)
 
+int tj__cuda_fill(tj__cuda_api *api, void *(*sym)(void *, const char *),
+                  void *handle)
+{
+#define TJ__CUDA_LOAD(name, args)                                       \
+  if (!(*(void **)&api->name = sym(handle, TJ__STR(name))))             \
+    return 0;
+  TJ__CUDA_FUNCS(TJ__CUDA_LOAD)
+#undef TJ__CUDA_LOAD
+#define TJ__CUDA_LOAD_OPTIONAL(name, args) \
+  *(void **)&api->name = sym(handle, TJ__STR(name));
+  TJ__CUDA_OPTIONAL_FUNCS(TJ__CUDA_LOAD_OPTIONAL)
+#undef TJ__CUDA_LOAD_OPTIONAL
+  return 1;
+}
+
 static void cuda_load(void)
 {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h)
     return;
-#define TJ__CUDA_LOAD(name, args)                                       \
-  if (!(*(void **)&cuda_api.name = dlsym(h, TJ__STR(name)))) {          \
-    dlclose(h);                                                         \
-    return;                                                             \
+  if (!tj__cuda_fill(&cuda_api, dlsym, h)) {
+    dlclose(h);
+    return;
   }
-  TJ__CUDA_FUNCS(TJ__CUDA_LOAD)
-#undef TJ__CUDA_LOAD
   if (cuda_api.cuInit(0) != CUDA_SUCCESS) {
     dlclose(h);
     return;
@@ -776,6 +806,8 @@ int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
 {
   _Static_assert(sizeof(CUtensorMap) == TJ__TENSOR_MAP_BYTES,
                  "CUtensorMap is 128 bytes");
+  if (!tj__hopper_driver())
+    return TJ_EDEVICE;
   const cuuint64_t dims[2] = {cols, rows}, strides[1] = {ld * 2};
   const cuuint32_t box[2] = {box_cols, box_rows}, step[2] = {1, 1};
   return TJ__CU(cuTensorMapEncodeTiled(
@@ -784,6 +816,33 @@ int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)) == CUDA_SUCCESS
+             ? TJ_OK : TJ_EDEVICE;
+}
+
+int tj__hopper_driver(void)
+{
+  return tj__cuda() && tj__cuda()->cuTensorMapEncodeTiled;
+}
+
+int tj__alloc_async(void **p, size_t bytes, void *stream)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  CUdeviceptr d = 0;
+  *p = NULL;
+  if (!cu || !cu->cuMemAllocAsync || !cu->cuMemFreeAsync ||
+      cu->cuMemAllocAsync(&d, bytes, (CUstream)stream) != CUDA_SUCCESS)
+    return TJ_EDEVICE;
+  *p = (void *)(uintptr_t)d;
+  return TJ_OK;
+}
+
+int tj__free_async(void *p, void *stream)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  if (!cu || !cu->cuMemFreeAsync)
+    return TJ_EDEVICE;
+  return cu->cuMemFreeAsync((CUdeviceptr)(uintptr_t)p, (CUstream)stream) ==
+                 CUDA_SUCCESS
              ? TJ_OK : TJ_EDEVICE;
 }
 

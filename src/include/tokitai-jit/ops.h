@@ -65,6 +65,14 @@ TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
                                          const uint16_t *A, int lda,
                                          const uint16_t *B, int ldb,
                                          const uint16_t *C, int ldc);
+/* How many parts tj_gemm_f16 would cut K into for these arguments (split-K
+ * on Hopper where the tiles of C are too few to fill the GPU): 1 for no
+ * split; 0, with tj_errmsg, for arguments it would refuse.  Launches
+ * nothing.  A call may still run unsplit where the device cannot give it
+ * the partials' memory. */
+TJ_EXPORT int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K,
+                                const uint16_t *A, int lda, const uint16_t *B,
+                                int ldb, const uint16_t *C, int ldc);
 
 TJ_EXPORT int tj_add_i32_host(tj_runtime *rt, const int32_t *a, size_t a_len,
                               const int32_t *b, size_t b_len, int32_t *c,
