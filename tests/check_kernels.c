@@ -538,13 +538,15 @@ START_TEST(driver_table_takes_hopper_entries_as_optional)
   memset(&api, 0, sizeof api);
   ck_assert_int_eq(tj__cuda_fill(&api, driver_lacking, none), 1);
   ck_assert_ptr_nonnull(api.cuTensorMapEncodeTiled);
-  ck_assert_ptr_nonnull(api.cuMemAllocAsync);
-  const char *old[] = {"cuTensorMapEncodeTiled", "cuMemAllocAsync",
-                       "cuMemFreeAsync", NULL};
+  ck_assert_ptr_nonnull(api.cuMemAllocFromPoolAsync);
+  const char *old[] = {"cuTensorMapEncodeTiled", "cuMemPoolCreate",
+                       "cuMemAllocFromPoolAsync", "cuMemFreeAsync", NULL};
   ck_assert_int_eq(tj__cuda_fill(&api, driver_lacking, old), 1);
   ck_assert_ptr_null(api.cuTensorMapEncodeTiled);
-  ck_assert_ptr_null(api.cuMemAllocAsync);
+  ck_assert_ptr_null(api.cuMemPoolCreate);
+  ck_assert_ptr_null(api.cuMemAllocFromPoolAsync);
   ck_assert_ptr_null(api.cuMemFreeAsync);
+  ck_assert_ptr_nonnull(api.cuMemPoolDestroy);
   ck_assert_ptr_nonnull(api.cuLaunchKernel);
   const char *broken[] = {"cuLaunchKernel", NULL};
   ck_assert_int_eq(tj__cuda_fill(&api, driver_lacking, broken), 0);
@@ -553,8 +555,9 @@ START_TEST(driver_table_takes_hopper_entries_as_optional)
    * Hopper path would not be taken with a device and a split call would
    * run unsplit. */
   void *p = &p;
+  tj__device dev = {0, NULL, NULL};
   ck_assert_int_eq(tj__hopper_driver(), 0);
-  ck_assert_int_eq(tj__alloc_async(&p, 64, NULL), TJ_EDEVICE);
+  ck_assert_int_eq(tj__alloc_async(&dev, &p, 64, NULL), TJ_EDEVICE);
   ck_assert_ptr_null(p);
 }
 END_TEST

@@ -545,7 +545,7 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, gemm_plan p,
   if (p.split > 1) {
     void *work = NULL;
     size_t bytes = (size_t)p.split * (size_t)M * p.grid.x * 128 * sizeof(float);
-    if (tj__alloc_async(&work, bytes, stream) == TJ_OK) {
+    if (tj__alloc_async(&rt->device, &work, bytes, stream) == TJ_OK) {
       rc = launch_split(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C,
                         ldc, work);
       if (tj__free_async(work, stream) != TJ_OK && rc == TJ_OK)

@@ -342,6 +342,7 @@ int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen)
   }
   dev->ordinal = ordinal;
   dev->ctx = NULL;
+  dev->pool = NULL;
   return TJ_OK;
 }
 
@@ -389,9 +390,10 @@ int tj__hopper_driver(void)
   return 0;
 }
 
-int tj__alloc_async(void **p, size_t bytes, void *stream)
+int tj__alloc_async(const tj__device *dev, void **p, size_t bytes,
+                    void *stream)
 {
-  (void)bytes, (void)stream;
+  (void)dev, (void)bytes, (void)stream;
   *p = NULL;
   return TJ_EDEVICE;
 }
@@ -741,6 +743,33 @@ int tj__device_count(int *count)
   return TJ_OK;
 }
 
+/* The runtime's own pool rather than the device's default one, whose
+ * settings (how much it keeps) belong to the whole process.  NULL where
+ * the driver lacks pools: split-K then runs unsplit. */
+static void *device_pool(int ordinal)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  if (!cu->cuMemPoolCreate || !cu->cuMemPoolDestroy ||
+      !cu->cuMemPoolSetAttribute || !cu->cuMemAllocFromPoolAsync ||
+      !cu->cuMemFreeAsync)
+    return NULL;
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = ordinal;
+  CUmemoryPool pool = NULL;
+  if (cu->cuMemPoolCreate(&pool, &props) != CUDA_SUCCESS)
+    return NULL;
+  cuuint64_t keep = TJ__POOL_KEEP;
+  if (cu->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                                &keep) != CUDA_SUCCESS) {
+    cu->cuMemPoolDestroy(pool);
+    return NULL;
+  }
+  return pool;
+}
+
 int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen)
 {
   int count = 0;
@@ -763,6 +792,7 @@ int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen)
   }
   dev->ordinal = ordinal;
   dev->ctx = ctx;
+  dev->pool = device_pool(ordinal);
   return TJ_OK;
 }
 
@@ -775,6 +805,10 @@ int tj__device_make_current(const tj__device *dev)
 void tj__device_close(tj__device *dev)
 {
   CUdevice d;
+  /* Memory still queued for freeing goes back when its work is done. */
+  if (dev->pool)
+    tj__cuda()->cuMemPoolDestroy((CUmemoryPool)dev->pool);
+  dev->pool = NULL;
   if (dev->ctx && tj__cuda()->cuDeviceGet(&d, dev->ordinal) == CUDA_SUCCESS)
     tj__cuda()->cuDevicePrimaryCtxRelease(d);
   dev->ctx = NULL;
@@ -824,13 +858,15 @@ int tj__hopper_driver(void)
   return tj__cuda() && tj__cuda()->cuTensorMapEncodeTiled;
 }
 
-int tj__alloc_async(void **p, size_t bytes, void *stream)
+int tj__alloc_async(const tj__device *dev, void **p, size_t bytes,
+                    void *stream)
 {
   const tj__cuda_api *cu = tj__cuda();
   CUdeviceptr d = 0;
   *p = NULL;
-  if (!cu || !cu->cuMemAllocAsync || !cu->cuMemFreeAsync ||
-      cu->cuMemAllocAsync(&d, bytes, (CUstream)stream) != CUDA_SUCCESS)
+  if (!cu || !dev->pool || !cu->cuMemFreeAsync ||
+      cu->cuMemAllocFromPoolAsync(&d, bytes, (CUmemoryPool)dev->pool,
+                                  (CUstream)stream) != CUDA_SUCCESS)
     return TJ_EDEVICE;
   *p = (void *)(uintptr_t)d;
   return TJ_OK;

@@ -109,7 +109,10 @@ typedef struct tj__cuda_api {
      const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,               \
      const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,            \
      CUtensorMapL2promotion, CUtensorMapFloatOOBfill))                         \
-  X(cuMemAllocAsync, (CUdeviceptr *, size_t, CUstream))                        \
+  X(cuMemPoolCreate, (CUmemoryPool *, const CUmemPoolProps *))                \
+  X(cuMemPoolDestroy, (CUmemoryPool))                                          \
+  X(cuMemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void *))        \
+  X(cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))  \
   X(cuMemFreeAsync, (CUdeviceptr, CUstream))
 #define TJ__CUDA_FIELD(name, args) CUresult (*name) args;
   TJ__CUDA_FUNCS(TJ__CUDA_FIELD)
@@ -227,10 +230,13 @@ static inline const char *hipGetErrorString(hipError_t e)
 
 /* ------------------------------------------------- platform services */
 
-/* The device a runtime uses; ctx is the primary context on NVIDIA. */
+/* The device a runtime uses; ctx is the primary context on NVIDIA, pool
+ * the runtime's own stream-ordered memory pool there (NULL where the
+ * driver has none: see tj__alloc_async). */
 typedef struct tj__device {
   int ordinal;
   void *ctx;
+  void *pool;
 } tj__device;
 
 typedef struct tj__device_props {
@@ -270,11 +276,16 @@ int tj__function_shared_limit(void *function, unsigned bytes);
 /* 1 when the driver can build tensor maps (the Hopper GEMM's condition);
  * 0 on AMD and without a driver. */
 int tj__hopper_driver(void);
-/* Device memory ordered on stream (NULL: the default stream): usable by
- * work queued on it after the call, released once the work queued before
- * tj__free_async is done.  TJ_EDEVICE on AMD and where the driver lacks
- * stream-ordered allocation; callers then take another way. */
-int tj__alloc_async(void **p, size_t bytes, void *stream);
+/* Device memory from dev's pool, ordered on stream (NULL: the default
+ * stream): usable by work queued on it after the call, back in the pool
+ * once the work queued before tj__free_async is done.  The pool keeps up
+ * to TJ__POOL_KEEP bytes between calls (a fresh mapping at each call
+ * would cost more than a small GEMM) and is destroyed with the device.
+ * TJ_EDEVICE on AMD and where the driver lacks stream-ordered
+ * allocation; callers then take another way. */
+#define TJ__POOL_KEEP ((uint64_t)256 << 20)
+int tj__alloc_async(const tj__device *dev, void **p, size_t bytes,
+                    void *stream);
 int tj__free_async(void *p, void *stream);
 
 /* "hiprtc 9.0, comgr 2.4 (HIP 50221153) b:1a2b3c4d5e6f7a8b" or
