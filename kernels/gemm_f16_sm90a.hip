@@ -38,6 +38,39 @@
  *   order       blocks take tiles in bands of 8 tile rows, column by
  *               column in a band (L2 reuse of A and B between blocks).
  *
+ * Split-K (issue 14, second step; gemm_f16_sm90a_128x128_splitk and
+ * gemm_f16_sm90a_splitk_reduce)
+ *   why         a grid with fewer tiles than SMs (128 x 4096 is 32 tiles
+ *               of 128 x 128 on 132 SMs; 16 x N uses one tile row) leaves
+ *               most of the GPU idle.  Block z of a grid (x, y, split)
+ *               takes k-tiles [z * kper, z * kper + kper) of its tile: the
+ *               TMA coordinates move along K, the pipeline is unchanged.
+ *   partials    each block writes its fp32 accumulators for the rows below
+ *               M to its own slice of a workspace (split x M x ldw floats,
+ *               ldw the grid's width in columns, so every float2 store is
+ *               aligned and needs no column guard).  An empty K-range
+ *               (K < split * 64) writes zeros.
+ *   reduce      a second kernel adds the slices in order z = 0, 1, ... and
+ *               applies alpha and beta as the epilogue does (C read only
+ *               when beta != 0): no atomics, so the bits are the same on
+ *               every run; accumulation stays fp32 throughout.
+ *   workspace   allocated and freed on the caller's stream from the
+ *               runtime's own memory pool, so concurrent calls on other
+ *               streams never share one; without pools the call runs
+ *               unsplit.
+ *   choice      kernels_api.c (tj__gemm_sm90a_split): only when the 128 x
+ *               128 tiles are fewer than 132 SMs, split = min(SMs / tiles,
+ *               k-tiles / 16, 16), 1 (none) below 2; every other call runs
+ *               the entries above exactly as before.  TJ_GEMM_SPLITK=n
+ *               forces n; the tuning database is to replace the rule.
+ *   next        measure it (tj-bench prints split and the unsplit time);
+ *               the last block of each tile reducing (a counter in the
+ *               workspace, fixed order kept) would save the second launch
+ *               and a round trip of the partials; stream-K for shapes
+ *               between one and two waves (128 x 11008: 86 tiles); a
+ *               64-row tile (one consumer warpgroup) for M <= 64, where 16
+ *               x N wastes 7/8 of each 128-row tile's wgmma work.
+ *
  * Preconditions (tj_gemm_f16 checks them and takes gemm_f16 otherwise)
  *   A and B 16-byte aligned, lda and ldb multiples of 8 (TMA's rules for
  *   a global tensor), M above the skinny bound (8).
@@ -46,10 +79,9 @@
  *   per SM looping over tiles, so one tile's epilogue overlaps the next
  *   one's loads) in this tile order; the epilogue through shared memory
  *   with a TMA store instead of scattered 4-byte stores; 2-CTA clusters
- *   with TMA multicast of the shared operand; split-K or stream-K for
- *   shapes with fewer tiles than SMs (M = 128); and a tuning table that
- *   picks BN, stages, group and split per shape class instead of the
- *   fixed rule in kernels_api.c.
+ *   with TMA multicast of the shared operand; stream-K (split-K is
+ *   above); and a tuning table that picks BN, stages, group and split per
+ *   shape class instead of the fixed rules in kernels_api.c.
  *
  * Launch
  *   block   (384, 1, 1)
