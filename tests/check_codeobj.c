@@ -26,8 +26,8 @@ static const struct {
     {"gemm_skinny_f16_m2", TJ_KERNEL_GEMM_SKINNY_F16_M2_BLOCK_X, 0},
     {"gemm_skinny_f16_m4", TJ_KERNEL_GEMM_SKINNY_F16_M4_BLOCK_X, 0},
     {"gemm_skinny_f16_m8", TJ_KERNEL_GEMM_SKINNY_F16_M8_BLOCK_X, 0},
-    /* sm_90a code on an sm_90 runtime, a stub that traps elsewhere: shared
-     * memory only dynamic (2), or none (the reduce). */
+    /* sm_90a code on an sm_90 runtime, a stub that traps elsewhere (2):
+     * shared memory only dynamic, or none (the reduce). */
     {"gemm_f16_sm90a_128x256", TJ_KERNEL_GEMM_F16_SM90A_128X256_BLOCK_X, 2},
     {"gemm_f16_sm90a_128x128", TJ_KERNEL_GEMM_F16_SM90A_128X128_BLOCK_X, 2},
     {"gemm_f16_sm90a_128x128_splitk",
@@ -72,14 +72,17 @@ START_TEST(embedded_kernels_resources_are_read)
            arch, embedded[i].name, r->regs, r->sgprs, r->agprs,
            (long long)r->shared_bytes, (long long)r->local_bytes, r->spills,
            r->max_threads, r->wave_size);
-    ck_assert_msg(r->regs > 0 && r->regs <= 512, "%s: regs %d", embedded[i].name, r->regs);
+    /* A stub that only traps (sm_90a code elsewhere) may need none. */
+    int least = embedded[i].elementwise == 2 ? 0 : 1;
+    ck_assert_msg(r->regs >= least && r->regs <= 512, "%s: regs %d",
+                  embedded[i].name, r->regs);
     ck_assert_msg(r->max_threads >= embedded[i].block,
                   "%s for %s allows %d threads per block, its contract launches %d",
                   embedded[i].name, arch, r->max_threads, embedded[i].block);
     ck_assert_int_ge(r->shared_bytes, 0);
     ck_assert_int_ge(r->local_bytes, 0);
     if (is_amd(&info)) {
-      ck_assert_int_gt(r->sgprs, 0);
+      ck_assert_int_ge(r->sgprs, least);
       ck_assert_int_ge(r->spills, 0);
       ck_assert(r->wave_size == 32 || r->wave_size == 64);
     } else {
