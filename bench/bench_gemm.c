@@ -168,10 +168,23 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   snprintf(shape, sizeof shape, "%dx%dx%d", g->m, g->n, g->k);
   const char *entry = tj_gemm_f16_kernel(g->rt, g->m, g->n, g->k, g->A, g->k,
                                          g->B, g->n, g->C, g->n);
-  printf("  %s runs %s\n", shape, entry ? entry : "(refused)");
+  int split = tj_gemm_f16_split(g->rt, g->m, g->n, g->k, g->A, g->k, g->B,
+                                g->n, g->C, g->n);
+  printf("  %s runs %s, split %d\n", shape, entry ? entry : "(refused)",
+         split);
   double ms = bench_time_gpu_flushed(run_ours, g, reps);
   snprintf(label, sizeof label, "gemm_f16 %s", shape);
   record("gemm", label, flop / (ms * 1e9), "TFLOP/s");
+  if (split > 1) {
+    /* The same kernel unsplit, for what split-K gains (TJ_GEMM_SPLITK is
+     * read at each call). */
+    setenv("TJ_GEMM_SPLITK", "1", 1);
+    double whole = bench_time_gpu_flushed(run_ours, g, reps);
+    unsetenv("TJ_GEMM_SPLITK");
+    snprintf(label, sizeof label, "gemm_f16 %s unsplit (TJ_GEMM_SPLITK=1)",
+             shape);
+    record("gemm", label, flop / (whole * 1e9), "TFLOP/s");
+  }
   if (entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0) {
     /* The mma.sync kernel on the same shape, for the step the Hopper
      * path makes (TJ_GEMM_SM90A=0 is read at each call). */

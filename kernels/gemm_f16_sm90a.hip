@@ -38,6 +38,39 @@
  *   order       blocks take tiles in bands of 8 tile rows, column by
  *               column in a band (L2 reuse of A and B between blocks).
  *
+ * Split-K (issue 14, second step; gemm_f16_sm90a_128x128_splitk and
+ * gemm_f16_sm90a_splitk_reduce)
+ *   why         a grid with fewer tiles than SMs (128 x 4096 is 32 tiles
+ *               of 128 x 128 on 132 SMs; 16 x N uses one tile row) leaves
+ *               most of the GPU idle.  Block z of a grid (x, y, split)
+ *               takes k-tiles [z * kper, z * kper + kper) of its tile: the
+ *               TMA coordinates move along K, the pipeline is unchanged.
+ *   partials    each block writes its fp32 accumulators for the rows below
+ *               M to its own slice of a workspace (split x M x ldw floats,
+ *               ldw the grid's width in columns, so every float2 store is
+ *               aligned and needs no column guard).  An empty K-range
+ *               (K < split * 64) writes zeros.
+ *   reduce      a second kernel adds the slices in order z = 0, 1, ... and
+ *               applies alpha and beta as the epilogue does (C read only
+ *               when beta != 0): no atomics, so the bits are the same on
+ *               every run; accumulation stays fp32 throughout.
+ *   workspace   allocated and freed on the caller's stream from the
+ *               runtime's own memory pool, so concurrent calls on other
+ *               streams never share one; without pools the call runs
+ *               unsplit.
+ *   choice      kernels_api.c (tj__gemm_sm90a_split): only when the 128 x
+ *               128 tiles are fewer than 132 SMs, split = min(SMs / tiles,
+ *               k-tiles / 16, 16), 1 (none) below 2; every other call runs
+ *               the entries above exactly as before.  TJ_GEMM_SPLITK=n
+ *               forces n; the tuning database is to replace the rule.
+ *   next        measure it (tj-bench prints split and the unsplit time);
+ *               the last block of each tile reducing (a counter in the
+ *               workspace, fixed order kept) would save the second launch
+ *               and a round trip of the partials; stream-K for shapes
+ *               between one and two waves (128 x 11008: 86 tiles); a
+ *               64-row tile (one consumer warpgroup) for M <= 64, where 16
+ *               x N wastes 7/8 of each 128-row tile's wgmma work.
+ *
  * Preconditions (tj_gemm_f16 checks them and takes gemm_f16 otherwise)
  *   A and B 16-byte aligned, lda and ldb multiples of 8 (TMA's rules for
  *   a global tensor), M above the skinny bound (8).
@@ -46,10 +79,9 @@
  *   per SM looping over tiles, so one tile's epilogue overlaps the next
  *   one's loads) in this tile order; the epilogue through shared memory
  *   with a TMA store instead of scattered 4-byte stores; 2-CTA clusters
- *   with TMA multicast of the shared operand; split-K or stream-K for
- *   shapes with fewer tiles than SMs (M = 128); and a tuning table that
- *   picks BN, stages, group and split per shape class instead of the
- *   fixed rule in kernels_api.c.
+ *   with TMA multicast of the shared operand; stream-K (split-K is
+ *   above); and a tuning table that picks BN, stages, group and split per
+ *   shape class instead of the fixed rules in kernels_api.c.
  *
  * Launch
  *   block   (384, 1, 1)
@@ -284,7 +316,7 @@ __device__ __forceinline__ void tj_h_produce(const tj_tmap *ta,
                                              const tj_tmap *tb, unsigned sa,
                                              unsigned sb, unsigned full,
                                              unsigned empty, int ktiles,
-                                             int m0, int n0) {
+                                             int m0, int n0, int kt0) {
   for (int kt = 0; kt < ktiles; kt++) {
     int s = kt % STAGES;
     /* A fresh barrier counts as having completed the phase before its
@@ -292,10 +324,11 @@ __device__ __forceinline__ void tj_h_produce(const tj_tmap *ta,
     tj_h_bar_wait(empty + 8 * s, ((kt / STAGES) & 1) ^ 1);
     unsigned bar = full + 8 * s;
     tj_h_bar_expect(bar, TJ_H_STAGE_BYTES(BN));
-    tj_h_tma_load(sa + s * (TJ_H_BM * TJ_H_BK * 2), ta, kt * TJ_H_BK, m0, bar);
+    int k = (kt0 + kt) * TJ_H_BK;
+    tj_h_tma_load(sa + s * (TJ_H_BM * TJ_H_BK * 2), ta, k, m0, bar);
     for (int j = 0; j < BN / 64; j++)
       tj_h_tma_load(sb + s * (TJ_H_BK * BN * 2) + j * (TJ_H_BK * 128), tb,
-                    n0 + 64 * j, kt * TJ_H_BK, bar);
+                    n0 + 64 * j, k, bar);
   }
 }
 
@@ -354,6 +387,30 @@ __device__ __forceinline__ void tj_h_epilogue(const float (&d)[BN / 2],
   }
 }
 
+/* Split-K: the block's fp32 sums for its K-range, rows below M only, into
+ * its slice of the workspace (ldw a multiple of the tile width, so every
+ * pair of columns is an aligned float2 and the tile needs no column
+ * guard); gemm_f16_sm90a_splitk_reduce adds the slices. */
+template <int BN>
+__device__ __forceinline__ void tj_h_partial(const float (&d)[BN / 2],
+                                             float *w, int ldw, int M,
+                                             int row0, int n0) {
+  int t = threadIdx.x % 128;
+  int row = row0 + 16 * (t / 32) + (t % 32) / 4;
+  int col = n0 + 2 * (t % 4);
+  float *w0 = w + (long long)row * ldw + col;
+  float *w1 = w0 + 8LL * ldw;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++) {
+    if (row < M)
+      *reinterpret_cast<float2 *>(w0 + 8 * j) =
+          make_float2(d[4 * j], d[4 * j + 1]);
+    if (row + 8 < M)
+      *reinterpret_cast<float2 *>(w1 + 8 * j) =
+          make_float2(d[4 * j + 2], d[4 * j + 3]);
+  }
+}
+
 /* Which tile this block computes.  Blocks start in launch order (x
  * fastest); walking a band of TJ_H_GROUP tile rows column by column keeps
  * the A rows and B columns that blocks in flight share in L2, where plain
@@ -370,10 +427,14 @@ __device__ __forceinline__ void tj_h_tile_order(int &mt, int &nt) {
   nt = in_band / rows;
 }
 
+/* kper > 0: split-K, block z of the grid takes k-tiles [z * kper, z * kper
+ * + kper) and writes fp32 partials to work; kper == 0: the whole K and
+ * the epilogue into C. */
 template <int BN, int STAGES>
 __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
                                           int M, int N, int K, float alpha,
-                                          float beta, __half *C, int ldc) {
+                                          float beta, __half *C, int ldc,
+                                          int kper, float *work) {
   extern __shared__ unsigned char tj_h_smem[];
   /* The swizzle repeats every 1024 bytes and TMA and wgmma both assume a
    * tile starts on that period. */
@@ -384,6 +445,14 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
   unsigned empty = full + 8 * STAGES;
   int wg = threadIdx.x / 128;
   int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
+  int kt0 = 0;
+  if (kper > 0) {
+    /* A K-range past the end (K < split * 64) is empty: its block writes
+     * zeros, which the sum needs. */
+    kt0 = blockIdx.z * kper;
+    int left = ktiles - kt0;
+    ktiles = left < 0 ? 0 : left < kper ? left : kper;
+  }
   int mt, nt;
   tj_h_tile_order(mt, nt);
   int m0 = mt * TJ_H_BM, n0 = nt * BN;
@@ -399,7 +468,8 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0)
-      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, ktiles, m0, n0);
+      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, ktiles, m0, n0,
+                               kt0);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
@@ -408,11 +478,46 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
   for (int i = 0; i < BN / 2; i++)
     d[i] = 0.0f;
   tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, ktiles);
+  if (kper > 0) {
+    int ldw = gridDim.x * BN;
+    tj_h_partial<BN>(d, work + (long long)blockIdx.z * M * ldw, ldw, M,
+                     m0 + 64 * (wg - 1), n0);
+    return;
+  }
   tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta, m0 + 64 * (wg - 1), n0);
 }
 
+/* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
+ * on every run; then alpha and beta as tj_h_store2 applies them. */
+__device__ __forceinline__ void tj_h_reduce(const float *work, int split,
+                                            int M, int N, int ldw,
+                                            float alpha, float beta,
+                                            __half *C, int ldc) {
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= N)
+    return;
+  long long slice = (long long)M * ldw;
+  for (int row = blockIdx.y; row < M; row += gridDim.y) {
+    const float *w = work + (long long)row * ldw + col;
+    float v = 0.0f;
+    for (int z = 0; z < split; z++)
+      v += w[z * slice];
+    __half *c = C + (long long)row * ldc + col;
+    float r = alpha * v;
+    if (beta != 0.0f)
+      r += beta * __half2float(*c);
+    *c = __float2half_rn(r);
+  }
+}
+
 #define TJ_H_BODY(bn, stages) \
-  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc)
+  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc, 0, \
+                        nullptr)
+#define TJ_H_SPLIT_BODY(bn, stages)                                       \
+  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, 1.0f, 0.0f, nullptr, 0, \
+                        kper, work)
+#define TJ_H_REDUCE_BODY() \
+  tj_h_reduce(work, split, M, N, ldw, alpha, beta, C, ldc)
 #else
 /* Not sm_90a: the entries exist (every arch compiles every embedded
  * kernel) but must never run; tj_gemm_f16 does not launch them there. */
@@ -421,6 +526,8 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #else
 #define TJ_H_BODY(bn, stages) __builtin_trap()
 #endif
+#define TJ_H_SPLIT_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_H_REDUCE_BODY() TJ_H_BODY(0, 0)
 #endif
 
 /* contract
@@ -451,4 +558,37 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256(cons
  */
 extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
   TJ_H_BODY(128, 5);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (ceil(N / 128), ceil(M / 128), split), kper * split >=
+ *              ceil(K / 64)
+ *   shared     164944
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); work 8-byte aligned
+ *   notes      split-K: block z computes k-tiles [z * kper, z * kper + kper)
+ *              of its tile and writes the fp32 sums of rows below M to work
+ *              at z * M * ldw + row * ldw + col, ldw = 128 * gridDim.x
+ *              (split * M * ldw floats); gemm_f16_sm90a_splitk_reduce then
+ *              writes C.  sm_90a only (traps elsewhere); tensor maps and
+ *              shared memory as for gemm_f16_sm90a_128x128.  tj_gemm_f16
+ *              does all of this.
+ */
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_splitk(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, int kper, float *work) {
+  TJ_H_SPLIT_BODY(128, 5);
+}
+
+/* contract
+ *   block      256 1 1
+ *   grid       (ceil(N / 256), min(M, 65535), 1)
+ *   shared     0
+ *   alignment  work 4-byte aligned, C 2-byte aligned
+ *   notes      C = alpha * (the sum of split slices of work, in order) +
+ *              beta * C, C read only when beta != 0; work as
+ *              gemm_f16_sm90a_128x128_splitk writes it, ldw floats from one
+ *              row to the next.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void __launch_bounds__(256) gemm_f16_sm90a_splitk_reduce(const float *work, int split, int M, int N, int ldw, float alpha, float beta, __half *C, int ldc) {
+  TJ_H_REDUCE_BODY();
 }

@@ -84,7 +84,7 @@ START_TEST(embedded_kernels_resources_are_read)
                     "%s for %s uses scratch: %lld bytes, %d spills", embedded[i].name,
                     arch, (long long)r->local_bytes, r->spills);
       ck_assert_int_eq(r->shared_bytes, 0);
-    } else if (embedded[i].dynamic_bytes == 0) {
+    } else if (embedded[i].dynamic_bytes == 0 && !strstr(embedded[i].name, "_sm90a_")) {
       ck_assert_msg(r->shared_bytes > 0, "%s: a tiled GEMM with no shared memory",
                     embedded[i].name);
     }

@@ -338,7 +338,9 @@ START_TEST(block_sizes_match_the_kernel_sources)
       {"gelu_fwd_bwd_f16", 256}, {"gemm_f16", 128},
       {"gemm_skinny_f16_m1", 1024}, {"gemm_skinny_f16_m2", 1024},
       {"gemm_skinny_f16_m4", 512}, {"gemm_skinny_f16_m8", 256},
-      {"gemm_f16_sm90a_128x256", 384}, {"gemm_f16_sm90a_128x128", 384}};
+      {"gemm_f16_sm90a_128x256", 384}, {"gemm_f16_sm90a_128x128", 384},
+      {"gemm_f16_sm90a_128x128_splitk", 384},
+      {"gemm_f16_sm90a_splitk_reduce", 256}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     const tj__embedded_kernel *e = tj__embedded_find(want[i].entry);
     ck_assert_msg(e != NULL, "%s is not embedded", want[i].entry);
@@ -424,7 +426,9 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     tj_runtime *rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
     ck_assert_str_eq(entry_for(rt, 4096, 11008, 4096), "gemm_f16_sm90a_128x256");
-    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x128");
+    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_sm90a_128x128");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
+                     "gemm_f16_sm90a_128x128_splitk");
     ck_assert_str_eq(entry_for(rt, 9, 8, 8), "gemm_f16_sm90a_128x128");
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
     /* K and N odd: rows of A and B are not 16 bytes apart. */
@@ -456,6 +460,105 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
     tj_runtime_close(rt);
   }
+}
+END_TEST
+
+/* tj_gemm_f16_split on (M, N, K), dense, as entry_for. */
+static int split_for(tj_runtime *rt, int M, int N, int K)
+{
+  return tj_gemm_f16_split(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
+}
+
+/* Split-K only where the 128 x 128 tiles leave SMs of an H200 idle and K
+ * gives each part 16 k-tiles or more; everything else runs as before. */
+START_TEST(gemm_split_k_only_where_tiles_are_too_few)
+{
+  ck_assert_int_eq(tj__gemm_sm90a_split(32, 64, 132), 4);
+  ck_assert_int_eq(tj__gemm_sm90a_split(32, 172, 132), 4);
+  ck_assert_int_eq(tj__gemm_sm90a_split(86, 64, 132), 1);
+  ck_assert_int_eq(tj__gemm_sm90a_split(64, 16, 132), 1);
+  ck_assert_int_eq(tj__gemm_sm90a_split(64, 32, 132), 2);
+  ck_assert_int_eq(tj__gemm_sm90a_split(132, 4096, 132), 1);
+  ck_assert_int_eq(tj__gemm_sm90a_split(1, 100000, 132), 16);
+  ck_assert_int_eq(tj__gemm_sm90a_split(1, 31, 132), 1);
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return;
+  tj_runtime *rt = open_for_arch("sm_90", NULL);
+  ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 4);
+  ck_assert_int_eq(split_for(rt, 128, 4096, 11008), 4);
+  ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
+  ck_assert_int_eq(split_for(rt, 128, 11008, 4096), 1);
+  ck_assert_int_eq(split_for(rt, 1024, 1024, 1024), 1);
+  ck_assert_int_eq(split_for(rt, 4096, 4096, 4096), 1);
+  ck_assert_int_eq(split_for(rt, 4, 4096, 4096), 1);
+  ck_assert_int_eq(split_for(rt, 128, 4095, 4096), 1); /* gemm_f16 */
+  ck_assert_int_eq(split_for(rt, 0, 4096, 4096), 0);
+  ck_assert_str_eq(tj_errmsg(rt), "tj_gemm_f16_split: M=0 must be at least 1");
+  /* Forced: empty K-ranges stay (K < split * 64), a split that leaves
+   * one empties none, 1 turns it off, nonsense is ignored. */
+  setenv("TJ_GEMM_SPLITK", "3", 1);
+  ck_assert_int_eq(split_for(rt, 9, 8, 8), 3);
+  ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                   "gemm_f16_sm90a_128x128_splitk");
+  setenv("TJ_GEMM_SPLITK", "16", 1);
+  ck_assert_int_eq(split_for(rt, 200, 200, 17 * 64), 9);
+  setenv("TJ_GEMM_SPLITK", "1", 1);
+  ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 1);
+  ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x128");
+  setenv("TJ_GEMM_SPLITK", "65", 1);
+  ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 4);
+  setenv("TJ_GEMM_SPLITK", "2x", 1);
+  ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 4);
+  unsetenv("TJ_GEMM_SPLITK");
+  tj_runtime_close(rt);
+}
+END_TEST
+
+#if defined(TJ_PLATFORM_NVIDIA)
+/* A driver as dlsym would see it, lacking the names in ctx (a
+ * NULL-terminated list); the others resolve to a placeholder never
+ * called. */
+static void *driver_lacking(void *ctx, const char *name)
+{
+  static char placeholder;
+  for (const char *const *n = ctx; *n; n++)
+    if (strcmp(*n, name) == 0)
+      return NULL;
+  return &placeholder;
+}
+#endif
+
+/* A driver without the Hopper-only entries still loads (the GPU is not
+ * lost), with them NULL; one without a required entry does not. */
+START_TEST(driver_table_takes_hopper_entries_as_optional)
+{
+#if defined(TJ_PLATFORM_NVIDIA)
+  tj__cuda_api api;
+  const char *none[] = {NULL};
+  memset(&api, 0, sizeof api);
+  ck_assert_int_eq(tj__cuda_fill(&api, driver_lacking, none), 1);
+  ck_assert_ptr_nonnull(api.cuTensorMapEncodeTiled);
+  ck_assert_ptr_nonnull(api.cuMemAllocFromPoolAsync);
+  const char *old[] = {"cuTensorMapEncodeTiled", "cuMemPoolCreate",
+                       "cuMemAllocFromPoolAsync", "cuMemFreeAsync", NULL};
+  ck_assert_int_eq(tj__cuda_fill(&api, driver_lacking, old), 1);
+  ck_assert_ptr_null(api.cuTensorMapEncodeTiled);
+  ck_assert_ptr_null(api.cuMemPoolCreate);
+  ck_assert_ptr_null(api.cuMemAllocFromPoolAsync);
+  ck_assert_ptr_null(api.cuMemFreeAsync);
+  ck_assert_ptr_nonnull(api.cuMemPoolDestroy);
+  ck_assert_ptr_nonnull(api.cuLaunchKernel);
+  const char *broken[] = {"cuLaunchKernel", NULL};
+  ck_assert_int_eq(tj__cuda_fill(&api, driver_lacking, broken), 0);
+#endif
+  /* No driver here: no tensor maps and no stream-ordered memory, so the
+   * Hopper path would not be taken with a device and a split call would
+   * run unsplit. */
+  void *p = &p;
+  tj__device dev = {0, NULL, NULL};
+  ck_assert_int_eq(tj__hopper_driver(), 0);
+  ck_assert_int_eq(tj__alloc_async(&dev, &p, 64, NULL), TJ_EDEVICE);
+  ck_assert_ptr_null(p);
 }
 END_TEST
 
@@ -504,7 +607,7 @@ START_TEST(sm90a_entries_compile_for_sm90a)
     }
     tj_runtime_close(rt);
   }
-  ck_assert_int_eq(entries, 2);
+  ck_assert_int_eq(entries, 4);
   tj_cache *c = NULL;
   ck_assert_int_eq(tj_cache_open(&c, db, 0), TJ_OK);
   arch_rows n = {0, 0};
@@ -745,6 +848,8 @@ int main(void)
   tcase_add_test(args, verify_checks_arguments);
   tcase_add_test(args, verify_knows_every_embedded_kernel);
   tcase_add_test(args, gemm_dispatch_takes_the_hopper_path_where_it_fits);
+  tcase_add_test(args, gemm_split_k_only_where_tiles_are_too_few);
+  tcase_add_test(args, driver_table_takes_hopper_entries_as_optional);
   /* Real NVRTC compiles of the Hopper kernel: about 2 s each here. */
   TCase *hopper = test_case(s, "hopper", 240);
   tcase_add_test(hopper, sm90a_entries_compile_for_sm90a);

@@ -752,6 +752,98 @@ START_TEST(gemm_hopper_is_deterministic_and_switchable)
 }
 END_TEST
 
+/* tj_gemm_f16_split for g, asked as gemm_case_entry asks. */
+static int gemm_case_split(tj_runtime *rt, const gemm_case *g)
+{
+  const uint16_t *a = (const uint16_t *)((uintptr_t)1 << 40) + g->offset;
+  const uint16_t *b = (const uint16_t *)((uintptr_t)2 << 40) + g->offset;
+  const uint16_t *c = (const uint16_t *)((uintptr_t)3 << 40) + g->offset;
+  int split = tj_gemm_f16_split(rt, g->M, g->N, g->K, a, g->lda, b, g->ldb,
+                                c, g->ldc);
+  ck_assert_msg(split > 0, "tj_gemm_f16_split: %s", tj_errmsg(rt));
+  return split;
+}
+
+/* Split-K against the oracle: the shapes the heuristic splits (issue 14's
+ * 16 x 4096 x 4096, 128 x 4096 x 11008 cut to 512 columns, odd M, N and
+ * leading dimensions), then forced splits (TJ_GEMM_SPLITK) where K is not
+ * a multiple of split * 64, K < split * 64 (empty K-ranges), alpha == 0,
+ * beta == 0 over NaN-poisoned C and beta != 0, on a stream of its own. */
+START_TEST(gemm_split_k_shapes)
+{
+  tj_runtime *rt = open_gpu();
+  int hopper = strcmp(tj_runtime_arch(rt), "sm_90") == 0;
+  hipStream_t stream;
+  CHECK_HIP(hipStreamCreate(&stream));
+  static const struct {
+    gemm_case g;
+    const char *force;
+    int split;
+  } cases[] = {
+      {{16, 4096, 4096, 4096, 4096, 4096, 1.0f, 0.0f, 0}, NULL, 4},
+      {{128, 512, 11008, 11008, 512, 512, 1.0f, 0.5f, 0}, NULL, 10},
+      {{130, 1000, 2048, 2056, 1008, 1001, -1.0f, 0.25f, 0}, NULL, 2},
+      {{129, 136, 200, 208, 136, 137, 1.0f, 0.0f, 0}, "3", 2},
+      {{9, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0}, "7", 7},
+      {{255, 129, 1000, 1000, 136, 129, 0.0f, 0.5f, 0}, "5", 4},
+      {{17, 33, 700, 704, 40, 35, 1.0f, 0.0f, 0}, "4", 4},
+      {{33, 100, 130, 136, 104, 100, 1.0f, -0.5f, 0}, "64", 64},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].force)
+      setenv("TJ_GEMM_SPLITK", cases[i].force, 1);
+    if (hopper) {
+      ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g),
+                       "gemm_f16_sm90a_128x128_splitk");
+      ck_assert_int_eq(gemm_case_split(rt, &cases[i].g), cases[i].split);
+    }
+    run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
+    unsetenv("TJ_GEMM_SPLITK");
+  }
+  CHECK_HIP(hipStreamDestroy(stream));
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* Split-K sums its partials in one fixed order: the same bits twice, and
+ * (a different order of sums) within the oracle's bounds of the unsplit
+ * result, which TJ_GEMM_SPLITK=1 asks for. */
+START_TEST(gemm_split_k_is_deterministic)
+{
+  tj_runtime *rt = open_gpu();
+  gemm_case g = {128, 1024, 4096, 4096, 1024, 1024, 1.0f, 0.0f, 0};
+  size_t na = 128 * 4096, nb = 4096 * 1024, nc = 128 * 1024;
+  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
+  uint16_t *C[3] = {xmalloc(nc * 2), xmalloc(nc * 2), xmalloc(nc * 2)};
+  random_f16(A, na, -1, 1, 31);
+  random_f16(B, nb, -1, 1, 32);
+  void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
+  void *dC = dev_poisoned(nc * 2);
+  if (strcmp(tj_runtime_arch(rt), "sm_90") == 0)
+    ck_assert_int_eq(gemm_case_split(rt, &g), 4);
+  for (int rep = 0; rep < 3; rep++) {
+    if (rep == 2)
+      setenv("TJ_GEMM_SPLITK", "1", 1);
+    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, g.M, g.N, g.K, 1.0f, dA, g.lda, dB,
+                             g.ldb, 0.0f, dC, g.ldc));
+    CHECK_HIP(hipStreamSynchronize(NULL));
+    get(C[rep], dC, nc * 2);
+  }
+  unsetenv("TJ_GEMM_SPLITK");
+  ck_assert(memcmp(C[0], C[1], nc * 2) == 0);
+  for (size_t i = 0; i < nc; i++) {
+    double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
+    ck_assert_msg(fabs(a - b) <= 0x1p-9 * fabs(b) + 2e-3,
+                  "C[%zu]: split %g, unsplit %g", i, a, b);
+  }
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  free(A); free(B); free(C[0]); free(C[1]); free(C[2]);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 START_TEST(gemm_host_call)
 {
   tj_runtime *rt = open_gpu();
@@ -806,5 +898,7 @@ int main(void)
   tcase_add_test(gemm, gemm_host_call);
   tcase_add_test(gemm, gemm_hopper_path_shapes);
   tcase_add_test(gemm, gemm_hopper_is_deterministic_and_switchable);
+  tcase_add_test(gemm, gemm_split_k_shapes);
+  tcase_add_test(gemm, gemm_split_k_is_deterministic);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

@@ -365,6 +365,13 @@ static inline int tj__runtime_usable(const tj_runtime *rt)
   return rt && rt->opened;
 }
 
+/* ------------------------------------------------------- kernels_api.c */
+
+/* The split-K heuristic of the Hopper GEMM: how many K-ranges make tiles
+ * (128 x 128 tiles of C) blocks fill sms SMs, given ktiles k-tiles of 64;
+ * 1 for none. */
+int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms);
+
 /* ------------------------------------------------------------ verify.c */
 
 /* What tj_verify returns for a report it has filled: TJ_OK when every

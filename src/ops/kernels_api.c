@@ -50,6 +50,16 @@
 #define SM90A_WIDE_TILES 132
 #define SM90A_SHARED(bn, stages) \
   ((stages) * (SM90A_BM + (bn)) * 64 * 2 + 1024 + 16 * (stages))
+/* Split-K (gemm_f16_sm90a_128x128_splitk, then ..._splitk_reduce with
+ * 256 threads a block): only while the 128 x 128 tiles leave SMs idle, and
+ * with SM90A_SPLIT_MIN_KTILES k-tiles of 64 or more per split, so that
+ * each block runs its 5-stage pipeline a few times over and the fp32
+ * partials stay small beside the work they save. */
+#define SM90A_SMS 132
+#define SM90A_SPLIT_MIN_KTILES 16
+#define SM90A_SPLIT_MAX 16
+#define SM90A_FORCED_SPLIT_MAX 64
+#define SM90A_REDUCE_THREADS 256u
 
 #define MAX_HOST_BUFFERS 4
 
@@ -354,19 +364,22 @@ static const char *skinny_entry(int M, unsigned *threads)
        : M <= 4 ? "gemm_skinny_f16_m4" : "gemm_skinny_f16_m8";
 }
 
-/* Which entry a GEMM runs, and its launch shape. */
+/* Which entry a GEMM runs, and its launch shape; split > 1 for split-K,
+ * with kper k-tiles per split (grid.z = split). */
 typedef struct gemm_plan {
   const char *entry;
   tj_dim3 grid, block;
   unsigned shared; /* dynamic; nonzero only for the sm90a entries */
+  int split, kper;
 } gemm_plan;
 
 /*
  * The Hopper kernel (gemm_f16_sm90a.hip) wants an sm_90 runtime, enough
  * rows to fill its 128-row tiles more than the skinny kernel would, and
  * A and B as TMA reads them: 16-byte aligned, rows a multiple of 16 bytes
- * apart.  TJ_GEMM_SM90A=0 in the environment turns it off (to compare,
- * or to step around it).
+ * apart; and, with a device, a driver that builds tensor maps.
+ * TJ_GEMM_SM90A=0 in the environment turns it off (to compare, or to step
+ * around it).
  */
 static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
                       const void *B, int ldb)
@@ -376,46 +389,86 @@ static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
     return 0;
   if (strcmp(rt->arch, "sm_90") != 0 && strcmp(rt->arch, "sm_90a") != 0)
     return 0;
+  if (!rt->compile_only && !tj__hopper_driver())
+    return 0;
   return M > SKINNY_MAX_M && (uintptr_t)A % 16 == 0 &&
          (uintptr_t)B % 16 == 0 && lda % 8 == 0 && ldb % 8 == 0;
 }
 
-static gemm_plan plan_gemm(const tj_runtime *rt, int M, int N, const void *A,
-                           int lda, const void *B, int ldb)
+int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms)
+{
+  if (tiles <= 0 || tiles >= sms)
+    return 1;
+  long long split = sms / tiles;
+  if (split > ktiles / SM90A_SPLIT_MIN_KTILES)
+    split = ktiles / SM90A_SPLIT_MIN_KTILES;
+  if (split > SM90A_SPLIT_MAX)
+    split = SM90A_SPLIT_MAX;
+  return split < 2 ? 1 : (int)split;
+}
+
+/* The split for a Hopper GEMM: TJ_GEMM_SPLITK=n (1 to 64) in the
+ * environment forces n (1: never split), for tests and for comparing;
+ * else the heuristic.  The tuning database's decision goes here when it
+ * exists. */
+static int sm90a_split(long long tiles128, int ktiles)
+{
+  const char *env = getenv("TJ_GEMM_SPLITK");
+  if (env && *env) {
+    char *end;
+    long n = strtol(env, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= SM90A_FORCED_SPLIT_MAX)
+      return (int)n;
+  }
+  return tj__gemm_sm90a_split(tiles128, ktiles, SM90A_SMS);
+}
+
+static gemm_plan plan_sm90a(int M, int N, int K)
+{
+  unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
+  unsigned narrow = (unsigned)((N - 1) / 128 + 1);
+  unsigned wide = (unsigned)((N - 1) / 256 + 1);
+  int ktiles = (K - 1) / 64 + 1;
+  int split = sm90a_split((long long)narrow * mt, ktiles);
+  if (split > 1) {
+    /* Every z gets kper k-tiles but the last; a forced split past the
+     * k-tiles keeps its empty ranges, which write zeros. */
+    int kper = (ktiles - 1) / split + 1;
+    if (split <= ktiles)
+      split = (ktiles - 1) / kper + 1;
+    return (gemm_plan){"gemm_f16_sm90a_128x128_splitk",
+                       {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
+                       SM90A_SHARED(128, 5), split, kper};
+  }
+  if ((unsigned long long)wide * mt >= SM90A_WIDE_TILES)
+    return (gemm_plan){"gemm_f16_sm90a_128x256", {wide, mt, 1},
+                       {SM90A_THREADS, 1, 1}, SM90A_SHARED(256, 4), 1, 0};
+  return (gemm_plan){"gemm_f16_sm90a_128x128", {narrow, mt, 1},
+                     {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5), 1, 0};
+}
+
+static gemm_plan plan_gemm(const tj_runtime *rt, int M, int N, int K,
+                           const void *A, int lda, const void *B, int ldb)
 {
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
   if (M <= SKINNY_MAX_M) {
     unsigned threads;
     const char *entry = skinny_entry(M, &threads);
     return (gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
-                       {threads, 1, 1}, 0};
+                       {threads, 1, 1}, 0, 1, 0};
   }
-  if (sm90a_fits(rt, M, A, lda, B, ldb)) {
-    unsigned wide = (unsigned)((N - 1) / 256 + 1);
-    if ((unsigned long long)wide * mt >= SM90A_WIDE_TILES)
-      return (gemm_plan){"gemm_f16_sm90a_128x256", {wide, mt, 1},
-                         {SM90A_THREADS, 1, 1}, SM90A_SHARED(256, 4)};
-    return (gemm_plan){"gemm_f16_sm90a_128x128",
-                       {(unsigned)((N - 1) / 128 + 1), mt, 1},
-                       {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5)};
-  }
+  if (sm90a_fits(rt, M, A, lda, B, ldb))
+    return plan_sm90a(M, N, K);
   return (gemm_plan){"gemm_f16", {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
-                     {GEMM_THREADS, 1, 1}, 0};
+                     {GEMM_THREADS, 1, 1}, 0, 1, 0};
 }
 
 /* The sm90a entries take A and B as TMA descriptors, built here for each
- * call (host work only: they hold the pointers), and more shared memory
- * than the 48 KiB a launch gets unasked. */
-static int launch_sm90a(tj_runtime *rt, const char *fn, const gemm_plan *p,
-                        void *stream, int M, int N, int K, float alpha,
-                        const void *A, int lda, const void *B, int ldb,
-                        float beta, void *C, int ldc)
+ * call (host work only: they hold the pointers). */
+static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
+                      int M, int N, int K, const void *A, int lda,
+                      const void *B, int ldb)
 {
-  tj_kernel *k = NULL;
-  int rc = kernel_for(rt, fn, p->entry, &k);
-  if (rc != TJ_OK)
-    return rc;
-  _Alignas(64) unsigned char ta[TJ__TENSOR_MAP_BYTES], tb[TJ__TENSOR_MAP_BYTES];
   if (tj__tensor_map_f16(ta, A, (uint64_t)M, (uint64_t)K, (uint64_t)lda,
                          SM90A_BM, 64) != TJ_OK ||
       tj__tensor_map_f16(tb, B, (uint64_t)K, (uint64_t)N, (uint64_t)ldb, 64,
@@ -423,14 +476,94 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, const gemm_plan *p,
     return tj__fail(rt, TJ_EDEVICE, "%s: the driver refused a TMA descriptor "
                     "for A (%d x %d, lda %d) or B (%d x %d, ldb %d)", fn, M,
                     K, lda, K, N, ldb);
-  if (tj__function_shared_limit(tj_kernel_function(k), p->shared) != TJ_OK)
+  return TJ_OK;
+}
+
+/* The kernel of plan p, allowed more than the 48 KiB of shared memory a
+ * launch gets unasked. */
+static int sm90a_kernel(tj_runtime *rt, const char *fn, const gemm_plan *p,
+                        tj_kernel **k)
+{
+  int rc = kernel_for(rt, fn, p->entry, k);
+  if (rc != TJ_OK)
+    return rc;
+  if (tj__function_shared_limit(tj_kernel_function(*k), p->shared) != TJ_OK)
     return tj__fail(rt, TJ_EDEVICE, "%s: %s cannot have %u bytes of shared "
                     "memory on this device", fn, p->entry, p->shared);
-  void *args[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc};
+  return TJ_OK;
+}
+
+static int launch_failed(tj_runtime *rt, int rc, const char *fn,
+                         const char *entry, tj_dim3 grid, tj_dim3 block)
+{
+  return tj__fail(rt, rc, "%s: launching %s (grid %u x %u x %u, block %u) "
+                  "failed", fn, entry, grid.x, grid.y, grid.z, block.x);
+}
+
+/* Split-K: the partials into work, then the reduce kernel into C, both
+ * queued on stream behind whatever the caller queued there. */
+static int launch_split(tj_runtime *rt, const char *fn, const gemm_plan *p,
+                        void *stream, void *ta, void *tb, int M, int N, int K,
+                        float alpha, float beta, void *C, int ldc, float *work)
+{
+  tj_kernel *k = NULL, *r = NULL;
+  int rc = sm90a_kernel(rt, fn, p, &k);
+  if (rc == TJ_OK)
+    rc = kernel_for(rt, fn, "gemm_f16_sm90a_splitk_reduce", &r);
+  if (rc != TJ_OK)
+    return rc;
+  int kper = p->kper, split = p->split, ldw = (int)p->grid.x * 128;
+  void *args[] = {ta, tb, &M, &N, &K, &kper, &work};
   rc = tj_launch(k, p->grid, p->block, p->shared, stream, args);
   if (rc != TJ_OK)
-    return tj__fail(rt, rc, "%s: launching %s (grid %u x %u, block %u) "
-                    "failed", fn, p->entry, p->grid.x, p->grid.y, p->block.x);
+    return launch_failed(rt, rc, fn, p->entry, p->grid, p->block);
+  tj_dim3 grid = {(unsigned)((N - 1) / SM90A_REDUCE_THREADS + 1),
+                  (unsigned)(M < GEMM_GRID_Y_CAP ? M : GEMM_GRID_Y_CAP), 1};
+  tj_dim3 block = {SM90A_REDUCE_THREADS, 1, 1};
+  void *rargs[] = {&work, &split, &M, &N, &ldw, &alpha, &beta, &C, &ldc};
+  rc = tj_launch(r, grid, block, 0, stream, rargs);
+  if (rc != TJ_OK)
+    return launch_failed(rt, rc, fn, "gemm_f16_sm90a_splitk_reduce", grid,
+                         block);
+  return TJ_OK;
+}
+
+/* The workspace is the call's own, allocated and freed in order on its
+ * stream, so calls on other streams never share one.  Without
+ * stream-ordered allocation (or memory for it) the call runs unsplit. */
+static int launch_sm90a(tj_runtime *rt, const char *fn, gemm_plan p,
+                        void *stream, int M, int N, int K, float alpha,
+                        const void *A, int lda, const void *B, int ldb,
+                        float beta, void *C, int ldc)
+{
+  if (rt->compile_only)
+    return no_gpu(rt, fn);
+  _Alignas(64) unsigned char ta[TJ__TENSOR_MAP_BYTES], tb[TJ__TENSOR_MAP_BYTES];
+  int rc = sm90a_maps(rt, fn, ta, tb, M, N, K, A, lda, B, ldb);
+  if (rc != TJ_OK)
+    return rc;
+  if (p.split > 1) {
+    void *work = NULL;
+    size_t bytes = (size_t)p.split * (size_t)M * p.grid.x * 128 * sizeof(float);
+    if (tj__alloc_async(&rt->device, &work, bytes, stream) == TJ_OK) {
+      rc = launch_split(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C,
+                        ldc, work);
+      if (tj__free_async(work, stream) != TJ_OK && rc == TJ_OK)
+        rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the split-K workspace "
+                      "failed", fn);
+      return rc;
+    }
+    p = (gemm_plan){"gemm_f16_sm90a_128x128", {p.grid.x, p.grid.y, 1},
+                    p.block, p.shared, 1, 0};
+  }
+  tj_kernel *k = NULL;
+  rc = sm90a_kernel(rt, fn, &p, &k);
+  if (rc != TJ_OK)
+    return rc;
+  void *args[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc};
+  rc = tj_launch(k, p.grid, p.block, p.shared, stream, args);
+  if (rc != TJ_OK)
+    return launch_failed(rt, rc, fn, p.entry, p.grid, p.block);
   return TJ_OK;
 }
 
@@ -442,7 +575,18 @@ const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
       check_gemm(rt, "tj_gemm_f16_kernel", M, N, K, A, lda, B, ldb, C, ldc) !=
           TJ_OK)
     return NULL;
-  return plan_gemm(rt, M, N, A, lda, B, ldb).entry;
+  return plan_gemm(rt, M, N, K, A, lda, B, ldb).entry;
+}
+
+int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K, const uint16_t *A,
+                      int lda, const uint16_t *B, int ldb, const uint16_t *C,
+                      int ldc)
+{
+  if (!tj__runtime_usable(rt) ||
+      check_gemm(rt, "tj_gemm_f16_split", M, N, K, A, lda, B, ldb, C, ldc) !=
+          TJ_OK)
+    return 0;
+  return plan_gemm(rt, M, N, K, A, lda, B, ldb).split;
 }
 
 int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
@@ -455,9 +599,9 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   int rc = check_gemm(rt, fn, M, N, K, A, lda, B, ldb, C, ldc);
   if (rc != TJ_OK)
     return rc;
-  gemm_plan p = plan_gemm(rt, M, N, A, lda, B, ldb);
+  gemm_plan p = plan_gemm(rt, M, N, K, A, lda, B, ldb);
   if (p.shared)
-    return launch_sm90a(rt, fn, &p, stream, M, N, K, alpha, A, lda, B, ldb,
+    return launch_sm90a(rt, fn, p, stream, M, N, K, alpha, A, lda, B, ldb,
                         beta, C, ldc);
   void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc};
   return launch(rt, fn, p.entry, p.grid, p.block, stream, args);
@@ -655,6 +799,6 @@ int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K, float alpha,
       {B, NULL, matrix_span(K, N, N)},
       {beta != 0.0f ? C : NULL, C, matrix_span(M, N, N)}};
   /* The device copies are hipMalloc's, aligned as NULL is (256 bytes). */
-  const char *kernel = plan_gemm(rt, M, N, NULL, K, NULL, N).entry;
+  const char *kernel = plan_gemm(rt, M, N, K, NULL, K, NULL, N).entry;
   return host_run(rt, fn, kernel, buf, 3, call_gemm, &shape);
 }

@@ -72,6 +72,10 @@ static const verify_kind kinds[] = {
      * depends on n), and gemm_f16 elsewhere. */
     {"gemm_f16_sm90a_128x256", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x128", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
+    /* Split-K's pair: a square tj_gemm_f16 runs them only where
+     * TJ_GEMM_SPLITK forces a split (squares have tiles enough). */
+    {"gemm_f16_sm90a_128x128_splitk", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
+    {"gemm_f16_sm90a_splitk_reduce", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
 };
 
 static const verify_kind *find_kind(const char *name)

@@ -342,6 +342,7 @@ int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen)
   }
   dev->ordinal = ordinal;
   dev->ctx = NULL;
+  dev->pool = NULL;
   return TJ_OK;
 }
 
@@ -381,6 +382,25 @@ int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
 int tj__function_shared_limit(void *function, unsigned bytes)
 {
   (void)function, (void)bytes;
+  return TJ_EDEVICE;
+}
+
+int tj__hopper_driver(void)
+{
+  return 0;
+}
+
+int tj__alloc_async(const tj__device *dev, void **p, size_t bytes,
+                    void *stream)
+{
+  (void)dev, (void)bytes, (void)stream;
+  *p = NULL;
+  return TJ_EDEVICE;
+}
+
+int tj__free_async(void *p, void *stream)
+{
+  (void)p, (void)stream;
   return TJ_EDEVICE;
 }
 
@@ -678,18 +698,30 @@ static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 #define TJ__STR2(x) #x
 #define TJ__STR(x) TJ__STR2(x)
 
+int tj__cuda_fill(tj__cuda_api *api, void *(*sym)(void *, const char *),
+                  void *handle)
+{
+#define TJ__CUDA_LOAD(name, args)                                       \
+  if (!(*(void **)&api->name = sym(handle, TJ__STR(name))))             \
+    return 0;
+  TJ__CUDA_FUNCS(TJ__CUDA_LOAD)
+#undef TJ__CUDA_LOAD
+#define TJ__CUDA_LOAD_OPTIONAL(name, args) \
+  *(void **)&api->name = sym(handle, TJ__STR(name));
+  TJ__CUDA_OPTIONAL_FUNCS(TJ__CUDA_LOAD_OPTIONAL)
+#undef TJ__CUDA_LOAD_OPTIONAL
+  return 1;
+}
+
 static void cuda_load(void)
 {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h)
     return;
-#define TJ__CUDA_LOAD(name, args)                                       \
-  if (!(*(void **)&cuda_api.name = dlsym(h, TJ__STR(name)))) {          \
-    dlclose(h);                                                         \
-    return;                                                             \
+  if (!tj__cuda_fill(&cuda_api, dlsym, h)) {
+    dlclose(h);
+    return;
   }
-  TJ__CUDA_FUNCS(TJ__CUDA_LOAD)
-#undef TJ__CUDA_LOAD
   if (cuda_api.cuInit(0) != CUDA_SUCCESS) {
     dlclose(h);
     return;
@@ -709,6 +741,33 @@ int tj__device_count(int *count)
   if (!tj__cuda() || tj__cuda()->cuDeviceGetCount(count) != CUDA_SUCCESS)
     *count = 0;
   return TJ_OK;
+}
+
+/* The runtime's own pool rather than the device's default one, whose
+ * settings (how much it keeps) belong to the whole process.  NULL where
+ * the driver lacks pools: split-K then runs unsplit. */
+static void *device_pool(int ordinal)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  if (!cu->cuMemPoolCreate || !cu->cuMemPoolDestroy ||
+      !cu->cuMemPoolSetAttribute || !cu->cuMemAllocFromPoolAsync ||
+      !cu->cuMemFreeAsync)
+    return NULL;
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = ordinal;
+  CUmemoryPool pool = NULL;
+  if (cu->cuMemPoolCreate(&pool, &props) != CUDA_SUCCESS)
+    return NULL;
+  cuuint64_t keep = TJ__POOL_KEEP;
+  if (cu->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                                &keep) != CUDA_SUCCESS) {
+    cu->cuMemPoolDestroy(pool);
+    return NULL;
+  }
+  return pool;
 }
 
 int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen)
@@ -733,6 +792,7 @@ int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen)
   }
   dev->ordinal = ordinal;
   dev->ctx = ctx;
+  dev->pool = device_pool(ordinal);
   return TJ_OK;
 }
 
@@ -745,6 +805,10 @@ int tj__device_make_current(const tj__device *dev)
 void tj__device_close(tj__device *dev)
 {
   CUdevice d;
+  /* Memory still queued for freeing goes back when its work is done. */
+  if (dev->pool)
+    tj__cuda()->cuMemPoolDestroy((CUmemoryPool)dev->pool);
+  dev->pool = NULL;
   if (dev->ctx && tj__cuda()->cuDeviceGet(&d, dev->ordinal) == CUDA_SUCCESS)
     tj__cuda()->cuDevicePrimaryCtxRelease(d);
   dev->ctx = NULL;
@@ -776,6 +840,8 @@ int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
 {
   _Static_assert(sizeof(CUtensorMap) == TJ__TENSOR_MAP_BYTES,
                  "CUtensorMap is 128 bytes");
+  if (!tj__hopper_driver())
+    return TJ_EDEVICE;
   const cuuint64_t dims[2] = {cols, rows}, strides[1] = {ld * 2};
   const cuuint32_t box[2] = {box_cols, box_rows}, step[2] = {1, 1};
   return TJ__CU(cuTensorMapEncodeTiled(
@@ -784,6 +850,35 @@ int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)) == CUDA_SUCCESS
+             ? TJ_OK : TJ_EDEVICE;
+}
+
+int tj__hopper_driver(void)
+{
+  return tj__cuda() && tj__cuda()->cuTensorMapEncodeTiled;
+}
+
+int tj__alloc_async(const tj__device *dev, void **p, size_t bytes,
+                    void *stream)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  CUdeviceptr d = 0;
+  *p = NULL;
+  if (!cu || !dev->pool || !cu->cuMemFreeAsync ||
+      cu->cuMemAllocFromPoolAsync(&d, bytes, (CUmemoryPool)dev->pool,
+                                  (CUstream)stream) != CUDA_SUCCESS)
+    return TJ_EDEVICE;
+  *p = (void *)(uintptr_t)d;
+  return TJ_OK;
+}
+
+int tj__free_async(void *p, void *stream)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  if (!cu || !cu->cuMemFreeAsync)
+    return TJ_EDEVICE;
+  return cu->cuMemFreeAsync((CUdeviceptr)(uintptr_t)p, (CUstream)stream) ==
+                 CUDA_SUCCESS
              ? TJ_OK : TJ_EDEVICE;
 }
 

@@ -99,19 +99,34 @@ typedef struct tj__cuda_api {
   X(cuEventSynchronize, (CUevent))                                             \
   X(cuEventElapsedTime, (float *, CUevent, CUevent))                           \
   X(cuEventDestroy, (CUevent))                                                 \
-  X(cuFuncSetAttribute, (CUfunction, CUfunction_attribute, int))               \
+  X(cuFuncSetAttribute, (CUfunction, CUfunction_attribute, int))
+/* Only the Hopper GEMM needs these (CUDA 12 drivers and later): NULL in the
+ * table when the driver lacks them, and that path is then not taken, so an
+ * older driver still runs everything else. */
+#define TJ__CUDA_OPTIONAL_FUNCS(X)                                             \
   X(cuTensorMapEncodeTiled,                                                    \
     (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,                   \
      const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,               \
      const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,            \
-     CUtensorMapL2promotion, CUtensorMapFloatOOBfill))
+     CUtensorMapL2promotion, CUtensorMapFloatOOBfill))                         \
+  X(cuMemPoolCreate, (CUmemoryPool *, const CUmemPoolProps *))                \
+  X(cuMemPoolDestroy, (CUmemoryPool))                                          \
+  X(cuMemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void *))        \
+  X(cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))  \
+  X(cuMemFreeAsync, (CUdeviceptr, CUstream))
 #define TJ__CUDA_FIELD(name, args) CUresult (*name) args;
   TJ__CUDA_FUNCS(TJ__CUDA_FIELD)
+  TJ__CUDA_OPTIONAL_FUNCS(TJ__CUDA_FIELD)
 #undef TJ__CUDA_FIELD
 } tj__cuda_api;
 
 /* The loaded driver, or NULL when libcuda cannot be loaded (no driver). */
 const tj__cuda_api *tj__cuda(void);
+/* Fill api from sym(handle, name): 0 when a required entry is missing,
+ * else 1 with the optional ones NULL where absent.  cuda_load's step,
+ * apart so that a test can hand it a driver that lacks some. */
+int tj__cuda_fill(tj__cuda_api *api, void *(*sym)(void *, const char *),
+                  void *handle);
 
 #define TJ__CU(call) (tj__cuda() ? tj__cuda()->call : CUDA_ERROR_NO_DEVICE)
 
@@ -215,10 +230,13 @@ static inline const char *hipGetErrorString(hipError_t e)
 
 /* ------------------------------------------------- platform services */
 
-/* The device a runtime uses; ctx is the primary context on NVIDIA. */
+/* The device a runtime uses; ctx is the primary context on NVIDIA, pool
+ * the runtime's own stream-ordered memory pool there (NULL where the
+ * driver has none: see tj__alloc_async). */
 typedef struct tj__device {
   int ordinal;
   void *ctx;
+  void *pool;
 } tj__device;
 
 typedef struct tj__device_props {
@@ -255,6 +273,20 @@ int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
                        uint64_t cols, uint64_t ld, uint32_t box_rows,
                        uint32_t box_cols);
 int tj__function_shared_limit(void *function, unsigned bytes);
+/* 1 when the driver can build tensor maps (the Hopper GEMM's condition);
+ * 0 on AMD and without a driver. */
+int tj__hopper_driver(void);
+/* Device memory from dev's pool, ordered on stream (NULL: the default
+ * stream): usable by work queued on it after the call, back in the pool
+ * once the work queued before tj__free_async is done.  The pool keeps up
+ * to TJ__POOL_KEEP bytes between calls (a fresh mapping at each call
+ * would cost more than a small GEMM) and is destroyed with the device.
+ * TJ_EDEVICE on AMD and where the driver lacks stream-ordered
+ * allocation; callers then take another way. */
+#define TJ__POOL_KEEP ((uint64_t)256 << 20)
+int tj__alloc_async(const tj__device *dev, void **p, size_t bytes,
+                    void *stream);
+int tj__free_async(void *p, void *stream);
 
 /* "hiprtc 9.0, comgr 2.4 (HIP 50221153) b:1a2b3c4d5e6f7a8b" or
  * "nvrtc 13.0 b:...": the versions, then a digest of the compiler

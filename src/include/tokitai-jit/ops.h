@@ -52,7 +52,10 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * device, when A and B are 16-byte aligned and lda and ldb multiples of
  * 8, the Hopper kernel (kernels/gemm_f16_sm90a.hip, wgmma and TMA; set
  * TJ_GEMM_SM90A=0 in the environment to turn it off), else
- * kernels/gemm_f16.hip. */
+ * kernels/gemm_f16.hip.  Where the Hopper kernel's tiles are too few to
+ * fill the GPU it may split K (see tj_gemm_f16_split): it then takes
+ * memory for fp32 partials from the runtime's pool, ordered on stream,
+ * and the result is still the same bits on every run. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, float beta, uint16_t *C,
@@ -65,6 +68,14 @@ TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
                                          const uint16_t *A, int lda,
                                          const uint16_t *B, int ldb,
                                          const uint16_t *C, int ldc);
+/* How many parts tj_gemm_f16 would cut K into for these arguments (split-K
+ * on Hopper where the tiles of C are too few to fill the GPU): 1 for no
+ * split; 0, with tj_errmsg, for arguments it would refuse.  Launches
+ * nothing.  A call may still run unsplit where the device cannot give it
+ * the partials' memory. */
+TJ_EXPORT int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K,
+                                const uint16_t *A, int lda, const uint16_t *B,
+                                int ldb, const uint16_t *C, int ldc);
 
 TJ_EXPORT int tj_add_i32_host(tj_runtime *rt, const int32_t *a, size_t a_len,
                               const int32_t *b, size_t b_len, int32_t *c,
