@@ -70,9 +70,10 @@ static long long query_int(const char *path, const char *sql)
   sqlite3 *db;
   sqlite3_stmt *st;
   long long v = -1;
-  ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s",
-                sql, sqlite3_errmsg(db));
+  ck_assert_int_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
+                   SQLITE_OK);
+  ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK,
+                "%s: %s", sql, sqlite3_errmsg(db));
   if (sqlite3_step(st) == SQLITE_ROW)
     v = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
@@ -90,19 +91,20 @@ static void exec_sql(const char *path, const char *sql)
 }
 
 static const char scratch_source[] =
-  "extern \"C\" __global__ void scratchy(int *out, int i) {\n"
-  "  volatile int a[512];\n"
-  "  for (int j = 0; j < 512; j++) a[j] = j * out[j];\n"
-  "  out[threadIdx.x] = a[(i + threadIdx.x) & 511];\n}\n";
+    "extern \"C\" __global__ void scratchy(int *out, int i) {\n"
+    "  volatile int a[512];\n"
+    "  for (int j = 0; j < 512; j++) a[j] = j * out[j];\n"
+    "  out[threadIdx.x] = a[(i + threadIdx.x) & 511];\n}\n";
 
 static const char module_source[] =
-  "template <typename T> __global__ void fill(T *p, T v) { p[threadIdx.x] = v; }\n"
-  "template __global__ void fill<float>(float *, float);\n"
-  "extern \"C\" __global__ void staged(float *p) {\n"
-  "  __shared__ float s[1024];\n"
-  "  s[threadIdx.x] = p[threadIdx.x];\n"
-  "  __syncthreads();\n"
-  "  p[threadIdx.x] = s[1023 - threadIdx.x];\n}\n";
+    "template <typename T> __global__ void fill(T *p, T v) { p[threadIdx.x] = "
+    "v; }\n"
+    "template __global__ void fill<float>(float *, float);\n"
+    "extern \"C\" __global__ void staged(float *p) {\n"
+    "  __shared__ float s[1024];\n"
+    "  s[threadIdx.x] = p[threadIdx.x];\n"
+    "  __syncthreads();\n"
+    "  p[threadIdx.x] = s[1023 - threadIdx.x];\n}\n";
 static const char *const module_entries[] = {"fill<float>", "staged"};
 
 static tj_module *compile_module(tj_runtime *rt)
@@ -164,12 +166,16 @@ START_TEST(a_stored_rows_resources_are_its_kernels_info)
   tj_runtime_close(rt);
   /* The figures say what they should, not only the same thing twice. */
   ck_assert_int_eq(query_int(path, "SELECT local_bytes FROM kernel_resources "
-                             "WHERE entry = 'add_i32'"), 0);
+                                   "WHERE entry = 'add_i32'"),
+                   0);
   ck_assert_int_ge(query_int(path, "SELECT local_bytes FROM kernel_resources "
-                             "WHERE entry = 'scratchy'"), 512 * 4);
+                                   "WHERE entry = 'scratchy'"),
+                   512 * 4);
   ck_assert_int_gt(query_int(path, "SELECT shared_bytes FROM kernel_resources "
-                             "WHERE entry = 'gemm_f16'"), 0);
-  free(path); free(dir);
+                                   "WHERE entry = 'gemm_f16'"),
+                   0);
+  free(path);
+  free(dir);
 }
 END_TEST
 
@@ -180,7 +186,8 @@ START_TEST(a_modules_two_entries_store_two_sets)
   check_module_row(path, compile_module(rt), TJ_CACHE_READONLY);
   tj_runtime_close(rt);
   ck_assert_int_eq(query_int(path, "SELECT count(*) FROM kernel_resources"), 2);
-  free(path); free(dir);
+  free(path);
+  free(dir);
 }
 END_TEST
 
@@ -200,7 +207,8 @@ START_TEST(resources_go_with_their_row)
   tj_runtime_close(rt);
   ck_assert_int_eq(query_int(path, "SELECT count(*) FROM kernel_resources"), 3);
 
-  exec_sql(path, "UPDATE kernel_resources SET regs = 9999 WHERE entry = "
+  exec_sql(path,
+           "UPDATE kernel_resources SET regs = 9999 WHERE entry = "
            "'add_i32'; UPDATE code_objects SET code = zeroblob(length(code)) "
            "WHERE kernel = 'add_i32'");
   rt = open_compile_only(path, 0);
@@ -227,7 +235,8 @@ START_TEST(resources_go_with_their_row)
   ck_assert_int_eq(tj_cache_clear(c), TJ_OK);
   tj_cache_close(c);
   ck_assert_int_eq(query_int(path, "SELECT count(*) FROM kernel_resources"), 0);
-  free(path); free(dir);
+  free(path);
+  free(dir);
 }
 END_TEST
 
@@ -235,16 +244,16 @@ END_TEST
 
 /* The schema-2 layout exactly as 0.1 plus modules made it. */
 static const char v2_schema[] =
-  "CREATE TABLE code_objects (key TEXT PRIMARY KEY, kernel TEXT NOT NULL, "
-  "arch TEXT NOT NULL, platform TEXT NOT NULL, compiler TEXT NOT NULL, "
-  "options TEXT NOT NULL, code BLOB NOT NULL, code_hash TEXT NOT NULL, "
-  "code_size INTEGER NOT NULL, compile_ms REAL NOT NULL, created INTEGER NOT "
-  "NULL, last_used INTEGER NOT NULL, hits INTEGER NOT NULL DEFAULT 0, "
-  "entries TEXT NOT NULL DEFAULT '');"
-  "CREATE INDEX code_objects_last_used ON code_objects(last_used);"
-  "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-  "INSERT INTO counters VALUES ('misses', 0); PRAGMA user_version = 2;"
-  "PRAGMA application_id = 1953130868; PRAGMA journal_mode = WAL;";
+    "CREATE TABLE code_objects (key TEXT PRIMARY KEY, kernel TEXT NOT NULL, "
+    "arch TEXT NOT NULL, platform TEXT NOT NULL, compiler TEXT NOT NULL, "
+    "options TEXT NOT NULL, code BLOB NOT NULL, code_hash TEXT NOT NULL, "
+    "code_size INTEGER NOT NULL, compile_ms REAL NOT NULL, created INTEGER NOT "
+    "NULL, last_used INTEGER NOT NULL, hits INTEGER NOT NULL DEFAULT 0, "
+    "entries TEXT NOT NULL DEFAULT '');"
+    "CREATE INDEX code_objects_last_used ON code_objects(last_used);"
+    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+    "INSERT INTO counters VALUES ('misses', 0); PRAGMA user_version = 2;"
+    "PRAGMA application_id = 1953130868; PRAGMA journal_mode = WAL;";
 
 #define BAD_KEY "cccccccccccccccccccccccccccccccc"
 
@@ -255,9 +264,12 @@ static void insert_v2_row(sqlite3 *db, const char *key, const char *kernel,
   sqlite3_stmt *st;
   char hash[TJ__KEY_HEX];
   tj__hash_hex(code, size, hash);
-  ck_assert_int_eq(sqlite3_prepare_v2(db, "INSERT INTO code_objects VALUES "
-                   "(?1, ?2, ?3, ?4, ?5, '', ?6, ?7, ?8, 1, 0, 0, 0, ?9)", -1,
-                   &st, NULL), SQLITE_OK);
+  ck_assert_int_eq(
+      sqlite3_prepare_v2(db,
+                         "INSERT INTO code_objects VALUES "
+                         "(?1, ?2, ?3, ?4, ?5, '', ?6, ?7, ?8, 1, 0, 0, 0, ?9)",
+                         -1, &st, NULL),
+      SQLITE_OK);
   sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, kernel, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 3, TEST_ARCH, -1, SQLITE_STATIC);
@@ -265,7 +277,8 @@ static void insert_v2_row(sqlite3 *db, const char *key, const char *kernel,
   sqlite3_bind_text(st, 5, compiler, -1, SQLITE_STATIC);
   sqlite3_bind_blob(st, 6, code, (int)size, SQLITE_STATIC);
   /* The bad row's hash is of other bytes: its code fails the check. */
-  sqlite3_bind_text(st, 7, strcmp(key, BAD_KEY) ? hash : "0123", -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 7, strcmp(key, BAD_KEY) ? hash : "0123", -1,
+                    SQLITE_STATIC);
   sqlite3_bind_int64(st, 8, (sqlite3_int64)size);
   sqlite3_bind_text(st, 9, entries, -1, SQLITE_STATIC);
   ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
@@ -319,7 +332,8 @@ START_TEST(a_schema_2_file_keeps_its_rows_and_gains_their_resources)
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   ck_assert_int_eq(info_of(k).origin, TJ_FROM_CACHE);
   tj_runtime_close(rt);
-  free(path); free(dir);
+  free(path);
+  free(dir);
 }
 END_TEST
 

@@ -17,9 +17,9 @@
 
 /* The statement tj__resources_put steps; prepared once per connection. */
 const char tj__resources_insert_sql[] =
-  "INSERT OR IGNORE INTO kernel_resources (key, entry, lowered, regs, sgprs, "
-  "agprs, spills, shared_bytes, local_bytes, max_threads, wave_size) VALUES "
-  "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+    "INSERT OR IGNORE INTO kernel_resources (key, entry, lowered, regs, sgprs, "
+    "agprs, spills, shared_bytes, local_bytes, max_threads, wave_size) VALUES "
+    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
 
 /* -1 ("the code object does not say") is stored as NULL. */
 static void bind_figure(sqlite3_stmt *st, int col, int64_t v)
@@ -95,8 +95,8 @@ static int fill_row(sqlite3_stmt *scan, sqlite3_stmt *ins)
   const unsigned char *e = sqlite3_column_text(scan, 2);
   char *entries = strdup(e ? (const char *)e : "");
   int rc = key && kernel && entries
-             ? tj__resources_put(ins, key, kernel, entries, code, (size_t)n)
-             : SQLITE_NOMEM;
+               ? tj__resources_put(ins, key, kernel, entries, code, (size_t)n)
+               : SQLITE_NOMEM;
   free(code);
   free(key);
   free(kernel);
@@ -107,10 +107,10 @@ static int fill_row(sqlite3_stmt *scan, sqlite3_stmt *ins)
 int tj__resources_fill(sqlite3 *db)
 {
   static const char sql[] =
-    "SELECT key, kernel, entries, code_hash, code_size, code FROM "
-    "code_objects WHERE typeof(key) = 'text' AND typeof(kernel) = 'text' "
-    "AND typeof(code) = 'blob' AND length(code) <= ?1 AND key NOT IN "
-    "(SELECT key FROM kernel_resources)";
+      "SELECT key, kernel, entries, code_hash, code_size, code FROM "
+      "code_objects WHERE typeof(key) = 'text' AND typeof(kernel) = 'text' "
+      "AND typeof(code) = 'blob' AND length(code) <= ?1 AND key NOT IN "
+      "(SELECT key FROM kernel_resources)";
   sqlite3_stmt *scan = NULL, *ins = NULL;
   int rc = tj__sql_prepare(db, sql, 0, &scan);
   if (rc == SQLITE_OK)
@@ -129,8 +129,8 @@ int tj__resources_fill(sqlite3 *db)
 static int64_t figure(sqlite3_stmt *st, int col)
 {
   return sqlite3_column_type(st, col) == SQLITE_NULL
-           ? -1
-           : sqlite3_column_int64(st, col);
+             ? -1
+             : sqlite3_column_int64(st, col);
 }
 
 static int read_one(sqlite3_stmt *st, tj_cache_kernel *k)
@@ -153,12 +153,12 @@ static int read_one(sqlite3_stmt *st, tj_cache_kernel *k)
 }
 
 const char tj__resources_select_sql[] =
-  "SELECT entry, lowered, regs, sgprs, agprs, spills, shared_bytes, "
-  "local_bytes, max_threads, wave_size FROM kernel_resources WHERE key = ?1 "
-  "ORDER BY rowid";
+    "SELECT entry, lowered, regs, sgprs, agprs, spills, shared_bytes, "
+    "local_bytes, max_threads, wave_size FROM kernel_resources WHERE key = ?1 "
+    "ORDER BY rowid";
 
-int tj__resources_get(sqlite3_stmt *sel, const char *key,
-                      tj_cache_kernel **out, int *n)
+int tj__resources_get(sqlite3_stmt *sel, const char *key, tj_cache_kernel **out,
+                      int *n)
 {
   tj_cache_kernel *ks = NULL;
   int count = 0, rc;
