@@ -308,11 +308,13 @@ int tj__cache_put(tj__cache *c, const tj__cache_row *r)
   if (rc == SQLITE_OK)
     rc = tj__sql_commit(c->db);
   int out = TJ_OK;
-  if (rc != SQLITE_OK) {
-    out = tj__sql_is_busy(rc) ? tj__cache_note_error(c, TJ_ECACHE)
-                              : tj__cache_failed(c, rc, 0);
-    tj__sql_rollback(c->db);
-  }
+  /* SQLite's message is kept before the rollback; a failed file is moved
+   * aside only after it, with no transaction left open on it. */
+  if (rc != SQLITE_OK && tj__sql_is_busy(rc))
+    out = tj__cache_note_error(c, TJ_ECACHE);
+  tj__sql_rollback(c->db);
+  if (rc != SQLITE_OK && !tj__sql_is_busy(rc))
+    out = tj__cache_failed(c, rc, 0);
   pthread_mutex_unlock(&c->lock);
   return out;
 }
