@@ -1,4 +1,4 @@
--- tokitai-jit cache schema, version 2 (PRAGMA user_version = 2), in a file
+-- tokitai-jit cache schema, version 3 (PRAGMA user_version = 3), in a file
 -- marked PRAGMA application_id = 0x746A6974 ("tjit"), which the library
 -- sets in the same transaction.  Embedded into the library at build time;
 -- see cache/README.md.
@@ -24,3 +24,26 @@ CREATE TABLE IF NOT EXISTS counters (
   value INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO counters(name, value) VALUES ('misses', 0);
+-- What each entry of a row's code asks of the GPU, read from the code object
+-- when the row is stored (version 3): one row per entry, in the order of
+-- code_objects.entries (one for an embedded kernel).  NULL: the code object
+-- does not say.
+CREATE TABLE IF NOT EXISTS kernel_resources (
+  key          TEXT NOT NULL,    -- the code_objects row
+  entry        TEXT NOT NULL,    -- as the caller wrote it; an embedded kernel's name
+  lowered      TEXT NOT NULL,    -- its name in the code object
+  regs         INTEGER,          -- AMD: VGPRs; NVIDIA: registers per thread
+  sgprs        INTEGER,          -- AMD only
+  agprs        INTEGER,          -- AMD gfx908, gfx90a, gfx94x
+  spills       INTEGER,          -- AMD: VGPRs + SGPRs spilled
+  shared_bytes INTEGER,          -- static LDS / shared memory per block
+  local_bytes  INTEGER,          -- scratch / local memory per thread
+  max_threads  INTEGER,
+  wave_size    INTEGER,
+  PRIMARY KEY (key, entry)
+);
+-- A row's resources go with it, whichever statement deletes it.
+CREATE TRIGGER IF NOT EXISTS code_objects_resources AFTER DELETE ON code_objects
+BEGIN
+  DELETE FROM kernel_resources WHERE key = old.key;
+END;

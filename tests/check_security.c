@@ -468,7 +468,8 @@ START_TEST(damaged_unmarked_files_are_not_moved)
 END_TEST
 
 /* The 0.1.0 cache (its exact tables, application_id 0, user_version 1,
- * WAL): upgraded in place to version 2, its rows kept and served. */
+ * WAL): upgraded in place to version 3, its rows kept and served, their
+ * resources read from their code. */
 static const char v1_schema[] =
   "CREATE TABLE code_objects (key TEXT PRIMARY KEY, kernel TEXT NOT NULL, "
   "arch TEXT NOT NULL, platform TEXT NOT NULL, compiler TEXT NOT NULL, "
@@ -515,10 +516,12 @@ START_TEST(a_v1_cache_is_upgraded)
   tj_kernel_info_get(k, &info);
   ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
   tj_runtime_close(rt);
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
   ck_assert_int_eq(tsql_int(path, "PRAGMA application_id"), APP_ID);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM pragma_table_info("
                              "'code_objects') WHERE name = 'entries'"), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT regs FROM kernel_resources WHERE "
+                            "entry = 'add_i32'"), info.resources.regs);
   free(path); free(dir);
 }
 END_TEST

@@ -84,14 +84,22 @@ d = json.load(sys.stdin)
 d = (d[0] if d else {}) if isinstance(d, list) else d
 print("\n".join(sorted(d)))' <"$tmp/out"
   }
+  # The keys of the first row's first "kernels" object (--list-cache).
+  kernel_keys() {
+    python3 -c 'import json, sys
+print("\n".join(sorted(json.load(sys.stdin)[0]["kernels"][0])))' <"$tmp/out"
+  }
 elif command -v jq >/dev/null 2>&1; then
   json_keys() { jq -r 'if type == "array" then (.[0] // {}) else . end | keys[]' <"$tmp/out"; }
+  kernel_keys() { jq -r '.[0].kernels[0] | keys[]' <"$tmp/out"; }
 else
   json_keys() { echo "(no JSON parser)"; }
+  kernel_keys() { echo "(no JSON parser)"; }
 fi
+# keys_are NAME [HOW]: HOW (json_keys unless given) gives the keys.
 keys_are() {
   want=$(sed -n "/^\\.\\\\\" json-keys: $1\$/{n;p;}" "$man" | tr -d '.' | tr ',' '\n' | tr -d ' ' | sort)
-  got=$(json_keys | sort)
+  got=$(${2:-json_keys} | sort)
   if [ -z "$want" ]; then
     fail "$man lists no json-keys for $1"
   elif [ "$got" != "(no JSON parser)" ] && [ "$got" != "$want" ]; then
@@ -271,10 +279,13 @@ out '0 compiled .*, 1 already cached'
 
 # ------------------------------------------------------------ looking
 run 0 --list-cache
-out '^KEY +KERNEL +ARCH +PLATFORM +COMPILER +SIZE +COMPILE +HITS +LAST USED +OPTIONS$'
+out '^KEY +KERNEL +ARCH +PLATFORM +COMPILER +SIZE +REGS +SCRATCH +COMPILE +HITS +LAST USED +OPTIONS$'
 for k in $kernels; do
   out "^[0-9a-f]{12}  $k +$(row_arch "$k" "$arch") +$platform "
 done
+# Each row's registers and scratch, read from its code: add_i32 uses
+# registers and no scratch.
+out "^[0-9a-f]{12}  add_i32 .* [0-9.]+ [KM]?i?B +[1-9][0-9]* +0 +[0-9.]+ (ms|s) "
 out "^$nkernels entries, .* of code, in $cache\$"
 no_out "$(printf '\033')"
 run 0 --list-cache --color=always
@@ -282,6 +293,22 @@ out "$(printf '\033')\\[1m"
 run 0 --list-cache --json
 json
 keys_are list-cache
+keys_are list-cache-kernels kernel_keys
+# One resources object per row, named as the row's kernel; add_i32's
+# figures as the text shows them.
+if command -v python3 >/dev/null 2>&1; then
+  checks=$((checks + 1))
+  python3 -c 'import json, sys
+rows = json.load(sys.stdin)
+for r in rows:
+    ks = r["kernels"]
+    assert [k["entry"] for k in ks] == [r["kernel"]] == [k["lowered"] for k in ks], r
+    if r["kernel"] == "add_i32":
+        k = ks[0]
+        assert k["regs"] > 0 and k["local_bytes"] == 0 and k["shared_bytes"] == 0, k
+        assert k["max_threads"] >= 256 and k["wave_size"] in (32, 64), k' <"$tmp/out" ||
+    fail "$last: the kernels' resources are not one per row, or add_i32's are wrong"
+fi
 if [ "$(grep -Ec '"key": "[0-9a-f]{32}"' "$tmp/out")" -ne "$nkernels" ]; then
   fail "$last: not $nkernels entries with a 32-digit key"
 fi
@@ -312,7 +339,7 @@ fi
 
 run 0 --stats
 out "^cache +$cache\$"
-out '^schema version +2$'
+out '^schema version +3$'
 out "^entries +$nkernels\$"
 out "^misses +$nkernels\$"
 out '^hits +1$'
@@ -639,9 +666,25 @@ out "\"key\": \"$key1\""
 out '"lowered": "_Z5scaleIfEvPT_"'
 run 0 --list-cache --cache "$ccache"
 out 'scale<float> \[_Z5scaleIfEvPT_\]'
+# Two entries: two sets of figures, in the KERNEL cell's order.
+out 'saxpy, scale<float> \[_Z5scaleIfEvPT_\] .* [0-9]+,[0-9]+ +0,0 +[0-9.]+ (ms|s) '
 run 0 --list-cache --cache "$ccache" --json
 json
 out '"lowered": "_Z5scaleIfEvPT_"'
+out '"kernels": \[\{"entry": "saxpy", "lowered": "saxpy", "regs": [0-9]+'
+out '\{"entry": "scale<float>", "lowered": "_Z5scaleIfEvPT_", "regs": [0-9]+'
+# A volatile local array indexed at run time lives in scratch (local
+# memory on NVIDIA): 2 KiB per thread or more, shown before it ever runs.
+cat >"$cdir/scratchy.hip" <<'EOS'
+extern "C" __global__ void scratchy(int *out, int i) {
+  volatile int a[512];
+  for (int j = 0; j < 512; j++) a[j] = j * out[j];
+  out[threadIdx.x] = a[(i + threadIdx.x) & 511];
+}
+EOS
+run 0 --compile "$cdir/scratchy.hip" --entry scratchy --arch "$arch" --cache "$ccache"
+run 0 --list-cache --cache "$ccache"
+out '^[0-9a-f]{12}  scratchy .* [0-9]+ +([2-9][0-9]{3}|[0-9]{5,})( \([0-9]+ spilled\))? +[0-9.]+ (ms|s) '
 echo '#define MYVAL 5' >"$cdir/inc dir/defs.h"
 run 0 --compile "$cfile" --entry saxpy --entry 'scale<float>' --arch "$arch" \
   -I "$cdir/inc dir" -D N=4 --cache "$ccache" --json
@@ -661,7 +704,7 @@ run 1 --compile "$cfile" --entry nosuch --arch "$arch" -I "$cdir/inc dir" \
   -D N=4 --cache "$ccache"
 err "no kernel named 'nosuch'"
 run 0 --stats --cache "$ccache"
-out '^entries +2$'
+out '^entries +3$'
 # A compile error prints the compiler's log.
 echo 'this is not C++' >"$cdir/broken.hip"
 run 1 --compile "$cdir/broken.hip" --entry k --arch "$arch" --cache "$ccache"

@@ -9,6 +9,7 @@
  *   schema.c    what a file is (application_id, layouts) and migration
  *   open.c      the handle: opening, moving a damaged file aside, failing
  *   rows.c      the load and store path: get, put, usage, the blob check
+ *   resources.c each entry's resources, read from the code, stored beside
  *   evict.c     eviction by age and by size
  *   scan.c      the narrow reads and writes behind tj_cache_*
  *   admin.c     the public tj_cache_* API
@@ -20,7 +21,10 @@
 
 #include <sqlite3.h>
 
-#define CACHE_SCHEMA_VERSION 2
+#define CACHE_SCHEMA_VERSION 3
+/* The oldest schema a read-only handle reads without migrating it: 2
+ * lacks only kernel_resources (its rows list no resources). */
+#define TJ__CACHE_OLDEST_READABLE 2
 
 struct tj__cache {
   sqlite3 *db;
@@ -30,6 +34,7 @@ struct tj__cache {
   int found_readonly;
   int nowrite; /* a write failed (disk full, I/O): store nothing more */
   int ours;    /* shown to be a tokitai-jit cache: may be moved aside */
+  int version; /* the file's schema: CACHE_SCHEMA_VERSION unless read-only */
   char readonly_why[128];
   int broken; /* the file failed under us: read nothing more */
   dev_t dev;  /* the file this connection has open, to move aside */
@@ -40,7 +45,7 @@ struct tj__cache {
   /* Recursive: statements are shared by the runtime's threads, and a
    * tj_cache visit callback may call back into the handle mid-scan. */
   pthread_mutex_t lock;
-  sqlite3_stmt *get, *blob, *put, *drop, *use, *miss, *idle;
+  sqlite3_stmt *get, *blob, *put, *drop, *use, *miss, *idle, *resources;
 };
 
 /* ------------------------------------------------------------ location.c */
@@ -168,6 +173,28 @@ int tj__rows_judge_code(const void *code, int64_t size, int64_t declared,
 /* Delete the row at key only if it still has hash ("" for none): a racing
  * writer may have replaced it.  SQLite result codes. */
 int tj__rows_drop(tj__cache *c, const char *key, const char *hash);
+
+/* ------------------------------------------------------------ resources.c */
+
+/* The INSERT that tj__resources_put steps, and the SELECT that
+ * tj__resources_get does (bound to a key). */
+extern const char tj__resources_insert_sql[];
+extern const char tj__resources_select_sql[];
+/* Read the resources of each entry of the row (key, kernel, entries) from
+ * its code and insert them with ins, in the caller's transaction: one row
+ * per entry line of entries, or one for kernel when entries is "".  SQLite
+ * result codes. */
+int tj__resources_put(sqlite3_stmt *ins, const char *key, const char *kernel,
+                      const char *entries, const void *code, size_t size);
+/* The migration to schema 3: the resources of every row that has none,
+ * read from its blob; a row whose blob fails its hash gets none. */
+int tj__resources_fill(sqlite3 *db);
+/* The resources stored for key, in entry order, with sel (prepared from
+ * tj__resources_select_sql): *out malloc'd (free with tj__resources_free),
+ * *n of them; SQLite result codes. */
+int tj__resources_get(sqlite3_stmt *sel, const char *key,
+                      tj_cache_kernel **out, int *n);
+void tj__resources_free(tj_cache_kernel *ks, int n);
 
 /* ------------------------------------------------------------ scan.c */
 

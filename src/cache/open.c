@@ -339,12 +339,17 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
     if (rc == TJ__MIGRATE_FOREIGN)
       say_foreign(c->path, what, msg, len);
   }
-  if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION) {
+  /* A read-only file of schema 2 (a system cache, a cache looked at with
+   * --list-cache before a runtime migrated it) is read as it is: it lacks
+   * only the resources, which nothing read-only needs to store. */
+  if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION &&
+      !(c->readonly && version == TJ__CACHE_OLDEST_READABLE)) {
     snprintf(msg, len, "cache %s has schema version %d and is read-only "
              "here, so it cannot be migrated; running without a cache",
              c->path, version);
     return UNUSABLE;
   }
+  c->version = version;
   if (rc == SQLITE_OK)
     rc = tj__rows_prepare(c);
   if (rc == SQLITE_OK) /* ours: let the last close fold the WAL in again */

@@ -2,8 +2,9 @@
  * rows.c: the load and store path of the SQLite store.
  *
  * Prepared statements only, kept for the connection's life; one
- * transaction per insert, INSERT OR IGNORE so that racing compilers all
- * succeed and leave one row.  Every blob is checked against its stored
+ * transaction per insert (the row and its entries' resources,
+ * resources.c), INSERT OR IGNORE so that racing compilers all succeed and
+ * leave one row.  Every blob is checked against its stored
  * XXH3-128 and size on load (tj__rows_judge_code, which tj_cache_verify
  * uses too), and its columns against the request; a row that fails is
  * deleted and recompiled.
@@ -45,9 +46,12 @@ int tj__rows_prepare(tj__cache *c)
     {offsetof(tj__cache, idle),
      "DELETE FROM code_objects WHERE last_used <= ?1 AND "
      "(?2 IS NULL OR compiler <> ?2)"},
+    {offsetof(tj__cache, resources), tj__resources_insert_sql},
   };
   for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
     sqlite3_stmt **st = (sqlite3_stmt **)((char *)c + stmts[i].offset);
+    if (st == &c->resources && c->version < 3)
+      continue; /* an older file, read-only: nothing is stored */
     int rc = tj__sql_prepare(c->db, stmts[i].sql, 1, st);
     if (rc != SQLITE_OK)
       return rc;
@@ -64,6 +68,7 @@ void tj__rows_finalize(tj__cache *c)
   sqlite3_finalize(c->use);
   sqlite3_finalize(c->miss);
   sqlite3_finalize(c->idle);
+  sqlite3_finalize(c->resources);
 }
 
 const char *tj__cache_drop_reason(int dropped)
@@ -271,6 +276,21 @@ static void bind_row(sqlite3_stmt *st, const tj__cache_row *r,
   sqlite3_bind_text(st, 12, r->entries ? r->entries : "", -1, SQLITE_STATIC);
 }
 
+/* The row and, when it is new, its entries' resources: a row another
+ * process stored first keeps the resources stored with it. */
+static int insert_row(tj__cache *c, const tj__cache_row *r, const char *hash)
+{
+  bind_row(c->put, r, hash);
+  int rc = tj__sql_step(c->put);
+  tj__sql_reset(c->put);
+  if (rc != SQLITE_DONE)
+    return rc;
+  if (sqlite3_changes(c->db) == 0)
+    return SQLITE_OK;
+  return tj__resources_put(c->resources, r->key, r->kernel, r->entries,
+                           r->code, r->code_size);
+}
+
 int tj__cache_put(tj__cache *c, const tj__cache_row *r)
 {
   if (c->readonly || r->code_size > TJ_CACHE_MAX_CODE_BYTES)
@@ -282,13 +302,19 @@ int tj__cache_put(tj__cache *c, const tj__cache_row *r)
     pthread_mutex_unlock(&c->lock);
     return TJ_OK;
   }
-  bind_row(c->put, r, hash);
-  int rc = tj__sql_step(c->put);
-  tj__sql_reset(c->put);
+  int rc = tj__sql_begin(c->db, 1);
+  if (rc == SQLITE_OK)
+    rc = insert_row(c, r, hash);
+  if (rc == SQLITE_OK)
+    rc = tj__sql_commit(c->db);
   int out = TJ_OK;
-  if (rc != SQLITE_DONE)
-    out = tj__sql_is_busy(rc) ? tj__cache_note_error(c, TJ_ECACHE)
-                              : tj__cache_failed(c, rc, 0);
+  /* SQLite's message is kept before the rollback; a failed file is moved
+   * aside only after it, with no transaction left open on it. */
+  if (rc != SQLITE_OK && tj__sql_is_busy(rc))
+    out = tj__cache_note_error(c, TJ_ECACHE);
+  tj__sql_rollback(c->db);
+  if (rc != SQLITE_OK && !tj__sql_is_busy(rc))
+    out = tj__cache_failed(c, rc, 0);
   pthread_mutex_unlock(&c->lock);
   return out;
 }

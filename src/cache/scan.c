@@ -9,7 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The columns every scan reads, in the order row_entry expects; a judging
+/* The columns every scan reads, in the order row_entry expects (each row's
+ * resources come from kernel_resources, resources.c); a judging
  * scan adds the code's length (-1 for what is not a blob) and the code
  * itself, never read past TJ_CACHE_MAX_CODE_BYTES. */
 #define ENTRY_COLUMNS                                                        \
@@ -66,15 +67,25 @@ int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx)
              MRU_ORDER, (unsigned long long)TJ_CACHE_MAX_CODE_BYTES);
   else
     snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS MRU_ORDER);
-  sqlite3_stmt *st;
+  sqlite3_stmt *st, *res = NULL;
   pthread_mutex_lock(&c->lock);
   int rc = tj__sql_prepare(c->db, sql, 0, &st);
+  if (rc == SQLITE_OK && c->version >= 3) /* else no resources to list */
+    rc = tj__sql_prepare(c->db, tj__resources_select_sql, 0, &res);
   tj_cache_entry e;
   while (rc == SQLITE_OK && (rc = tj__sql_step(st)) == SQLITE_ROW) {
     row_entry(st, &e);
+    tj_cache_kernel *ks = NULL;
+    int n = 0;
+    if (res && (rc = tj__resources_get(res, e.key, &ks, &n)) != SQLITE_OK)
+      break;
+    e.num_kernels = n;
+    e.kernels = ks;
     rc = fn(&e, judge ? judge_entry(st) : 0, ctx) ? SQLITE_DONE : SQLITE_OK;
+    tj__resources_free(ks, n);
   }
   int out = rc == SQLITE_DONE ? TJ_OK : tj__cache_note_error(c, TJ_ECACHE);
+  sqlite3_finalize(res);
   sqlite3_finalize(st);
   pthread_mutex_unlock(&c->lock);
   return out;

@@ -136,22 +136,26 @@ int tj__schema_identify(sqlite3 *db, enum tj__identity *id, int *version,
  * step with create set then runs cache/schema.sql, which makes the current
  * schema.  Every step marks the file with our application_id, and is safe
  * to run twice (IF EXISTS, IF NOT EXISTS, OR IGNORE), as a retried
- * statement may.  Version 0 is an empty database or the pre-release
- * (0.0.x) layout, whose rows cannot be verified and were keyed by another
- * encoding: dropped.  A version with no step from it (a gap, a negative
- * number) in a file that is ours is a damaged one: it is moved aside and
- * rebuilt.
+ * statement may; then its fill, if any, computes what SQL cannot.  Version
+ * 0 is an empty database or the pre-release (0.0.x) layout, whose rows
+ * cannot be verified and were keyed by another encoding: dropped.  A
+ * version with no step from it (a gap, a negative number) in a file that
+ * is ours is a damaged one: it is moved aside and rebuilt.
  */
 static const struct migration {
   int from, to;
   int create;
   const char *sql;
+  int (*fill)(sqlite3 *db);
 } migrations[] = {
   {0, CACHE_SCHEMA_VERSION, 1,
-   "DROP TABLE IF EXISTS code_objects; DROP TABLE IF EXISTS counters;"},
+   "DROP TABLE IF EXISTS code_objects; DROP TABLE IF EXISTS counters;", NULL},
   /* 0.1.0 -> 2: the lowered names of a module's entries. */
   {1, 2, 0, "ALTER TABLE code_objects ADD COLUMN entries TEXT NOT NULL "
-            "DEFAULT ''"},
+            "DEFAULT ''", NULL},
+  /* 2 -> 3: kernel_resources (schema.sql creates it), filled from each
+   * row's blob, which the resource reader understands whatever its age. */
+  {2, 3, 1, "", tj__resources_fill},
 };
 
 static const struct migration *migration_from(int version)
@@ -168,6 +172,8 @@ static int run_migration(sqlite3 *db, const struct migration *m)
   int rc = tj__sql_exec(db, m->sql);
   if (rc == SQLITE_OK && m->create)
     rc = tj__sql_exec(db, tj__schema_sql);
+  if (rc == SQLITE_OK && m->fill)
+    rc = m->fill(db);
   snprintf(sql, sizeof sql, "PRAGMA user_version = %d; PRAGMA application_id "
            "= %d", m->to, (int)TJ__CACHE_APP_ID);
   return rc == SQLITE_OK ? tj__sql_exec(db, sql) : rc;

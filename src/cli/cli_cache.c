@@ -102,6 +102,39 @@ static char *kernel_cell(const tj_cache_entry *e)
   return out;
 }
 
+/* A figure for JSON: null where the code object does not say. */
+static void print_figure_json(const char *name, int64_t v)
+{
+  if (v < 0)
+    printf(", \"%s\": null", name);
+  else
+    printf(", \"%s\": %" PRId64, name, v);
+}
+
+/* Each entry's resources, one object per entry, every key every time. */
+static void print_kernels_json(const tj_cache_entry *e)
+{
+  fputs(", \"kernels\": [", stdout);
+  for (int i = 0; i < e->num_kernels; i++) {
+    const tj_cache_kernel *k = &e->kernels[i];
+    const tj_kernel_resources *r = &k->resources;
+    fputs(i ? ", {\"entry\": " : "{\"entry\": ", stdout);
+    cli_json_string(stdout, k->entry);
+    fputs(", \"lowered\": ", stdout);
+    cli_json_string(stdout, k->lowered);
+    print_figure_json("regs", r->regs);
+    print_figure_json("sgprs", r->sgprs);
+    print_figure_json("agprs", r->agprs);
+    print_figure_json("spills", r->spills);
+    print_figure_json("shared_bytes", r->shared_bytes);
+    print_figure_json("local_bytes", r->local_bytes);
+    print_figure_json("max_threads", r->max_threads);
+    print_figure_json("wave_size", r->wave_size);
+    putchar('}');
+  }
+  putchar(']');
+}
+
 static void print_entry_json(const tj_cache_entry *e)
 {
   printf("{\"key\": ");
@@ -119,6 +152,7 @@ static void print_entry_json(const tj_cache_entry *e)
   printf(", \"code_hash\": ");
   cli_json_string(stdout, e->code_hash);
   print_entries_json(e->entries);
+  print_kernels_json(e);
   printf(", \"code_size\": %" PRIu64 ", \"compile_ms\": %.3f, "
          "\"created\": %" PRId64 ", \"last_used\": %" PRId64
          ", \"hits\": %" PRIu64 "}", e->code_size, e->compile_ms, e->created,
@@ -126,6 +160,28 @@ static void print_entry_json(const tj_cache_entry *e)
 }
 
 /* ------------------------------------------------------------ --list-cache */
+
+/* The REGS and SCRATCH cells: each entry's registers, and its scratch
+ * (local memory on NVIDIA) per thread in bytes with the registers it
+ * spilled, in the order of the KERNEL cell; "-" where the code object
+ * does not say.  malloc'd; NULL when out of memory. */
+static char *resource_cell(const tj_cache_entry *e, int scratch)
+{
+  size_t len = 2 + (size_t)e->num_kernels * 48;
+  char *out = malloc(len), *o = out;
+  if (!out)
+    return NULL;
+  strcpy(out, "-");
+  for (int i = 0; i < e->num_kernels; i++) {
+    const tj_kernel_resources *r = &e->kernels[i].resources;
+    int64_t v = scratch ? r->local_bytes : r->regs;
+    o += i ? sprintf(o, ",") : 0;
+    o += v < 0 ? sprintf(o, "-") : sprintf(o, "%" PRId64, v);
+    if (scratch && r->spills > 0)
+      o += sprintf(o, " (%d spilled)", (int)r->spills);
+  }
+  return out;
+}
 
 typedef struct list_ctx {
   const cli_options *o;
@@ -158,11 +214,15 @@ static int add_row(const tj_cache_entry *e, void *arg)
     print_entry_json(e);
     return 0;
   }
-  char *kernel = kernel_cell(e);
-  const char *cells[] = {key, kernel ? kernel : e->kernel, e->arch,
-                         e->platform, e->compiler, size, ms, hits, used, opts};
-  int added = cli_table_add(l->table, cells);
+  char *kernel = kernel_cell(e), *regs = resource_cell(e, 0);
+  char *scratch = resource_cell(e, 1);
+  const char *cells[] = {key,  kernel ? kernel : e->kernel, e->arch,
+                         e->platform, e->compiler, size, regs, scratch, ms,
+                         hits, used, opts};
+  int added = regs && scratch ? cli_table_add(l->table, cells) : -1;
   free(kernel);
+  free(regs);
+  free(scratch);
   if (added != 0) {
     l->failed = 1;
     return 1;
@@ -189,9 +249,9 @@ static void print_listing(const list_ctx *l, const char *path)
 
 int cli_list_cache(const cli_options *o)
 {
-  static const char *const headers[] = {"KEY", "KERNEL", "ARCH", "PLATFORM",
-                                        "COMPILER", "SIZE", "COMPILE", "HITS",
-                                        "LAST USED", "OPTIONS"};
+  static const char *const headers[] = {
+    "KEY",  "KERNEL",  "ARCH",    "PLATFORM", "COMPILER",  "SIZE",
+    "REGS", "SCRATCH", "COMPILE", "HITS",     "LAST USED", "OPTIONS"};
   tj_cache *c;
   int state = open_cache(o, 0, &c);
   if (state == CACHE_MISSING && o->json) {
@@ -201,7 +261,7 @@ int cli_list_cache(const cli_options *o)
   }
   if (state != CACHE_OPEN)
     return state == CACHE_MISSING ? say_missing(o, c) : EXIT_FAIL;
-  list_ctx l = {o, cli_table_new(10, headers, "lllllrrrll"), 0, 0, 0};
+  list_ctx l = {o, cli_table_new(12, headers, "lllllrrrrrll"), 0, 0, 0};
   if (!l.table) {
     cli_error("out of memory");
     tj_cache_close(c);

@@ -33,10 +33,10 @@
  *   zero (TJ_EINVAL otherwise, so that an option it cannot honour is never
  *   dropped in silence).  A size below the first version's is TJ_EINVAL.
  *   A struct the library fills (tj_stats, tj_kernel_info, tj_device_info,
- *   tj_cache_stats, tj_report) ends in reserved space instead, which the
- *   library zeroes and later fields are cut from, so that its size never
- *   changes and a getter never depends on what the caller left in it (an
- *   uninitialised struct is fine).  tj_module_info, which had a size from
+ *   tj_cache_stats, tj_cache_kernel, tj_report) ends in reserved space
+ *   instead, which the library zeroes and later fields are cut from, so
+ *   that its size never changes and a getter never depends on what the
+ *   caller left in it (an uninitialised struct is fine).  tj_module_info, which had a size from
  *   the start, keeps it.  The structs the library hands to a callback
  *   (tj_cache_entry) grow only at the end; tj_dim3 and tj_header are
  *   frozen.

@@ -41,6 +41,19 @@ TJ_EXPORT const char *tj_cache_errmsg(const tj_cache *c);
 /* The file c reads.  Owned by c. */
 TJ_EXPORT const char *tj_cache_path(const tj_cache *c);
 
+/* One entry of a cached code object and what it asks of the GPU, read
+ * from the code when the row was stored (rows stored by 0.1 were read when
+ * the file was migrated to schema 3).  The figures
+ * are tj_kernel_get_info's for the same kernel.  The library fills it;
+ * later fields are cut from reserved, so its size never changes. */
+typedef struct tj_cache_kernel {
+  const char *entry;   /* as the caller wrote it ("scale<float>"); an
+                          embedded kernel's name */
+  const char *lowered; /* its name in the code object */
+  tj_kernel_resources resources; /* -1 where the code object does not say */
+  uint64_t reserved[4];          /* zero; room for fields to come */
+} tj_cache_kernel;
+
 /* One cached code object.  Strings are owned by the cache and valid only
  * during the callback.  The library allocates it, so it carries no size:
  * fields are only added at the end. */
@@ -59,6 +72,12 @@ typedef struct tj_cache_entry {
   uint64_t hits;
   const char *entries;   /* a module's entries: "expression<TAB>lowered"
                             lines, one per entry; "" for embedded kernels */
+  /* Added after 0.1: the resources of each entry, in the order of
+   * entries (one for an embedded kernel); valid only during the callback.
+   * 0 and NULL for a row that has none (its code failed its hash when the
+   * file was migrated). */
+  int num_kernels;
+  const tj_cache_kernel *kernels;
 } tj_cache_entry;
 
 /* Called once per entry; return non-zero to stop early. */

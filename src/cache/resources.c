@@ -1,0 +1,193 @@
+/*
+ * resources.c: what each entry of a row's code asks of the GPU (registers,
+ * LDS or shared memory, scratch or local memory, spills), kept in the
+ * kernel_resources table beside the row.
+ *
+ * The figures are read from the code itself (src/platform/codeobj.c, the
+ * reader tj_kernel_get_info uses), when the row is stored and, for rows
+ * older than schema 3, when the file is migrated; so they are a function
+ * of the blob, and no caller can store figures that disagree with it.  The
+ * table's trigger deletes them with their row.
+ */
+#include "cache_internal.h"
+#include "codeobj.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The statement tj__resources_put steps; prepared once per connection. */
+const char tj__resources_insert_sql[] =
+    "INSERT OR IGNORE INTO kernel_resources (key, entry, lowered, regs, sgprs, "
+    "agprs, spills, shared_bytes, local_bytes, max_threads, wave_size) VALUES "
+    "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+/* -1 ("the code object does not say") is stored as NULL. */
+static void bind_figure(sqlite3_stmt *st, int col, int64_t v)
+{
+  if (v < 0)
+    sqlite3_bind_null(st, col);
+  else
+    sqlite3_bind_int64(st, col, v);
+}
+
+static int put_one(sqlite3_stmt *ins, const char *key, const char *entry,
+                   const char *lowered, const void *code, size_t size)
+{
+  tj__resources r;
+  tj__code_resources(code, size, lowered, &r);
+  sqlite3_bind_text(ins, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(ins, 2, entry, -1, SQLITE_STATIC);
+  sqlite3_bind_text(ins, 3, lowered, -1, SQLITE_STATIC);
+  bind_figure(ins, 4, r.regs);
+  bind_figure(ins, 5, r.sgprs);
+  bind_figure(ins, 6, r.agprs);
+  bind_figure(ins, 7, r.spills);
+  bind_figure(ins, 8, r.shared_bytes);
+  bind_figure(ins, 9, r.local_bytes);
+  bind_figure(ins, 10, r.max_threads);
+  bind_figure(ins, 11, r.wave_size);
+  int rc = tj__sql_step(ins);
+  tj__sql_reset(ins);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* A module's entries are "expression<TAB>lowered" lines; a row without
+ * them (an embedded kernel, or a caller's kernel stored before modules)
+ * has one entry, its kernel, named as it is in the code. */
+int tj__resources_put(sqlite3_stmt *ins, const char *key, const char *kernel,
+                      const char *entries, const void *code, size_t size)
+{
+  if (!entries || !*entries)
+    return put_one(ins, key, kernel, kernel, code, size);
+  int rc = SQLITE_OK;
+  for (const char *p = entries; rc == SQLITE_OK && *p;) {
+    size_t len = strcspn(p, "\n"), tab = strcspn(p, "\t");
+    if (tab < len) {
+      char *entry = strndup(p, tab);
+      char *lowered = strndup(p + tab + 1, len - tab - 1);
+      rc = entry && lowered ? put_one(ins, key, entry, lowered, code, size)
+                            : SQLITE_NOMEM;
+      free(entry);
+      free(lowered);
+    }
+    p += len + (p[len] == '\n');
+  }
+  return rc;
+}
+
+/* The row the fill scan is at: its resources, when its blob is whole (a
+ * row that fails its hash gets none, and is dropped when it is loaded).
+ * The blob is copied first: SQLite's pointer may be unaligned, and the
+ * ELF reader reads its headers in place. */
+static int fill_row(sqlite3_stmt *scan, sqlite3_stmt *ins)
+{
+  const void *blob = sqlite3_column_blob(scan, 5);
+  int n = sqlite3_column_bytes(scan, 5);
+  const char *hash = (const char *)sqlite3_column_text(scan, 3);
+  if (tj__rows_judge_code(blob, n, sqlite3_column_int64(scan, 4), hash, 1))
+    return SQLITE_OK;
+  void *code = malloc((size_t)n);
+  if (!code)
+    return SQLITE_NOMEM;
+  memcpy(code, blob, (size_t)n);
+  char *key = strdup((const char *)sqlite3_column_text(scan, 0));
+  char *kernel = strdup((const char *)sqlite3_column_text(scan, 1));
+  const unsigned char *e = sqlite3_column_text(scan, 2);
+  char *entries = strdup(e ? (const char *)e : "");
+  int rc = key && kernel && entries
+               ? tj__resources_put(ins, key, kernel, entries, code, (size_t)n)
+               : SQLITE_NOMEM;
+  free(code);
+  free(key);
+  free(kernel);
+  free(entries);
+  return rc;
+}
+
+int tj__resources_fill(sqlite3 *db)
+{
+  static const char sql[] =
+      "SELECT key, kernel, entries, code_hash, code_size, code FROM "
+      "code_objects WHERE typeof(key) = 'text' AND typeof(kernel) = 'text' "
+      "AND typeof(code) = 'blob' AND length(code) <= ?1 AND key NOT IN "
+      "(SELECT key FROM kernel_resources)";
+  sqlite3_stmt *scan = NULL, *ins = NULL;
+  int rc = tj__sql_prepare(db, sql, 0, &scan);
+  if (rc == SQLITE_OK)
+    rc = tj__sql_prepare(db, tj__resources_insert_sql, 0, &ins);
+  if (rc == SQLITE_OK)
+    sqlite3_bind_int64(scan, 1, (sqlite3_int64)TJ_CACHE_MAX_CODE_BYTES);
+  while (rc == SQLITE_OK && (rc = tj__sql_step(scan)) == SQLITE_ROW)
+    rc = fill_row(scan, ins);
+  sqlite3_finalize(scan);
+  sqlite3_finalize(ins);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* ------------------------------------------------------------ reading */
+
+static int64_t figure(sqlite3_stmt *st, int col)
+{
+  return sqlite3_column_type(st, col) == SQLITE_NULL
+             ? -1
+             : sqlite3_column_int64(st, col);
+}
+
+static int read_one(sqlite3_stmt *st, tj_cache_kernel *k)
+{
+  const unsigned char *entry = sqlite3_column_text(st, 0);
+  const unsigned char *lowered = sqlite3_column_text(st, 1);
+  memset(k, 0, sizeof *k);
+  k->entry = strdup(entry ? (const char *)entry : "");
+  k->lowered = strdup(lowered ? (const char *)lowered : "");
+  tj_kernel_resources *r = &k->resources;
+  r->regs = (int32_t)figure(st, 2);
+  r->sgprs = (int32_t)figure(st, 3);
+  r->agprs = (int32_t)figure(st, 4);
+  r->spills = (int32_t)figure(st, 5);
+  r->shared_bytes = figure(st, 6);
+  r->local_bytes = figure(st, 7);
+  r->max_threads = (int32_t)figure(st, 8);
+  r->wave_size = (int32_t)figure(st, 9);
+  return k->entry && k->lowered ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+const char tj__resources_select_sql[] =
+    "SELECT entry, lowered, regs, sgprs, agprs, spills, shared_bytes, "
+    "local_bytes, max_threads, wave_size FROM kernel_resources WHERE key = ?1 "
+    "ORDER BY rowid";
+
+int tj__resources_get(sqlite3_stmt *sel, const char *key, tj_cache_kernel **out,
+                      int *n)
+{
+  tj_cache_kernel *ks = NULL;
+  int count = 0, rc;
+  sqlite3_bind_text(sel, 1, key, -1, SQLITE_TRANSIENT);
+  while ((rc = tj__sql_step(sel)) == SQLITE_ROW) {
+    tj_cache_kernel *grown = realloc(ks, (size_t)(count + 1) * sizeof *ks);
+    if (!grown) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+    ks = grown;
+    if ((rc = read_one(sel, &ks[count++])) != SQLITE_OK)
+      break;
+  }
+  tj__sql_reset(sel);
+  if (rc != SQLITE_DONE) {
+    tj__resources_free(ks, count);
+    return rc;
+  }
+  *out = ks;
+  *n = count;
+  return SQLITE_OK;
+}
+
+void tj__resources_free(tj_cache_kernel *ks, int n)
+{
+  for (int i = 0; ks && i < n; i++) {
+    free((char *)ks[i].entry);
+    free((char *)ks[i].lowered);
+  }
+  free(ks);
+}

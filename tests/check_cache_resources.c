@@ -1,0 +1,327 @@
+/* check_cache_resources.c: each entry's resources stored with its cache
+ * row (schema 3): the figures tj_kernel_get_info gives, one set per entry
+ * of a module, gone with their row, and read from the code when an older
+ * file is migrated (a read-only handle reads a schema-2 file as it is).
+ * Compile-only for TEST_ARCH with the real compiler, on real SQLite files. */
+#include "testutil.h"
+#include "testsql.h"
+#include "internal.h" /* tj__hash_hex, to write an old file's rows */
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#define MAX_SETS 4
+
+/* What tj_cache_list gave for one row, copied out of the callback. */
+typedef struct stored {
+  const char *key; /* the row to find */
+  int rows, found, n;
+  char entry[MAX_SETS][128], lowered[MAX_SETS][128];
+  tj_kernel_resources res[MAX_SETS];
+} stored;
+
+static int keep(const tj_cache_entry *e, void *ctx)
+{
+  stored *s = ctx;
+  s->rows++;
+  if (strcmp(e->key, s->key) != 0)
+    return 0;
+  s->found++;
+  s->n = e->num_kernels;
+  ck_assert_int_le(e->num_kernels, MAX_SETS);
+  ck_assert(e->num_kernels == 0 || e->kernels);
+  for (int i = 0; i < e->num_kernels; i++) {
+    snprintf(s->entry[i], sizeof s->entry[i], "%s", e->kernels[i].entry);
+    snprintf(s->lowered[i], sizeof s->lowered[i], "%s", e->kernels[i].lowered);
+    s->res[i] = e->kernels[i].resources;
+  }
+  return 0;
+}
+
+/* The row at key as tj_cache_list shows it, through a handle opened with
+ * flags; the row must be there. */
+static stored stored_row(const char *path, const char *key, unsigned flags)
+{
+  tj_cache *c = NULL;
+  stored s = {.key = key};
+  int rc = tj_cache_open(&c, path, flags);
+  ck_assert_msg(rc == TJ_OK, "tj_cache_open: %s", tj_cache_errmsg(c));
+  ck_assert_int_eq(tj_cache_list(c, keep, &s), TJ_OK);
+  tj_cache_close(c);
+  ck_assert_msg(s.found == 1, "row %s listed %d times", key, s.found);
+  return s;
+}
+
+static void same_resources(const tj_kernel_resources *got,
+                           const tj_kernel_resources *want)
+{
+  ck_assert_int_gt(want->regs, 0); /* known: the comparison means something */
+  ck_assert_int_eq(got->regs, want->regs);
+  ck_assert_int_eq(got->sgprs, want->sgprs);
+  ck_assert_int_eq(got->agprs, want->agprs);
+  ck_assert_int_eq(got->spills, want->spills);
+  ck_assert_int_eq(got->shared_bytes, want->shared_bytes);
+  ck_assert_int_eq(got->local_bytes, want->local_bytes);
+  ck_assert_int_eq(got->max_threads, want->max_threads);
+  ck_assert_int_eq(got->wave_size, want->wave_size);
+}
+
+static const char scratch_source[] =
+    "extern \"C\" __global__ void scratchy(int *out, int i) {\n"
+    "  volatile int a[512];\n"
+    "  for (int j = 0; j < 512; j++) a[j] = j * out[j];\n"
+    "  out[threadIdx.x] = a[(i + threadIdx.x) & 511];\n}\n";
+
+static const char module_source[] =
+    "template <typename T> __global__ void fill(T *p, T v) { p[threadIdx.x] = "
+    "v; }\n"
+    "template __global__ void fill<float>(float *, float);\n"
+    "extern \"C\" __global__ void staged(float *p) {\n"
+    "  __shared__ float s[1024];\n"
+    "  s[threadIdx.x] = p[threadIdx.x];\n"
+    "  __syncthreads();\n"
+    "  p[threadIdx.x] = s[1023 - threadIdx.x];\n}\n";
+static const char *const module_entries[] = {"fill<float>", "staged"};
+
+static tj_module *compile_module(tj_runtime *rt)
+{
+  tj_module_source ms = {0};
+  ms.size = sizeof ms;
+  ms.source = module_source;
+  ms.entries = module_entries;
+  ms.num_entries = 2;
+  tj_module *m = NULL;
+  ck_assert_msg(tj_module_compile(rt, &ms, &m) == TJ_OK, "%s", tj_errmsg(rt));
+  return m;
+}
+
+static tj_kernel_info info_of(const tj_kernel *k)
+{
+  tj_kernel_info i;
+  ck_assert_int_eq(tj_kernel_get_info(k, &i), TJ_OK);
+  return i;
+}
+
+/* The module's entries as stored: one set each, named as the caller wrote
+ * them and as the code has them, each with its kernel's own figures. */
+static void check_module_row(const char *path, tj_module *m, unsigned flags)
+{
+  tj_module_info mi = {.size = sizeof mi};
+  ck_assert_int_eq(tj_module_get_info(m, &mi), TJ_OK);
+  stored s = stored_row(path, mi.key, flags);
+  ck_assert_int_eq(s.n, 2);
+  for (int i = 0; i < 2; i++) {
+    tj_kernel *k = NULL;
+    ck_assert_int_eq(tj_module_kernel(m, module_entries[i], &k), TJ_OK);
+    tj_kernel_info ki = info_of(k);
+    ck_assert_str_eq(s.entry[i], module_entries[i]);
+    ck_assert_str_eq(s.lowered[i], mi.lowered[i]);
+    same_resources(&s.res[i], &ki.resources);
+  }
+  ck_assert_int_eq(s.res[0].shared_bytes, 0);
+  ck_assert_int_eq(s.res[1].shared_bytes, 1024 * 4);
+}
+
+START_TEST(a_stored_rows_resources_are_its_kernels_info)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(path, 0);
+  static const char *const names[] = {"add_i32", "gemm_f16", "scratchy"};
+  for (int i = 0; i < 3; i++) {
+    tj_kernel *k = NULL;
+    int rc = i < 2 ? tj_kernel_get(rt, names[i], &k)
+                   : tj_kernel_compile(rt, scratch_source, names[i], NULL, &k);
+    ck_assert_msg(rc == TJ_OK, "%s: %s", names[i], tj_errmsg(rt));
+    tj_kernel_info ki = info_of(k);
+    stored s = stored_row(path, ki.key, TJ_CACHE_READONLY);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_str_eq(s.entry[0], names[i]);
+    ck_assert_str_eq(s.lowered[0], names[i]);
+    same_resources(&s.res[0], &ki.resources);
+  }
+  tj_runtime_close(rt);
+  /* The figures say what they should, not only the same thing twice. */
+  ck_assert_int_eq(tsql_int(path, "SELECT local_bytes FROM kernel_resources "
+                                   "WHERE entry = 'add_i32'"),
+                   0);
+  ck_assert_int_ge(tsql_int(path, "SELECT local_bytes FROM kernel_resources "
+                                   "WHERE entry = 'scratchy'"),
+                   512 * 4);
+  ck_assert_int_gt(tsql_int(path, "SELECT shared_bytes FROM kernel_resources "
+                                   "WHERE entry = 'gemm_f16'"),
+                   0);
+  free(path);
+  free(dir);
+}
+END_TEST
+
+START_TEST(a_modules_two_entries_store_two_sets)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(path, 0);
+  check_module_row(path, compile_module(rt), TJ_CACHE_READONLY);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM kernel_resources"), 2);
+  free(path);
+  free(dir);
+}
+END_TEST
+
+/* Every way a row goes takes its resources along: eviction, clearing, and
+ * a load that drops a damaged row (whose replacement must get figures
+ * read from its own code, not the ones left behind). */
+START_TEST(resources_go_with_their_row)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(path, 0);
+  tj_kernel *k = NULL;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_kernel_info ki = info_of(k);
+  char key[TJ__KEY_HEX]; /* ki's pointers go with the runtime */
+  snprintf(key, sizeof key, "%s", ki.key);
+  compile_module(rt);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM kernel_resources"), 3);
+
+  tsql_exec(path,
+           "UPDATE kernel_resources SET regs = 9999 WHERE entry = "
+           "'add_i32'; UPDATE code_objects SET code = zeroblob(length(code)) "
+           "WHERE kernel = 'add_i32'");
+  rt = open_compile_only(path, 0);
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  ck_assert_int_eq(info_of(k).origin, TJ_FROM_COMPILER);
+  tj_runtime_close(rt);
+  stored s = stored_row(path, key, TJ_CACHE_READONLY);
+  ck_assert_int_eq(s.n, 1);
+  same_resources(&s.res[0], &ki.resources);
+
+  tj_cache *c = NULL;
+  uint64_t evicted = 0;
+  ck_assert_int_eq(tj_cache_open(&c, path, 0), TJ_OK);
+  ck_assert_int_eq(tj_cache_evict(c, 0, 0, &evicted), TJ_OK);
+  ck_assert_uint_eq(evicted, 2);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM kernel_resources"), 0);
+  tj_cache_close(c);
+
+  rt = open_compile_only(path, 0);
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM kernel_resources"), 1);
+  ck_assert_int_eq(tj_cache_open(&c, path, 0), TJ_OK);
+  ck_assert_int_eq(tj_cache_clear(c), TJ_OK);
+  tj_cache_close(c);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM kernel_resources"), 0);
+  free(path);
+  free(dir);
+}
+END_TEST
+
+/* ================================================================ schema 2 */
+
+/* The schema-2 layout exactly as 0.1 plus modules made it. */
+static const char v2_schema[] =
+    "CREATE TABLE code_objects (key TEXT PRIMARY KEY, kernel TEXT NOT NULL, "
+    "arch TEXT NOT NULL, platform TEXT NOT NULL, compiler TEXT NOT NULL, "
+    "options TEXT NOT NULL, code BLOB NOT NULL, code_hash TEXT NOT NULL, "
+    "code_size INTEGER NOT NULL, compile_ms REAL NOT NULL, created INTEGER NOT "
+    "NULL, last_used INTEGER NOT NULL, hits INTEGER NOT NULL DEFAULT 0, "
+    "entries TEXT NOT NULL DEFAULT '');"
+    "CREATE INDEX code_objects_last_used ON code_objects(last_used);"
+    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+    "INSERT INTO counters VALUES ('misses', 0); PRAGMA user_version = 2;"
+    "PRAGMA application_id = 1953130868; PRAGMA journal_mode = WAL;";
+
+#define BAD_KEY "cccccccccccccccccccccccccccccccc"
+
+static void insert_v2_row(sqlite3 *db, const char *key, const char *kernel,
+                          const char *entries, const char *compiler,
+                          const void *code, size_t size)
+{
+  sqlite3_stmt *st;
+  char hash[TJ__KEY_HEX];
+  tj__hash_hex(code, size, hash);
+  ck_assert_int_eq(
+      sqlite3_prepare_v2(db,
+                         "INSERT INTO code_objects VALUES "
+                         "(?1, ?2, ?3, ?4, ?5, '', ?6, ?7, ?8, 1, 0, 0, 0, ?9)",
+                         -1, &st, NULL),
+      SQLITE_OK);
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, kernel, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, TEST_ARCH, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, tj_platform(), -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, compiler, -1, SQLITE_STATIC);
+  sqlite3_bind_blob(st, 6, code, (int)size, SQLITE_STATIC);
+  /* The bad row's hash is of other bytes: its code fails the check. */
+  sqlite3_bind_text(st, 7, strcmp(key, BAD_KEY) ? hash : "0123", -1,
+                    SQLITE_STATIC);
+  sqlite3_bind_int64(st, 8, (sqlite3_int64)size);
+  sqlite3_bind_text(st, 9, entries, -1, SQLITE_STATIC);
+  ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+}
+
+/* A schema-2 file with an embedded kernel's row, a module's row and a row
+ * whose code fails its hash.  A read-only handle lists them without
+ * resources and leaves the file at 2; a read-write one migrates it to 3,
+ * keeps every row, and reads each good row's resources from its code. */
+START_TEST(a_schema_2_file_keeps_its_rows_and_gains_their_resources)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_kernel *k = NULL;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_kernel_info ki = info_of(k);
+  tj_module *m = compile_module(rt);
+  tj_module_info mi = {.size = sizeof mi};
+  ck_assert_int_eq(tj_module_get_info(m, &mi), TJ_OK);
+  char entries[256];
+  snprintf(entries, sizeof entries, "%s\t%s\n%s\t%s\n", mi.entries[0],
+           mi.lowered[0], mi.entries[1], mi.lowered[1]);
+  tsql_exec(path, v2_schema);
+  chmod(path, 0600);
+  sqlite3 *db;
+  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+  insert_v2_row(db, ki.key, "add_i32", "", tj_runtime_compiler(rt), ki.code,
+                ki.code_size);
+  insert_v2_row(db, mi.key, "fill<float> staged", entries,
+                tj_runtime_compiler(rt), mi.code, mi.code_size);
+  insert_v2_row(db, BAD_KEY, "add_i32", "", "old", ki.code, ki.code_size);
+  sqlite3_close(db);
+
+  ck_assert_int_eq(stored_row(path, ki.key, TJ_CACHE_READONLY).n, 0);
+  ck_assert_int_eq(stored_row(path, ki.key, TJ_CACHE_READONLY).rows, 3);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 2);
+
+  stored s = stored_row(path, ki.key, 0); /* migrates */
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
+  ck_assert_int_eq(s.rows, 3);
+  ck_assert_int_eq(s.n, 1);
+  ck_assert_str_eq(s.entry[0], "add_i32");
+  same_resources(&s.res[0], &ki.resources);
+  check_module_row(path, m, TJ_CACHE_READONLY);
+  ck_assert_int_eq(stored_row(path, BAD_KEY, TJ_CACHE_READONLY).n, 0);
+  tj_runtime_close(rt);
+
+  /* Its rows are served as before. */
+  rt = open_compile_only(path, 0);
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  ck_assert_int_eq(info_of(k).origin, TJ_FROM_CACHE);
+  tj_runtime_close(rt);
+  free(path);
+  free(dir);
+}
+END_TEST
+
+int main(void)
+{
+  Suite *s = suite_create("cache_resources");
+  TCase *tc = tcase_create("resources");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, a_stored_rows_resources_are_its_kernels_info);
+  tcase_add_test(tc, a_modules_two_entries_store_two_sets);
+  tcase_add_test(tc, resources_go_with_their_row);
+  tcase_add_test(tc, a_schema_2_file_keeps_its_rows_and_gains_their_resources);
+  suite_add_tcase(s, tc);
+  return run_suite(s);
+}
