@@ -95,7 +95,8 @@ static int visit(const tj_cache_entry *e, void *ctx)
 int main(int argc, char **argv)
 {
   tj_options zero = {0};
-  tj_options o = {.arch = argc > 1 ? argv[1] : "gfx90a", .flags = TJ_CACHE_DISABLE};
+  tj_options o = {.arch = argc > 1 ? argv[1] : "gfx90a",
+                  .flags = TJ_CACHE_DISABLE | TJ_NO_DEVICE};
   tj_runtime *rt = NULL;
   tj_kernel *k = NULL;
   tj_module *m = NULL;

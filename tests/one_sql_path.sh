@@ -11,10 +11,11 @@ one=src/cache/sql.c
 if [ ! -f "$srcdir/$one" ]; then
   echo "FAIL: $srcdir/$one is missing"; exit 1
 fi
-files=$(cd "$srcdir" && grep -rl "$pattern" src)
+# Sources only: a build in the source tree leaves objects beside them.
+files=$(cd "$srcdir" && grep -rl --include='*.[ch]' "$pattern" src)
 if [ "$files" != "$one" ]; then
   echo "FAIL: SQL outside $one (use tj__sql_* from src/cache/cache_internal.h):"
-  (cd "$srcdir" && grep -rn "$pattern" src | grep -v "^$one:")
+  (cd "$srcdir" && grep -rn --include='*.[ch]' "$pattern" src | grep -v "^$one:")
   exit 1
 fi
 echo "ok: every statement is prepared, stepped and run in $one"

@@ -390,7 +390,7 @@ int tj__hopper_driver(void)
   return 0;
 }
 
-int tj__alloc_async(const tj__device *dev, void **p, size_t bytes,
+int tj__alloc_async(tj__device *dev, void **p, size_t bytes,
                     void *stream)
 {
   (void)dev, (void)bytes, (void)stream;
@@ -792,7 +792,7 @@ int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen)
   }
   dev->ordinal = ordinal;
   dev->ctx = ctx;
-  dev->pool = device_pool(ordinal);
+  dev->pool = NULL; /* made when first needed: a pool costs every open */
   return TJ_OK;
 }
 
@@ -858,14 +858,22 @@ int tj__hopper_driver(void)
   return tj__cuda() && tj__cuda()->cuTensorMapEncodeTiled;
 }
 
-int tj__alloc_async(const tj__device *dev, void **p, size_t bytes,
+int tj__alloc_async(tj__device *dev, void **p, size_t bytes,
                     void *stream)
 {
   const tj__cuda_api *cu = tj__cuda();
   CUdeviceptr d = 0;
   *p = NULL;
-  if (!cu || !dev->pool || !cu->cuMemFreeAsync ||
-      cu->cuMemAllocFromPoolAsync(&d, bytes, (CUmemoryPool)dev->pool,
+  /* Threads of one runtime may get here at once: one pool wins. */
+  void *pool = __atomic_load_n(&dev->pool, __ATOMIC_ACQUIRE), *none = NULL;
+  if (!pool && cu && (pool = device_pool(dev->ordinal)) &&
+      !__atomic_compare_exchange_n(&dev->pool, &none, pool, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE)) {
+    cu->cuMemPoolDestroy((CUmemoryPool)pool);
+    pool = none;
+  }
+  if (!cu || !pool || !cu->cuMemFreeAsync ||
+      cu->cuMemAllocFromPoolAsync(&d, bytes, (CUmemoryPool)pool,
                                   (CUstream)stream) != CUDA_SUCCESS)
     return TJ_EDEVICE;
   *p = (void *)(uintptr_t)d;

@@ -231,8 +231,8 @@ static inline const char *hipGetErrorString(hipError_t e)
 /* ------------------------------------------------- platform services */
 
 /* The device a runtime uses; ctx is the primary context on NVIDIA, pool
- * the runtime's own stream-ordered memory pool there (NULL where the
- * driver has none: see tj__alloc_async). */
+ * the runtime's own stream-ordered memory pool there, made at the first
+ * tj__alloc_async (NULL until then, and where the driver has none). */
 typedef struct tj__device {
   int ordinal;
   void *ctx;
@@ -284,7 +284,7 @@ int tj__hopper_driver(void);
  * TJ_EDEVICE on AMD and where the driver lacks stream-ordered
  * allocation; callers then take another way. */
 #define TJ__POOL_KEEP ((uint64_t)256 << 20)
-int tj__alloc_async(const tj__device *dev, void **p, size_t bytes,
+int tj__alloc_async(tj__device *dev, void **p, size_t bytes,
                     void *stream);
 int tj__free_async(void *p, void *stream);
 
