@@ -52,7 +52,7 @@ void bench_header(bench_results *r)
   memset(&p, 0, sizeof p);
   int n = 0;
   tj__device_count(&n);
-  if (n < 1 || tj__device_query(0, &p) != TJ_OK)
+  if (n < 1 || tj__device_query(0, &p, 0) != TJ_OK)
     die("no GPU: the benchmark measures a real device");
   snprintf(r->device, sizeof r->device, "%s", p.name);
   snprintf(r->arch, sizeof r->arch, "%s", p.arch);

@@ -51,7 +51,7 @@ int tj_device_get_info(int ordinal, tj_device_info *info)
     return TJ_ENODEVICE;
   tj__device_props p;
   memset(&p, 0, sizeof p);
-  if (tj__device_query(ordinal, &p) != TJ_OK)
+  if (tj__device_query(ordinal, &p, TJ__QUERY_CLOCK) != TJ_OK)
     return TJ_EDEVICE;
   tj_device_info d;
   memset(&d, 0, sizeof d);

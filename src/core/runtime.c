@@ -28,7 +28,7 @@ static int open_device(tj_runtime *rt, const tj_options *o)
   rt->compile_only = 1;
   int rc = (rt->flags & TJ_NO_DEVICE)
                ? TJ_ENODEVICE : tj__device_open(o->device, &rt->device, err, sizeof err);
-  if (rc == TJ_OK && (rc = tj__device_query(o->device, &props)) != TJ_OK)
+  if (rc == TJ_OK && (rc = tj__device_query(o->device, &props, 0)) != TJ_OK)
     tj__device_close(&rt->device);
   if (rc != TJ_OK) {
     if (o->arch) { /* no usable device, but an arch: compile only */

@@ -608,7 +608,7 @@ static int check_device(tj_runtime *rt, const verify_kind *kd, uint64_t n,
   if (rt->compile_only)
     return tj__fail(rt, TJ_ENODEVICE, "no GPU: tj_verify runs %s, and this "
                     "runtime is compile-only (arch %s)", kd->name, rt->arch);
-  if (tj__device_query(rt->device.ordinal, props) != TJ_OK)
+  if (tj__device_query(rt->device.ordinal, props, 0) != TJ_OK)
     return tj__fail(rt, TJ_EDEVICE, "tj_verify: could not query device %d",
                     rt->device.ordinal);
   if (bytes > props->total_mem / 2)

@@ -356,7 +356,7 @@ void tj__device_close(tj__device *dev)
   (void)dev;
 }
 
-int tj__device_query(int ordinal, tj__device_props *props)
+int tj__device_query(int ordinal, tj__device_props *props, int what)
 {
   hipDeviceProp_t p;
   if (hipGetDeviceProperties(&p, ordinal) != hipSuccess)
@@ -365,7 +365,7 @@ int tj__device_query(int ordinal, tj__device_props *props)
   snprintf(props->arch, sizeof props->arch, "%s", p.gcnArchName);
   props->total_mem = p.totalGlobalMem;
   props->compute_units = p.multiProcessorCount;
-  props->clock_khz = p.clockRate;
+  props->clock_khz = (what & TJ__QUERY_CLOCK) ? p.clockRate : 0;
   return TJ_OK;
 }
 
@@ -814,7 +814,7 @@ void tj__device_close(tj__device *dev)
   dev->ctx = NULL;
 }
 
-int tj__device_query(int ordinal, tj__device_props *props)
+int tj__device_query(int ordinal, tj__device_props *props, int what)
 {
   const tj__cuda_api *cu = tj__cuda();
   CUdevice d;
@@ -829,7 +829,9 @@ int tj__device_query(int ordinal, tj__device_props *props)
     return TJ_EDEVICE;
   snprintf(props->arch, sizeof props->arch, "sm_%d%d", major, minor);
   /* Deprecated in CUDA 13 but still answered; 0 where a driver stops. */
-  if (cu->cuDeviceGetAttribute(&props->clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, d))
+  props->clock_khz = 0;
+  if ((what & TJ__QUERY_CLOCK) &&
+      cu->cuDeviceGetAttribute(&props->clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, d))
     props->clock_khz = 0;
   return TJ_OK;
 }
