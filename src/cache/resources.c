@@ -60,17 +60,15 @@ int tj__resources_put(sqlite3_stmt *ins, const char *key, const char *kernel,
   if (!entries || !*entries)
     return put_one(ins, key, kernel, kernel, code, size);
   int rc = SQLITE_OK;
-  for (const char *p = entries; rc == SQLITE_OK && *p;) {
-    size_t len = strcspn(p, "\n"), tab = strcspn(p, "\t");
-    if (tab < len) {
-      char *entry = strndup(p, tab);
-      char *lowered = strndup(p + tab + 1, len - tab - 1);
-      rc = entry && lowered ? put_one(ins, key, entry, lowered, code, size)
-                            : SQLITE_NOMEM;
-      free(entry);
-      free(lowered);
-    }
-    p += len + (p[len] == '\n');
+  size_t elen, llen;
+  const char *e, *l;
+  for (const char *p = entries;
+       rc == SQLITE_OK && tj__entries_next(&p, &e, &elen, &l, &llen);) {
+    char *entry = strndup(e, elen), *lowered = strndup(l, llen);
+    rc = entry && lowered ? put_one(ins, key, entry, lowered, code, size)
+                          : SQLITE_NOMEM;
+    free(entry);
+    free(lowered);
   }
   return rc;
 }

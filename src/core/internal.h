@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 /* ------------------------------------------------------------ errors.c */
@@ -324,6 +325,26 @@ void tj__modtable_free(tj__modtable *t, void (*fn)(tj_kernel *, void *),
 int tj__module_get(tj_runtime *rt, const tj_module_source *src,
                    tj_module **out);
 void tj__module_free(tj_module *m);
+/* A module row's entries column is "expression<TAB>lowered" lines, written
+ * by user.c.  From *p: the next line's expression and lowering as pointer
+ * and length, and *p moved past it; 0 at the end.  Lines without a TAB
+ * are skipped. */
+static inline int tj__entries_next(const char **p, const char **expr,
+                                   size_t *elen, const char **lowered,
+                                   size_t *llen)
+{
+  while (*p && **p) {
+    const char *line = *p;
+    size_t len = strcspn(line, "\n"), tab = strcspn(line, "\t");
+    *p = line + len + (line[len] == '\n');
+    if (tab < len) {
+      *expr = line, *elen = tab;
+      *lowered = line + tab + 1, *llen = len - tab - 1;
+      return 1;
+    }
+  }
+  return 0;
+}
 
 /* ------------------------------------------------------------ runtime.c */
 

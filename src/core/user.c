@@ -243,14 +243,11 @@ static int entry_index(const tj_module *m, const char *entry)
 /* The stored "expression<TAB>lowered" lines: the lowering of expr. */
 static char *stored_lowering(const char *lines, const char *expr)
 {
-  size_t n = strlen(expr);
-  for (const char *p = lines; p && *p;) {
-    const char *eol = strchr(p, '\n');
-    size_t len = eol ? (size_t)(eol - p) : strlen(p);
-    if (len > n + 1 && strncmp(p, expr, n) == 0 && p[n] == '\t')
-      return strndup(p + n + 1, len - n - 1);
-    p = eol ? eol + 1 : NULL;
-  }
+  size_t n = strlen(expr), elen, llen;
+  const char *e, *l;
+  for (const char *p = lines; tj__entries_next(&p, &e, &elen, &l, &llen);)
+    if (elen == n && llen > 0 && strncmp(e, expr, n) == 0)
+      return strndup(l, llen);
   return NULL;
 }
 
