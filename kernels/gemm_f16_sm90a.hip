@@ -316,12 +316,15 @@ __device__ __forceinline__ void tj_h_produce(const tj_tmap *ta,
                                              const tj_tmap *tb, unsigned sa,
                                              unsigned sb, unsigned full,
                                              unsigned empty, int ktiles,
-                                             int m0, int n0, int kt0) {
+                                             int m0, int n0, int kt0,
+                                             int it0) {
   for (int kt = 0; kt < ktiles; kt++) {
-    int s = kt % STAGES;
+    /* it: the block's k-tile count so far, which a persistent block runs
+     * on across its tiles, so stages and phases carry over. */
+    int it = it0 + kt, s = it % STAGES;
     /* A fresh barrier counts as having completed the phase before its
      * first, so the first pass over the stages does not wait. */
-    tj_h_bar_wait(empty + 8 * s, ((kt / STAGES) & 1) ^ 1);
+    tj_h_bar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
     unsigned bar = full + 8 * s;
     tj_h_bar_expect(bar, TJ_H_STAGE_BYTES(BN));
     int k = (kt0 + kt) * TJ_H_BK;
@@ -337,10 +340,10 @@ template <int BN, int STAGES>
 __device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
                                              unsigned sa, unsigned sb,
                                              unsigned full, unsigned empty,
-                                             int ktiles) {
+                                             int ktiles, int it0) {
   for (int kt = 0; kt < ktiles; kt++) {
-    int s = kt % STAGES;
-    tj_h_bar_wait(full + 8 * s, (kt / STAGES) & 1);
+    int it = it0 + kt, s = it % STAGES;
+    tj_h_bar_wait(full + 8 * s, (it / STAGES) & 1);
     unsigned a = sa + s * (TJ_H_BM * TJ_H_BK * 2) + cw * (64 * 128);
     unsigned b = sb + s * (TJ_H_BK * BN * 2);
     tj_h_wgmma_fence();
@@ -359,7 +362,7 @@ __device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
      * stage goes back to the producer; each warp says so for itself. */
     tj_h_wgmma_wait_one();
     if (kt > 0 && threadIdx.x % 32 == 0)
-      tj_h_bar_arrive(empty + 8 * ((kt - 1) % STAGES));
+      tj_h_bar_arrive(empty + 8 * ((it - 1) % STAGES));
   }
   tj_h_wgmma_wait_all();
 }
@@ -416,15 +419,51 @@ __device__ __forceinline__ void tj_h_partial(const float (&d)[BN / 2],
  * the A rows and B columns that blocks in flight share in L2, where plain
  * row order would stream all of B once per tile row. */
 #define TJ_H_GROUP 8
-__device__ __forceinline__ void tj_h_tile_order(int &mt, int &nt) {
-  int tiles_n = gridDim.x, tiles_m = gridDim.y;
-  int linear = blockIdx.y * tiles_n + blockIdx.x;
-  int band = linear / (TJ_H_GROUP * tiles_n);
+/* Tile t of a tiles_m x tiles_n grid of tiles in that order (the
+ * persistent entries walk t themselves). */
+__device__ __forceinline__ void tj_h_tile_at(int t, int tiles_m, int tiles_n,
+                                             int &mt, int &nt) {
+  int band = t / (TJ_H_GROUP * tiles_n);
   int first = band * TJ_H_GROUP;
   int rows = tiles_m - first < TJ_H_GROUP ? tiles_m - first : TJ_H_GROUP;
-  int in_band = linear - band * (TJ_H_GROUP * tiles_n);
+  int in_band = t - band * (TJ_H_GROUP * tiles_n);
   mt = first + in_band % rows;
   nt = in_band / rows;
+}
+
+__device__ __forceinline__ void tj_h_tile_order(int &mt, int &nt) {
+  tj_h_tile_at(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, mt,
+               nt);
+}
+
+/* Where the stages and their barriers sit in dynamic shared memory: A
+ * tiles, B tiles, then a "full" and an "empty" mbarrier per stage. */
+struct tj_h_stages {
+  unsigned sa, sb, full, empty;
+};
+
+/* Lay out the stages and initialise the barriers; every thread calls it
+ * (it ends in __syncthreads). */
+template <int BN, int STAGES>
+__device__ __forceinline__ tj_h_stages tj_h_setup() {
+  extern __shared__ unsigned char tj_h_smem[];
+  tj_h_stages st;
+  /* The swizzle repeats every 1024 bytes and TMA and wgmma both assume a
+   * tile starts on that period. */
+  st.sa = (tj_h_smem_addr(tj_h_smem) + 1023u) & ~1023u;
+  st.sb = st.sa + STAGES * (TJ_H_BM * TJ_H_BK * 2);
+  st.full = st.sb + STAGES * (TJ_H_BK * BN * 2);
+  st.empty = st.full + 8 * STAGES;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; s++) {
+      tj_h_bar_init(st.full + 8 * s, 1);
+      tj_h_bar_init(st.empty + 8 * s, 8); /* a warp of each consumer */
+    }
+    /* Make the initialised barriers visible to the async proxy (TMA). */
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  return st;
 }
 
 /* kper > 0: split-K, block z of the grid takes k-tiles [z * kper, z * kper
@@ -435,14 +474,8 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
                                           int M, int N, int K, float alpha,
                                           float beta, __half *C, int ldc,
                                           int kper, float *work) {
-  extern __shared__ unsigned char tj_h_smem[];
-  /* The swizzle repeats every 1024 bytes and TMA and wgmma both assume a
-   * tile starts on that period. */
-  unsigned base = (tj_h_smem_addr(tj_h_smem) + 1023u) & ~1023u;
-  unsigned sa = base;
-  unsigned sb = sa + STAGES * (TJ_H_BM * TJ_H_BK * 2);
-  unsigned full = sb + STAGES * (TJ_H_BK * BN * 2);
-  unsigned empty = full + 8 * STAGES;
+  tj_h_stages st = tj_h_setup<BN, STAGES>();
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
   int wg = threadIdx.x / 128;
   int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
   int kt0 = 0;
@@ -456,20 +489,11 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
   int mt, nt;
   tj_h_tile_order(mt, nt);
   int m0 = mt * TJ_H_BM, n0 = nt * BN;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; s++) {
-      tj_h_bar_init(full + 8 * s, 1);
-      tj_h_bar_init(empty + 8 * s, 8); /* a warp of each consumer */
-    }
-    /* Make the initialised barriers visible to the async proxy (TMA). */
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0)
       tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, ktiles, m0, n0,
-                               kt0);
+                               kt0, 0);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
@@ -477,7 +501,7 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #pragma unroll
   for (int i = 0; i < BN / 2; i++)
     d[i] = 0.0f;
-  tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, ktiles);
+  tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, ktiles, 0);
   if (kper > 0) {
     int ldw = gridDim.x * BN;
     tj_h_partial<BN>(d, work + (long long)blockIdx.z * M * ldw, ldw, M,
@@ -485,6 +509,57 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
     return;
   }
   tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta, m0 + 64 * (wg - 1), n0);
+}
+
+/* Persistent: a grid of at most one block per SM, each block taking tiles
+ * blockIdx.x, + gridDim.x, ... in the banded order.  The k-tile count it
+ * runs on across tiles, so stages and barrier phases carry over: the
+ * producer loads the next tile's first stages while the consumers are
+ * still in this tile's epilogue, which the one-tile-per-block entries
+ * leave to a new block's start. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
+                                                     const tj_tmap *tb, int M,
+                                                     int N, int K, float alpha,
+                                                     float beta, __half *C,
+                                                     int ldc) {
+  tj_h_stages st = tj_h_setup<BN, STAGES>();
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
+  int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
+  int tiles = tiles_m * tiles_n;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x != 0)
+      return;
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x, it += ktiles) {
+      int mt, nt;
+      tj_h_tile_at(t, tiles_m, tiles_n, mt, nt);
+      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, ktiles,
+                               mt * TJ_H_BM, nt * BN, 0, it);
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  int it = 0;
+  float d[BN / 2];
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x, it += ktiles) {
+    int mt, nt;
+    tj_h_tile_at(t, tiles_m, tiles_n, mt, nt);
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+      d[i] = 0.0f;
+    tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, ktiles, it);
+    /* The tile's last stage goes back too: the next tile reuses it.  (In
+     * tj_h_consume itself this arrive made ptxas serialize the wgmmas of
+     * the one-tile entries.) */
+    if (threadIdx.x % 32 == 0)
+      tj_h_bar_arrive(empty + 8 * ((it + ktiles - 1) % STAGES));
+    tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta,
+                      mt * TJ_H_BM + 64 * (wg - 1), nt * BN);
+  }
 }
 
 /* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
@@ -518,6 +593,9 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
                         kper, work)
 #define TJ_H_REDUCE_BODY() \
   tj_h_reduce(work, split, M, N, ldw, alpha, beta, C, ldc)
+#define TJ_H_PERSISTENT_BODY(bn, stages) \
+  tj_h_gemm_persistent<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, \
+                                   ldc)
 #else
 /* Not sm_90a: the entries exist (every arch compiles every embedded
  * kernel) but must never run; tj_gemm_f16 does not launch them there. */
@@ -528,6 +606,7 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #endif
 #define TJ_H_SPLIT_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_REDUCE_BODY() TJ_H_BODY(0, 0)
+#define TJ_H_PERSISTENT_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #endif
 
 /* contract
@@ -591,4 +670,34 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_spli
  */
 extern "C" __global__ void __launch_bounds__(256) gemm_f16_sm90a_splitk_reduce(const float *work, int split, int M, int N, int ldw, float alpha, float beta, __half *C, int ldc) {
   TJ_H_REDUCE_BODY();
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (min(ceil(N / 256) * ceil(M / 128), SMs), 1, 1)
+ *   shared     197696
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      persistent: each block walks the 128 x 256 tiles blockIdx.x,
+ *              + gridDim.x, ... (any grid width from 1 is correct; one
+ *              block per SM is the point).  Otherwise as
+ *              gemm_f16_sm90a_128x256.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_persistent(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_H_PERSISTENT_BODY(256, 4);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (min(ceil(N / 128) * ceil(M / 128), SMs), 1, 1)
+ *   shared     164944
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      persistent: each block walks the 128 x 128 tiles blockIdx.x,
+ *              + gridDim.x, ... (any grid width from 1 is correct; one
+ *              block per SM is the point).  Otherwise as
+ *              gemm_f16_sm90a_128x128.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_persistent(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_H_PERSISTENT_BODY(128, 5);
 }

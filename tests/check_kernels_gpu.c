@@ -720,6 +720,39 @@ START_TEST(gemm_hopper_path_shapes)
 }
 END_TEST
 
+/* TJ_GEMM_PERSISTENT=1: the persistent Hopper entries (each block walks
+ * tiles, stages and barrier phases carried from one tile to the next) at
+ * the same awkward shapes, with grids from 1 block to all SMs, against
+ * the oracle. */
+START_TEST(gemm_hopper_persistent_shapes)
+{
+  setenv("TJ_GEMM_PERSISTENT", "1", 1);
+  setenv("TJ_GEMM_SPLITK", "1", 1);
+  tj_runtime *rt = open_gpu();
+  int hopper = strcmp(tj_runtime_arch(rt), "sm_90") == 0;
+  static const gemm_case cases[] = {
+      {9, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0},
+      {130, 264, 200, 208, 272, 270, -1.0f, 0.25f, 0},
+      {255, 129, 1, 8, 136, 129, 1.0f, 0.0f, 0},
+      {1024, 1024, 1024, 1024, 1024, 1024, 1.0f, 0.0f, 0},
+      {128, 1376, 4096, 4096, 1376, 1376, 1.0f, -1.0f, 0},
+      {1536, 2816, 64, 64, 2816, 2816, 0.5f, -0.75f, 0},
+      {1537, 2817, 200, 200, 2824, 2817, 1.0f, 0.0f, 0},
+      {2304, 4352, 520, 520, 4352, 4352, 1.0f, 0.0f, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *e = gemm_case_entry(rt, &cases[i]);
+    if (hopper)
+      ck_assert_msg(strstr(e, "_persistent") != NULL,
+                    "case %zu: %s, not a persistent entry", i, e);
+    run_gemm_case(rt, &cases[i], NULL);
+  }
+  tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_PERSISTENT");
+  unsetenv("TJ_GEMM_SPLITK");
+}
+END_TEST
+
 /* The same product twice gives the same bits (a race between the
  * producer and the consumers would show as noise between runs), and
  * TJ_GEMM_SM90A=0 sends the same call to gemm_f16. */
@@ -897,6 +930,7 @@ int main(void)
   tcase_add_test(gemm, gemm_misaligned_on_a_stream);
   tcase_add_test(gemm, gemm_host_call);
   tcase_add_test(gemm, gemm_hopper_path_shapes);
+  tcase_add_test(gemm, gemm_hopper_persistent_shapes);
   tcase_add_test(gemm, gemm_hopper_is_deterministic_and_switchable);
   tcase_add_test(gemm, gemm_split_k_shapes);
   tcase_add_test(gemm, gemm_split_k_is_deterministic);

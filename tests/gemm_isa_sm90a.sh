@@ -27,7 +27,7 @@ tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/gemm_isa_sm90a.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 unset TOKITAI_JIT_CACHE
 cache=$tmp/cache.db
-entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_[0-9x]*\(_splitk\)\{0,1\}\) .*/\1/p; s/^\(gemm_f16_sm90a_[0-9x]*\(_splitk\)\{0,1\}\)$/\1/p')
+entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_[0-9x]*\(_splitk\|_persistent\)\{0,1\}\) .*/\1/p; s/^\(gemm_f16_sm90a_[0-9x]*\(_splitk\|_persistent\)\{0,1\}\)$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL: $*"; }

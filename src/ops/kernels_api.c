@@ -423,6 +423,15 @@ static int sm90a_split(long long tiles128, int ktiles)
   return tj__gemm_sm90a_split(tiles128, ktiles, SM90A_SMS);
 }
 
+/* TJ_GEMM_PERSISTENT=1 in the environment: the persistent entries (one
+ * block per SM walking the tiles) for unsplit calls; being measured
+ * against the one-tile-per-block entries, which stay the default. */
+static int sm90a_persistent(void)
+{
+  const char *env = getenv("TJ_GEMM_PERSISTENT");
+  return env && strcmp(env, "1") == 0;
+}
+
 static gemm_plan plan_sm90a(int M, int N, int K)
 {
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
@@ -440,7 +449,16 @@ static gemm_plan plan_sm90a(int M, int N, int K)
                        {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
                        SM90A_SHARED(128, 5), split, kper};
   }
-  if ((unsigned long long)wide * mt >= SM90A_WIDE_TILES)
+  int big = (unsigned long long)wide * mt >= SM90A_WIDE_TILES;
+  if (sm90a_persistent()) {
+    unsigned long long tiles = (unsigned long long)(big ? wide : narrow) * mt;
+    unsigned grid = tiles < SM90A_SMS ? (unsigned)tiles : SM90A_SMS;
+    return big ? (gemm_plan){"gemm_f16_sm90a_128x256_persistent", {grid, 1, 1},
+                             {SM90A_THREADS, 1, 1}, SM90A_SHARED(256, 4), 1, 0}
+               : (gemm_plan){"gemm_f16_sm90a_128x128_persistent", {grid, 1, 1},
+                             {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5), 1, 0};
+  }
+  if (big)
     return (gemm_plan){"gemm_f16_sm90a_128x256", {wide, mt, 1},
                        {SM90A_THREADS, 1, 1}, SM90A_SHARED(256, 4), 1, 0};
   return (gemm_plan){"gemm_f16_sm90a_128x128", {narrow, mt, 1},
