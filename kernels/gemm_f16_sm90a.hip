@@ -190,7 +190,26 @@ __device__ __forceinline__ void tj_h_wgmma_wait_all() {
 
 /* wgmma m64nNk16, f32 += f16 * f16, A K-major, B N-major (transposed),
  * scale-d set through a predicate (an immediate there crashes NVRTC).
- * Written out by hand for N = 128 and 256: PTX wants every register. */
+ * Written out by hand for N = 64, 128 and 256: PTX wants every register. */
+__device__ __forceinline__ void tj_h_wgmma(float (&d)[32], unsigned long long da,
+                                           unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+               "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+               "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+               "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                 "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+                 "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31])
+               : "l"(da), "l"(db), "r"(1)
+               : "memory");
+}
+
 __device__ __forceinline__ void tj_h_wgmma(float (&d)[64], unsigned long long da,
                                            unsigned long long db) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -700,4 +719,19 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_pers
  */
 extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_persistent(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
   TJ_H_PERSISTENT_BODY(128, 5);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (ceil(N / 64), ceil(M / 128), 1)
+ *   shared     197760
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      the narrow tile, for shapes whose 128 x 128 tiles are too
+ *              few to fill the GPU; tma_b's box is {64, 64} as for the
+ *              others.  Otherwise as gemm_f16_sm90a_128x128.  sm_90a only
+ *              (traps elsewhere).
+ */
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x64(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_H_BODY(64, 8);
 }

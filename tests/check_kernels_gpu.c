@@ -720,18 +720,20 @@ START_TEST(gemm_hopper_path_shapes)
 }
 END_TEST
 
-/* TJ_GEMM_PERSISTENT=1: the persistent Hopper entries (each block walks
- * tiles, stages and barrier phases carried from one tile to the next) at
- * the same awkward shapes, with grids from 1 block to all SMs, against
- * the oracle. */
-START_TEST(gemm_hopper_persistent_shapes)
+/* Forced Hopper entries at awkward shapes against the oracle: the
+ * persistent ones (each block walks tiles, stages and barrier phases
+ * carried from one tile to the next; grids from 1 block to all SMs) and
+ * the narrow tile. */
+static void hopper_forced_shapes(const char *tile, const char *persistent,
+                                 const char *want)
 {
-  setenv("TJ_GEMM_PERSISTENT", "1", 1);
+  setenv("TJ_GEMM_SM90A_TILE", tile, 1);
+  setenv("TJ_GEMM_PERSISTENT", persistent, 1);
   setenv("TJ_GEMM_SPLITK", "1", 1);
   tj_runtime *rt = open_gpu();
   int hopper = strcmp(tj_runtime_arch(rt), "sm_90") == 0;
   static const gemm_case cases[] = {
-      {9, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0},
+      {17, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0},
       {130, 264, 200, 208, 272, 270, -1.0f, 0.25f, 0},
       {255, 129, 1, 8, 136, 129, 1.0f, 0.0f, 0},
       {1024, 1024, 1024, 1024, 1024, 1024, 1.0f, 0.0f, 0},
@@ -743,13 +745,26 @@ START_TEST(gemm_hopper_persistent_shapes)
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *e = gemm_case_entry(rt, &cases[i]);
     if (hopper)
-      ck_assert_msg(strstr(e, "_persistent") != NULL,
-                    "case %zu: %s, not a persistent entry", i, e);
+      ck_assert_msg(strcmp(e, want) == 0, "case %zu: %s, not %s", i, e, want);
     run_gemm_case(rt, &cases[i], NULL);
   }
   tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_SM90A_TILE");
   unsetenv("TJ_GEMM_PERSISTENT");
   unsetenv("TJ_GEMM_SPLITK");
+}
+
+START_TEST(gemm_hopper_persistent_shapes)
+{
+  hopper_forced_shapes("128", "1", "gemm_f16_sm90a_128x128_persistent");
+  hopper_forced_shapes("256", "1", "gemm_f16_sm90a_128x256_persistent");
+}
+END_TEST
+
+/* TJ_GEMM_SM90A_TILE=64: the narrow tile, at the same shapes. */
+START_TEST(gemm_hopper_narrow_tile_shapes)
+{
+  hopper_forced_shapes("64", "0", "gemm_f16_sm90a_128x64");
 }
 END_TEST
 
@@ -931,6 +946,7 @@ int main(void)
   tcase_add_test(gemm, gemm_host_call);
   tcase_add_test(gemm, gemm_hopper_path_shapes);
   tcase_add_test(gemm, gemm_hopper_persistent_shapes);
+  tcase_add_test(gemm, gemm_hopper_narrow_tile_shapes);
   tcase_add_test(gemm, gemm_hopper_is_deterministic_and_switchable);
   tcase_add_test(gemm, gemm_split_k_shapes);
   tcase_add_test(gemm, gemm_split_k_is_deterministic);

@@ -423,9 +423,32 @@ static int sm90a_split(long long tiles128, int ktiles)
   return tj__gemm_sm90a_split(tiles128, ktiles, SM90A_SMS);
 }
 
-/* TJ_GEMM_PERSISTENT=1 in the environment: the persistent entries (one
- * block per SM walking the tiles) for unsplit calls; being measured
- * against the one-tile-per-block entries, which stay the default. */
+/* The unsplit Hopper tiles: 128 rows by bn columns, with the stages that
+ * fit, and the persistent entry where there is one. */
+typedef struct sm90a_tile {
+  unsigned bn, stages;
+  const char *entry, *persistent;
+} sm90a_tile;
+
+static const sm90a_tile SM90A_TILES[] = {
+    {64, 8, "gemm_f16_sm90a_128x64", NULL},
+    {128, 5, "gemm_f16_sm90a_128x128", "gemm_f16_sm90a_128x128_persistent"},
+    {256, 4, "gemm_f16_sm90a_128x256", "gemm_f16_sm90a_128x256_persistent"},
+};
+
+/* Being measured against the rule in plan_sm90a, for the tuning table to
+ * choose between: TJ_GEMM_SM90A_TILE=64, 128 or 256 forces the tile width
+ * of unsplit calls, and TJ_GEMM_PERSISTENT=1 takes the tile's persistent
+ * entry (one block per SM walking the tiles) where it has one. */
+static const sm90a_tile *sm90a_forced_tile(void)
+{
+  const char *env = getenv("TJ_GEMM_SM90A_TILE");
+  for (size_t i = 0; env && i < sizeof SM90A_TILES / sizeof SM90A_TILES[0]; i++)
+    if ((unsigned)atoi(env) == SM90A_TILES[i].bn)
+      return &SM90A_TILES[i];
+  return NULL;
+}
+
 static int sm90a_persistent(void)
 {
   const char *env = getenv("TJ_GEMM_PERSISTENT");
@@ -449,20 +472,19 @@ static gemm_plan plan_sm90a(int M, int N, int K)
                        {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
                        SM90A_SHARED(128, 5), split, kper};
   }
-  int big = (unsigned long long)wide * mt >= SM90A_WIDE_TILES;
-  if (sm90a_persistent()) {
-    unsigned long long tiles = (unsigned long long)(big ? wide : narrow) * mt;
+  const sm90a_tile *t = sm90a_forced_tile();
+  if (!t)
+    t = &SM90A_TILES[(unsigned long long)wide * mt >= SM90A_WIDE_TILES ? 2 : 1];
+  unsigned tn = (unsigned)((N - 1) / t->bn + 1);
+  unsigned shared = SM90A_SHARED(t->bn, t->stages);
+  if (t->persistent && sm90a_persistent()) {
+    unsigned long long tiles = (unsigned long long)tn * mt;
     unsigned grid = tiles < SM90A_SMS ? (unsigned)tiles : SM90A_SMS;
-    return big ? (gemm_plan){"gemm_f16_sm90a_128x256_persistent", {grid, 1, 1},
-                             {SM90A_THREADS, 1, 1}, SM90A_SHARED(256, 4), 1, 0}
-               : (gemm_plan){"gemm_f16_sm90a_128x128_persistent", {grid, 1, 1},
-                             {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5), 1, 0};
+    return (gemm_plan){t->persistent, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
+                       shared, 1, 0};
   }
-  if (big)
-    return (gemm_plan){"gemm_f16_sm90a_128x256", {wide, mt, 1},
-                       {SM90A_THREADS, 1, 1}, SM90A_SHARED(256, 4), 1, 0};
-  return (gemm_plan){"gemm_f16_sm90a_128x128", {narrow, mt, 1},
-                     {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5), 1, 0};
+  return (gemm_plan){t->entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1}, shared, 1,
+                     0};
 }
 
 static gemm_plan plan_gemm(const tj_runtime *rt, int M, int N, int K,
