@@ -427,12 +427,34 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
   const uint16_t *b8 = (const uint16_t *)((uintptr_t)FAKE(2) + 8);
   for (size_t i = 0; i < (TJ_PLATFORM_IS_NVIDIA ? 2 : 0); i++) {
     tj_runtime *rt = open_for_arch(archs[i], NULL);
-    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
-    ck_assert_str_eq(entry_for(rt, 4096, 11008, 4096), "gemm_f16_sm90a_128x256");
+    /* The rule in plan_sm90a, as measured on the H200. */
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                     "gemm_f16_sm90a_128x256_persistent");
+    ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
+                     "gemm_f16_sm90a_128x256_persistent");
+    ck_assert_str_eq(entry_for(rt, 4096, 11008, 4096),
+                     "gemm_f16_sm90a_128x256_persistent");
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_sm90a_128x128");
-    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
+    ck_assert_str_eq(entry_for(rt, 1024, 1024, 1024), "gemm_f16_sm90a_128x64");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x64");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 11008),
+                     "gemm_f16_sm90a_128x128_splitk");
+    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096),
                      "gemm_f16_sm90a_128x128_splitk");
     ck_assert_str_eq(entry_for(rt, 9, 8, 8), "gemm_f16_sm90a_128x128");
+    /* Forced tile and persistence. */
+    setenv("TJ_GEMM_PERSISTENT", "0", 1);
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
+    setenv("TJ_GEMM_PERSISTENT", "1", 1);
+    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
+                     "gemm_f16_sm90a_128x128_persistent");
+    setenv("TJ_GEMM_SM90A_TILE", "64", 1);
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x64");
+    setenv("TJ_GEMM_SM90A_TILE", "96", 1);
+    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
+                     "gemm_f16_sm90a_128x128_persistent");
+    unsetenv("TJ_GEMM_SM90A_TILE");
+    unsetenv("TJ_GEMM_PERSISTENT");
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
     /* K and N odd: rows of A and B are not 16 bytes apart. */
     ck_assert_str_eq(entry_for(rt, 4096, 4095, 4096), "gemm_f16");
@@ -446,7 +468,8 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     setenv("TJ_GEMM_SM90A", "0", 1);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
     setenv("TJ_GEMM_SM90A", "1", 1);
-    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                     "gemm_f16_sm90a_128x256_persistent");
     unsetenv("TJ_GEMM_SM90A");
     tj_runtime_close(rt);
   }
@@ -473,7 +496,8 @@ static int split_for(tj_runtime *rt, int M, int N, int K)
 }
 
 /* Split-K only where the 128 x 128 tiles leave SMs of an H200 idle and K
- * gives each part 16 k-tiles or more; everything else runs as before. */
+ * gives each part 16 k-tiles or more, and then only for few rows (M <= 64)
+ * or where each part keeps 32 k-tiles. */
 START_TEST(gemm_split_k_only_where_tiles_are_too_few)
 {
   ck_assert_int_eq(tj__gemm_sm90a_split(32, 64, 132), 4);
@@ -487,7 +511,8 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   if (!TJ_PLATFORM_IS_NVIDIA)
     return;
   tj_runtime *rt = open_for_arch("sm_90", NULL);
-  ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 4);
+  ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 1);
+  ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
   ck_assert_int_eq(split_for(rt, 128, 4096, 11008), 4);
   ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
   ck_assert_int_eq(split_for(rt, 128, 11008, 4096), 1);
@@ -506,12 +531,12 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   setenv("TJ_GEMM_SPLITK", "16", 1);
   ck_assert_int_eq(split_for(rt, 200, 200, 17 * 64), 9);
   setenv("TJ_GEMM_SPLITK", "1", 1);
-  ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 1);
-  ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x128");
+  ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 1);
+  ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16_sm90a_128x128");
   setenv("TJ_GEMM_SPLITK", "65", 1);
-  ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 4);
+  ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
   setenv("TJ_GEMM_SPLITK", "2x", 1);
-  ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 4);
+  ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
   unsetenv("TJ_GEMM_SPLITK");
   tj_runtime_close(rt);
 }

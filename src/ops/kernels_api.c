@@ -42,12 +42,10 @@
 #define SKINNY_MAX_M 8
 #define SKINNY_COLS 32
 /* gemm_f16_sm90a.hip (sm_90 devices): 384 threads per 128 x BN tile, BN
- * 256 or 128, with the dynamic shared memory of the entry's stages.  BN
- * 256 once its tiles fill the GPU (132 SMs on an H200; a rule of thumb
- * until the tuning table decides). */
+ * 64, 128 or 256, with the dynamic shared memory of the entry's stages
+ * (SM90A_TILES; plan_sm90a says which). */
 #define SM90A_THREADS 384u
 #define SM90A_BM 128
-#define SM90A_WIDE_TILES 132
 #define SM90A_SHARED(bn, stages) \
   ((stages) * (SM90A_BM + (bn)) * 64 * 2 + 1024 + 16 * (stages))
 /* Split-K (gemm_f16_sm90a_128x128_splitk, then ..._splitk_reduce with
@@ -60,6 +58,10 @@
 #define SM90A_SPLIT_MAX 16
 #define SM90A_FORCED_SPLIT_MAX 64
 #define SM90A_REDUCE_THREADS 256u
+/* plan_sm90a: an unforced split stands only for M <= SM90A_SPLIT_ROWS or
+ * where each part keeps SM90A_SPLIT_KEEP_KTILES k-tiles. */
+#define SM90A_SPLIT_ROWS 64
+#define SM90A_SPLIT_KEEP_KTILES 32
 
 #define MAX_HOST_BUFFERS 4
 
@@ -407,11 +409,9 @@ int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms)
   return split < 2 ? 1 : (int)split;
 }
 
-/* The split for a Hopper GEMM: TJ_GEMM_SPLITK=n (1 to 64) in the
- * environment forces n (1: never split), for tests and for comparing;
- * else the heuristic.  The tuning database's decision goes here when it
- * exists. */
-static int sm90a_split(long long tiles128, int ktiles)
+/* TJ_GEMM_SPLITK=n (1 to 64) in the environment forces a split of n (1:
+ * never split), for tests and for comparing; 0 when it is not set. */
+static int sm90a_forced_split(void)
 {
   const char *env = getenv("TJ_GEMM_SPLITK");
   if (env && *env) {
@@ -420,7 +420,7 @@ static int sm90a_split(long long tiles128, int ktiles)
     if (*end == '\0' && n >= 1 && n <= SM90A_FORCED_SPLIT_MAX)
       return (int)n;
   }
-  return tj__gemm_sm90a_split(tiles128, ktiles, SM90A_SMS);
+  return 0;
 }
 
 /* The unsplit Hopper tiles: 128 rows by bn columns, with the stages that
@@ -436,10 +436,10 @@ static const sm90a_tile SM90A_TILES[] = {
     {256, 4, "gemm_f16_sm90a_128x256", "gemm_f16_sm90a_128x256_persistent"},
 };
 
-/* Being measured against the rule in plan_sm90a, for the tuning table to
- * choose between: TJ_GEMM_SM90A_TILE=64, 128 or 256 forces the tile width
- * of unsplit calls, and TJ_GEMM_PERSISTENT=1 takes the tile's persistent
- * entry (one block per SM walking the tiles) where it has one. */
+/* For measuring and for stepping around the rule below: TJ_GEMM_SM90A_TILE
+ * = 64, 128 or 256 forces the tile width of unsplit calls, and
+ * TJ_GEMM_PERSISTENT=1 (0) takes (never takes) the tile's persistent entry,
+ * one block per SM walking the tiles. */
 static const sm90a_tile *sm90a_forced_tile(void)
 {
   const char *env = getenv("TJ_GEMM_SM90A_TILE");
@@ -449,19 +449,38 @@ static const sm90a_tile *sm90a_forced_tile(void)
   return NULL;
 }
 
-static int sm90a_persistent(void)
+static int sm90a_persistent(int dflt)
 {
   const char *env = getenv("TJ_GEMM_PERSISTENT");
-  return env && strcmp(env, "1") == 0;
+  return env && strcmp(env, "1") == 0 ? 1
+       : env && strcmp(env, "0") == 0 ? 0 : dflt;
 }
 
+/*
+ * The rule, from the H200 (tj-bench, 2026-12-02, bench/RESULTS.md), until
+ * the tuning table decides per shape class:
+ *   - a grid of 128 x 128 tiles that fills the SMs (2048^3 and up) runs
+ *     128 x 256 tiles, persistent: 2048^3 0.82x cuBLAS against 0.78x for
+ *     one block per 128 x 128 tile, 4096^3 0.90 against 0.89;
+ *   - fewer tiles than SMs: split K where the rows are few (M <= 64) or
+ *     each part keeps 32 k-tiles (128 x 4096 x 11008: 0.91x); else the
+ *     128 x 64 tile where its tiles still fit in one wave (1024^3: 0.90x
+ *     against 0.72x with 128 x 128; 128 x 4096 x 4096: 0.83x against 0.75x
+ *     split 4); else 128 x 128 (128 x 11008 x 4096: 0.91x, 0.81x with 64).
+ */
 static gemm_plan plan_sm90a(int M, int N, int K)
 {
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
-  unsigned wide = (unsigned)((N - 1) / 256 + 1);
+  unsigned slim = (unsigned)((N - 1) / 64 + 1);
+  unsigned long long tiles128 = (unsigned long long)narrow * mt;
   int ktiles = (K - 1) / 64 + 1;
-  int split = sm90a_split((long long)narrow * mt, ktiles);
+  int forced = sm90a_forced_split();
+  int split = forced ? forced : tj__gemm_sm90a_split((long long)tiles128,
+                                                     ktiles, SM90A_SMS);
+  if (!forced && split > 1 && M > SM90A_SPLIT_ROWS &&
+      ktiles / split < SM90A_SPLIT_KEEP_KTILES)
+    split = 1;
   if (split > 1) {
     /* Every z gets kper k-tiles but the last; a forced split past the
      * k-tiles keeps its empty ranges, which write zeros. */
@@ -473,11 +492,17 @@ static gemm_plan plan_sm90a(int M, int N, int K)
                        SM90A_SHARED(128, 5), split, kper};
   }
   const sm90a_tile *t = sm90a_forced_tile();
-  if (!t)
-    t = &SM90A_TILES[(unsigned long long)wide * mt >= SM90A_WIDE_TILES ? 2 : 1];
+  int persistent = 0;
+  if (!t && tiles128 >= SM90A_SMS) {
+    t = &SM90A_TILES[2];
+    persistent = 1;
+  } else if (!t) {
+    t = &SM90A_TILES[M > SM90A_SPLIT_ROWS &&
+                     (unsigned long long)slim * mt <= SM90A_SMS ? 0 : 1];
+  }
   unsigned tn = (unsigned)((N - 1) / t->bn + 1);
   unsigned shared = SM90A_SHARED(t->bn, t->stages);
-  if (t->persistent && sm90a_persistent()) {
+  if (t->persistent && sm90a_persistent(persistent)) {
     unsigned long long tiles = (unsigned long long)tn * mt;
     unsigned grid = tiles < SM90A_SMS ? (unsigned)tiles : SM90A_SMS;
     return (gemm_plan){t->persistent, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
