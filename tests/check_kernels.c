@@ -514,6 +514,8 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 1);
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
   ck_assert_int_eq(split_for(rt, 128, 4096, 11008), 4);
+  ck_assert_int_eq(split_for(rt, 128, 512, 11008), 10);
+  ck_assert_int_eq(split_for(rt, 130, 1000, 2048), 2);
   ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
   ck_assert_int_eq(split_for(rt, 128, 11008, 4096), 1);
   ck_assert_int_eq(split_for(rt, 1024, 1024, 1024), 1);

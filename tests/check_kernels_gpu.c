@@ -704,8 +704,10 @@ START_TEST(gemm_hopper_path_shapes)
     run_gemm_case(rt, &cases[i], NULL);
   }
   if (hopper) {
-    ck_assert_str_eq(gemm_case_entry(rt, &cases[9]), "gemm_f16_sm90a_128x256");
-    ck_assert_str_eq(gemm_case_entry(rt, &cases[5]), "gemm_f16_sm90a_128x128");
+    ck_assert_str_eq(gemm_case_entry(rt, &cases[9]),
+                     "gemm_f16_sm90a_128x256_persistent");
+    ck_assert_str_eq(gemm_case_entry(rt, &cases[5]), "gemm_f16_sm90a_128x64");
+    ck_assert_str_eq(gemm_case_entry(rt, &cases[1]), "gemm_f16_sm90a_128x128");
   }
   static const gemm_case fallbacks[] = {
       {256, 256, 256, 256, 256, 256, 1.0f, 0.0f, 1},

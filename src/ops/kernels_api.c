@@ -58,8 +58,9 @@
 #define SM90A_SPLIT_MAX 16
 #define SM90A_FORCED_SPLIT_MAX 64
 #define SM90A_REDUCE_THREADS 256u
-/* plan_sm90a: an unforced split stands only for M <= SM90A_SPLIT_ROWS or
- * where each part keeps SM90A_SPLIT_KEEP_KTILES k-tiles. */
+/* plan_sm90a: an unforced split stands only for M <= SM90A_SPLIT_ROWS,
+ * where each part keeps SM90A_SPLIT_KEEP_KTILES k-tiles, or where 128 x 64
+ * tiles would fill less than a quarter of the SMs. */
 #define SM90A_SPLIT_ROWS 64
 #define SM90A_SPLIT_KEEP_KTILES 32
 
@@ -462,8 +463,9 @@ static int sm90a_persistent(int dflt)
  *   - a grid of 128 x 128 tiles that fills the SMs (2048^3 and up) runs
  *     128 x 256 tiles, persistent: 2048^3 0.82x cuBLAS against 0.78x for
  *     one block per 128 x 128 tile, 4096^3 0.90 against 0.89;
- *   - fewer tiles than SMs: split K where the rows are few (M <= 64) or
- *     each part keeps 32 k-tiles (128 x 4096 x 11008: 0.91x); else the
+ *   - fewer tiles than SMs: split K where the rows are few (M <= 64), or
+ *     each part keeps 32 k-tiles (128 x 4096 x 11008: 0.91x), or even
+ *     128 x 64 tiles would leave 3/4 of the SMs idle; else the
  *     128 x 64 tile where its tiles still fit in one wave (1024^3: 0.90x
  *     against 0.72x with 128 x 128; 128 x 4096 x 4096: 0.83x against 0.75x
  *     split 4); else 128 x 128 (128 x 11008 x 4096: 0.91x, 0.81x with 64).
@@ -479,7 +481,8 @@ static gemm_plan plan_sm90a(int M, int N, int K)
   int split = forced ? forced : tj__gemm_sm90a_split((long long)tiles128,
                                                      ktiles, SM90A_SMS);
   if (!forced && split > 1 && M > SM90A_SPLIT_ROWS &&
-      ktiles / split < SM90A_SPLIT_KEEP_KTILES)
+      ktiles / split < SM90A_SPLIT_KEEP_KTILES &&
+      (unsigned long long)slim * mt * 4 >= SM90A_SMS)
     split = 1;
   if (split > 1) {
     /* Every z gets kper k-tiles but the last; a forced split past the
