@@ -526,7 +526,7 @@ absent "$tmp/nowhere.db"
 run 0 --list-cache --cache "$fresh"
 out "^[0-9a-f]{12}  add_i32 .* system +-\$"
 run 0 --stats --cache "$fresh"
-out '^from system +1 entries, 0 hits$'
+out '^from system +1 entries, 1 hits$'
 run 0 --stats --cache "$fresh" --json
 [ "$(json_number system_entries)" = 1 ] || fail "$last: system_entries is not 1"
 if [ "$have_sqlite3" = yes ]; then

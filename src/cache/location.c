@@ -554,8 +554,13 @@ int tj__location_open_system(const char *path, tj__location *loc, char *msg,
   msg[0] = '\0';
   struct stat st;
   /* Absent is the common case: one stat, and nothing else. */
-  if (stat(path, &st) != 0)
-    return errno == ENOENT || errno == ENOTDIR ? TJ_ENOENT : TJ_EIO;
+  if (stat(path, &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return TJ_ENOENT;
+    snprintf(msg, len, "cannot read system cache %s: %s; skipped", path,
+             strerror(errno));
+    return TJ_EIO;
+  }
   char *real = realpath(path, NULL), *dir = NULL, *name = NULL;
   int rc = real ? split(real, &dir, &name, msg, len) : TJ_EIO;
   int dirfd = -1;

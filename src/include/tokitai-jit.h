@@ -218,7 +218,7 @@ typedef struct tj_kernel tj_kernel;
  *               cluster image ships them (tokitai-jit --merge makes them).
  *               NULL: the files in $TOKITAI_JIT_SYSTEM_CACHE, then the
  *               installed default, <datadir>/tokitai-jit/system.db
- *               (tokitai-jit --info names it); "": none.  A file that does
+ *               (/usr/local/share/... with the default prefix); "": none.  A file that does
  *               not exist is skipped in silence (one stat).  The others
  *               are opened read-only and without locks (SQLite's
  *               immutable open) when a lookup first gets past the per-user
