@@ -1,4 +1,4 @@
--- tokitai-jit cache schema, version 3 (PRAGMA user_version = 3), in a file
+-- tokitai-jit cache schema, version 4 (PRAGMA user_version = 4), in a file
 -- marked PRAGMA application_id = 0x746A6974 ("tjit"), which the library
 -- sets in the same transaction.  Embedded into the library at build time;
 -- see cache/README.md.
@@ -16,8 +16,13 @@ CREATE TABLE IF NOT EXISTS code_objects (
   created    INTEGER NOT NULL,   -- unix seconds
   last_used  INTEGER NOT NULL,   -- unix seconds
   hits       INTEGER NOT NULL DEFAULT 0,
-  entries    TEXT NOT NULL DEFAULT '' -- a module's entries (version 2)
+  entries    TEXT NOT NULL DEFAULT '', -- a module's entries (version 2)
+  origin     TEXT NOT NULL DEFAULT 'compiled' -- where it came from (version 4)
 );
+-- origin: 'compiled' on the machine that stored it, copied from a read-only
+-- 'system' cache or the 'remote' tier on a hit there, or copied in by
+-- tokitai-jit --merge ('merged').  Nothing follows a column's comment on
+-- its line, so that SQLite can still edit the table's SQL (DROP COLUMN).
 CREATE INDEX IF NOT EXISTS code_objects_last_used ON code_objects(last_used);
 CREATE TABLE IF NOT EXISTS counters (
   name  TEXT PRIMARY KEY,

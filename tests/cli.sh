@@ -279,7 +279,7 @@ out '0 compiled .*, 1 already cached'
 
 # ------------------------------------------------------------ looking
 run 0 --list-cache
-out '^KEY +KERNEL +ARCH +PLATFORM +COMPILER +SIZE +REGS +SCRATCH +COMPILE +HITS +LAST USED +OPTIONS$'
+out '^KEY +KERNEL +ARCH +PLATFORM +COMPILER +SIZE +REGS +SCRATCH +COMPILE +HITS +LAST USED +FROM +OPTIONS$'
 for k in $kernels; do
   out "^[0-9a-f]{12}  $k +$(row_arch "$k" "$arch") +$platform "
 done
@@ -339,7 +339,7 @@ fi
 
 run 0 --stats
 out "^cache +$cache\$"
-out '^schema version +3$'
+out '^schema version +4$'
 out "^entries +$nkernels\$"
 out "^misses +$nkernels\$"
 out '^hits +1$'
@@ -483,8 +483,8 @@ if [ "$have_sqlite3" = yes ]; then
   opts=$tmp/opts/cache.db
   run 0 --warm --arch "$arch" --cache "$opts" add_i32
   long="-DTILE=64 -DUNROLL=8 -I/opt/my project/include -ffast-math"
-  sqlite3 "$opts" "INSERT INTO code_objects SELECT substr(key, 1, 31) || 'a', kernel, arch, platform, compiler, '-DTILE=64', code, code_hash, code_size, compile_ms, created, last_used, hits, entries FROM code_objects WHERE kernel = 'add_i32';
-    INSERT INTO code_objects SELECT substr(key, 1, 31) || 'b', kernel, arch, platform, compiler, '$long', code, code_hash, code_size, compile_ms, created, last_used, hits, entries FROM code_objects WHERE kernel = 'add_i32' AND options = ''" ||
+  sqlite3 "$opts" "INSERT INTO code_objects SELECT substr(key, 1, 31) || 'a', kernel, arch, platform, compiler, '-DTILE=64', code, code_hash, code_size, compile_ms, created, last_used, hits, entries, origin FROM code_objects WHERE kernel = 'add_i32';
+    INSERT INTO code_objects SELECT substr(key, 1, 31) || 'b', kernel, arch, platform, compiler, '$long', code, code_hash, code_size, compile_ms, created, last_used, hits, entries, origin FROM code_objects WHERE kernel = 'add_i32' AND options = ''" ||
     fail "sqlite3 could not add option sets to $opts"
   run 0 --list-cache --cache "$opts"
   out "^[0-9a-f]{12}  add_i32 .* -\$"
@@ -494,6 +494,66 @@ if [ "$have_sqlite3" = yes ]; then
   run 0 --list-cache --cache "$opts" --json
   out "\"options\": \"$long\""
 fi
+
+# ------------------------------------------------------------ system caches, --merge
+# A system cache made as README.md says (--warm into a file, --merge into
+# another), read in place with --system, and a fresh user served by it.
+sysdir=$tmp/sys
+run 0 --warm --arch "$arch" add_i32 --cache "$sysdir/app.db"
+run 0 --merge "$sysdir/app.db" --cache "$sysdir/system.db"
+out "^merged $sysdir/app.db into $sysdir/system.db: 1 copied, 0 already there, 0 bad"
+run 0 --merge "$sysdir/app.db" --cache "$sysdir/system.db"
+out ": 0 copied, 1 already there, 0 bad"
+chmod 0644 "$sysdir/system.db"
+run 0 --list-cache --system --cache "$sysdir/system.db"
+out "^[0-9a-f]{12}  add_i32 .* merged +-\$"
+run 0 --list-cache --system --cache "$sysdir/system.db" --json
+json
+out '"origin": "merged"'
+keys_are list-cache
+run 0 --stats --system --cache "$sysdir/system.db" --json
+json
+keys_are stats
+run 0 --verify-cache --system --cache "$sysdir/system.db"
+out ', 0 bad$'
+fresh=$tmp/fresh/cache.db
+TOKITAI_JIT_SYSTEM_CACHE=$tmp/nowhere.db:$sysdir/system.db
+export TOKITAI_JIT_SYSTEM_CACHE
+run 0 --warm --arch "$arch" add_i32 --cache "$fresh"
+out ': 0 compiled'
+unset TOKITAI_JIT_SYSTEM_CACHE
+absent "$tmp/nowhere.db"
+run 0 --list-cache --cache "$fresh"
+out "^[0-9a-f]{12}  add_i32 .* system +-\$"
+run 0 --stats --cache "$fresh"
+out '^from system +1 entries, 1 hits$'
+run 0 --stats --cache "$fresh" --json
+[ "$(json_number system_entries)" = 1 ] || fail "$last: system_entries is not 1"
+if [ "$have_sqlite3" = yes ]; then
+  cp "$sysdir/app.db" "$sysdir/bad.db"
+  sqlite3 "$sysdir/bad.db" "UPDATE code_objects SET code = zeroblob(length(code))" ||
+    fail "sqlite3 could not tamper with $sysdir/bad.db"
+  run 1 --merge "$sysdir/bad.db" --cache "$sysdir/other.db"
+  out ": 0 copied, 0 already there, 1 bad"
+  err '1 entry failed its checks and was not copied'
+  run 0 --stats --cache "$sysdir/other.db"
+  out '^entries +0$'
+fi
+chmod 0666 "$sysdir/system.db"
+run 1 --list-cache --system --cache "$sysdir/system.db"
+err 'refusing system cache .*lets other users write it'
+run 1 --merge "$sysdir/system.db" --cache "$sysdir/other.db"
+err 'refusing system cache'
+run 1 --merge "$sysdir/none.db" --cache "$sysdir/other.db"
+err "no cache at $sysdir/none.db"
+run 2 --merge
+err '--merge needs at least one cache file'
+run 2 --merge "$sysdir/app.db" --json
+run 2 --warm --system
+err '--system applies only to'
+run 2 --verify-cache --repair --system
+run 2 --list-cache somefile
+err 'only --warm takes kernel names, and --merge files'
 
 # ------------------------------------------------------------ unsafe and damaged
 chmod 0666 "$other"

@@ -67,6 +67,22 @@ static int check_exists(tj_cache *c)
                     strerror(errno));
 }
 
+/* A read-only system cache (TJ_CACHE_SYSTEM): judged and opened as the
+ * runtime's layers open one. */
+static int open_system(tj_cache *c, const char *path)
+{
+  char msg[1024] = "";
+  c->readonly_flag = 1;
+  c->path = strdup(path ? path : TJ__SYSTEM_CACHE_DEFAULT);
+  if (!c->path)
+    return cache_fail(c, TJ_ENOMEM, "out of memory");
+  int rc = tj__cache_open_system(c->path, &c->cache, NULL, NULL, msg,
+                                 sizeof msg);
+  if (rc == TJ_ENOENT && !msg[0])
+    snprintf(msg, sizeof msg, "no system cache at %s", c->path);
+  return rc == TJ_OK ? TJ_OK : cache_fail(c, rc, "%s", msg);
+}
+
 int tj_cache_open(tj_cache **out, const char *path, unsigned flags)
 {
   if (!out)
@@ -74,9 +90,12 @@ int tj_cache_open(tj_cache **out, const char *path, unsigned flags)
   tj_cache *c = calloc(1, sizeof *c);
   if (!(*out = c))
     return TJ_ENOMEM;
-  if (flags & ~(unsigned)(TJ_CACHE_READONLY | TJ_CACHE_GROUP))
+  unsigned known = TJ_CACHE_READONLY | TJ_CACHE_GROUP | TJ_CACHE_SYSTEM;
+  if (flags & ~known)
     return cache_fail(c, TJ_EINVAL, "tj_cache_open: unknown flags 0x%x",
-                      flags & ~(unsigned)(TJ_CACHE_READONLY | TJ_CACHE_GROUP));
+                      flags & ~known);
+  if (flags & TJ_CACHE_SYSTEM)
+    return open_system(c, path);
   c->readonly_flag = (flags & TJ_CACHE_READONLY) != 0;
   c->path = path ? strdup(path) : tj__cache_default_path();
   if (!c->path)
@@ -161,6 +180,10 @@ int tj_cache_get_stats(tj_cache *c, tj_cache_stats *out)
    * the one a runtime applies when its caller sets none. */
   s.size_limit = TJ__CACHE_DEFAULT_LIMIT;
   s.file_bytes = stat(c->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+  s.system_entries = sums.system_entries;
+  s.system_hits = sums.system_hits;
+  s.remote_entries = sums.remote_entries;
+  s.remote_hits = sums.remote_hits;
   *out = s;
   return TJ_OK;
 }
@@ -174,13 +197,8 @@ int tj_cache_get_stats(tj_cache *c, tj_cache_stats *out)
  * too, and costs one compile once dropped. */
 static int key_ok(const tj_cache_entry *e)
 {
-  const tj__embedded_kernel *k = tj__embedded_find(e->kernel);
-  if (!k || e->options[0])
-    return 1;
-  char key[TJ__KEY_HEX];
-  tj__key_of_kernel(k->source, k->source_len, k->entry, "", e->arch,
-                    e->platform, e->compiler, key);
-  return strcmp(key, e->key) == 0;
+  return tj__cache_key_consistent(e->key, e->kernel, e->options, e->arch,
+                                  e->platform, e->compiler);
 }
 
 /* The rows a verify found bad, kept until the scan is over (deleting under
@@ -294,5 +312,55 @@ int tj_cache_clear(tj_cache *c)
   int rc = check_writable(c, "clear");
   if (rc == TJ_OK && tj__cache_clear(c->cache) != TJ_OK)
     rc = sql_fail(c, "clearing");
+  return rc;
+}
+
+/* ------------------------------------------------------------ merge */
+
+static int same_file(const tj__cache *a, const tj__cache *b)
+{
+  dev_t ad, bd;
+  ino_t ai, bi;
+  tj__cache_identity(a, &ad, &ai);
+  tj__cache_identity(b, &bd, &bi);
+  return ad == bd && ai == bi;
+}
+
+int tj_cache_merge(tj_cache *c, const char *source, tj_cache_merge_stats *st)
+{
+  if (st)
+    memset(st, 0, sizeof *st);
+  if (!c || !c->cache || !source)
+    return c ? cache_fail(c, TJ_EINVAL, "tj_cache_merge: the source is NULL")
+             : TJ_EINVAL;
+  int rc = check_writable(c, "merge into");
+  if (rc != TJ_OK)
+    return rc;
+  char msg[1024] = "";
+  tj__cache *src = NULL;
+  rc = tj__cache_open_system(source, &src, NULL, NULL, msg, sizeof msg);
+  if (rc == TJ_ENOENT)
+    return cache_fail(c, rc, "no cache at %s", source);
+  if (rc != TJ_OK)
+    return cache_fail(c, rc, "%s", msg[0] ? msg : tj_strerror(rc));
+  if (same_file(src, c->cache)) {
+    tj__cache_close(src);
+    return cache_fail(c, TJ_EINVAL, "%s is the cache being merged into",
+                      source);
+  }
+  tj__merge_counts n;
+  int failed_source = 0;
+  rc = tj__cache_merge_rows(c->cache, src, &n, &failed_source);
+  if (rc == TJ_ECACHE)
+    cache_fail(c, rc, "merging %s into %s: %s", source, c->path,
+               tj__cache_errmsg(failed_source ? src : c->cache));
+  else if (rc == TJ_ENOMEM)
+    cache_fail(c, rc, "out of memory");
+  tj__cache_close(src);
+  if (st) {
+    st->copied = n.copied;
+    st->skipped = n.skipped;
+    st->bad = n.bad;
+  }
   return rc;
 }

@@ -13,6 +13,8 @@
  *   evict.c     eviction by age and by size
  *   scan.c      the narrow reads and writes behind tj_cache_*
  *   admin.c     the public tj_cache_* API
+ *   layers.c    the lookup chain: per-user, system caches, remote (layers.h)
+ *   merge.c     copying the rows of one file into another (tj_cache_merge)
  */
 #ifndef TJ_CACHE_INTERNAL_H
 #define TJ_CACHE_INTERNAL_H
@@ -21,7 +23,12 @@
 
 #include <sqlite3.h>
 
-#define CACHE_SCHEMA_VERSION 3
+#define CACHE_SCHEMA_VERSION 4
+/* The installed system cache (layers.c); Makefile.am sets it from
+ * $(pkgdatadir). */
+#ifndef TJ__SYSTEM_CACHE_DEFAULT
+#define TJ__SYSTEM_CACHE_DEFAULT "/usr/local/share/tokitai-jit/system.db"
+#endif
 /* The oldest schema a read-only handle reads without migrating it: 2
  * lacks only kernel_resources (its rows list no resources). */
 #define TJ__CACHE_OLDEST_READABLE 2
@@ -95,6 +102,13 @@ int tj__location_check_file(const struct stat *st, const char *path,
  * the judged file; loc is then as it was. */
 int tj__location_reread_header(tj__location *loc);
 void tj__location_free(tj__location *loc);
+/* A read-only system cache's location: the path resolved (symbolic links
+ * included), every directory above the file judged as an ancestor, the
+ * file root's or ours and writable by nobody else, its header read.
+ * TJ_ENOENT after one failed stat when there is no file (msg "").
+ * TJ_EPERM refused, TJ_ECACHE not a regular file, TJ_EIO; msg says why. */
+int tj__location_open_system(const char *path, tj__location *loc, char *msg,
+                             size_t len);
 
 /* Take <path>.lock shared (LOCK_SH) or exclusive (LOCK_EX), creating it
  * when create is set and the cache is writable.  A descriptor, or -1 when
@@ -170,6 +184,11 @@ void tj__rows_finalize(tj__cache *c);
  * judged alone, before a blob is read.  0, or a TJ__DROP_* reason. */
 int tj__rows_judge_code(const void *code, int64_t size, int64_t declared,
                         const char *hash, int read);
+/* INSERT OR IGNORE r (and, when new, its resources) with origin, in the
+ * caller's write transaction; *inserted says whether it was new.  SQLite
+ * result codes. */
+int tj__rows_insert(tj__cache *c, const tj__cache_row *r, const char *origin,
+                    int *inserted);
 /* Delete the row at key only if it still has hash ("" for none): a racing
  * writer may have replaced it.  SQLite result codes. */
 int tj__rows_drop(tj__cache *c, const char *key, const char *hash);
@@ -196,6 +215,23 @@ int tj__resources_get(sqlite3_stmt *sel, const char *key,
                       tj_cache_kernel **out, int *n);
 void tj__resources_free(tj_cache_kernel *ks, int n);
 
+/* ------------------------------------------------------------ merge.c */
+
+/* What a merge did (tj_cache_merge_stats's counts). */
+typedef struct tj__merge_counts {
+  uint64_t copied, skipped, bad;
+} tj__merge_counts;
+/* Copy every row of source that passes its checks into target, one write
+ * transaction per batch; a row target has (by key) is skipped.  TJ_OK,
+ * TJ_ENOMEM, or TJ_ECACHE (which handle failed: *failed_source). */
+int tj__cache_merge_rows(tj__cache *target, tj__cache *source,
+                         tj__merge_counts *n, int *failed_source);
+/* Whether a row naming an embedded kernel (no options) sits at the key its
+ * own arch, platform and compiler give; any other row passes. */
+int tj__cache_key_consistent(const char *key, const char *kernel,
+                             const char *options, const char *arch,
+                             const char *platform, const char *compiler);
+
 /* ------------------------------------------------------------ scan.c */
 
 /* Each row, most recently used first.  With judge set the code is read and
@@ -208,6 +244,7 @@ int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx);
 /* The sums behind tj_cache_get_stats. */
 typedef struct tj__cache_sums {
   uint64_t entries, bytes, hits, misses;
+  uint64_t system_entries, system_hits, remote_entries, remote_hits;
   double compile_ms_saved;
   int schema_version;
 } tj__cache_sums;

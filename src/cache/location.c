@@ -515,6 +515,86 @@ int tj__location_open(const char *path, unsigned flags, tj__location *loc,
   return rc;
 }
 
+/* ------------------------------------------------------- system caches */
+
+/* A system cache is read, never written, by everyone: its file must be
+ * root's or ours and writable by nobody else.  Another name (a hard link,
+ * as ostree deployments make) changes nothing: who may write the file is
+ * the inode's mode, judged here. */
+static int check_system_file(const struct stat *st, const char *path,
+                             char *msg, size_t len)
+{
+  if (!S_ISREG(st->st_mode)) {
+    snprintf(msg, len, "system cache %s is %s, not a regular file; skipped",
+             path, kind_of(st->st_mode));
+    return TJ_ECACHE;
+  }
+  if (st->st_uid != 0 && st->st_uid != geteuid()) {
+    snprintf(msg, len, "refusing system cache %s: owned by uid %u, neither "
+             "root nor you (uid %u), who could choose the code that runs on "
+             "your GPU; skipped", path, (unsigned)st->st_uid,
+             (unsigned)geteuid());
+    return TJ_EPERM;
+  }
+  if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+    snprintf(msg, len, "refusing system cache %s: mode %04o lets other "
+             "users write it, so what it holds may be theirs; skipped (its "
+             "owner should install it read-only for others, mode 0644, or "
+             "take it out of TOKITAI_JIT_SYSTEM_CACHE)", path,
+             (unsigned)(st->st_mode & 07777));
+    return TJ_EPERM;
+  }
+  return TJ_OK;
+}
+
+int tj__location_open_system(const char *path, tj__location *loc, char *msg,
+                             size_t len)
+{
+  memset(loc, 0, sizeof *loc);
+  msg[0] = '\0';
+  struct stat st;
+  /* Absent is the common case: one stat, and nothing else. */
+  if (stat(path, &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return TJ_ENOENT;
+    snprintf(msg, len, "cannot read system cache %s: %s; skipped", path,
+             strerror(errno));
+    return TJ_EIO;
+  }
+  char *real = realpath(path, NULL), *dir = NULL, *name = NULL;
+  int rc = real ? split(real, &dir, &name, msg, len) : TJ_EIO;
+  int dirfd = -1;
+  /* Every directory from "/" down to the file's, as ancestors: root's or
+   * ours, and nobody else may rename what is in them (location.c, top). */
+  if (rc == TJ_OK)
+    rc = walk(dir, dir, 1, 0, &dirfd, msg, len);
+  if (rc == TJ_OK && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    rc = TJ_EIO;
+  if (rc == TJ_OK)
+    rc = check_system_file(&st, real, msg, len);
+  if (rc == TJ_EIO && !msg[0])
+    snprintf(msg, len, "cannot read system cache %s: %s; skipped", path,
+             strerror(errno));
+  if (rc == TJ_OK) {
+    loc->path = real;
+    loc->dir = dir;
+    loc->name = name;
+    loc->dev = st.st_dev;
+    loc->ino = st.st_ino;
+    loc->size = st.st_size;
+    loc->header = classify_header(real, st.st_size, &loc->appid);
+    snprintf(loc->readonly_why, sizeof loc->readonly_why, "it is a system "
+             "cache");
+    real = dir = name = NULL;
+  }
+  if (dirfd >= 0)
+    close(dirfd);
+  free(real);
+  free(dir);
+  free(name);
+  return rc;
+}
+
 int tj__location_reread_header(tj__location *loc)
 {
   struct stat st;

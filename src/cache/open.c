@@ -339,11 +339,11 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
     if (rc == TJ__MIGRATE_FOREIGN)
       say_foreign(c->path, what, msg, len);
   }
-  /* A read-only file of schema 2 (a system cache, a cache looked at with
+  /* A read-only file of schema 2 or 3 (a cache looked at with
    * --list-cache before a runtime migrated it) is read as it is: it lacks
-   * only the resources, which nothing read-only needs to store. */
+   * only the resources and the origin, which nothing read-only stores. */
   if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION &&
-      !(c->readonly && version == TJ__CACHE_OLDEST_READABLE)) {
+      !(c->readonly && version >= TJ__CACHE_OLDEST_READABLE)) {
     snprintf(msg, len, "cache %s has schema version %d and is read-only "
              "here, so it cannot be migrated; running without a cache",
              c->path, version);
@@ -544,6 +544,136 @@ int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
     return TJ_OK;
   }
   return TJ_OK;
+}
+
+/* ------------------------------------------------------- system caches */
+
+/* path as an SQLite URI that opens it immutable: read-only, without locks
+ * and without looking for a -wal or -shm (a system cache sits in a
+ * directory we may not write, and nothing writes it while it is read).
+ * malloc'd; NULL when out of memory. */
+static char *immutable_uri(const char *path)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  size_t n = strlen(path);
+  char *uri = malloc(3 * n + sizeof "file:?immutable=1"), *o = uri;
+  if (!uri)
+    return NULL;
+  o += sprintf(o, "file:");
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+        (*p >= '0' && *p <= '9') || strchr("/-._~", *p)) {
+      *o++ = (char)*p;
+    } else {
+      *o++ = '%';
+      *o++ = hex[*p >> 4];
+      *o++ = hex[*p & 15];
+    }
+  }
+  strcpy(o, "?immutable=1");
+  return uri;
+}
+
+static const char *header_problem(int header)
+{
+  switch (header) {
+  case TJ__HEADER_EMPTY: return "it is empty";
+  case TJ__HEADER_UNMARKED: return "it carries no tokitai-jit mark "
+                                   "(application_id)";
+  case TJ__HEADER_FOREIGN: return "it is an SQLite database of another "
+                                  "application";
+  case TJ__HEADER_NOT_SQLITE: return "it is not an SQLite database";
+  default: return "its header cannot be read";
+  }
+}
+
+/* Connect c to the judged file, immutable, and ask what it is: ours, at a
+ * schema this library reads.  TJ_OK, or TJ_ECACHE with msg set. */
+static int connect_system(tj__cache *c, const tj__location *loc, char *msg,
+                          size_t len)
+{
+  enum tj__identity id = TJ__ID_FOREIGN;
+  int version = 0;
+  char what[512] = "";
+  char *uri = immutable_uri(c->path);
+  int rc = uri ? sqlite3_open_v2(uri, &c->db, open_flags(1) | SQLITE_OPEN_URI,
+                                 NULL)
+               : SQLITE_NOMEM;
+  free(uri);
+  struct stat st;
+  if (rc == SQLITE_OK) {
+    sqlite3_extended_result_codes(c->db, 1);
+    c->dev = loc->dev;
+    c->ino = loc->ino;
+    if (stat(c->path, &st) != 0 || st.st_dev != loc->dev ||
+        st.st_ino != loc->ino)
+      rc = SQLITE_CANTOPEN; /* replaced since it was judged */
+  }
+  if (rc == SQLITE_OK)
+    rc = tj__schema_identify(c->db, &id, &version, what, sizeof what);
+  if (rc == SQLITE_OK && id != TJ__ID_OURS) {
+    snprintf(msg, len, "system cache %s is not a tokitai-jit cache%s%s; "
+             "skipped", c->path, what[0] ? ": it is " : "", what);
+    return TJ_ECACHE;
+  }
+  if (rc == SQLITE_OK && (version > CACHE_SCHEMA_VERSION ||
+                          version < TJ__CACHE_OLDEST_READABLE)) {
+    snprintf(msg, len, "system cache %s has schema version %d, which this "
+             "library (schema %d) cannot read; skipped", c->path, version,
+             CACHE_SCHEMA_VERSION);
+    return TJ_ECACHE;
+  }
+  c->version = version;
+  if (rc == SQLITE_OK)
+    rc = tj__rows_prepare(c);
+  if (rc != SQLITE_OK) {
+    snprintf(msg, len, "system cache %s cannot be read (%s); skipped",
+             c->path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+    return TJ_ECACHE;
+  }
+  return TJ_OK;
+}
+
+int tj__cache_open_system(const char *path, tj__cache **out, dev_t *dev,
+                          ino_t *ino, char *msg, size_t msglen)
+{
+  tj__location loc;
+  *out = NULL;
+  int rc = tj__location_open_system(path, &loc, msg, msglen);
+  if (rc != TJ_OK)
+    return rc == TJ_EIO ? TJ_ECACHE : rc;
+  if (loc.header != TJ__HEADER_OURS) {
+    snprintf(msg, msglen, "system cache %s is not a tokitai-jit cache: %s; "
+             "skipped", loc.path, header_problem(loc.header));
+    tj__location_free(&loc);
+    return TJ_ECACHE;
+  }
+  tj__cache *c = cache_new(loc.path, TJ_CACHE_READONLY);
+  if (!c) {
+    tj__location_free(&loc);
+    return TJ_ENOMEM;
+  }
+  c->ours = 1;
+  c->found_readonly = 1;
+  snprintf(c->readonly_why, sizeof c->readonly_why, "%s", loc.readonly_why);
+  rc = connect_system(c, &loc, msg, msglen);
+  if (rc == TJ_OK) {
+    if (dev)
+      *dev = loc.dev;
+    if (ino)
+      *ino = loc.ino;
+    *out = c;
+  } else {
+    cache_free(c);
+  }
+  tj__location_free(&loc);
+  return rc;
+}
+
+void tj__cache_identity(const tj__cache *c, dev_t *dev, ino_t *ino)
+{
+  *dev = c->dev;
+  *ino = c->ino;
 }
 
 /* ------------------------------------------------------- failing */

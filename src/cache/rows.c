@@ -12,6 +12,7 @@
 #include "cache_internal.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,15 +26,15 @@ int tj__rows_prepare(tj__cache *c)
     {offsetof(tj__cache, get),
      "SELECT code_size, CASE typeof(code) WHEN 'blob' THEN length(code) "
      "ELSE -1 END, code_hash, kernel, arch, platform, compiler, options, "
-     "entries FROM code_objects WHERE key = ?1"},
+     "entries, compile_ms FROM code_objects WHERE key = ?1"},
     {offsetof(tj__cache, blob),
      "SELECT code FROM code_objects WHERE key = ?1 AND code_hash = ?2 AND "
      "length(code) = ?3"},
     {offsetof(tj__cache, put),
      "INSERT OR IGNORE INTO code_objects (key, kernel, arch, platform, "
      "compiler, options, code, code_hash, code_size, compile_ms, created, "
-     "last_used, hits, entries) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-     "?10, ?11, ?11, 0, ?12)"},
+     "last_used, hits, entries, origin) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+     "?8, ?9, ?10, ?11, ?11, 0, ?12, ?13)"},
     /* A row without a hash is bad and must go too: "" stands for none. */
     {offsetof(tj__cache, drop),
      "DELETE FROM code_objects WHERE key = ?1 AND "
@@ -50,7 +51,8 @@ int tj__rows_prepare(tj__cache *c)
   };
   for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
     sqlite3_stmt **st = (sqlite3_stmt **)((char *)c + stmts[i].offset);
-    if (st == &c->resources && c->version < 3)
+    if ((st == &c->resources || st == &c->put) &&
+        c->version < CACHE_SCHEMA_VERSION)
       continue; /* an older file, read-only: nothing is stored */
     int rc = tj__sql_prepare(c->db, stmts[i].sql, 1, st);
     if (rc != SQLITE_OK)
@@ -198,20 +200,21 @@ int tj__cache_get(tj__cache *c, const tj__cache_row *want, void **code,
   return tj__cache_get_entries(c, want, code, size, dropped, NULL);
 }
 
-/* The row's entries column, malloc'd, when asked for; NULL otherwise. */
-static int copy_entries(sqlite3_stmt *st, char **entries)
+/* The row's kernel and entries columns, malloc'd, and its compile time. */
+static int copy_columns(sqlite3_stmt *st, tj__found *f)
 {
+  const unsigned char *k = sqlite3_column_text(st, 3);
   const unsigned char *e = sqlite3_column_text(st, 8);
-  if (!entries)
-    return TJ_OK;
-  *entries = strdup(e ? (const char *)e : "");
-  return *entries ? TJ_OK : TJ_ENOMEM;
+  f->kernel = strdup(k ? (const char *)k : "");
+  f->entries = strdup(e ? (const char *)e : "");
+  f->compile_ms = sqlite3_column_double(st, 9);
+  return f->kernel && f->entries ? TJ_OK : TJ_ENOMEM;
 }
 
 /* Step c->get for want: TJ_OK with the row judged (*dropped) and, when it
- * passed, *stored, *n and *entries set; TJ_ENOENT, or TJ_ECACHE. */
+ * passed, *stored, *n and f's columns set; TJ_ENOENT, or TJ_ECACHE. */
 static int find_row(tj__cache *c, const tj__cache_row *want, char **stored,
-                    sqlite3_int64 *n, char **entries, int *dropped)
+                    sqlite3_int64 *n, tj__found *f, int *dropped)
 {
   int rc = TJ_ENOENT;
   sqlite3_bind_text(c->get, 1, want->key, -1, SQLITE_STATIC);
@@ -222,7 +225,7 @@ static int find_row(tj__cache *c, const tj__cache_row *want, char **stored,
     if (!*stored)
       rc = TJ_ENOMEM;
     else if (!*dropped)
-      rc = copy_entries(c->get, entries);
+      rc = copy_columns(c->get, f);
   }
   tj__sql_reset(c->get);
   if (step != SQLITE_ROW && step != SQLITE_DONE && !tj__sql_is_busy(step))
@@ -230,33 +233,58 @@ static int find_row(tj__cache *c, const tj__cache_row *want, char **stored,
   return rc;
 }
 
-int tj__cache_get_entries(tj__cache *c, const tj__cache_row *want,
-                          void **code, size_t *size, int *dropped,
-                          char **entries)
+void tj__found_free(tj__found *f)
 {
-  char *stored = NULL, *row_entries = NULL;
+  free(f->code);
+  free(f->kernel);
+  free(f->entries);
+  memset(f, 0, sizeof *f);
+}
+
+int tj__cache_find(tj__cache *c, const tj__cache_row *want, tj__found *f,
+                   int *dropped)
+{
+  char *stored = NULL;
   sqlite3_int64 n = 0;
+  memset(f, 0, sizeof *f);
   *dropped = 0;
   pthread_mutex_lock(&c->lock);
   if (c->broken) {
     pthread_mutex_unlock(&c->lock);
     return TJ_ENOENT;
   }
-  int rc = find_row(c, want, &stored, &n, entries ? &row_entries : NULL,
-                    dropped);
+  int rc = find_row(c, want, &stored, &n, f, dropped);
   if (rc == TJ_OK && !*dropped)
-    rc = take_blob(c, want->key, stored, n, code, size, dropped);
+    rc = take_blob(c, want->key, stored, n, &f->code, &f->size, dropped);
   if (*dropped && rc != TJ_ECACHE && rc != TJ_ENOMEM)
     rc = *dropped != TJ__DROP_HASH || file_is_whole(c)
              ? drop_judged(c, want->key, stored)
              : tj__cache_failed(c, SQLITE_CORRUPT, 1);
   pthread_mutex_unlock(&c->lock);
+  if (rc == TJ_OK)
+    snprintf(f->code_hash, sizeof f->code_hash, "%s", stored);
   free(stored);
-  if (rc == TJ_OK && entries)
-    *entries = row_entries;
-  else
-    free(row_entries);
+  if (rc != TJ_OK)
+    tj__found_free(f);
   return rc;
+}
+
+int tj__cache_get_entries(tj__cache *c, const tj__cache_row *want,
+                          void **code, size_t *size, int *dropped,
+                          char **entries)
+{
+  tj__found f;
+  int rc = tj__cache_find(c, want, &f, dropped);
+  if (rc != TJ_OK)
+    return rc;
+  *code = f.code;
+  *size = f.size;
+  if (entries)
+    *entries = f.entries;
+  else
+    free(f.entries);
+  free(f.kernel);
+  return TJ_OK;
 }
 
 static void bind_row(sqlite3_stmt *st, const tj__cache_row *r,
@@ -278,20 +306,40 @@ static void bind_row(sqlite3_stmt *st, const tj__cache_row *r,
 
 /* The row and, when it is new, its entries' resources: a row another
  * process stored first keeps the resources stored with it. */
-static int insert_row(tj__cache *c, const tj__cache_row *r, const char *hash)
+static int insert_row(tj__cache *c, const tj__cache_row *r, const char *hash,
+                      const char *origin, int *inserted)
 {
   bind_row(c->put, r, hash);
+  sqlite3_bind_text(c->put, 13, origin, -1, SQLITE_STATIC);
   int rc = tj__sql_step(c->put);
   tj__sql_reset(c->put);
+  *inserted = rc == SQLITE_DONE && sqlite3_changes(c->db) > 0;
   if (rc != SQLITE_DONE)
     return rc;
-  if (sqlite3_changes(c->db) == 0)
+  if (!*inserted)
     return SQLITE_OK;
   return tj__resources_put(c->resources, r->key, r->kernel, r->entries,
                            r->code, r->code_size);
 }
 
+int tj__rows_insert(tj__cache *c, const tj__cache_row *r, const char *origin,
+                    int *inserted)
+{
+  char hash[TJ__KEY_HEX];
+  *inserted = 0;
+  if (!c->put)
+    return SQLITE_READONLY;
+  tj__hash_hex(r->code, r->code_size, hash);
+  return insert_row(c, r, hash, origin, inserted);
+}
+
 int tj__cache_put(tj__cache *c, const tj__cache_row *r)
+{
+  return tj__cache_put_origin(c, r, TJ__ORIGIN_COMPILED);
+}
+
+int tj__cache_put_origin(tj__cache *c, const tj__cache_row *r,
+                         const char *origin)
 {
   if (c->readonly || r->code_size > TJ_CACHE_MAX_CODE_BYTES)
     return TJ_OK; /* one that large would never be loaded */
@@ -302,9 +350,9 @@ int tj__cache_put(tj__cache *c, const tj__cache_row *r)
     pthread_mutex_unlock(&c->lock);
     return TJ_OK;
   }
-  int rc = tj__sql_begin(c->db, 1);
+  int inserted, rc = tj__sql_begin(c->db, 1);
   if (rc == SQLITE_OK)
-    rc = insert_row(c, r, hash);
+    rc = insert_row(c, r, hash, origin, &inserted);
   if (rc == SQLITE_OK)
     rc = tj__sql_commit(c->db);
   int out = TJ_OK;

@@ -15,8 +15,10 @@
  * itself, never read past TJ_CACHE_MAX_CODE_BYTES. */
 #define ENTRY_COLUMNS                                                        \
   "key, kernel, arch, platform, compiler, options, code_hash, code_size, "   \
-  "compile_ms, created, last_used, hits, entries"
-#define ENTRY_COLUMN_COUNT 13
+  "compile_ms, created, last_used, hits, entries, "
+/* The last of them: a file older than schema 4 has no origin column. */
+#define ORIGIN_COLUMN(c) ((c)->version >= 4 ? "origin" : "'compiled'")
+#define ENTRY_COLUMN_COUNT 14
 #define MRU_ORDER                                                            \
   " FROM code_objects ORDER BY last_used DESC, created DESC, key"
 
@@ -41,6 +43,7 @@ static void row_entry(sqlite3_stmt *st, tj_cache_entry *e)
   e->last_used = sqlite3_column_int64(st, 10);
   e->hits = (uint64_t)sqlite3_column_int64(st, 11);
   e->entries = text_or_empty(st, 12);
+  e->origin = text_or_empty(st, 13);
 }
 
 /* The judging scan's verdict on the row st is at. */
@@ -59,14 +62,16 @@ static int judge_entry(sqlite3_stmt *st)
 
 int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx)
 {
-  char sql[512];
+  char sql[640];
   if (judge)
-    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS ", CASE typeof(code) "
+    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS "%s, CASE typeof(code) "
              "WHEN 'blob' THEN length(code) ELSE -1 END, CASE WHEN "
              "typeof(code) = 'blob' AND length(code) <= %llu THEN code END"
-             MRU_ORDER, (unsigned long long)TJ_CACHE_MAX_CODE_BYTES);
+             MRU_ORDER, ORIGIN_COLUMN(c),
+             (unsigned long long)TJ_CACHE_MAX_CODE_BYTES);
   else
-    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS MRU_ORDER);
+    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS "%s" MRU_ORDER,
+             ORIGIN_COLUMN(c));
   sqlite3_stmt *st, *res = NULL;
   pthread_mutex_lock(&c->lock);
   int rc = tj__sql_prepare(c->db, sql, 0, &st);
@@ -93,10 +98,15 @@ int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx)
 
 int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out)
 {
-  static const char sql[] =
+  char sql[640];
+  const char *origin = ORIGIN_COLUMN(c);
+  snprintf(sql, sizeof sql,
     "SELECT count(*), total(code_size), total(hits), total(hits * "
     "compile_ms), (SELECT total(value) FROM counters WHERE name = 'misses'), "
-    "(SELECT user_version FROM pragma_user_version) FROM code_objects";
+    "(SELECT user_version FROM pragma_user_version), "
+    "total(%s = 'system'), total(CASE WHEN %s = 'system' THEN hits END), "
+    "total(%s = 'remote'), total(CASE WHEN %s = 'remote' THEN hits END) "
+    "FROM code_objects", origin, origin, origin, origin);
   sqlite3_stmt *st;
   pthread_mutex_lock(&c->lock);
   int rc = tj__sql_prepare(c->db, sql, 0, &st);
@@ -109,6 +119,10 @@ int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out)
     out->compile_ms_saved = sqlite3_column_double(st, 3);
     out->misses = (uint64_t)sqlite3_column_double(st, 4);
     out->schema_version = sqlite3_column_int(st, 5);
+    out->system_entries = (uint64_t)sqlite3_column_double(st, 6);
+    out->system_hits = (uint64_t)sqlite3_column_double(st, 7);
+    out->remote_entries = (uint64_t)sqlite3_column_double(st, 8);
+    out->remote_hits = (uint64_t)sqlite3_column_double(st, 9);
   }
   int result = rc == SQLITE_ROW ? TJ_OK : tj__cache_note_error(c, TJ_ECACHE);
   sqlite3_finalize(st);

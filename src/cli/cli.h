@@ -4,7 +4,7 @@
  *   cli_options.c the command line: parsing and checking, help and version
  *   cli_format.c  parsing sizes and durations; sizes, times, tables and
  *                 JSON strings for output
- *   cli_cache.c   the commands that read or trim a cache file
+ *   cli_cache.c   the commands that read, trim or merge cache files
  *   cli_gpu.c     the commands that need the compiler or a GPU: --info,
  *                 --list-kernels, --warm, --run
  *   cli_compile.c --compile: a program's own kernels into the cache
@@ -37,7 +37,8 @@ typedef enum cli_command {
   CMD_VERIFY,
   CMD_EVICT,
   CMD_CLEAR,
-  CMD_COMPILE
+  CMD_COMPILE,
+  CMD_MERGE
 } cli_command;
 
 /* The parsed command line; built once in main, read-only after. */
@@ -45,9 +46,11 @@ typedef struct cli_options {
   cli_command command;
   const char *cache_path;          /* --cache; NULL: the library's default */
   unsigned cache_flags;            /* TJ_CACHE_GROUP with --group */
+  int system;                      /* --system: read --cache as a system
+                                      cache (TJ_CACHE_SYSTEM) */
   const char *archs[CLI_MAX_ARCHS];
   int narchs;
-  char **kernels;                  /* --warm operands */
+  char **kernels;                  /* --warm operands; --merge's files */
   int nkernels;
   const char *run_kernel;
   uint64_t n;                      /* --n; 0: the kernel's default */
@@ -138,6 +141,7 @@ int cli_stats(const cli_options *o);
 int cli_verify_cache(const cli_options *o);
 int cli_evict(const cli_options *o);
 int cli_clear_cache(const cli_options *o);
+int cli_merge(const cli_options *o);
 
 int cli_info(const cli_options *o);
 int cli_list_kernels(const cli_options *o);

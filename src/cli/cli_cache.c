@@ -21,7 +21,9 @@ enum { CACHE_OPEN, CACHE_MISSING, CACHE_ERROR };
 static int open_cache(const cli_options *o, int writable, tj_cache **out)
 {
   tj_cache *c = NULL;
-  int rc = tj_cache_open(&c, o->cache_path, TJ_CACHE_READONLY | o->cache_flags);
+  int rc = tj_cache_open(&c, o->cache_path,
+                         o->system ? TJ_CACHE_SYSTEM
+                                   : TJ_CACHE_READONLY | o->cache_flags);
   if (rc == TJ_ENOENT && c) {
     *out = c;
     return CACHE_MISSING;
@@ -151,6 +153,8 @@ static void print_entry_json(const tj_cache_entry *e)
   cli_json_string(stdout, e->options);
   printf(", \"code_hash\": ");
   cli_json_string(stdout, e->code_hash);
+  printf(", \"origin\": ");
+  cli_json_string(stdout, e->origin ? e->origin : "compiled");
   print_entries_json(e->entries);
   print_kernels_json(e);
   printf(", \"code_size\": %" PRIu64 ", \"compile_ms\": %.3f, "
@@ -218,7 +222,8 @@ static int add_row(const tj_cache_entry *e, void *arg)
   char *scratch = resource_cell(e, 1);
   const char *cells[] = {key,  kernel ? kernel : e->kernel, e->arch,
                          e->platform, e->compiler, size, regs, scratch, ms,
-                         hits, used, opts};
+                         hits, used, e->origin ? e->origin : "compiled",
+                         opts};
   int added = regs && scratch ? cli_table_add(l->table, cells) : -1;
   free(kernel);
   free(regs);
@@ -251,7 +256,8 @@ int cli_list_cache(const cli_options *o)
 {
   static const char *const headers[] = {
     "KEY",  "KERNEL",  "ARCH",    "PLATFORM", "COMPILER",  "SIZE",
-    "REGS", "SCRATCH", "COMPILE", "HITS",     "LAST USED", "OPTIONS"};
+    "REGS", "SCRATCH", "COMPILE", "HITS",     "LAST USED", "FROM",
+    "OPTIONS"};
   tj_cache *c;
   int state = open_cache(o, 0, &c);
   if (state == CACHE_MISSING && o->json) {
@@ -261,7 +267,7 @@ int cli_list_cache(const cli_options *o)
   }
   if (state != CACHE_OPEN)
     return state == CACHE_MISSING ? say_missing(o, c) : EXIT_FAIL;
-  list_ctx l = {o, cli_table_new(12, headers, "lllllrrrrrll"), 0, 0, 0};
+  list_ctx l = {o, cli_table_new(13, headers, "lllllrrrrrlll"), 0, 0, 0};
   if (!l.table) {
     cli_error("out of memory");
     tj_cache_close(c);
@@ -304,8 +310,12 @@ static void print_stats_json(const char *path, const tj_cache_stats *s)
   else
     printf("null");
   printf(", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
-         ", \"compile_ms_saved\": %.3f}\n", s->hits, s->misses,
+         ", \"compile_ms_saved\": %.3f", s->hits, s->misses,
          s->compile_ms_saved);
+  printf(", \"system_entries\": %" PRIu64 ", \"system_hits\": %" PRIu64
+         ", \"remote_entries\": %" PRIu64 ", \"remote_hits\": %" PRIu64
+         "}\n", s->system_entries, s->system_hits, s->remote_entries,
+         s->remote_hits);
 }
 
 static void print_stats(const char *path, const tj_cache_stats *s)
@@ -328,6 +338,11 @@ static void print_stats(const char *path, const tj_cache_stats *s)
   cli_field("misses", "%" PRIu64, s->misses);
   cli_field("hit rate", "%s", rate);
   cli_field("compile time saved", "%s", saved);
+  /* The layer each entry came from (tj_cache_entry.origin) */
+  cli_field("from system", "%" PRIu64 " entries, %" PRIu64 " hits",
+            s->system_entries, s->system_hits);
+  cli_field("from remote", "%" PRIu64 " entries, %" PRIu64 " hits",
+            s->remote_entries, s->remote_hits);
 }
 
 int cli_stats(const cli_options *o)
@@ -506,4 +521,44 @@ int cli_clear_cache(const cli_options *o)
   }
   tj_cache_close(c);
   return rc == TJ_OK ? EXIT_OK : EXIT_FAIL;
+}
+
+/* ------------------------------------------------------------ --merge */
+
+/* Each FILE into the cache, in order; a file that cannot be merged is
+ * said and the others are still merged. */
+int cli_merge(const cli_options *o)
+{
+  tj_cache *c;
+  int state = open_cache(o, 1, &c), failed = 0;
+  if (state == CACHE_MISSING) { /* read-only open first: make it now */
+    tj_cache_close(c);
+    if (tj_cache_open(&c, o->cache_path, o->cache_flags) != TJ_OK) {
+      cli_error("%s", c ? tj_cache_errmsg(c) : "out of memory");
+      tj_cache_close(c);
+      return EXIT_FAIL;
+    }
+  } else if (state != CACHE_OPEN) {
+    return EXIT_FAIL;
+  }
+  for (int i = 0; i < o->nkernels; i++) {
+    tj_cache_merge_stats st;
+    int rc = tj_cache_merge(c, o->kernels[i], &st);
+    if (rc != TJ_OK) {
+      cli_error("%s", tj_cache_errmsg(c));
+      failed = 1;
+    }
+    if (rc == TJ_OK || st.copied || st.skipped || st.bad)
+      printf("merged %s into %s: %" PRIu64 " copied, %" PRIu64 " already "
+             "there, %" PRIu64 " bad (not copied)\n", o->kernels[i],
+             tj_cache_path(c), st.copied, st.skipped, st.bad);
+    if (st.bad) {
+      cli_error("%s: %" PRIu64 " %s failed %s checks and %s not copied",
+                o->kernels[i], st.bad, plural(st.bad),
+                st.bad == 1 ? "its" : "their", st.bad == 1 ? "was" : "were");
+      failed = 1;
+    }
+  }
+  tj_cache_close(c);
+  return failed ? EXIT_FAIL : EXIT_OK;
 }

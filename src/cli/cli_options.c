@@ -18,7 +18,7 @@ enum {
   OPT_LIST = 256, OPT_STATS, OPT_INFO, OPT_LIST_KERNELS, OPT_WARM, OPT_RUN,
   OPT_VERIFY, OPT_REPAIR, OPT_EVICT_AGE, OPT_MAX_SIZE, OPT_CLEAR, OPT_CACHE,
   OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
-  OPT_COMPILE, OPT_ENTRY, OPT_OPTION
+  OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM
 };
 
 static const struct option long_options[] = {
@@ -44,6 +44,8 @@ static const struct option long_options[] = {
   {"compile", required_argument, NULL, OPT_COMPILE},
   {"entry", required_argument, NULL, OPT_ENTRY},
   {"option", required_argument, NULL, OPT_OPTION},
+  {"merge", no_argument, NULL, OPT_MERGE},
+  {"system", no_argument, NULL, OPT_SYSTEM},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -72,6 +74,8 @@ static const char usage_text[] =
   "      --clear-cache          drop every entry and reset the counters\n"
   "      --compile FILE         compile FILE's --entry kernels (one module)\n"
   "                             into the cache, for each --arch\n"
+  "      --merge FILE...        copy the entries of other cache files into\n"
+  "                             the cache, each checked against its hash\n"
   "  -h, --help                 show this help and exit\n"
   "  -V, --version              show the version, platform and compiler\n"
   "\n"
@@ -80,6 +84,9 @@ static const char usage_text[] =
   "                             else $XDG_CACHE_HOME/tokitai-jit/cache.db,\n"
   "                             else ~/.cache/tokitai-jit/cache.db)\n"
   "      --group                accept a cache its group may write\n"
+  "      --system               with --list-cache, --stats, --verify-cache:\n"
+  "                             read --cache PATH (default: the installed\n"
+  "                             system cache) as a read-only system cache\n"
   "      --arch ARCH            with --warm, --compile: compile for ARCH\n"
   "                             (gfx90a, sm_90)\n"
   "                             instead of the GPU's own; may be repeated\n"
@@ -304,7 +311,7 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
     {OPT_LIST, CMD_LIST},     {OPT_STATS, CMD_STATS},
     {OPT_INFO, CMD_INFO},     {OPT_LIST_KERNELS, CMD_LIST_KERNELS},
     {OPT_WARM, CMD_WARM},     {OPT_VERIFY, CMD_VERIFY},
-    {OPT_CLEAR, CMD_CLEAR},
+    {OPT_CLEAR, CMD_CLEAR},   {OPT_MERGE, CMD_MERGE},
   };
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (commands[i].val == val)
@@ -318,6 +325,7 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
     return 0;
   case OPT_REPAIR: o->repair = 1; return 0;
   case OPT_GROUP: o->cache_flags |= TJ_CACHE_GROUP; return 0;
+  case OPT_SYSTEM: o->system = 1; return 0;
   case OPT_JSON: o->json = 1; return 0;
   case ':':
     if (optopt < OPT_LIST)
@@ -351,7 +359,7 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
 {
   cli_command c = o->command;
   const char *cmd = ps->command_flag;
-  if (c != CMD_WARM && bare_option_word(o))
+  if (c != CMD_WARM && c != CMD_MERGE && bare_option_word(o))
     return EXIT_USAGE;
   if (c == CMD_NONE)
     return usage_error("no command given (--list-cache, --stats, --info, "
@@ -378,9 +386,21 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
                        cmd);
   if (o->json && (c == CMD_WARM || c == CMD_EVICT || c == CMD_CLEAR))
     return usage_error("--json does not apply to --%s", cmd);
-  if (o->nkernels && c != CMD_WARM)
+  if (c == CMD_MERGE && o->nkernels == 0)
+    return usage_error("--merge needs at least one cache file to copy from");
+  if (o->system && c != CMD_LIST && c != CMD_STATS && c != CMD_VERIFY)
+    return usage_error("--system applies only to --list-cache, --stats and "
+                       "--verify-cache, not to --%s", cmd);
+  if (o->system && o->repair)
+    return usage_error("--repair cannot change a --system cache (it is "
+                       "read-only)");
+  if (o->system && (o->cache_flags & TJ_CACHE_GROUP))
+    return usage_error("--group does not apply to a --system cache");
+  if (o->json && c == CMD_MERGE)
+    return usage_error("--json does not apply to --%s", cmd);
+  if (o->nkernels && c != CMD_WARM && c != CMD_MERGE)
     return usage_error("unexpected argument '%s' (only --warm takes kernel "
-                       "names)", o->kernels[0]);
+                       "names, and --merge files)", o->kernels[0]);
   return 0;
 }
 

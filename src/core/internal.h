@@ -149,6 +149,44 @@ int tj__cache_get_entries(tj__cache *c, const tj__cache_row *want,
                           char **entries);
 /* INSERT OR IGNORE one row, in its own transaction. */
 int tj__cache_put(tj__cache *c, const tj__cache_row *row);
+
+/* ---- the cache layers (src/cache/layers.h drives these) */
+
+/* A row's origin column (schema 4): where its code came from. */
+#define TJ__ORIGIN_COMPILED "compiled" /* compiled on this machine */
+#define TJ__ORIGIN_SYSTEM "system"     /* copied from a system cache */
+#define TJ__ORIGIN_REMOTE "remote"     /* copied from the remote tier */
+#define TJ__ORIGIN_MERGED "merged"     /* copied in by tj_cache_merge */
+/* tj__cache_put, saying where the code came from (a TJ__ORIGIN_*). */
+int tj__cache_put_origin(tj__cache *c, const tj__cache_row *row,
+                         const char *origin);
+/* What a lookup found: the code (checked against its hash) and the
+ * columns a copy of the row into another cache needs; all malloc'd. */
+typedef struct tj__found {
+  void *code;
+  size_t size;
+  char *kernel;  /* the row's kernel column */
+  char *entries; /* its entries column ("" for an embedded kernel) */
+  double compile_ms;
+  char code_hash[TJ__KEY_HEX]; /* the XXH3-128 the code was checked against */
+} tj__found;
+/* tj__cache_get, filling f (free it with tj__found_free) on TJ_OK. */
+int tj__cache_find(tj__cache *c, const tj__cache_row *want, tj__found *f,
+                   int *dropped);
+void tj__found_free(tj__found *f);
+/*
+ * Open the read-only system cache at path: immutable (no locks, no -wal
+ * or -shm), only when the file is root's or ours and nobody else may
+ * write it or a directory above it (location.c).  TJ_OK with *out;
+ * TJ_ENOENT when there is no file (msg ""); TJ_EPERM when it is refused,
+ * TJ_ECACHE when it is not a usable tokitai-jit cache (damaged, foreign,
+ * a newer schema), TJ_ENOMEM; msg says why.  dev and ino (may be NULL)
+ * get the file's identity.
+ */
+int tj__cache_open_system(const char *path, tj__cache **out, dev_t *dev,
+                          ino_t *ino, char *msg, size_t msglen);
+/* The file c has open (its device and inode as judged at open). */
+void tj__cache_identity(const tj__cache *c, dev_t *dev, ino_t *ino);
 /* In one transaction: add hits[i] to row keys[i] and stamp its last_used,
  * and add misses to the miss counter.  Called once, at runtime close, so
  * that a warm start writes nothing. */
@@ -355,7 +393,9 @@ struct tj_runtime {
   char arch[256];
   char compiler[160];
   char *cache_path;
-  tj__cache *cache;
+  tj__cache *cache;      /* the per-user file; NULL without one */
+  struct tj__layers *layers; /* it and the layers below (layers.h); NULL
+                                with TJ_CACHE_DISABLE */
   uint64_t cache_max_bytes;
   tj__modtable *table;
   pthread_mutex_t lock;   /* guards stats */
@@ -380,6 +420,12 @@ int tj__runtime_may_build(tj_runtime *rt, const char *what);
 void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
                        const char *what);
 int tj__runtime_may_compile(tj_runtime *rt, const char *what);
+/* After a lookup through the layers (layers.h): count a dropped row and
+ * say the lookup's warning; then, when its code is used, count the hit
+ * in its layer (a tj__layer). */
+struct tj__lookup;
+void tj__runtime_note_lookup(tj_runtime *rt, const struct tj__lookup *got);
+void tj__runtime_count_hit(tj_runtime *rt, int layer);
 
 static inline int tj__runtime_usable(const tj_runtime *rt)
 {

@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "embedded.h"
 #include "codeobj.h"
+#include "layers.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -50,10 +51,8 @@ static int open_device(tj_runtime *rt, const tj_options *o)
   return TJ_OK;
 }
 
-static int open_cache(tj_runtime *rt, const tj_options *o)
+static int open_user_cache(tj_runtime *rt, const tj_options *o)
 {
-  if (rt->flags & TJ_CACHE_DISABLE)
-    return TJ_OK;
   rt->cache_path = o->cache_path ? strdup(o->cache_path) : tj__cache_default_path();
   if (!rt->cache_path) {
     tj__warn(rt, "no cache location ($TOKITAI_JIT_CACHE, $XDG_CACHE_HOME and "
@@ -67,6 +66,19 @@ static int open_cache(tj_runtime *rt, const tj_options *o)
   if (msg[0])
     tj__warn(rt, "%s", msg);
   return TJ_OK;
+}
+
+/* The per-user cache, and the layers under it (src/cache/layers.h), which
+ * open the system caches only when a lookup first reaches them. */
+static int open_cache(tj_runtime *rt, const tj_options *o)
+{
+  if (rt->flags & TJ_CACHE_DISABLE)
+    return TJ_OK;
+  int rc = open_user_cache(rt, o);
+  if (rc == TJ_OK && tj__layers_open(rt->cache, o->system_caches,
+                                     rt->cache_max_bytes, &rt->layers) != TJ_OK)
+    rc = tj__fail(rt, TJ_ENOMEM, "out of memory");
+  return rc;
 }
 
 /* What reaches the compiler besides the source and the caller's options:
@@ -226,6 +238,7 @@ void tj_runtime_close(tj_runtime *rt)
     free((char *)u.keys[i]);
   free(u.keys);
   free(u.hits);
+  tj__layers_close(rt->layers);
   tj__cache_close(rt->cache);
   if (!rt->compile_only)
     tj__device_close(&rt->device);
@@ -299,29 +312,41 @@ static void count(tj_runtime *rt, uint64_t *counter, double ms)
   pthread_mutex_unlock(&rt->lock);
 }
 
+void tj__runtime_note_lookup(tj_runtime *rt, const tj__lookup *got)
+{
+  if (got->user_dropped)
+    count(rt, &rt->stats.cache_drops, 0);
+  if (got->warning[0])
+    tj__warn(rt, "%s", got->warning);
+}
+
+void tj__runtime_count_hit(tj_runtime *rt, int layer)
+{
+  pthread_mutex_lock(&rt->lock);
+  rt->stats.cache_hits++;
+  rt->stats.system_hits += layer == TJ__LAYER_SYSTEM;
+  pthread_mutex_unlock(&rt->lock);
+}
+
 static int from_cache(build_request *req, tj_kernel *k)
 {
   tj_runtime *rt = req->rt;
-  int dropped = 0;
-  if (!rt->cache)
+  tj__lookup got;
+  if (!rt->layers)
     return TJ_ENOENT;
   /* The row must say it is what was asked for, not only sit at its key. */
   tj__cache_row want = {req->key, req->entry, req->arch, TJ__PLATFORM,
                         rt->compiler, req->options, NULL, 0, 0, NULL};
-  int rc = tj__cache_get(rt->cache, &want, &k->code, &k->code_size, &dropped);
-  if (dropped) {
-    count(rt, &rt->stats.cache_drops, 0);
-    tj__warn(rt, "cache row %s for %s %s; dropped and recompiling", req->key,
-             req->entry, tj__cache_drop_reason(dropped));
-  }
-  if (rc == TJ_ECACHE) { /* the file failed under us: said once, then a miss */
-    tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
-    return TJ_ENOENT;
-  }
+  int rc = tj__layers_get(rt->layers, &want, req->entry, &got);
+  tj__runtime_note_lookup(rt, &got);
   if (rc == TJ_OK) {
+    k->code = got.found.code;
+    k->code_size = got.found.size;
+    got.found.code = NULL;
     k->origin = TJ_FROM_CACHE;
-    count(rt, &rt->stats.cache_hits, 0);
+    tj__runtime_count_hit(rt, got.layer);
   }
+  tj__found_free(&got.found);
   return rc;
 }
 
@@ -362,6 +387,7 @@ void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
   tj__cache_evict_foreign(rt->cache, rt->compiler, TJ__CACHE_FOREIGN_IDLE,
                           NULL);
   tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
+  tj__layers_publish(rt->layers, row); /* the remote tier, when there is one */
 }
 
 static int from_compiler(build_request *req, tj_kernel *k)

@@ -6,6 +6,7 @@
  * headers, headers.c) -> SQLite -> compiler -> module load.
  */
 #include "internal.h"
+#include "layers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,31 +350,24 @@ static int row_names(const request *r, char **kernels, char **options)
 static int from_cache(const request *r, tj_module *m)
 {
   tj_runtime *rt = r->rt;
-  int dropped = 0;
-  char *stored = NULL;
-  if (!rt->cache)
+  tj__lookup got;
+  if (!rt->layers)
     return TJ_ENOENT;
   char *options = NULL;
   if (row_names(r, NULL, &options) != TJ_OK)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   tj__cache_row want = {r->key, NULL, rt->arch, TJ__PLATFORM, rt->compiler,
                         options, NULL, 0, 0, NULL};
-  int rc = tj__cache_get_entries(rt->cache, &want, &m->code, &m->code_size,
-                                 &dropped, &stored);
+  int rc = tj__layers_get(rt->layers, &want, r->name, &got);
   free(options);
-  if (dropped) {
-    count(rt, &rt->stats.cache_drops, 0);
-    tj__warn(rt, "cache row %s for %s %s; dropped and recompiling", r->key,
-             r->name, tj__cache_drop_reason(dropped));
-  }
-  if (rc == TJ_ECACHE) {
-    tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
-    return TJ_ENOENT;
-  }
+  tj__runtime_note_lookup(rt, &got);
   if (rc != TJ_OK)
     return rc;
-  rc = resolve_entries(r, m, NULL, stored);
-  free(stored);
+  m->code = got.found.code;
+  m->code_size = got.found.size;
+  got.found.code = NULL;
+  rc = resolve_entries(r, m, NULL, got.found.entries);
+  tj__found_free(&got.found);
   if (rc == TJ_ENOENT && r->nexprs > 0) {
     /* A row that cannot lower our expressions is another's: compile. */
     free(m->code);
@@ -387,7 +381,7 @@ static int from_cache(const request *r, tj_module *m)
   if (rc != TJ_OK)
     return rc == TJ_ENOENT ? MISSING_ENTRY : rc;
   m->origin = TJ_FROM_CACHE;
-  count(rt, &rt->stats.cache_hits, 0);
+  tj__runtime_count_hit(rt, got.layer);
   return TJ_OK;
 }
 

@@ -212,6 +212,23 @@ typedef struct tj_kernel tj_kernel;
  *   cache_max_bytes  When a store takes the cache over this size, the least
  *               recently used rows are evicted until it fits (0: 1 GiB;
  *               2^63 or more, UINT64_MAX say: no limit).
+ *   system_caches  (Added after 0.1.)  Read-only system caches, looked up
+ *               in order after the per-user cache (cache_path) misses: a
+ *               colon-separated list of cache files, as a package or a
+ *               cluster image ships them (tokitai-jit --merge makes them).
+ *               NULL: the files in $TOKITAI_JIT_SYSTEM_CACHE, then the
+ *               installed default, <datadir>/tokitai-jit/system.db
+ *               (/usr/local/share/... with the default prefix); "": none.  A file that does
+ *               not exist is skipped in silence (one stat).  The others
+ *               are opened read-only and without locks (SQLite's
+ *               immutable open) when a lookup first gets past the per-user
+ *               cache, and only when the file belongs to root or to you
+ *               and nobody else may write it or rename it (a directory
+ *               above it); one that is refused, damaged, not a tokitai-jit
+ *               cache or of a newer schema is skipped with one warning
+ *               (tj_errmsg).  A hit there is checked against its hash and
+ *               copied into the per-user cache; tj_stats.system_hits
+ *               counts it.  With TJ_CACHE_DISABLE none is read.
  */
 typedef struct tj_options {
   size_t size;        /* 0 or sizeof(tj_options) */
@@ -220,6 +237,7 @@ typedef struct tj_options {
   const char *cache_path;
   unsigned flags;
   uint64_t cache_max_bytes; /* size limit of the cache; 0: 1 GiB */
+  const char *system_caches; /* read-only system caches; NULL: the defaults */
 } tj_options;
 
 /*
@@ -573,11 +591,16 @@ TJ_EXPORT int tj_module_get_info(const tj_module *module,
 /* Counters of one runtime since it was opened. */
 typedef struct tj_stats {
   uint64_t memory_hits;  /* answered from the in-memory table */
-  uint64_t cache_hits;   /* loaded from SQLite */
+  uint64_t cache_hits;   /* loaded from a cache: any layer below the
+                            in-memory table (per-user, system, remote) */
   uint64_t compiles;     /* compiled in this process */
   uint64_t cache_drops;  /* rows dropped because their code failed its hash */
   double compile_ms;     /* total compile time */
-  uint64_t reserved[8];  /* zero; room for fields to come */
+  /* Added after 0.1: the hits of each layer below the per-user cache,
+   * included in cache_hits (so per-user hits are cache_hits minus them). */
+  uint64_t system_hits;  /* found in a read-only system cache */
+  /* (the remote tier's counters go here) */
+  uint64_t reserved[7];  /* zero; room for fields to come */
 } tj_stats;
 
 /* Errors: TJ_EINVAL (a runtime whose open failed, NULL stats).

@@ -35,6 +35,15 @@ typedef struct tj_cache tj_cache;
  * set when possible, for tj_cache_errmsg; close it (NULL is fine). */
 TJ_EXPORT int tj_cache_open(tj_cache **c /* OUT */, const char *path,
                             unsigned flags);
+/* A flag for tj_cache_open (added after 0.1): open path as a runtime opens
+ * a read-only system cache (tj_options.system_caches): read-only and
+ * immutable (no locks, no -wal or -shm made beside it, so it works in a
+ * directory you cannot write), and only when the file belongs to root or
+ * to you and nobody else may write it or a directory above it (TJ_EPERM
+ * otherwise).  Nothing is ever created; TJ_ENOENT when it is absent.
+ * Listing, stats and verification (without repair) work on such a
+ * handle. */
+#define TJ_CACHE_SYSTEM 0x10u
 TJ_EXPORT void tj_cache_close(tj_cache *c);
 /* Detail of the last failure on c; owned by c, never NULL. */
 TJ_EXPORT const char *tj_cache_errmsg(const tj_cache *c);
@@ -78,6 +87,12 @@ typedef struct tj_cache_entry {
    * file was migrated). */
   int num_kernels;
   const tj_cache_kernel *kernels;
+  /* Added after 0.1 (schema 4): where the row came from: "compiled" (on
+   * the machine that stored it), "system" (copied from a read-only
+   * system cache on a hit there), "remote" (from the remote tier), or
+   * "merged" (copied in by tj_cache_merge).  Rows of a file older than
+   * schema 4 say "compiled". */
+  const char *origin;
 } tj_cache_entry;
 
 /* Called once per entry; return non-zero to stop early. */
@@ -98,7 +113,12 @@ typedef struct tj_cache_stats {
                               tj_options.cache_max_bytes is 0 (1 GiB;
                               not kept in the file) */
   uint64_t file_bytes;     /* the database file itself */
-  uint64_t reserved[8];    /* zero; room for fields to come */
+  /* Added after 0.1: the entries, and their hits, by origin (see
+   * tj_cache_entry.origin); the rest of entries and hits are "compiled"
+   * and "merged" rows.  0 in a file older than schema 4. */
+  uint64_t system_entries, system_hits; /* copied from a system cache */
+  uint64_t remote_entries, remote_hits; /* copied from the remote tier */
+  uint64_t reserved[4];    /* zero; room for fields to come */
 } tj_cache_stats;
 
 /* Errors: TJ_EINVAL (NULL arguments), TJ_ECACHE.  One thread at a time
@@ -129,6 +149,37 @@ TJ_EXPORT int tj_cache_evict(tj_cache *c, int64_t max_age_seconds,
 
 /* Delete every entry and reset the counters. */
 TJ_EXPORT int tj_cache_clear(tj_cache *c);
+
+/* What tj_cache_merge did.  The library fills it; later fields are cut
+ * from reserved. */
+typedef struct tj_cache_merge_stats {
+  uint64_t copied;      /* rows copied into c */
+  uint64_t skipped;     /* rows c had already (the same key) */
+  uint64_t bad;         /* rows not copied: code that fails its stored hash
+                           or size, a malformed key or column, an embedded
+                           kernel's row at a key its columns do not give */
+  uint64_t reserved[5]; /* zero; room for fields to come */
+} tj_cache_merge_stats;
+
+/*
+ * Copy the rows of the cache file source into c (added after 0.1).  The
+ * source is opened as with TJ_CACHE_SYSTEM (root's or yours, writable by
+ * nobody else; immutable, so it should not be written meanwhile), and
+ * must be a tokitai-jit cache of a schema this library reads.  Each row
+ * is checked before it is copied (see tj_cache_merge_stats.bad) and never
+ * copied when it fails; rows c has already are skipped, so merging twice
+ * copies nothing the second time.  c takes the rows in batches of one
+ * write transaction each, so other processes may use it meanwhile.
+ * Copied rows say "merged" (tj_cache_entry.origin).  *st (may be NULL)
+ * gets the counts, also on failure (what was done until then).
+ * Errors: TJ_EINVAL (NULL arguments, c opened read-only, source is c's
+ * own file), TJ_ENOENT (no source), TJ_EPERM (a source others could have
+ * written), TJ_ECACHE (a source that is not a tokitai-jit cache or cannot
+ * be read, or c cannot be written; the message in tj_cache_errmsg),
+ * TJ_ENOMEM.  One thread at a time on one c.
+ */
+TJ_EXPORT int tj_cache_merge(tj_cache *c, const char *source,
+                             tj_cache_merge_stats *st /* OUT */);
 
 #ifdef __cplusplus
 }
