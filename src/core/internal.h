@@ -346,6 +346,36 @@ static inline int tj__entries_next(const char **p, const char **expr,
   return 0;
 }
 
+/* ------------------------------------------------------------ once.c */
+
+/* The remote tier of a runtime (TOKITAI_JIT_REMOTE, or spec when not
+ * NULL) and the bound of its waits; after the cache is open.  A bad
+ * spec from tj_options is TJ_EINVAL; anything else only warns. */
+int tj__remote_setup(tj_runtime *rt, const char *spec);
+void tj__remote_teardown(tj_runtime *rt);
+/* Add the remote's counters to s. */
+void tj__remote_stats(const tj_runtime *rt, tj_stats *s);
+/* Under a per-user miss: want's value from the remote tier, checked whole,
+ * copied into the per-user cache.  TJ_OK fills *code and *size (and
+ * *entries, malloc'd, when entries is not NULL); TJ_ENOENT otherwise. */
+int tj__remote_lookup(tj_runtime *rt, const tj__cache_row *want, void **code,
+                      size_t *size, char **entries);
+/* Hand a freshly compiled row to the remote tier (SET NX). */
+void tj__remote_publish(tj_runtime *rt, const tj__cache_row *row);
+
+/* The leases around one compile (once.c says how long each wait lasts). */
+typedef struct tj__once {
+  int fd;              /* the same-machine lease, or -1 */
+  int leased;          /* the remote lease is ours */
+  char token[48];
+  char key[TJ__KEY_HEX];
+} tj__once;
+/* Before compiling key, which no layer had: take the leases, waiting
+ * (bounded) for another holder.  1: look in every layer again before
+ * compiling; 0: compile.  Always end with tj__once_end. */
+int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o);
+void tj__once_end(tj_runtime *rt, tj__once *o);
+
 /* ------------------------------------------------------------ runtime.c */
 
 struct tj_runtime {
@@ -364,6 +394,8 @@ struct tj_runtime {
   char *env_refusal;      /* why compiling is refused, or NULL */
   tj_stats stats;
   int opened;            /* 1 once tj_runtime_open succeeded (below) */
+  struct tj__remote *remote; /* the remote tier, or NULL (once.c) */
+  long lease_wait_ms;    /* the bound of each wait for another's compile */
 };
 
 /* Whether rt may be used.  A runtime whose open failed is handed back

@@ -360,7 +360,6 @@ static int from_cache(const request *r, tj_module *m)
                         options, NULL, 0, 0, NULL};
   int rc = tj__cache_get_entries(rt->cache, &want, &m->code, &m->code_size,
                                  &dropped, &stored);
-  free(options);
   if (dropped) {
     count(rt, &rt->stats.cache_drops, 0);
     tj__warn(rt, "cache row %s for %s %s; dropped and recompiling", r->key,
@@ -368,8 +367,13 @@ static int from_cache(const request *r, tj_module *m)
   }
   if (rc == TJ_ECACHE) {
     tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
-    return TJ_ENOENT;
+    rc = TJ_ENOENT;
   }
+  int remote = rc == TJ_ENOENT &&
+               tj__remote_lookup(rt, &want, &m->code, &m->code_size, &stored) == TJ_OK;
+  free(options);
+  if (remote)
+    rc = TJ_OK;
   if (rc != TJ_OK)
     return rc;
   rc = resolve_entries(r, m, NULL, stored);
@@ -387,7 +391,8 @@ static int from_cache(const request *r, tj_module *m)
   if (rc != TJ_OK)
     return rc == TJ_ENOENT ? MISSING_ENTRY : rc;
   m->origin = TJ_FROM_CACHE;
-  count(rt, &rt->stats.cache_hits, 0);
+  if (!remote) /* a remote hit is counted as one */
+    count(rt, &rt->stats.cache_hits, 0);
   return TJ_OK;
 }
 
@@ -537,9 +542,15 @@ static int build_module(void *ctx, tj_kernel **out)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   }
   rc = from_cache(r, m);
-  if (rc == TJ_ENOENT)
-    rc = from_compiler(r, m);
-  else if (rc == MISSING_ENTRY)
+  if (rc == TJ_ENOENT) { /* one compile per key: wait for another's */
+    tj__once once;
+    if (tj__once_begin(rt, r->key, &once))
+      rc = from_cache(r, m);
+    if (rc == TJ_ENOENT)
+      rc = from_compiler(r, m);
+    tj__once_end(rt, &once);
+  }
+  if (rc == MISSING_ENTRY)
     rc = TJ_ENOENT;
   if (rc == TJ_OK)
     rc = load(r, m);
