@@ -157,6 +157,12 @@ int tj_cache_get_stats(tj_cache *c, tj_cache_stats *out)
   s.compile_ms_saved = sums.compile_ms_saved;
   s.misses = sums.misses;
   s.schema_version = sums.schema_version;
+  s.remote_hits = sums.remote[0];
+  s.remote_misses = sums.remote[1];
+  s.remote_errors = sums.remote[2];
+  s.remote_timeouts = sums.remote[3];
+  s.remote_bytes_in = sums.remote[4];
+  s.remote_bytes_out = sums.remote[5];
   /* The limit lives in each runtime's options, not in the file; report
    * the one a runtime applies when its caller sets none. */
   s.size_limit = TJ__CACHE_DEFAULT_LIMIT;

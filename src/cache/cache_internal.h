@@ -210,6 +210,7 @@ typedef struct tj__cache_sums {
   uint64_t entries, bytes, hits, misses;
   double compile_ms_saved;
   int schema_version;
+  uint64_t remote[TJ__REMOTE_COUNTERS]; /* tj__remote_counter_names order */
 } tj__cache_sums;
 int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out);
 /* SQLite's integrity check.  TJ_OK when whole; TJ_ECACHE with the first

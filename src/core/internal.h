@@ -165,6 +165,13 @@ const char *tj__cache_errmsg(tj__cache *c);
  * TJ_ECACHE, once; after it, get misses and put stores nothing, quietly.
  */
 
+/* The remote tier's counters that a runtime adds to its cache's counters
+ * table at close (rows "remote_hits", ...; no schema change: the table
+ * is name and value), read back by tj_cache_get_stats. */
+#define TJ__REMOTE_COUNTERS 6
+extern const char *const tj__remote_counter_names[TJ__REMOTE_COUNTERS];
+int tj__cache_add_counters(tj__cache *c, const uint64_t *values);
+
 /* Entries from another compiler can never be hit (the compiler is in the
  * key); delete those not used for idle_seconds or more (the age rule of
  * tj__cache_trim).  *evicted may be NULL. */

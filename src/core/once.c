@@ -85,6 +85,13 @@ int tj__remote_setup(tj_runtime *rt, const char *spec)
 
 void tj__remote_teardown(tj_runtime *rt)
 {
+  if (rt->remote && rt->cache) {
+    tj__remote_counters n;
+    tj__remote_get_counters(rt->remote, &n);
+    uint64_t v[TJ__REMOTE_COUNTERS] = {n.hits, n.misses, n.errors, n.timeouts,
+                                       n.bytes_in, n.bytes_out};
+    tj__cache_add_counters(rt->cache, v);
+  }
   tj__remote_close(rt->remote);
   rt->remote = NULL;
 }

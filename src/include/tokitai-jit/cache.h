@@ -98,7 +98,11 @@ typedef struct tj_cache_stats {
                               tj_options.cache_max_bytes is 0 (1 GiB;
                               not kept in the file) */
   uint64_t file_bytes;     /* the database file itself */
-  uint64_t reserved[8];    /* zero; room for fields to come */
+  /* The remote tier, summed over the runtimes that used this cache with
+   * one (tj_stats's remote_* fields, added at tj_runtime_close). */
+  uint64_t remote_hits, remote_misses, remote_errors, remote_timeouts;
+  uint64_t remote_bytes_in, remote_bytes_out;
+  uint64_t reserved[2];    /* zero; room for fields to come */
 } tj_cache_stats;
 
 /* Errors: TJ_EINVAL (NULL arguments), TJ_ECACHE.  One thread at a time
