@@ -167,7 +167,7 @@ int tj__remote_open(const char *spec, const tj__remote_settings *s,
   (void)spec;
   (void)s;
   snprintf(msg, len, "this libtokitai-jit was built without hiredis "
-           "(./configure --with-hiredis): the remote tier is off");
+           "(./configure --with-hiredis)");
   return TJ_EIO;
 #else
   tj__remote *r = calloc(1, sizeof *r);

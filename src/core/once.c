@@ -77,9 +77,9 @@ int tj__remote_setup(tj_runtime *rt, const char *spec)
     return rc == TJ_OK ? TJ_OK : tj__fail(rt, rc, "out of memory");
   if (rc == TJ_EINVAL && !from_env)
     return tj__fail(rt, rc, "tj_options.remote: %s", msg);
-  tj__warn(rt, "%s%s; running without the remote tier",
-           rc == TJ_EINVAL ? "TOKITAI_JIT_REMOTE: " : "TOKITAI_JIT_REMOTE is "
-           "set, but ", msg);
+  const char *what = from_env ? "TOKITAI_JIT_REMOTE" : "tj_options.remote";
+  tj__warn(rt, "%s%s%s; running without the remote tier", what,
+           rc == TJ_EINVAL ? ": " : " is set, but ", msg);
   return TJ_OK;
 }
 
