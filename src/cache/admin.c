@@ -176,14 +176,17 @@ int tj_cache_get_stats(tj_cache *c, tj_cache_stats *out)
   s.compile_ms_saved = sums.compile_ms_saved;
   s.misses = sums.misses;
   s.schema_version = sums.schema_version;
+  s.remote_hits = sums.remote[0];
+  s.remote_misses = sums.remote[1];
+  s.remote_errors = sums.remote[2] + sums.remote[3]; /* timeouts too */
+  s.remote_bytes_in = sums.remote[4];
+  s.remote_bytes_out = sums.remote[5];
   /* The limit lives in each runtime's options, not in the file; report
    * the one a runtime applies when its caller sets none. */
   s.size_limit = TJ__CACHE_DEFAULT_LIMIT;
   s.file_bytes = stat(c->path, &st) == 0 ? (uint64_t)st.st_size : 0;
   s.system_entries = sums.system_entries;
   s.system_hits = sums.system_hits;
-  s.remote_entries = sums.remote_entries;
-  s.remote_hits = sums.remote_hits;
   *out = s;
   return TJ_OK;
 }

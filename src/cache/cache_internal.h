@@ -244,9 +244,10 @@ int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx);
 /* The sums behind tj_cache_get_stats. */
 typedef struct tj__cache_sums {
   uint64_t entries, bytes, hits, misses;
-  uint64_t system_entries, system_hits, remote_entries, remote_hits;
+  uint64_t system_entries, system_hits;
   double compile_ms_saved;
   int schema_version;
+  uint64_t remote[TJ__REMOTE_COUNTERS]; /* tj__remote_counter_names order */
 } tj__cache_sums;
 int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out);
 /* SQLite's integrity check.  TJ_OK when whole; TJ_ECACHE with the first

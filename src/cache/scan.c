@@ -96,6 +96,8 @@ int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx)
   return out;
 }
 
+static int remote_sums(tj__cache *c, uint64_t *out);
+
 int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out)
 {
   char sql[640];
@@ -104,9 +106,8 @@ int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out)
     "SELECT count(*), total(code_size), total(hits), total(hits * "
     "compile_ms), (SELECT total(value) FROM counters WHERE name = 'misses'), "
     "(SELECT user_version FROM pragma_user_version), "
-    "total(%s = 'system'), total(CASE WHEN %s = 'system' THEN hits END), "
-    "total(%s = 'remote'), total(CASE WHEN %s = 'remote' THEN hits END) "
-    "FROM code_objects", origin, origin, origin, origin);
+    "total(%s = 'system'), total(CASE WHEN %s = 'system' THEN hits END) "
+    "FROM code_objects", origin, origin);
   sqlite3_stmt *st;
   pthread_mutex_lock(&c->lock);
   int rc = tj__sql_prepare(c->db, sql, 0, &st);
@@ -121,13 +122,75 @@ int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out)
     out->schema_version = sqlite3_column_int(st, 5);
     out->system_entries = (uint64_t)sqlite3_column_double(st, 6);
     out->system_hits = (uint64_t)sqlite3_column_double(st, 7);
-    out->remote_entries = (uint64_t)sqlite3_column_double(st, 8);
-    out->remote_hits = (uint64_t)sqlite3_column_double(st, 9);
   }
-  int result = rc == SQLITE_ROW ? TJ_OK : tj__cache_note_error(c, TJ_ECACHE);
   sqlite3_finalize(st);
+  memset(out->remote, 0, sizeof out->remote);
+  if (rc == SQLITE_ROW && remote_sums(c, out->remote) != SQLITE_OK)
+    rc = SQLITE_ERROR;
+  int result = rc == SQLITE_ROW ? TJ_OK : tj__cache_note_error(c, TJ_ECACHE);
   pthread_mutex_unlock(&c->lock);
   return result;
+}
+
+const char *const tj__remote_counter_names[TJ__REMOTE_COUNTERS] = {
+    "remote_hits", "remote_misses", "remote_errors", "remote_timeouts",
+    "remote_bytes_in", "remote_bytes_out"};
+
+/* The remote counters, when a runtime has written any; c->lock held. */
+static int remote_sums(tj__cache *c, uint64_t *out)
+{
+  sqlite3_stmt *st;
+  int rc = tj__sql_prepare(c->db, "SELECT name, value FROM counters WHERE "
+                           "name GLOB 'remote_*'", 0, &st);
+  while (rc == SQLITE_OK && (rc = tj__sql_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    for (int i = 0; name && i < TJ__REMOTE_COUNTERS; i++)
+      if (strcmp(name, tj__remote_counter_names[i]) == 0)
+        out[i] = (uint64_t)sqlite3_column_int64(st, 1);
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int tj__cache_add_counters(tj__cache *c, const uint64_t *values)
+{
+  int any = 0;
+  for (int i = 0; i < TJ__REMOTE_COUNTERS; i++)
+    any |= values[i] != 0;
+  if (!any || tj__cache_readonly(c))
+    return TJ_OK; /* a process that used no remote writes nothing */
+  sqlite3_stmt *make = NULL, *add = NULL;
+  pthread_mutex_lock(&c->lock);
+  int rc = tj__sql_prepare(c->db, "INSERT OR IGNORE INTO counters(name, value) "
+                           "VALUES (?1, 0)", 0, &make);
+  if (rc == SQLITE_OK)
+    rc = tj__sql_prepare(c->db, "UPDATE counters SET value = value + ?2 "
+                         "WHERE name = ?1", 0, &add);
+  if (rc == SQLITE_OK)
+    rc = tj__sql_begin(c->db, 1);
+  for (int i = 0; rc == SQLITE_OK && i < TJ__REMOTE_COUNTERS; i++) {
+    if (!values[i])
+      continue;
+    sqlite3_stmt *steps[2] = {make, add};
+    for (int j = 0; rc == SQLITE_OK && j < 2; j++) {
+      sqlite3_bind_text(steps[j], 1, tj__remote_counter_names[i], -1,
+                        SQLITE_STATIC);
+      if (j)
+        sqlite3_bind_int64(steps[j], 2, (sqlite3_int64)values[i]);
+      rc = tj__sql_step(steps[j]) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+      tj__sql_reset(steps[j]);
+    }
+  }
+  if (rc == SQLITE_OK)
+    rc = tj__sql_commit(c->db);
+  if (rc != SQLITE_OK)
+    tj__cache_note_error(c, 0);
+  tj__sql_rollback(c->db);
+  sqlite3_finalize(make);
+  sqlite3_finalize(add);
+  pthread_mutex_unlock(&c->lock);
+  return rc == SQLITE_OK ? TJ_OK : TJ_ECACHE;
 }
 
 int tj__cache_integrity(tj__cache *c, char *problem, size_t len)

@@ -312,10 +312,18 @@ static void print_stats_json(const char *path, const tj_cache_stats *s)
   printf(", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64
          ", \"compile_ms_saved\": %.3f", s->hits, s->misses,
          s->compile_ms_saved);
-  printf(", \"system_entries\": %" PRIu64 ", \"system_hits\": %" PRIu64
-         ", \"remote_entries\": %" PRIu64 ", \"remote_hits\": %" PRIu64
-         "}\n", s->system_entries, s->system_hits, s->remote_entries,
-         s->remote_hits);
+  printf(", \"system_entries\": %" PRIu64 ", \"system_hits\": %" PRIu64,
+         s->system_entries, s->system_hits);
+  const char *remote = getenv("TOKITAI_JIT_REMOTE");
+  printf(", \"remote\": {\"configured\": ");
+  if (remote && *remote)
+    cli_json_string(stdout, remote);
+  else
+    printf("null");
+  printf(", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"errors\": %"
+         PRIu64 ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
+         "}}\n", s->remote_hits, s->remote_misses, s->remote_errors,
+         s->remote_bytes_in, s->remote_bytes_out);
 }
 
 static void print_stats(const char *path, const tj_cache_stats *s)
@@ -338,11 +346,21 @@ static void print_stats(const char *path, const tj_cache_stats *s)
   cli_field("misses", "%" PRIu64, s->misses);
   cli_field("hit rate", "%s", rate);
   cli_field("compile time saved", "%s", saved);
-  /* The layer each entry came from (tj_cache_entry.origin) */
+  /* The rows copied from a system cache (tj_cache_entry.origin) */
   cli_field("from system", "%" PRIu64 " entries, %" PRIu64 " hits",
             s->system_entries, s->system_hits);
-  cli_field("from remote", "%" PRIu64 " entries, %" PRIu64 " hits",
-            s->remote_entries, s->remote_hits);
+  /* The remote tier: this environment's, and what runtimes that used one
+   * with this cache counted. */
+  const char *remote = getenv("TOKITAI_JIT_REMOTE");
+  char in[32], out[32];
+  cli_format_size(s->remote_bytes_in, in, sizeof in);
+  cli_format_size(s->remote_bytes_out, out, sizeof out);
+  cli_field("remote tier", "%s", remote && *remote ? remote : "none (TOKITAI_JIT_REMOTE is unset)");
+  cli_field("remote hits", "%" PRIu64, s->remote_hits);
+  cli_field("remote misses", "%" PRIu64, s->remote_misses);
+  cli_field("remote errors", "%" PRIu64 " (timeouts included)",
+            s->remote_errors);
+  cli_field("remote traffic", "%s in, %s out", in, out);
 }
 
 int cli_stats(const cli_options *o)

@@ -203,6 +203,13 @@ const char *tj__cache_errmsg(tj__cache *c);
  * TJ_ECACHE, once; after it, get misses and put stores nothing, quietly.
  */
 
+/* The remote tier's counters that a runtime adds to its cache's counters
+ * table at close (rows "remote_hits", ...; no schema change: the table
+ * is name and value), read back by tj_cache_get_stats. */
+#define TJ__REMOTE_COUNTERS 6
+extern const char *const tj__remote_counter_names[TJ__REMOTE_COUNTERS];
+int tj__cache_add_counters(tj__cache *c, const uint64_t *values);
+
 /* Entries from another compiler can never be hit (the compiler is in the
  * key); delete those not used for idle_seconds or more (the age rule of
  * tj__cache_trim).  *evicted may be NULL. */
@@ -384,6 +391,29 @@ static inline int tj__entries_next(const char **p, const char **expr,
   return 0;
 }
 
+/* ------------------------------------------------------------ once.c */
+
+/* The remote tier of a runtime (TOKITAI_JIT_REMOTE, or spec when not
+ * NULL) and the bound of its waits; after the cache is open.  A bad
+ * spec from tj_options is TJ_EINVAL; anything else only warns. */
+int tj__remote_setup(tj_runtime *rt, const char *spec);
+void tj__remote_teardown(tj_runtime *rt);
+/* Add the remote's counters to s. */
+void tj__remote_stats(const tj_runtime *rt, tj_stats *s);
+
+/* The leases around one compile (once.c says how long each wait lasts). */
+typedef struct tj__once {
+  int fd;              /* the same-machine lease, or -1 */
+  int leased;          /* the remote lease is ours */
+  char token[48];
+  char key[TJ__KEY_HEX];
+} tj__once;
+/* Before compiling key, which no layer had: take the leases, waiting
+ * (bounded) for another holder.  1: look in every layer again before
+ * compiling; 0: compile.  Always end with tj__once_end. */
+int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o);
+void tj__once_end(tj_runtime *rt, tj__once *o);
+
 /* ------------------------------------------------------------ runtime.c */
 
 struct tj_runtime {
@@ -404,6 +434,8 @@ struct tj_runtime {
   char *env_refusal;      /* why compiling is refused, or NULL */
   tj_stats stats;
   int opened;            /* 1 once tj_runtime_open succeeded (below) */
+  struct tj__remote *remote; /* the remote tier, or NULL (once.c) */
+  long lease_wait_ms;    /* the bound of each wait for another's compile */
 };
 
 /* Whether rt may be used.  A runtime whose open failed is handed back

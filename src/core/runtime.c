@@ -187,7 +187,7 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
     return rc;
   if (!(rt->table = tj__modtable_new()))
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
-  if ((rc = open_cache(rt, &o)) == TJ_OK)
+  if ((rc = open_cache(rt, &o)) == TJ_OK && (rc = tj__remote_setup(rt, o.remote)) == TJ_OK)
     rt->opened = 1; /* every early return above leaves it unusable */
   return rc;
 }
@@ -239,6 +239,7 @@ void tj_runtime_close(tj_runtime *rt)
   free(u.keys);
   free(u.hits);
   tj__layers_close(rt->layers);
+  tj__remote_teardown(rt);
   tj__cache_close(rt->cache);
   if (!rt->compile_only)
     tj__device_close(&rt->device);
@@ -280,6 +281,7 @@ int tj_runtime_get_stats(const tj_runtime *rt, tj_stats *stats)
   tj_stats s = rt->stats;
   pthread_mutex_unlock((pthread_mutex_t *)&rt->lock);
   s.memory_hits = __atomic_load_n(&rt->stats.memory_hits, __ATOMIC_RELAXED);
+  tj__remote_stats(rt, &s);
   *stats = s;
   return TJ_OK;
 }
@@ -377,6 +379,7 @@ void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
 {
   /* A failed store costs only the next process a compile: the code in
    * hand is good, so warn (the cache says so once) and go on. */
+  tj__layers_publish(rt->layers, row); /* the remote tier, when there is one */
   if (tj__cache_put(rt->cache, row) != TJ_OK) {
     tj__warn(rt, "could not store %s in the cache: %s", what,
              tj__cache_errmsg(rt->cache));
@@ -387,7 +390,6 @@ void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
   tj__cache_evict_foreign(rt->cache, rt->compiler, TJ__CACHE_FOREIGN_IDLE,
                           NULL);
   tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
-  tj__layers_publish(rt->layers, row); /* the remote tier, when there is one */
 }
 
 static int from_compiler(build_request *req, tj_kernel *k)
@@ -437,8 +439,14 @@ static int build_kernel(void *ctx, tj_kernel **out)
   }
   memcpy(k->key, req->key, sizeof k->key);
   rc = from_cache(req, k);
-  if (rc == TJ_ENOENT)
-    rc = from_compiler(req, k);
+  if (rc == TJ_ENOENT) { /* one compile per key: wait for another's */
+    tj__once once;
+    if (tj__once_begin(rt, req->key, &once))
+      rc = from_cache(req, k);
+    if (rc == TJ_ENOENT)
+      rc = from_compiler(req, k);
+    tj__once_end(rt, &once);
+  }
   if (rc == TJ_OK && !rt->compile_only) {
     char err[512];
     tj__device_make_current(&rt->device);

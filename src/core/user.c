@@ -531,9 +531,15 @@ static int build_module(void *ctx, tj_kernel **out)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   }
   rc = from_cache(r, m);
-  if (rc == TJ_ENOENT)
-    rc = from_compiler(r, m);
-  else if (rc == MISSING_ENTRY)
+  if (rc == TJ_ENOENT) { /* one compile per key: wait for another's */
+    tj__once once;
+    if (tj__once_begin(rt, r->key, &once))
+      rc = from_cache(r, m);
+    if (rc == TJ_ENOENT)
+      rc = from_compiler(r, m);
+    tj__once_end(rt, &once);
+  }
+  if (rc == MISSING_ENTRY)
     rc = TJ_ENOENT;
   if (rc == TJ_OK)
     rc = load(r, m);

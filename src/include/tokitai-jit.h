@@ -229,6 +229,16 @@ typedef struct tj_kernel tj_kernel;
  *               (tj_errmsg).  A hit there is checked against its hash and
  *               copied into the per-user cache; tj_stats.system_hits
  *               counts it.  With TJ_CACHE_DISABLE none is read.
+ *   remote      The remote tier, Redis servers shared by many machines:
+ *               "redis://HOST:PORT[,redis://HOST:PORT...]", "?readonly"
+ *               at the end for a process that never writes to them.  NULL:
+ *               $TOKITAI_JIT_REMOTE (unset: none).  Looked up after the
+ *               per-user cache, a hit copied into it; advisory: short
+ *               timeouts, off for the process after its first error, never
+ *               the reason a call fails (README, "The remote tier").  Off
+ *               with TJ_CACHE_DISABLE; read-only with TJ_CACHE_READONLY.
+ *               A list that does not parse is TJ_EINVAL here, a warning
+ *               from the environment.
  */
 typedef struct tj_options {
   size_t size;        /* 0 or sizeof(tj_options) */
@@ -238,6 +248,7 @@ typedef struct tj_options {
   unsigned flags;
   uint64_t cache_max_bytes; /* size limit of the cache; 0: 1 GiB */
   const char *system_caches; /* read-only system caches; NULL: the defaults */
+  const char *remote;       /* the remote tier; NULL: $TOKITAI_JIT_REMOTE */
 } tj_options;
 
 /*
@@ -594,13 +605,20 @@ typedef struct tj_stats {
   uint64_t cache_hits;   /* loaded from a cache: any layer below the
                             in-memory table (per-user, system, remote) */
   uint64_t compiles;     /* compiled in this process */
-  uint64_t cache_drops;  /* rows dropped because their code failed its hash */
+  uint64_t cache_drops;  /* rows dropped because their code failed its
+                            hash, and remote values that failed a check */
   double compile_ms;     /* total compile time */
   /* Added after 0.1: the hits of each layer below the per-user cache,
    * included in cache_hits (so per-user hits are cache_hits minus them). */
-  uint64_t system_hits;  /* found in a read-only system cache */
-  /* (the remote tier's counters go here) */
-  uint64_t reserved[7];  /* zero; room for fields to come */
+  uint64_t system_hits;      /* found in a read-only system cache */
+  /* The remote tier (tj_options.remote), all 0 without one. */
+  uint64_t remote_hits;      /* values fetched, checked, used */
+  uint64_t remote_misses;    /* lookups that found no usable value */
+  uint64_t remote_errors;    /* failures that turned the tier off (0 or 1) */
+  uint64_t remote_timeouts;  /* timeouts that turned it off (0 or 1) */
+  uint64_t remote_bytes_in;  /* payload bytes received */
+  uint64_t remote_bytes_out; /* payload bytes sent */
+  uint64_t reserved[1];  /* zero; room for fields to come */
 } tj_stats;
 
 /* Errors: TJ_EINVAL (a runtime whose open failed, NULL stats).

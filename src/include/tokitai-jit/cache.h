@@ -113,12 +113,16 @@ typedef struct tj_cache_stats {
                               tj_options.cache_max_bytes is 0 (1 GiB;
                               not kept in the file) */
   uint64_t file_bytes;     /* the database file itself */
-  /* Added after 0.1: the entries, and their hits, by origin (see
-   * tj_cache_entry.origin); the rest of entries and hits are "compiled"
-   * and "merged" rows.  0 in a file older than schema 4. */
-  uint64_t system_entries, system_hits; /* copied from a system cache */
-  uint64_t remote_entries, remote_hits; /* copied from the remote tier */
-  uint64_t reserved[4];    /* zero; room for fields to come */
+  /* Added after 0.1: the rows copied from a read-only system cache
+   * (tj_cache_entry.origin "system") and their hits; 0 in a file older
+   * than schema 4. */
+  uint64_t system_entries, system_hits;
+  /* The remote tier, summed over the runtimes that used this cache with
+   * one (tj_stats's remote_* fields, added at tj_runtime_close);
+   * remote_errors counts the timeouts too. */
+  uint64_t remote_hits, remote_misses, remote_errors;
+  uint64_t remote_bytes_in, remote_bytes_out;
+  uint64_t reserved[1];    /* zero; room for fields to come */
 } tj_cache_stats;
 
 /* Errors: TJ_EINVAL (NULL arguments), TJ_ECACHE.  One thread at a time

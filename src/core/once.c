@@ -1,0 +1,224 @@
+/*
+ * once.c: the remote tier and one compile per key, as a runtime uses them.
+ * The tier itself (Redis, the value format, placement) is src/cache/
+ * remote.c; the same-machine lease is src/cache/lease.c.  Here: which
+ * remote a runtime has, the remote lookup under the per-user cache (a hit
+ * is copied into it), publishing a compile, and the leases around one.
+ *
+ * Before compiling a key that no layer has, a runtime takes the lease of
+ * its per-user cache for the key (other processes of this machine on the
+ * same cache wait), then the remote lease (processes of other machines
+ * wait); whoever waited looks in every layer again, and so does the
+ * holder, since the last holder may have finished between its miss and its
+ * lease.  Every wait is bounded: TOKITAI_JIT_LEASE_WAIT_MS (30 s) for each
+ * of the two, after which the waiter compiles itself; a holder that dies
+ * frees the local lease at once (the kernel drops it) and the remote one
+ * when it expires (TOKITAI_JIT_REMOTE_LEASE_MS, 10 s).
+ */
+#include "internal.h"
+#include "layers.h"
+#include "remote.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_WAIT_MS 30000L
+#define REMOTE_POLL_FIRST_MS 20
+#define REMOTE_POLL_MAX_MS 250
+
+static long now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The tier went off: one warning for the runtime. */
+static void say_off(tj_runtime *rt)
+{
+  char why[600];
+  if (rt->remote && tj__remote_off(rt->remote) &&
+      tj__remote_take_warning(rt->remote, why, sizeof why))
+    tj__warn(rt, "%s", why);
+}
+
+static int tier_get(void *ctx, const tj__cache_row *want, tj__found *out);
+static void tier_put(void *ctx, const tj__cache_row *row);
+
+int tj__remote_setup(tj_runtime *rt, const char *spec)
+{
+  char why[256];
+  const char *wait = getenv("TOKITAI_JIT_LEASE_WAIT_MS");
+  char *end = NULL;
+  long w = wait && *wait ? strtol(wait, &end, 10) : DEFAULT_WAIT_MS;
+  if (end && (*end || w < 0 || w > 3600000L)) {
+    tj__warn(rt, "TOKITAI_JIT_LEASE_WAIT_MS='%.64s' is not a whole number "
+             "from 0 to 3600000; using %ld", wait, DEFAULT_WAIT_MS);
+    w = DEFAULT_WAIT_MS;
+  }
+  rt->lease_wait_ms = w;
+  int from_env = !spec;
+  if (from_env)
+    spec = getenv("TOKITAI_JIT_REMOTE");
+  /* The tier sits under the per-user cache, where its hits land: without
+   * one (TJ_CACHE_DISABLE, or a cache that could not be opened, which
+   * has said so) it is off too. */
+  if (!spec || !*spec || !rt->cache)
+    return TJ_OK;
+  tj__remote_settings set;
+  tj__remote_settings_env(&set, why, sizeof why);
+  if (why[0])
+    tj__warn(rt, "%s", why);
+  /* A cache this process may not write: write nothing anywhere. */
+  if (tj__cache_readonly(rt->cache))
+    set.readonly = 1;
+  char msg[512];
+  int rc = tj__remote_open(spec, &set, &rt->remote, msg, sizeof msg);
+  if (rc == TJ_OK) {
+    tj__remote_tier tier = {tier_get, tier_put, NULL, rt};
+    tj__layers_set_remote(rt->layers, &tier);
+    return TJ_OK;
+  }
+  if (rc == TJ_ENOMEM)
+    return tj__fail(rt, rc, "out of memory");
+  if (rc == TJ_EINVAL && !from_env)
+    return tj__fail(rt, rc, "tj_options.remote: %s", msg);
+  const char *what = from_env ? "TOKITAI_JIT_REMOTE" : "tj_options.remote";
+  tj__warn(rt, "%s%s%s; running without the remote tier", what,
+           rc == TJ_EINVAL ? ": " : " is set, but ", msg);
+  return TJ_OK;
+}
+
+void tj__remote_teardown(tj_runtime *rt)
+{
+  if (rt->remote && rt->cache) {
+    tj__remote_counters n;
+    tj__remote_get_counters(rt->remote, &n);
+    uint64_t v[TJ__REMOTE_COUNTERS] = {n.hits, n.misses, n.errors, n.timeouts,
+                                       n.bytes_in, n.bytes_out};
+    tj__cache_add_counters(rt->cache, v);
+  }
+  tj__remote_close(rt->remote);
+  rt->remote = NULL;
+}
+
+void tj__remote_stats(const tj_runtime *rt, tj_stats *s)
+{
+  if (!rt->remote)
+    return;
+  tj__remote_counters n;
+  tj__remote_get_counters(rt->remote, &n);
+  s->remote_hits = n.hits;
+  s->remote_misses = n.misses;
+  s->remote_errors = n.errors;
+  s->remote_timeouts = n.timeouts;
+  s->remote_bytes_in = n.bytes_in;
+  s->remote_bytes_out = n.bytes_out;
+  s->cache_drops += n.rejects;
+}
+
+/* ------------------------------------------------------- lookup, publish */
+
+/* The remote tier in the layers' slot (src/cache/layers.h), asked after
+ * every local layer missed: the value, checked whole by tj__remote_get;
+ * the layers check its code against its hash again and copy it into the
+ * per-user cache, where the next process of this machine finds it. */
+static int tier_get(void *ctx, const tj__cache_row *want, tj__found *out)
+{
+  tj_runtime *rt = ctx;
+  if (!rt->remote || tj__remote_off(rt->remote))
+    return TJ_ENOENT;
+  tj__remote_value v;
+  int rejected = 0;
+  int rc = tj__remote_get(rt->remote, want, &v, &rejected);
+  say_off(rt);
+  if (rejected)
+    tj__warn(rt, "the remote value for %s (key %s) failed its checks: not "
+             "loaded; compiling", want->kernel ? want->kernel : "a module",
+             want->key);
+  if (rc != TJ_OK)
+    return TJ_ENOENT;
+  out->code = v.code;
+  out->size = v.code_size;
+  out->kernel = v.kernel;
+  out->entries = v.entries;
+  out->compile_ms = v.compile_ms;
+  tj__hash_hex(v.code, v.code_size, out->code_hash);
+  return TJ_OK;
+}
+
+/* A row compiled here, for the other machines (SET NX). */
+static void tier_put(void *ctx, const tj__cache_row *row)
+{
+  tj_runtime *rt = ctx;
+  if (!rt->remote || tj__remote_off(rt->remote))
+    return;
+  tj__remote_put(rt->remote, row, 0);
+  say_off(rt);
+}
+
+/* ------------------------------------------------------- leases */
+
+/* Wait for the remote lease of o->key, or for its value.  1: look again
+ * (the value is there, or nobody is making it); 0: compile (the lease is
+ * ours, the tier is off, or the bound passed). */
+static int remote_lease(tj_runtime *rt, tj__once *o)
+{
+  tj__remote *r = rt->remote;
+  int ro = tj__remote_readonly(r);
+  uint64_t seed = tj__lease_seed();
+  long start = now_ms(), delay = REMOTE_POLL_FIRST_MS;
+  snprintf(o->token, sizeof o->token, "%ld-%016llx", (long)getpid(),
+           (unsigned long long)seed);
+  for (;;) {
+    if (!ro) {
+      int t = tj__remote_lease_take(r, o->key, o->token);
+      if (t != 0) {
+        o->leased = t > 0;
+        return 0;
+      }
+    } else if (tj__remote_exists(r, o->key, 1) <= 0) {
+      return 0; /* nobody is compiling it: we do, writing nothing */
+    }
+    int have = tj__remote_exists(r, o->key, 0);
+    if (have != 0)
+      return have > 0;
+    if (now_ms() - start >= rt->lease_wait_ms)
+      return 0;
+    tj__lease_sleep_jittered(delay, &seed);
+    delay = delay * 3 / 2 < REMOTE_POLL_MAX_MS ? delay * 3 / 2
+                                                : REMOTE_POLL_MAX_MS;
+  }
+}
+
+int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o)
+{
+  memset(o, 0, sizeof *o);
+  o->fd = -1;
+  snprintf(o->key, sizeof o->key, "%s", key);
+  int waited = 0, again = 0;
+  if (rt->cache && !tj__cache_readonly(rt->cache)) {
+    o->fd = tj__lease_take(tj__cache_file(rt->cache), rt->flags, key,
+                           rt->lease_wait_ms, &waited);
+    again = o->fd >= 0 || waited;
+  }
+  if (rt->remote && !tj__remote_off(rt->remote)) {
+    again |= remote_lease(rt, o);
+    say_off(rt);
+  }
+  return again;
+}
+
+void tj__once_end(tj_runtime *rt, tj__once *o)
+{
+  if (o->leased) {
+    tj__remote_lease_release(rt->remote, o->key, o->token);
+    say_off(rt);
+  }
+  o->leased = 0;
+  tj__lease_release(o->fd);
+  o->fd = -1;
+}

@@ -1,0 +1,729 @@
+/*
+ * check_remote.c: the remote tier on real Redis servers and one compile
+ * per key.  The suite starts its own redis-server instances on free
+ * loopback ports (--save "" --appendonly no, in a temporary directory)
+ * and stops them; it is skipped (77) when redis-server is not installed
+ * or the library was built without hiredis.  Every process stands for a
+ * machine: its own empty per-user cache, one shared remote.  Compiles
+ * are counted through the tj_stats each process sends back.
+ */
+#include "testutil.h"
+#include "internal.h"
+#include "remote.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <xxhash.h>
+
+#ifdef TJ_HAVE_HIREDIS
+#include <hiredis/hiredis.h>
+
+#define PROCS 32
+#define MAX_SERVERS 3
+
+/* A user kernel beside the embedded add_i32: the module path too. */
+static const char user_source[] =
+    "extern \"C\" __global__ void remote_k(int *p) { p[threadIdx.x] = 7; }";
+
+/* ------------------------------------------------------- servers */
+
+typedef struct redis_server {
+  pid_t pid;
+  int port;
+} redis_server;
+
+static int free_port(void)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  socklen_t n = sizeof a;
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &n), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static redisContext *admin(int port)
+{
+  struct timeval tv = {2, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  if (c && c->err) {
+    redisFree(c);
+    return NULL;
+  }
+  return c;
+}
+
+static void sleep_ms(long ms)
+{
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* A redis-server on a free loopback port, answering PING. */
+static void start_server(redis_server *s, const char *dir)
+{
+  for (int attempt = 0; attempt < 5; attempt++) {
+    char port[16];
+    s->port = free_port();
+    snprintf(port, sizeof port, "%d", s->port);
+    s->pid = fork();
+    ck_assert_int_ge(s->pid, 0);
+    if (s->pid == 0) {
+      int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      execlp("redis-server", "redis-server", "--port", port, "--bind",
+             "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
+             "--daemonize", "no", (char *)NULL);
+      _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+      int status;
+      if (waitpid(s->pid, &status, WNOHANG) == s->pid)
+        break; /* the port was taken meanwhile: another */
+      redisContext *c = admin(s->port);
+      redisReply *r = c ? redisCommand(c, "PING") : NULL;
+      int up = r && r->type == REDIS_REPLY_STATUS;
+      if (r)
+        freeReplyObject(r);
+      if (c)
+        redisFree(c);
+      if (up)
+        return;
+      sleep_ms(10);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+  }
+  ck_abort_msg("redis-server did not start");
+}
+
+static void stop_server(redis_server *s)
+{
+  if (s->pid > 0) {
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+  }
+}
+
+static char *spec_of(const redis_server *s, int n, const char *suffix)
+{
+  char *spec = calloc(1, 64 * (size_t)n + 32);
+  for (int i = 0; i < n; i++)
+    sprintf(spec + strlen(spec), "%sredis://127.0.0.1:%d", i ? "," : "",
+            s[i].port);
+  strcat(spec, suffix);
+  return spec;
+}
+
+/* The reply to one admin command on s; the caller frees it. */
+static redisReply *ask(const redis_server *s, const char *fmt, ...)
+{
+  redisContext *c = admin(s->port);
+  ck_assert_ptr_nonnull(c);
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(c, fmt, ap);
+  va_end(ap);
+  redisFree(c);
+  ck_assert_ptr_nonnull(r);
+  return r;
+}
+
+static long long keys_matching(const redis_server *s, int n, const char *pat)
+{
+  long long total = 0;
+  for (int i = 0; i < n; i++) {
+    redisReply *r = ask(&s[i], "KEYS %s", pat);
+    total += (long long)r->elements;
+    freeReplyObject(r);
+  }
+  return total;
+}
+
+/* ------------------------------------------------------- processes */
+
+static tj_runtime *open_remote(const char *cache, const char *spec)
+{
+  tj_options o = {0};
+  o.size = sizeof o;
+  o.arch = TEST_ARCH;
+  o.cache_path = cache;
+  o.flags = TJ_NO_DEVICE;
+  o.remote = spec;
+  tj_runtime *rt = NULL;
+  if (tj_runtime_open(&rt, &o) != TJ_OK) {
+    fprintf(stderr, "tj_runtime_open: %s\n", tj_errmsg(rt));
+    tj_runtime_close(rt);
+    return NULL;
+  }
+  return rt;
+}
+
+/* What a child sends back: one write, under PIPE_BUF, so never torn. */
+typedef struct report {
+  int index; /* which child: reports arrive in the order they finish */
+  int ok;
+  tj_stats st;
+  char msg[200];
+} report;
+
+/* A child: wait for the start, get add_i32 (and the user kernel), report. */
+static void child(int index, const char *cache, const char *spec, int go,
+                  int out, int user_kernel)
+{
+  char c;
+  report rep = {0};
+  rep.index = index;
+  if (read(go, &c, 1) < 0)
+    _exit(3);
+  tj_runtime *rt = open_remote(cache, spec);
+  tj_kernel *k;
+  rep.ok = rt && tj_kernel_get(rt, "add_i32", &k) == TJ_OK &&
+           (!user_kernel ||
+            tj_kernel_compile(rt, user_source, "remote_k", NULL, &k) == TJ_OK);
+  if (rt) {
+    snprintf(rep.msg, sizeof rep.msg, "%s", tj_errmsg(rt));
+    tj_runtime_get_stats(rt, &rep.st);
+  }
+  tj_runtime_close(rt);
+  if (write(out, &rep, sizeof rep) != (ssize_t)sizeof rep)
+    _exit(4);
+  _exit(rep.ok ? 0 : 1);
+}
+
+typedef struct herd {
+  int n;
+  pid_t pids[PROCS];
+  int go[2], out[2];
+  report got[PROCS];
+  int ok;
+  uint64_t compiles, remote_hits, errors, timeouts, drops;
+} herd;
+
+/* n children, each with its own cache under dir (or all on one cache
+ * when shared is set), blocked until herd_go. */
+static void herd_start(herd *h, int n, const char *dir, const char *spec,
+                       int shared, int user_kernel)
+{
+  memset(h, 0, sizeof *h);
+  h->n = n;
+  ck_assert_int_eq(pipe(h->go), 0);
+  ck_assert_int_eq(pipe(h->out), 0);
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "c%d.db", shared ? 0 : i);
+    char *cache = test_path(dir, name);
+    h->pids[i] = fork();
+    ck_assert_int_ge(h->pids[i], 0);
+    if (h->pids[i] == 0) {
+      close(h->go[1]);
+      close(h->out[0]);
+      child(i, cache, spec, h->go[0], h->out[1], user_kernel);
+    }
+    free(cache);
+  }
+  close(h->go[0]);
+  close(h->out[1]);
+}
+
+static void herd_go(herd *h) { close(h->go[1]); }
+
+static void herd_wait(herd *h)
+{
+  for (int i = 0; i < h->n; i++) {
+    report got;
+    ck_assert_int_eq(read(h->out[0], &got, sizeof got), (ssize_t)sizeof got);
+    ck_assert(got.index >= 0 && got.index < h->n);
+    h->got[got.index] = got;
+    const report *r = &h->got[got.index];
+    h->ok += r->ok;
+    h->compiles += r->st.compiles;
+    h->remote_hits += r->st.remote_hits;
+    h->errors += r->st.remote_errors;
+    h->timeouts += r->st.remote_timeouts;
+    h->drops += r->st.cache_drops;
+    if (!r->ok)
+      fprintf(stderr, "child failed: %s\n", r->msg);
+  }
+  for (int i = 0; i < h->n; i++)
+    waitpid(h->pids[i], NULL, 0);
+  close(h->out[0]);
+}
+
+/* ------------------------------------------------------- placement */
+
+START_TEST(rendezvous_hashing_moves_few_keys)
+{
+  tj__remote_settings set;
+  char why[256], msg[256];
+  tj__remote_settings_env(&set, why, sizeof why);
+  tj__remote *three, *four;
+  ck_assert_int_eq(tj__remote_open("redis://a:1,redis://b:2,redis://c:3",
+                                   &set, &three, msg, sizeof msg), TJ_OK);
+  ck_assert_int_eq(tj__remote_open("redis://a:1,redis://b:2,redis://c:3,"
+                                   "redis://d:4", &set, &four, msg,
+                                   sizeof msg), TJ_OK);
+  enum { KEYS = 20000 };
+  int per[3] = {0}, moved = 0;
+  for (int i = 0; i < KEYS; i++) {
+    char key[TJ__KEY_HEX];
+    tj__hash_hex(&i, sizeof i, key);
+    int a = tj__remote_server_of(three, key), b = tj__remote_server_of(four, key);
+    per[a]++;
+    if (a != b) {
+      moved++;
+      ck_assert_int_eq(b, 3); /* a key moves only to the new server */
+    }
+  }
+  printf("remote: 3 servers hold %d/%d/%d of %d keys; adding a fourth "
+         "moves %.1f%% (ideal 25%%)\n", per[0], per[1], per[2], KEYS,
+         100.0 * moved / KEYS);
+  for (int s = 0; s < 3; s++)
+    ck_assert_int_gt(per[s], KEYS / 4);
+  ck_assert_int_gt(moved, KEYS / 5);
+  ck_assert_int_lt(moved, KEYS * 3 / 10);
+  tj__remote_close(three);
+  tj__remote_close(four);
+}
+END_TEST
+
+START_TEST(specs_that_do_not_parse_are_refused)
+{
+  static const char *const bad[] = {
+      "", "http://a:1", "redis://a", "redis://a:0", "redis://a:65536",
+      "redis://:1", "redis://a:1x", "redis://a:1,", "redis://a:1?rw",
+      "redis://a:1,redis://a:1", "redis://a b:1", "redis://[::1]1"};
+  tj__remote_settings set;
+  char why[256], msg[256];
+  tj__remote_settings_env(&set, why, sizeof why);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    tj__remote *r = NULL;
+    int rc = tj__remote_open(bad[i], &set, &r, msg, sizeof msg);
+    ck_assert_msg(rc == TJ_EINVAL && !r && msg[0], "'%s': %d", bad[i], rc);
+  }
+  tj__remote *r = NULL;
+  ck_assert_int_eq(tj__remote_open("redis://[::1]:7,redis://h.example:9?readonly",
+                                   &set, &r, msg, sizeof msg), TJ_OK);
+  ck_assert_int_eq(tj__remote_server_count(r), 2);
+  ck_assert(tj__remote_readonly(r));
+  tj__remote_close(r);
+  /* From tj_options: refused; from the environment: a warning. */
+  char *dir = test_tmpdir(), *cache = test_path(dir, "c.db");
+  tj_runtime *rt = open_remote(cache, "http://nowhere:1");
+  ck_assert_ptr_null(rt);
+  setenv("TOKITAI_JIT_REMOTE", "http://nowhere:1", 1);
+  rt = open_remote(cache, NULL);
+  ck_assert_ptr_nonnull(rt);
+  ck_assert_msg(strstr(tj_errmsg(rt), "TOKITAI_JIT_REMOTE"), "%s", tj_errmsg(rt));
+  tj_runtime_close(rt);
+  unsetenv("TOKITAI_JIT_REMOTE");
+  free(cache);
+  free(dir);
+}
+END_TEST
+
+/* Seal a value again after a change: its last 8 bytes are XXH3-64 of the
+ * rest, little-endian. */
+static void reseal(unsigned char *b, size_t len)
+{
+  uint64_t h = XXH3_64bits(b, len - 8);
+  for (int i = 0; i < 8; i++)
+    b[len - 8 + i] = (unsigned char)(h >> (8 * i));
+}
+
+/* Every field a reader asks for is checked: change any byte of a value
+ * and it is refused. */
+START_TEST(a_value_with_any_byte_changed_is_refused)
+{
+  static const unsigned char code[] = "\177ELF not really, but hashed";
+  tj__cache_row row = {"0123456789abcdef0123456789abcdef", "add_i32",
+                       TEST_ARCH, TJ__PLATFORM, "compiler 1", "-O3", code,
+                       sizeof code, 12.5, ""};
+  size_t len;
+  unsigned char *b = tj__remote_encode(&row, &len);
+  tj__remote_value v;
+  ck_assert_int_eq(tj__remote_decode(b, len, &row, &v), 0);
+  ck_assert_mem_eq(v.code, code, sizeof code);
+  ck_assert_str_eq(v.kernel, "add_i32");
+  tj__remote_value_free(&v);
+  for (size_t i = 0; i < len; i++) {
+    b[i] ^= 0x01;
+    ck_assert_msg(tj__remote_decode(b, len, &row, &v) == -1, "byte %zu", i);
+    b[i] ^= 0x01;
+  }
+  for (size_t cut = 0; cut < len; cut++)
+    ck_assert_int_eq(tj__remote_decode(b, cut, &row, &v), -1);
+  unsigned char *longer = malloc(len + 1);
+  memcpy(longer, b, len);
+  longer[len] = 0;
+  ck_assert_int_eq(tj__remote_decode(longer, len + 1, &row, &v), -1);
+  /* Changed and sealed again (the last 8 bytes check the rest): the
+   * code's hash and the fields asked for still refuse it. */
+  b[len - 9] ^= 0x01;
+  reseal(b, len);
+  ck_assert_int_eq(tj__remote_decode(b, len, &row, &v), -1);
+  b[len - 9] ^= 0x01;
+  unsigned char *arch = memmem(b, len, TEST_ARCH, strlen(TEST_ARCH));
+  ck_assert_ptr_nonnull(arch);
+  arch[1] ^= 0x01;
+  reseal(b, len);
+  ck_assert_int_eq(tj__remote_decode(b, len, &row, &v), -1);
+  arch[1] ^= 0x01;
+  reseal(b, len);
+  ck_assert_int_eq(tj__remote_decode(b, len, &row, &v), 0);
+  tj__remote_value_free(&v);
+  /* Asked for another compiler, or another key: refused whole. */
+  tj__cache_row other = row;
+  other.compiler = "compiler 2";
+  ck_assert_int_eq(tj__remote_decode(b, len, &other, &v), -1);
+  other = row;
+  other.key = "0123456789abcdef0123456789abcdee";
+  ck_assert_int_eq(tj__remote_decode(b, len, &other, &v), -1);
+  free(longer);
+  free(b);
+}
+END_TEST
+
+/* ------------------------------------------------------- the herd */
+
+START_TEST(a_cluster_compiles_each_key_once)
+{
+  char *dir = test_tmpdir();
+  redis_server s[MAX_SERVERS];
+  for (int i = 0; i < MAX_SERVERS; i++)
+    start_server(&s[i], dir);
+  char *spec = spec_of(s, MAX_SERVERS, "");
+  herd h;
+  herd_start(&h, PROCS, dir, spec, 0, 1);
+  herd_go(&h);
+  herd_wait(&h);
+  long long values = keys_matching(s, MAX_SERVERS, "tokitai-jit:v1:code:*");
+  long long leases = keys_matching(s, MAX_SERVERS, "tokitai-jit:v1:lease:*");
+  printf("remote: %d processes, own caches, %d servers: %d succeeded, %llu "
+         "compiles, %llu remote hits; %lld values, %lld leases left\n",
+         PROCS, MAX_SERVERS, h.ok, (unsigned long long)h.compiles,
+         (unsigned long long)h.remote_hits, values, leases);
+  ck_assert_int_eq(h.ok, PROCS);
+  ck_assert_uint_eq(h.compiles, 2); /* add_i32 and remote_k, once each */
+  ck_assert_uint_eq(h.remote_hits, 2 * (PROCS - 1));
+  ck_assert_uint_eq(h.errors + h.timeouts + h.drops, 0);
+  ck_assert_int_eq(values, 2);
+  ck_assert_int_eq(leases, 0);
+  for (int i = 0; i < PROCS; i++)
+    ck_assert_msg(!h.got[i].msg[0], "process %d: %s", i, h.got[i].msg);
+  /* Each runtime left its counters in its cache, for --stats. */
+  uint64_t kept_hits = 0, kept_misses = 0, kept_in = 0;
+  for (int i = 0; i < PROCS; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "c%d.db", i);
+    char *path = test_path(dir, name);
+    tj_cache *c = NULL;
+    tj_cache_stats cs;
+    ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+    ck_assert_int_eq(tj_cache_get_stats(c, &cs), TJ_OK);
+    kept_hits += cs.remote_hits;
+    kept_misses += cs.remote_misses;
+    kept_in += cs.remote_bytes_in;
+    ck_assert_uint_eq(cs.remote_hits, h.got[i].st.remote_hits);
+    ck_assert_uint_eq(cs.remote_bytes_out, h.got[i].st.remote_bytes_out);
+    tj_cache_close(c);
+    free(path);
+  }
+  ck_assert_uint_eq(kept_hits, 2 * (PROCS - 1));
+  ck_assert_uint_ge(kept_misses, 2);
+  ck_assert_uint_gt(kept_in, 0);
+  /* A hit was copied into the per-user cache: a new runtime there needs
+   * neither the compiler nor the remote. */
+  char *c0 = test_path(dir, "c1.db");
+  tj_runtime *rt = open_remote(c0, spec);
+  tj_kernel *k;
+  tj_stats st;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_runtime_get_stats(rt, &st);
+  ck_assert_uint_eq(st.cache_hits, 1);
+  ck_assert_uint_eq(st.compiles + st.remote_hits + st.remote_misses, 0);
+  tj_runtime_close(rt);
+  for (int i = 0; i < MAX_SERVERS; i++)
+    stop_server(&s[i]);
+  free(c0);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
+START_TEST(processes_sharing_a_cache_compile_each_key_once)
+{
+  char *dir = test_tmpdir();
+  herd h;
+  enum { N = 8 };
+  herd_start(&h, N, dir, NULL, 1, 1);
+  herd_go(&h);
+  herd_wait(&h);
+  printf("remote: %d processes on one per-user cache, no remote: %d "
+         "succeeded, %llu compiles\n", N, h.ok, (unsigned long long)h.compiles);
+  ck_assert_int_eq(h.ok, N);
+  ck_assert_uint_eq(h.compiles, 2);
+  for (int i = 0; i < N; i++)
+    ck_assert_msg(!h.got[i].msg[0], "process %d: %s", i, h.got[i].msg);
+  free(dir);
+}
+END_TEST
+
+START_TEST(a_server_killed_mid_run_costs_only_compiles)
+{
+  char *dir = test_tmpdir();
+  redis_server s[2];
+  for (int i = 0; i < 2; i++)
+    start_server(&s[i], dir);
+  char *spec = spec_of(s, 2, "");
+  herd h;
+  herd_start(&h, PROCS, dir, spec, 0, 0);
+  herd_go(&h);
+  /* Kill both once a lease shows that a compile is under way. */
+  int seen = 0;
+  for (int i = 0; i < 3000 && !seen; i++) {
+    seen = keys_matching(s, 2, "tokitai-jit:v1:lease:*") > 0;
+    if (!seen)
+      sleep_ms(2);
+  }
+  for (int i = 0; i < 2; i++)
+    stop_server(&s[i]);
+  herd_wait(&h);
+  printf("remote: servers killed %s: %d of %d succeeded, %llu compiles, "
+         "%llu errors, %llu timeouts\n", seen ? "while a lease was held" :
+         "(no lease seen)", h.ok, PROCS, (unsigned long long)h.compiles,
+         (unsigned long long)h.errors, (unsigned long long)h.timeouts);
+  ck_assert_int_eq(h.ok, PROCS);
+  ck_assert_uint_ge(h.compiles, 1);
+  ck_assert_uint_ge(h.errors + h.timeouts, 1);
+  for (int i = 0; i < PROCS; i++) /* off once, and said once */
+    ck_assert_uint_le(h.got[i].st.remote_errors + h.got[i].st.remote_timeouts, 1);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
+/* A server that accepts connections (the kernel does, into the listen
+ * backlog) and never answers: each process waits out one operation
+ * timeout, turns the tier off and compiles. */
+START_TEST(a_server_that_never_answers_is_given_up)
+{
+  char *dir = test_tmpdir();
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  socklen_t n = sizeof a;
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  ck_assert_int_eq(listen(fd, 128), 0);
+  ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &n), 0);
+  char spec[64];
+  snprintf(spec, sizeof spec, "redis://127.0.0.1:%d", ntohs(a.sin_port));
+  setenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS", "200", 1);
+  enum { N = 8 };
+  herd h;
+  herd_start(&h, N, dir, spec, 0, 0);
+  herd_go(&h);
+  herd_wait(&h);
+  unsetenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS");
+  close(fd);
+  printf("remote: a silent server: %d of %d succeeded, %llu compiles, %llu "
+         "timeouts\n", h.ok, N, (unsigned long long)h.compiles,
+         (unsigned long long)h.timeouts);
+  ck_assert_int_eq(h.ok, N);
+  ck_assert_uint_eq(h.compiles, N);
+  for (int i = 0; i < N; i++) {
+    ck_assert_uint_eq(h.got[i].st.remote_timeouts, 1);
+    ck_assert_uint_eq(h.got[i].st.remote_errors, 0);
+    ck_assert_msg(strstr(h.got[i].msg, "did not answer in time"), "%s",
+                  h.got[i].msg);
+  }
+  free(dir);
+}
+END_TEST
+
+/* The value of add_i32 on s, changed by how; NULL when it has none. */
+static void tamper(const redis_server *s, int how, unsigned char *orig,
+                   size_t *orig_len)
+{
+  redisReply *keys = ask(s, "KEYS tokitai-jit:v1:code:*");
+  ck_assert_uint_eq(keys->elements, 1);
+  char name[128];
+  snprintf(name, sizeof name, "%s", keys->element[0]->str);
+  freeReplyObject(keys);
+  redisReply *v = ask(s, "GET %s", name);
+  ck_assert_int_eq(v->type, REDIS_REPLY_STRING);
+  size_t len = (size_t)v->len;
+  unsigned char *b = malloc(len);
+  memcpy(b, v->str, len);
+  freeReplyObject(v);
+  if (orig) {
+    memcpy(orig, b, len);
+    *orig_len = len;
+  }
+  switch (how) {
+  case 0: b[len - 9] ^= 0x40; break;              /* a byte of the code */
+  case 1: b[8] = 2; break;                          /* the format version */
+  case 2: b[16 + 31] ^= 0x01; break;                /* the key echoed */
+  case 3: len -= 7; break;                          /* cut short */
+  }
+  freeReplyObject(ask(s, "SET %s %b", name, b, len));
+  free(b);
+}
+
+START_TEST(a_tampered_value_is_never_loaded)
+{
+  char *dir = test_tmpdir();
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  char *first = test_path(dir, "first.db");
+  tj_runtime *rt = open_remote(first, spec);
+  tj_kernel *k;
+  tj_kernel_info info;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_kernel_get_info(k, &info);
+  size_t good_len = info.code_size;
+  unsigned char *good = malloc(good_len);
+  memcpy(good, info.code, good_len);
+  tj_runtime_close(rt);
+  static unsigned char orig[1 << 20];
+  size_t orig_len = 0;
+  for (int how = 0; how < 4; how++) {
+    tamper(&s, how, how == 0 ? orig : NULL, &orig_len);
+    char name[32];
+    snprintf(name, sizeof name, "t%d.db", how);
+    char *cache = test_path(dir, name);
+    tj_stats st;
+    rt = open_remote(cache, spec);
+    ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+    tj_runtime_get_stats(rt, &st);
+    tj_kernel_get_info(k, &info);
+    ck_assert_msg(strstr(tj_errmsg(rt), "failed its checks"), "%s", tj_errmsg(rt));
+    ck_assert_uint_eq(st.compiles, 1);
+    ck_assert_uint_eq(st.remote_hits, 0);
+    ck_assert_uint_ge(st.cache_drops, 1);
+    ck_assert_uint_eq(st.remote_errors + st.remote_timeouts, 0);
+    ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
+    ck_assert_uint_eq(info.code_size, good_len);
+    ck_assert_mem_eq(info.code, good, good_len);
+    tj_runtime_close(rt);
+    /* The compile mended the value: whole again (its compile time
+     * aside, the same bytes). */
+    redisReply *v = ask(&s, "KEYS tokitai-jit:v1:code:*");
+    redisReply *val = ask(&s, "GET %s", v->element[0]->str);
+    ck_assert_uint_eq((size_t)val->len, orig_len);
+    ck_assert_mem_eq(val->str + orig_len - 8 - good_len, good, good_len);
+    freeReplyObject(val);
+    freeReplyObject(v);
+    free(cache);
+  }
+  /* And then it is a hit again. */
+  char *last = test_path(dir, "last.db");
+  tj_stats st;
+  rt = open_remote(last, spec);
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_runtime_get_stats(rt, &st);
+  ck_assert_uint_eq(st.remote_hits, 1);
+  ck_assert_uint_eq(st.compiles, 0);
+  tj_runtime_close(rt);
+  stop_server(&s);
+  free(last);
+  free(good);
+  free(first);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
+START_TEST(a_read_only_client_writes_nothing)
+{
+  char *dir = test_tmpdir();
+  redis_server s[2];
+  for (int i = 0; i < 2; i++)
+    start_server(&s[i], dir);
+  for (int way = 0; way < 2; way++) {
+    char *spec = spec_of(s, 2, way ? "" : "?readonly"), name[32];
+    if (way)
+      setenv("TOKITAI_JIT_REMOTE_READONLY", "1", 1);
+    snprintf(name, sizeof name, "ro%d.db", way);
+    char *cache = test_path(dir, name);
+    tj_runtime *rt = open_remote(cache, spec);
+    tj_kernel *k;
+    tj_stats st;
+    ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+    ck_assert_int_eq(tj_kernel_compile(rt, user_source, "remote_k", NULL, &k),
+                     TJ_OK);
+    tj_runtime_get_stats(rt, &st);
+    tj_runtime_close(rt);
+    unsetenv("TOKITAI_JIT_REMOTE_READONLY");
+    ck_assert_uint_eq(st.compiles, 2);
+    ck_assert_uint_ge(st.remote_misses, 2);
+    for (int i = 0; i < 2; i++) {
+      redisReply *r = ask(&s[i], "DBSIZE");
+      ck_assert_int_eq(r->integer, 0);
+      freeReplyObject(r);
+    }
+    free(cache);
+    free(spec);
+  }
+  for (int i = 0; i < 2; i++)
+    stop_server(&s[i]);
+  free(dir);
+}
+END_TEST
+
+/* redis-server on $PATH. */
+static int have_redis_server(void)
+{
+  const char *path = getenv("PATH");
+  char *copy = strdup(path ? path : "/usr/bin:/bin"), *save = NULL;
+  int found = 0;
+  for (char *d = strtok_r(copy, ":", &save); d && !found;
+       d = strtok_r(NULL, ":", &save)) {
+    char *p = test_path(d, "redis-server");
+    found = access(p, X_OK) == 0;
+    free(p);
+  }
+  free(copy);
+  return found;
+}
+
+int main(void)
+{
+  if (!have_redis_server()) {
+    printf("redis-server is not installed: skipping check_remote\n");
+    return 77;
+  }
+  Suite *s = suite_create("remote");
+  TCase *tc = test_case(s, "values", 60);
+  tcase_add_test(tc, rendezvous_hashing_moves_few_keys);
+  tcase_add_test(tc, specs_that_do_not_parse_are_refused);
+  tcase_add_test(tc, a_value_with_any_byte_changed_is_refused);
+  tc = test_case(s, "servers", 240);
+  tcase_add_test(tc, a_cluster_compiles_each_key_once);
+  tcase_add_test(tc, processes_sharing_a_cache_compile_each_key_once);
+  tcase_add_test(tc, a_server_killed_mid_run_costs_only_compiles);
+  tcase_add_test(tc, a_server_that_never_answers_is_given_up);
+  tcase_add_test(tc, a_tampered_value_is_never_loaded);
+  tcase_add_test(tc, a_read_only_client_writes_nothing);
+  return run_suite(s);
+}
+
+#else
+
+int main(void)
+{
+  printf("built without hiredis: skipping check_remote\n");
+  return 77;
+}
+
+#endif
