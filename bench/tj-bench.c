@@ -7,7 +7,11 @@
  *
  *   tj-bench [--json FILE] [--quick] [--pilot PATH] [--only SECTION]
  *
- * Sections: cold compile, warm start in a new process, hot in-memory hit,
+ * Sections: cold compile (each in a new process with an empty driver
+ * cache, and again with it warm), warm start in a new process with its
+ * breakdown (TOKITAI_JIT_TRACE), N processes cold-starting at once (the
+ * cluster: 8, 32, 64; with the remote tier when TOKITAI_JIT_REMOTE is
+ * set), hot in-memory hit,
  * launch cost against a raw hipModuleLaunchKernel, memory-bound kernels
  * against a device-to-device copy, GEMM against the vendor BLAS, and the
  * pilots' process-per-call way against the host-buffer call.
@@ -15,7 +19,9 @@
 #include "config.h"
 #include "bench.h"
 
+#include <errno.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 extern char **environ;
@@ -38,31 +44,218 @@ static void record(const char *section, const char *name, double value,
   fflush(stdout);
 }
 
+/* ------------------------------------------------------------ children */
+
+/* argv run as this program again, its environment with extra (NULL
+ * ended; "NAME=value" replaces NAME).  *pid; the read end of its stdout
+ * (with its stderr when want_err) in *fd. */
+static int spawn_child(char *const argv[], const char *const *extra,
+                       int want_err, pid_t *pid, int *fd)
+{
+  int fds[2];
+  if (pipe(fds) != 0)
+    return -1;
+  size_t n = 0, k = 0;
+  while (environ[n])
+    n++;
+  while (extra && extra[k])
+    k++;
+  char **env = calloc(n + k + 1, sizeof *env), **e = env;
+  if (!env)
+    return -1;
+  for (size_t i = 0; i < n; i++) {
+    int replaced = 0;
+    for (size_t j = 0; j < k; j++) {
+      size_t len = strcspn(extra[j], "=") + 1;
+      replaced |= strncmp(environ[i], extra[j], len) == 0;
+    }
+    if (!replaced)
+      *e++ = environ[i];
+  }
+  for (size_t j = 0; j < k; j++)
+    *e++ = (char *)extra[j];
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  if (want_err)
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  int rc = posix_spawn(pid, "/proc/self/exe", &fa, NULL, argv, env);
+  posix_spawn_file_actions_destroy(&fa);
+  free(env);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return -1;
+  }
+  *fd = fds[0];
+  return 0;
+}
+
+/* Everything a child wrote, up to len - 1 bytes, and its exit status. */
+static int reap_child(pid_t pid, int fd, char *out, size_t len)
+{
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < len && (r = read(fd, out + got, len - 1 - got)) > 0)
+    got += (size_t)r;
+  out[got] = '\0';
+  close(fd);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int run_child_env(char *const argv[], const char *const *extra,
+                         int want_err, char *line, size_t len)
+{
+  pid_t pid;
+  int fd;
+  line[0] = '\0';
+  if (spawn_child(argv, extra, want_err, &pid, &fd) != 0)
+    return -1;
+  return reap_child(pid, fd, line, len);
+}
+
+/* A fresh empty directory under dir for the driver's compute cache
+ * (CUDA_CACHE_PATH): a new node has none. */
+static void fresh_dir(const char *dir, const char *what, int i, char *out,
+                      size_t len)
+{
+  snprintf(out, len, "%s/%s-%d", dir, what, i);
+  if (mkdir(out, 0700) != 0 && errno != EEXIST)
+    die("mkdir %s: %s", out, strerror(errno));
+}
+
 /* ------------------------------------------------------------ sections */
 
-static void cold_compile(int quick)
+/* The child side of a cold compile: a new process, no tokitai-jit cache,
+ * the driver's compute cache as the parent set CUDA_CACHE_PATH. */
+static int child_cold(const char *kernel)
 {
-  printf("cold compile (cache disabled; compile + module load)\n");
+  tj_options o = {0};
+  o.flags = TJ_CACHE_DISABLE;
+  tj_runtime *rt = NULL;
+  tj_kernel *k;
+  tj_kernel_info info;
+  if (tj_runtime_open(&rt, &o) != TJ_OK)
+    return 1;
+  double t0 = now_ms();
+  int rc = tj_kernel_get(rt, kernel, &k);
+  double total = now_ms() - t0;
+  if (rc == TJ_OK && tj_kernel_get_info(k, &info) == TJ_OK)
+    printf("%.6f %.6f\n", info.compile_ms, total);
+  tj_runtime_close(rt);
+  return rc == TJ_OK ? 0 : 1;
+}
+
+/* Cold means cold: each kernel compiled in a new process whose
+ * CUDA_CACHE_PATH is a new empty directory, as on a node that never ran
+ * it; then once more with that directory as the first run left it (the
+ * warm-driver-cache figure, which is what a second process on the same
+ * node sees even with no tokitai-jit cache). */
+static void cold_compile(const char *dir, int quick)
+{
+  printf("cold compile (new process, no cache, empty driver cache; "
+         "compile + module load)\n");
   for (size_t i = 0; i < tj_embedded_count(); i++) {
     const char *name = tj_embedded_name(i);
-    tj_options o = {0};
-    o.flags = TJ_CACHE_DISABLE;
-    tj_runtime *rt = NULL;
-    if (tj_runtime_open(&rt, &o) != TJ_OK)
-      die("runtime: %s", tj_errmsg(rt));
-    tj_kernel *k;
-    double t0 = now_ms();
-    if (tj_kernel_get(rt, name, &k) != TJ_OK)
-      die("%s: %s", name, tj_errmsg(rt));
-    double total = now_ms() - t0;
-    tj_kernel_info info;
-    tj_kernel_get_info(k, &info);
-    char label[128];
+    char drv[512], env[600], line[256], label[128];
+    fresh_dir(dir, "driver-cold", (int)i, drv, sizeof drv);
+    snprintf(env, sizeof env, "CUDA_CACHE_PATH=%s", drv);
+    const char *extra[] = {env, NULL};
+    char *argv[] = {"tj-bench", "--child-cold", (char *)name, NULL};
+    double c1, t1, c2, t2;
+    if (run_child_env(argv, extra, 0, line, sizeof line) != 0 ||
+        sscanf(line, "%lf %lf", &c1, &t1) != 2)
+      die("cold child for %s failed: '%s'", name, line);
+    if (run_child_env(argv, extra, 0, line, sizeof line) != 0 ||
+        sscanf(line, "%lf %lf", &c2, &t2) != 2)
+      die("cold child for %s failed: '%s'", name, line);
     snprintf(label, sizeof label, "%s compile", name);
-    record("cold_compile", label, info.compile_ms, "ms");
+    record("cold_compile", label, c1, "ms");
     snprintf(label, sizeof label, "%s compile+load", name);
-    record("cold_compile", label, total, "ms");
-    tj_runtime_close(rt);
+    record("cold_compile", label, t1, "ms");
+    snprintf(label, sizeof label, "%s compile+load, warm driver cache", name);
+    record("cold_compile", label, t2, "ms");
+    if (quick)
+      break;
+  }
+}
+
+/* One simulated node of the cluster: its own empty per-user cache (and,
+ * from the parent, its own empty CUDA_CACHE_PATH); every embedded kernel.
+ * TOKITAI_JIT_REMOTE, when the parent has it, reaches it unchanged. */
+static int child_node(const char *cache)
+{
+  double t0 = now_ms();
+  tj_options o = {0};
+  o.cache_path = cache;
+  tj_runtime *rt = NULL;
+  tj_kernel *k;
+  int rc = tj_runtime_open(&rt, &o);
+  for (size_t i = 0; rc == TJ_OK && i < tj_embedded_count(); i++)
+    rc = tj_kernel_get(rt, tj_embedded_name(i), &k);
+  tj_stats st;
+  tj_runtime_get_stats(rt, &st);
+  printf("%llu %llu %.6f\n", (unsigned long long)st.compiles,
+         (unsigned long long)st.cache_hits, now_ms() - t0);
+  tj_runtime_close(rt);
+  return rc == TJ_OK ? 0 : 1;
+}
+
+/* N processes cold-starting at once, as N nodes of a job would: compiles
+ * in all, and the time until the last has every kernel. */
+static void cluster(const char *dir, int quick)
+{
+  static const int sizes[] = {8, 32, 64};
+  const char *remote = getenv("TOKITAI_JIT_REMOTE");
+  printf("cluster (N new processes at once, each its own empty cache and "
+         "driver cache; %s)\n", remote && *remote
+             ? "remote tier from TOKITAI_JIT_REMOTE" : "no remote tier");
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    int n = sizes[s];
+    pid_t *pids = calloc((size_t)n, sizeof *pids);
+    int *fds = calloc((size_t)n, sizeof *fds);
+    if (!pids || !fds)
+      die("out of memory");
+    char caches[64][512];
+    double t0 = now_ms();
+    for (int i = 0; i < n; i++) {
+      char drv[512], env[600], node[400];
+      fresh_dir(dir, "driver-node", (int)(s * 1000 + (size_t)i), drv, sizeof drv);
+      fresh_dir(dir, "node", (int)(s * 1000 + (size_t)i), node, sizeof node);
+      snprintf(caches[i], sizeof caches[i], "%s/cache.db", node);
+      snprintf(env, sizeof env, "CUDA_CACHE_PATH=%s", drv);
+      const char *extra[] = {env, NULL};
+      char *argv[] = {"tj-bench", "--child-node", caches[i], NULL};
+      if (spawn_child(argv, extra, 0, &pids[i], &fds[i]) != 0)
+        die("spawn node %d", i);
+    }
+    unsigned long long compiles = 0, hits = 0;
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+      char line[256];
+      unsigned long long c = 0, h = 0;
+      double ms = 0;
+      if (reap_child(pids[i], fds[i], line, sizeof line) != 0 ||
+          sscanf(line, "%llu %llu %lf", &c, &h, &ms) != 3)
+        failed++;
+      compiles += c;
+      hits += h;
+    }
+    double wall = now_ms() - t0;
+    char label[96];
+    snprintf(label, sizeof label, "N=%d compiles in all", n);
+    record("cluster", label, (double)compiles, "compiles");
+    snprintf(label, sizeof label, "N=%d until all have their kernels", n);
+    record("cluster", label, wall, "ms");
+    if (failed) {
+      snprintf(label, sizeof label, "N=%d processes that failed", n);
+      record("cluster", label, failed, "processes");
+    }
+    free(pids);
+    free(fds);
     if (quick)
       break;
   }
@@ -97,32 +290,6 @@ static int child_warm(const char *cache, const char *kernel)
   return rc == TJ_OK ? 0 : 1;
 }
 
-/* Run this program again as a child and read its one line of output. */
-static int run_child(char *const argv[], char *line, size_t len)
-{
-  int fds[2];
-  if (pipe(fds) != 0)
-    return -1;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addclose(&fa, fds[0]);
-  pid_t pid;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    return -1;
-  }
-  ssize_t got = read(fds[0], line, len - 1);
-  line[got > 0 ? got : 0] = '\0';
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void warm_start(const char *cache, int quick)
 {
   printf("warm start (new process, kernel in the cache)\n");
@@ -136,21 +303,45 @@ static void warm_start(const char *cache, int quick)
       die("warm fill: %s", tj_errmsg(rt));
     tj_runtime_close(rt);
   }
-  enum { RUNS = 9 };
-  double init[RUNS], warm[RUNS];
-  int runs = quick ? 3 : RUNS;
+  enum { RUNS = 9, PHASES = 14 };
+  /* TOKITAI_JIT_TRACE's figures, in the order of its line. */
+  static const char *const phase[PHASES] = {
+    "open", "identity", "device", "cache open", "location", "sqlite-open",
+    "identify", "journal", "migrate", "prepare", "key", "lookup", "compile",
+    "load"};
+  double init[RUNS], warm[RUNS], t[PHASES][RUNS];
+  int runs = quick ? 3 : RUNS, traced = 0;
   for (int i = 0; i < runs; i++) {
-    char line[256];
+    char line[4096];
     char *argv[] = {"tj-bench", "--child-warm", (char *)cache, (char *)kernel, NULL};
-    unsigned long long hits = 0, compiles = 1;
-    if (run_child(argv, line, sizeof line) != 0 ||
+    const char *extra[] = {"TOKITAI_JIT_TRACE=1", NULL};
+    unsigned long long hits = 0, compiles = 1, built = 0;
+    if (run_child_env(argv, extra, 1, line, sizeof line) != 0 ||
         sscanf(line, "%lf %lf %llu %llu", &init[i], &warm[i], &hits, &compiles) != 4 ||
         hits != 1 || compiles != 0)
       die("warm-start child failed: '%s'", line);
+    const char *tr = strstr(line, "tokitai-jit trace: ");
+    tr = tr ? strstr(tr, " open ") : NULL;
+    double *v[PHASES];
+    for (int p = 0; p < PHASES; p++)
+      v[p] = &t[p][traced];
+    if (tr && sscanf(tr, " open %lf ms = identity %lf + device %lf + cache %lf "
+                     "(location %lf, sqlite-open %lf, identify %lf, journal %lf, "
+                     "migrate %lf, prepare %lf); %llu kernels built: key %lf, "
+                     "lookup %lf, compile %lf, load %lf", v[0], v[1], v[2], v[3],
+                     v[4], v[5], v[6], v[7], v[8], v[9], &built, v[10], v[11],
+                     v[12], v[13]) == 15)
+      traced++;
   }
   record("warm_start", "device init (median)", median(init, runs), "ms");
   record("warm_start", "open + get from cache (median)", median(warm, runs), "ms");
   record("warm_start", "open + get from cache (min)", minimum(warm, runs), "ms");
+  /* Where it went, from TOKITAI_JIT_TRACE (its clock reads included). */
+  for (int p = 0; traced && p < PHASES; p++) {
+    char label[96];
+    snprintf(label, sizeof label, "breakdown: %s (median)", phase[p]);
+    record("warm_start", label, median(t[p], traced), "ms");
+  }
 }
 
 static void hot_hit(tj_runtime *rt)
@@ -207,6 +398,10 @@ int main(int argc, char **argv)
 {
   if (argc == 4 && strcmp(argv[1], "--child-warm") == 0)
     return child_warm(argv[2], argv[3]);
+  if (argc == 3 && strcmp(argv[1], "--child-cold") == 0)
+    return child_cold(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "--child-node") == 0)
+    return child_node(argv[2]);
   const char *json = NULL, *pilot = NULL, *only = NULL;
   int quick = 0;
   for (int i = 1; i < argc; i++) {
@@ -220,7 +415,7 @@ int main(int argc, char **argv)
       only = argv[++i];
     else {
       fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH] "
-              "[--only start|launch|memory|gemm|pilot]\n");
+              "[--only start|cluster|launch|memory|gemm|pilot]\n");
       return 2;
     }
   }
@@ -234,8 +429,10 @@ int main(int argc, char **argv)
   bench_header(&R);
   if (WANT("start")) {
     warm_start(cache, quick);
-    cold_compile(quick);
+    cold_compile(dir, quick);
   }
+  if (WANT("cluster"))
+    cluster(dir, quick);
   tj_options o = {0};
   o.cache_path = cache;
   tj_runtime *rt = NULL;

@@ -53,6 +53,9 @@ struct tj__cache {
    * tj_cache visit callback may call back into the handle mid-scan. */
   pthread_mutex_t lock;
   sqlite3_stmt *get, *blob, *put, *drop, *use, *miss, *idle, *resources;
+  /* How long each step of the open took (TJ__CACHE_PHASE_*), for
+   * TOKITAI_JIT_TRACE: a clock read a step, so always kept. */
+  double phase_ms[TJ__CACHE_PHASES];
 };
 
 /* ------------------------------------------------------------ location.c */
@@ -177,6 +180,9 @@ int tj__cache_note_error(tj__cache *c, int code);
 
 /* The statements of the load and store path, prepared at open. */
 int tj__rows_prepare(tj__cache *c);
+/* Prepare *st (one of c's statements) if it is not yet: the store, drop
+ * and eviction statements wait for their first use.  An SQLite code. */
+int tj__rows_need(tj__cache *c, sqlite3_stmt **st);
 void tj__rows_finalize(tj__cache *c);
 /* The one check of a row's code, on load and in tj_cache_verify: size
  * bytes stored against the declared size and TJ_CACHE_MAX_CODE_BYTES, and

@@ -17,6 +17,10 @@
 static int evict_idle(tj__cache *c, int64_t max_age, const char *compiler,
                       uint64_t *n)
 {
+  if (tj__rows_need(c, &c->idle) != SQLITE_OK) {
+    tj__cache_note_error(c, 0);
+    return TJ_ECACHE;
+  }
   sqlite3_bind_int64(c->idle, 1, (sqlite3_int64)time(NULL) - max_age);
   if (compiler)
     sqlite3_bind_text(c->idle, 2, compiler, -1, SQLITE_STATIC);

@@ -36,6 +36,31 @@
 
 /* ------------------------------------------------------- the handle */
 
+const char *const tj__cache_phase_names[TJ__CACHE_PHASES] = {
+  "location", "sqlite-open", "identify", "journal", "migrate", "prepare"
+};
+
+static double ms_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Add the time since *t to phase p, and restart *t. */
+static void phase_done(tj__cache *c, int p, double *t)
+{
+  double now = ms_now();
+  c->phase_ms[p] += now - *t;
+  *t = now;
+}
+
+void tj__cache_open_phases(const tj__cache *c, double ms[TJ__CACHE_PHASES])
+{
+  for (int i = 0; i < TJ__CACHE_PHASES; i++)
+    ms[i] = c ? c->phase_ms[i] : 0;
+}
+
 static tj__cache *cache_new(const char *path, unsigned flags)
 {
   tj__cache *c = calloc(1, sizeof *c);
@@ -253,8 +278,9 @@ static int connect_db(tj__cache *c, const tj__location *loc)
   return SQLITE_OK;
 }
 
-static int set_journal(tj__cache *c)
+static int set_journal(tj__cache *c, const tj__location *loc)
 {
+  (void)loc;
   char sql[160];
   snprintf(sql, sizeof sql, "PRAGMA journal_mode = %s; "
            "PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit = %d",
@@ -317,9 +343,13 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
   int version = 0, gap = 0;
   enum tj__identity id = TJ__ID_FOREIGN;
   char what[512] = "";
+  double t = ms_now();
   int rc = connect_db(c, loc);
-  if (rc == SQLITE_OK && (rc = tj__schema_identify(c->db, &id, &version, what,
-                                                   sizeof what)) == SQLITE_OK) {
+  phase_done(c, TJ__CACHE_PHASE_CONNECT, &t);
+  if (rc == SQLITE_OK)
+    rc = tj__schema_identify(c->db, &id, &version, what, sizeof what);
+  phase_done(c, TJ__CACHE_PHASE_IDENTIFY, &t);
+  if (rc == SQLITE_OK) {
     if (id == TJ__ID_FOREIGN) {
       say_foreign(c->path, what, msg, len);
       return FOREIGN;
@@ -333,9 +363,11 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
     return NEWER;
   }
   if (rc == SQLITE_OK && !c->readonly) {
-    rc = set_journal(c);
+    rc = set_journal(c, loc);
+    phase_done(c, TJ__CACHE_PHASE_JOURNAL, &t);
     if (rc == SQLITE_OK)
       rc = tj__schema_migrate(c->db, &version, &gap, what, sizeof what);
+    phase_done(c, TJ__CACHE_PHASE_MIGRATE, &t);
     if (rc == TJ__MIGRATE_FOREIGN)
       say_foreign(c->path, what, msg, len);
   }
@@ -352,6 +384,7 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
   c->version = version;
   if (rc == SQLITE_OK)
     rc = tj__rows_prepare(c);
+  phase_done(c, TJ__CACHE_PHASE_PREPARE, &t);
   if (rc == SQLITE_OK) /* ours: let the last close fold the WAL in again */
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
   return rc == SQLITE_OK ? OPENED : open_failed(c, rc, version, gap, msg, len);
@@ -455,6 +488,7 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
 {
   tj__location loc;
   int ours = 0;
+  double t0 = ms_now();
   int rc = tj__location_open(path, flags, &loc, msg, len);
   if (rc != TJ_OK)
     return rc;
@@ -483,6 +517,7 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
   if (rc == TJ_OK && !c)
     rc = TJ_ENOMEM;
   if (c) {
+    c->phase_ms[TJ__CACHE_PHASE_LOCATION] = ms_now() - t0;
     *o = try_open(c, &loc, msg, len);
     if (*o == OPENED)
       *out = c;

@@ -17,48 +17,70 @@
 #include <string.h>
 #include <time.h>
 
-int tj__rows_prepare(tj__cache *c)
-{
-  static const struct {
-    size_t offset;
-    const char *sql;
-  } stmts[] = {
-    {offsetof(tj__cache, get),
+/* The statements a hit and the close need are prepared at open; those of
+ * a store, a drop and an eviction on their first use, since a warm start
+ * makes none (preparing them was a third of the cache open's
+ * instructions; bench/RESULTS.md). */
+static const struct {
+  size_t offset;
+  int lazy;
+  const char *sql;
+} stmts[] = {
+    {offsetof(tj__cache, get), 0,
      "SELECT code_size, CASE typeof(code) WHEN 'blob' THEN length(code) "
      "ELSE -1 END, code_hash, kernel, arch, platform, compiler, options, "
      "entries, compile_ms FROM code_objects WHERE key = ?1"},
-    {offsetof(tj__cache, blob),
+    {offsetof(tj__cache, blob), 0,
      "SELECT code FROM code_objects WHERE key = ?1 AND code_hash = ?2 AND "
      "length(code) = ?3"},
-    {offsetof(tj__cache, put),
+    {offsetof(tj__cache, put), 1,
      "INSERT OR IGNORE INTO code_objects (key, kernel, arch, platform, "
      "compiler, options, code, code_hash, code_size, compile_ms, created, "
      "last_used, hits, entries, origin) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
      "?8, ?9, ?10, ?11, ?11, 0, ?12, ?13)"},
     /* A row without a hash is bad and must go too: "" stands for none. */
-    {offsetof(tj__cache, drop),
+    {offsetof(tj__cache, drop), 1,
      "DELETE FROM code_objects WHERE key = ?1 AND "
      "coalesce(code_hash, '') = ?2"},
-    {offsetof(tj__cache, use),
+    {offsetof(tj__cache, use), 0,
      "UPDATE code_objects SET hits = hits + ?2, last_used = ?3 WHERE key = ?1"},
-    {offsetof(tj__cache, miss),
+    {offsetof(tj__cache, miss), 0,
      "UPDATE counters SET value = value + ?1 WHERE name = 'misses'"},
     /* The one age rule of every eviction (evict.c). */
-    {offsetof(tj__cache, idle),
+    {offsetof(tj__cache, idle), 1,
      "DELETE FROM code_objects WHERE last_used <= ?1 AND "
      "(?2 IS NULL OR compiler <> ?2)"},
-    {offsetof(tj__cache, resources), tj__resources_insert_sql},
-  };
+    {offsetof(tj__cache, resources), 1, tj__resources_insert_sql},
+};
+
+static int prepare_one(tj__cache *c, size_t i)
+{
+  sqlite3_stmt **st = (sqlite3_stmt **)((char *)c + stmts[i].offset);
+  if (*st || ((st == &c->resources || st == &c->put) &&
+              c->version < CACHE_SCHEMA_VERSION))
+    return SQLITE_OK; /* an older file, read-only: nothing is stored */
+  return tj__sql_prepare(c->db, stmts[i].sql, 1, st);
+}
+
+int tj__rows_prepare(tj__cache *c)
+{
   for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
-    sqlite3_stmt **st = (sqlite3_stmt **)((char *)c + stmts[i].offset);
-    if ((st == &c->resources || st == &c->put) &&
-        c->version < CACHE_SCHEMA_VERSION)
-      continue; /* an older file, read-only: nothing is stored */
-    int rc = tj__sql_prepare(c->db, stmts[i].sql, 1, st);
+    int rc = stmts[i].lazy ? SQLITE_OK : prepare_one(c, i);
     if (rc != SQLITE_OK)
       return rc;
   }
   return SQLITE_OK;
+}
+
+int tj__rows_need(tj__cache *c, sqlite3_stmt **st)
+{
+  int rc = SQLITE_OK;
+  pthread_mutex_lock(&c->lock);
+  for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++)
+    if ((char *)st == (char *)c + stmts[i].offset)
+      rc = prepare_one(c, i);
+  pthread_mutex_unlock(&c->lock);
+  return rc;
 }
 
 void tj__rows_finalize(tj__cache *c)
@@ -173,6 +195,9 @@ static int file_is_whole(tj__cache *c)
 
 int tj__rows_drop(tj__cache *c, const char *key, const char *hash)
 {
+  int need = tj__rows_need(c, &c->drop);
+  if (need != SQLITE_OK)
+    return need;
   sqlite3_bind_text(c->drop, 1, key, -1, SQLITE_STATIC);
   sqlite3_bind_text(c->drop, 2, hash ? hash : "", -1, SQLITE_STATIC);
   int rc = tj__sql_step(c->drop);
@@ -309,9 +334,17 @@ static void bind_row(sqlite3_stmt *st, const tj__cache_row *r,
 static int insert_row(tj__cache *c, const tj__cache_row *r, const char *hash,
                       const char *origin, int *inserted)
 {
+  *inserted = 0;
+  int rc = tj__rows_need(c, &c->put);
+  if (rc == SQLITE_OK)
+    rc = tj__rows_need(c, &c->resources);
+  if (rc != SQLITE_OK)
+    return rc;
+  if (!c->put) /* an older file, read as it is: nothing is stored */
+    return SQLITE_READONLY;
   bind_row(c->put, r, hash);
   sqlite3_bind_text(c->put, 13, origin, -1, SQLITE_STATIC);
-  int rc = tj__sql_step(c->put);
+  rc = tj__sql_step(c->put);
   tj__sql_reset(c->put);
   *inserted = rc == SQLITE_DONE && sqlite3_changes(c->db) > 0;
   if (rc != SQLITE_DONE)
@@ -327,8 +360,6 @@ int tj__rows_insert(tj__cache *c, const tj__cache_row *r, const char *origin,
 {
   char hash[TJ__KEY_HEX];
   *inserted = 0;
-  if (!c->put)
-    return SQLITE_READONLY;
   tj__hash_hex(r->code, r->code_size, hash);
   return insert_row(c, r, hash, origin, inserted);
 }

@@ -36,7 +36,7 @@ static void setup_output(cli_options *o)
     o->color = tty && !(no_color && *no_color) && !(term && !strcmp(term, "dumb"));
   else
     o->color = strcmp(o->color_when, "always") == 0;
-  o->progress = isatty(STDERR_FILENO);
+  o->progress = isatty(STDERR_FILENO) && !o->quiet;
   struct winsize ws;
   if (tty)
     o->width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col

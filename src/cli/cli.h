@@ -8,6 +8,7 @@
  *   cli_gpu.c     the commands that need the compiler or a GPU: --info,
  *                 --list-kernels, --warm, --run
  *   cli_compile.c --compile: a program's own kernels into the cache
+ *   cli_jobs.c    the compiles of --warm and --compile on several cores
  */
 #ifndef TJ_CLI_H
 #define TJ_CLI_H
@@ -62,7 +63,9 @@ typedef struct cli_options {
   uint64_t max_size;               /* --max-size; 0: none */
   const char *color_when;          /* --color's WHEN; NULL: auto */
   int color;                       /* ANSI styles on stdout */
-  int progress;                    /* stderr is a terminal */
+  int progress;                    /* stderr is a terminal, and no --quiet */
+  int quiet;                       /* --quiet */
+  unsigned jobs;                   /* -j, --jobs; default: online cores */
   int width;                       /* terminal columns; 0: not a terminal */
   const char *compile_file;        /* --compile FILE */
   const char *entries[CLI_MAX_ENTRIES];
@@ -94,6 +97,8 @@ void cli_free_options(cli_options *o);
 /* The runtime options the command's flags ask for: the device, the cache
  * and its flags; an arch (not NULL) is a compile-only runtime for it. */
 tj_options cli_runtime_options(const cli_options *o, const char *arch);
+/* The processors online (at most 256): --jobs's default. */
+unsigned cli_default_jobs(void);
 
 /* ------------------------------------------------------------ cli_format.c */
 
@@ -148,5 +153,48 @@ int cli_list_kernels(const cli_options *o);
 int cli_warm(const cli_options *o);
 int cli_run(const cli_options *o);
 int cli_compile(const cli_options *o);
+
+/* ------------------------------------------------------------ cli_jobs.c */
+
+/* What one job (one compile) hands back; out and err are malloc'd text
+ * (err: the message, without the program's name) or NULL. */
+typedef struct cli_job_result {
+  int status;                      /* TJ_OK or a TJ_ code */
+  int origin;                      /* TJ_FROM_CACHE or TJ_FROM_COMPILER */
+  double compile_ms;
+  char key[33];
+  char *out, *err;
+} cli_job_result;
+void cli_job_result_free(cli_job_result *r);
+
+/* Run job i for arch into *res.  in_worker: in a worker process, which
+ * must open its own compile-only runtime for arch; else in the command,
+ * on the runtimes it opened. */
+typedef void (*cli_job_fn)(void *ctx, size_t job, const char *arch,
+                           int in_worker, cli_job_result *res);
+
+typedef struct cli_jobs {
+  size_t njobs;
+  cli_job_fn run;
+  const char *(*arch)(void *ctx, size_t job);   /* what the job compiles for */
+  void (*label)(void *ctx, size_t job, char *buf, size_t len); /* "gelu_f16
+                                                  * for gfx90a", for progress */
+  void *ctx;
+} cli_jobs;
+
+typedef struct cli_pool cli_pool;
+/* Fork min(o->jobs, njobs) workers (none when that is under 2), before
+ * the command opens a runtime: a worker runs run on ctx as it was at the
+ * fork, and worker_exit (may be NULL) when it has no more work.  NULL
+ * only when out of memory. */
+cli_pool *cli_pool_start(const cli_options *o, size_t njobs, cli_job_fn run,
+                         void (*worker_exit)(void *ctx), void *ctx);
+/* Every job, in the workers or (without any) here, each result in res[i]
+ * whatever the order they finish in; a progress line on a terminal. */
+void cli_pool_run(cli_pool *p, const struct cli_jobs *jobs, cli_job_result *res);
+/* How many workers p has: 0 when the jobs run in the command itself. */
+int cli_pool_workers(const cli_pool *p);
+/* Stop and reap the workers; free p.  NULL is a no-op. */
+void cli_pool_finish(cli_pool *p);
 
 #endif

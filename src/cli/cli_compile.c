@@ -10,6 +10,7 @@
 #include "tokitai-jit.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,71 +57,118 @@ static char *read_source(const char *path)
   return buf;
 }
 
-static void print_text(const tj_module_info *i, const char *file,
+static void print_text(FILE *f, const tj_module_info *i, const char *file,
                        const char *arch)
 {
   char size[32], ms[32];
   cli_format_size(i->code_size, size, sizeof size);
   cli_format_ms(i->compile_ms, ms, sizeof ms);
   if (i->origin == TJ_FROM_COMPILER)
-    printf("%s for %s: compiled in %s, key %s, %s\n", file, arch, ms, i->key, size);
+    fprintf(f, "%s for %s: compiled in %s, key %s, %s\n", file, arch, ms,
+            i->key, size);
   else
-    printf("%s for %s: already cached, key %s, %s\n", file, arch, i->key, size);
+    fprintf(f, "%s for %s: already cached, key %s, %s\n", file, arch, i->key,
+            size);
   for (int e = 0; e < i->num_entries; e++)
-    printf("  %s -> %s\n", i->entries[e], i->lowered[e]);
+    fprintf(f, "  %s -> %s\n", i->entries[e], i->lowered[e]);
 }
 
-static void print_json(const tj_module_info *i, const char *file,
-                       const char *arch, int first)
+/* One object, without the separator before it (the command adds that in
+ * arch order). */
+static void print_json(FILE *f, const tj_module_info *i, const char *file,
+                       const char *arch)
 {
-  fputs(first ? "[\n  {\"file\": " : ",\n  {\"file\": ", stdout);
-  cli_json_string(stdout, file);
-  fputs(", \"arch\": ", stdout);
-  cli_json_string(stdout, arch);
-  printf(", \"key\": \"%s\", \"origin\": \"%s\", \"code_size\": %zu, "
-         "\"compile_ms\": %.3f, \"entries\": [", i->key,
-         i->origin == TJ_FROM_COMPILER ? "compiler" : "cache", i->code_size,
-         i->compile_ms);
+  fputs("{\"file\": ", f);
+  cli_json_string(f, file);
+  fputs(", \"arch\": ", f);
+  cli_json_string(f, arch);
+  fprintf(f, ", \"key\": \"%s\", \"origin\": \"%s\", \"code_size\": %zu, "
+          "\"compile_ms\": %.3f, \"entries\": [", i->key,
+          i->origin == TJ_FROM_COMPILER ? "compiler" : "cache", i->code_size,
+          i->compile_ms);
   for (int e = 0; e < i->num_entries; e++) {
-    fputs(e ? ", {\"entry\": " : "{\"entry\": ", stdout);
-    cli_json_string(stdout, i->entries[e]);
-    fputs(", \"lowered\": ", stdout);
-    cli_json_string(stdout, i->lowered[e]);
-    putchar('}');
+    fputs(e ? ", {\"entry\": " : "{\"entry\": ", f);
+    cli_json_string(f, i->entries[e]);
+    fputs(", \"lowered\": ", f);
+    cli_json_string(f, i->lowered[e]);
+    fputc('}', f);
   }
-  fputs("]}", stdout);
+  fputs("]}", f);
 }
 
-/* One arch (NULL: this machine's GPU); EXIT_OK or EXIT_FAIL. */
-static int compile_for(const cli_options *o, const tj_module_source *src,
-                       const char *arch, int first)
+typedef struct compile_plan {
+  const cli_options *o;
+  const tj_module_source *src;
+} compile_plan;
+
+static const char *compile_arch(void *ctx, size_t job)
 {
-  tj_options opts = cli_runtime_options(o, arch);
+  const compile_plan *p = ctx;
+  return p->o->narchs ? p->o->archs[job] : "";
+}
+
+static void compile_label(void *ctx, size_t job, char *buf, size_t len)
+{
+  const compile_plan *p = ctx;
+  snprintf(buf, len, "%s for %s", p->src->name,
+           p->o->narchs ? p->o->archs[job] : "this GPU");
+}
+
+static void set_err(cli_job_result *res, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(cli_job_result *res, int rc, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  res->status = rc;
+  if (vasprintf(&res->err, fmt, ap) < 0)
+    res->err = NULL;
+  va_end(ap);
+}
+
+/* One arch ("": this machine's GPU), here or in a worker: its own runtime
+ * either way.  res->out: what to print for it. */
+static void compile_job(void *ctx, size_t job, const char *arch_arg,
+                        int in_worker, cli_job_result *res)
+{
+  (void)in_worker;
+  const compile_plan *p = ctx;
+  const char *arch = *arch_arg ? arch_arg : NULL;
+  tj_options opts = cli_runtime_options(p->o, arch);
   tj_runtime *rt = NULL;
   tj_module *m = NULL;
   tj_module_info info;
   memset(&info, 0, sizeof info);
   info.size = sizeof info;
+  (void)job;
   int rc = tj_runtime_open(&rt, &opts);
   if (rc != TJ_OK) {
-    cli_error("%s%s: %s", arch ? "--arch " : "cannot compile for this "
-              "machine's GPU (give --arch to compile without one)",
-              arch ? arch : "", tj_errmsg(rt));
+    set_err(res, rc, "%s%s: %s", arch ? "--arch " : "cannot compile for this "
+            "machine's GPU (give --arch to compile without one)",
+            arch ? arch : "", tj_errmsg(rt));
   } else if (!tj_runtime_cache_path(rt)) {
-    cli_error("no cache to compile into: %s", tj_errmsg(rt));
-    rc = TJ_ECACHE;
-  } else if ((rc = tj_module_compile(rt, src, &m)) != TJ_OK) {
+    set_err(res, TJ_ECACHE, "no cache to compile into: %s", tj_errmsg(rt));
+  } else if ((rc = tj_module_compile(rt, p->src, &m)) != TJ_OK) {
     /* The compiler's log, whole: it is what the user needs. */
-    cli_error("%s for %s: %s: %s", src->name, tj_runtime_arch(rt),
-              tj_strerror(rc), tj_errmsg(rt));
-  } else if ((rc = tj_module_get_info(m, &info)) == TJ_OK) {
-    if (o->json)
-      print_json(&info, src->name, tj_runtime_arch(rt), first);
-    else
-      print_text(&info, src->name, tj_runtime_arch(rt));
+    set_err(res, rc, "%s for %s: %s: %s", p->src->name, tj_runtime_arch(rt),
+            tj_strerror(rc), tj_errmsg(rt));
+  } else if ((rc = tj_module_get_info(m, &info)) != TJ_OK) {
+    set_err(res, rc, "%s for %s: %s", p->src->name, tj_runtime_arch(rt),
+            tj_errmsg(rt));
+  } else {
+    size_t len = 0;
+    FILE *f = open_memstream(&res->out, &len);
+    if (f && p->o->json)
+      print_json(f, &info, p->src->name, tj_runtime_arch(rt));
+    else if (f)
+      print_text(f, &info, p->src->name, tj_runtime_arch(rt));
+    if (!f || fclose(f) != 0)
+      set_err(res, TJ_ENOMEM, "out of memory");
+    res->origin = info.origin;
+    res->compile_ms = info.compile_ms;
   }
   tj_runtime_close(rt);
-  return rc == TJ_OK ? EXIT_OK : EXIT_FAIL;
 }
 
 int cli_compile(const cli_options *o)
@@ -141,13 +189,30 @@ int cli_compile(const cli_options *o)
   src.num_options = o->ncompile_args;
   src.entries = o->entries;
   src.num_entries = o->nentries;
+  compile_plan plan = {o, &src};
+  size_t n = o->narchs ? (size_t)o->narchs : 1;
+  cli_jobs jobs = {n, compile_job, compile_arch, compile_label, &plan};
+  cli_job_result res[CLI_MAX_ARCHS];
+  cli_pool *pool = cli_pool_start(o, n, compile_job, NULL, &plan);
+  if (!pool) {
+    cli_error("out of memory");
+    free(source);
+    return EXIT_FAIL;
+  }
+  cli_pool_run(pool, &jobs, res);
+  cli_pool_finish(pool);
   int rc = EXIT_OK, printed = 0;
-  int n = o->narchs ? o->narchs : 1;
-  for (int a = 0; a < n; a++) {
-    int one = compile_for(o, &src, o->narchs ? o->archs[a] : NULL, !printed);
-    printed += one == EXIT_OK;
-    if (one != EXIT_OK)
+  for (size_t a = 0; a < n; a++) { /* in --arch order */
+    if (res[a].status != TJ_OK) {
+      cli_error("%s", res[a].err ? res[a].err : tj_strerror(res[a].status));
       rc = EXIT_FAIL;
+    } else if (res[a].out) {
+      if (o->json)
+        fputs(printed ? ",\n  " : "[\n  ", stdout);
+      fputs(res[a].out, stdout);
+      printed++;
+    }
+    cli_job_result_free(&res[a]);
   }
   if (o->json)
     fputs(printed ? "\n]\n" : "[]\n", stdout);

@@ -250,11 +250,17 @@ int cli_info(const cli_options *o)
 
 /* ------------------------------------------------------------ --warm */
 
+/* Job i is kernel i % nkernels for arch i / nkernels: the order of the
+ * output whatever the order the compiles end in. */
 typedef struct warm_plan {
+  const cli_options *o;
   const char *const *kernels;
   size_t nkernels;
-  tj_runtime *rts[CLI_MAX_ARCHS];
+  tj_runtime *rts[CLI_MAX_ARCHS]; /* the command's, one per arch */
   int nrts;
+  /* In a worker process: its own compile-only runtimes, by arch. */
+  tj_runtime *own[CLI_MAX_ARCHS];
+  int nown;
   size_t compiled, cached, failed;
   double compile_ms;
   char (*keys)[33];     /* of the kernels compiled: each must be stored */
@@ -292,31 +298,112 @@ static int open_warm_runtimes(const cli_options *o, warm_plan *w)
   return EXIT_OK;
 }
 
-static void warm_one(const cli_options *o, warm_plan *w, tj_runtime *rt,
-                     const char *name, size_t step, size_t total)
+static const char *warm_arch(void *ctx, size_t job)
 {
+  warm_plan *w = ctx;
+  return tj_runtime_arch(w->rts[job / w->nkernels]);
+}
+
+static void warm_label(void *ctx, size_t job, char *buf, size_t len)
+{
+  warm_plan *w = ctx;
+  snprintf(buf, len, "%s for %s", w->kernels[job % w->nkernels],
+           warm_arch(ctx, job));
+}
+
+/* A worker's compile-only runtime for arch: the key is the one the
+ * command's runtime for the same arch computes, device or not. */
+static tj_runtime *worker_runtime(warm_plan *w, const char *arch,
+                                  cli_job_result *res)
+{
+  for (int i = 0; i < w->nown; i++)
+    if (strcmp(tj_runtime_arch(w->own[i]), arch) == 0)
+      return w->own[i];
+  tj_options opts = cli_runtime_options(w->o, arch);
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &opts);
+  if (rc == TJ_OK && w->nown < CLI_MAX_ARCHS)
+    return w->own[w->nown++] = rt;
+  res->status = rc == TJ_OK ? TJ_ENOMEM : rc;
+  if (asprintf(&res->err, "--arch %s: %s", arch, tj_errmsg(rt)) < 0)
+    res->err = NULL;
+  tj_runtime_close(rt);
+  return NULL;
+}
+
+static void warm_worker_exit(void *ctx)
+{
+  warm_plan *w = ctx;
+  for (int i = 0; i < w->nown; i++)
+    tj_runtime_close(w->own[i]);
+  w->nown = 0;
+}
+
+/* res->out: after a compile, the runtime's warning (a store that failed),
+ * which check_stored gives as the reason a row is missing. */
+static void warm_job(void *ctx, size_t job, const char *arch, int in_worker,
+                     cli_job_result *res)
+{
+  warm_plan *w = ctx;
+  const char *name = w->kernels[job % w->nkernels];
+  tj_runtime *rt = in_worker ? worker_runtime(w, arch, res)
+                             : w->rts[job / w->nkernels];
   tj_kernel *k;
   tj_kernel_info info;
-  if (o->progress) /* one line, rewritten in place */
-    fprintf(stderr, "\r\033[K[%zu/%zu] %s for %s", step, total, name,
-            tj_runtime_arch(rt));
+  if (!rt)
+    return;
   int rc = tj_kernel_get(rt, name, &k);
   if (rc == TJ_OK)
     rc = tj_kernel_get_info(k, &info);
-  if (o->progress)
-    fputs("\r\033[K", stderr);
+  res->status = rc;
   if (rc != TJ_OK) {
-    cli_error("%s for %s: %s: %s", name, tj_runtime_arch(rt), tj_strerror(rc),
-              tj_errmsg(rt));
-    w->failed++;
-  } else if (info.origin == TJ_FROM_CACHE) {
-    w->cached++;
-  } else {
-    if (w->keys)
-      snprintf(w->keys[w->compiled], sizeof w->keys[0], "%s", info.key);
-    w->compiled++;
-    w->compile_ms += info.compile_ms;
-    snprintf(w->why, sizeof w->why, "%s", tj_errmsg(rt));
+    if (asprintf(&res->err, "%s for %s: %s: %s", name, tj_runtime_arch(rt),
+                 tj_strerror(rc), tj_errmsg(rt)) < 0)
+      res->err = NULL;
+    return;
+  }
+  res->origin = info.origin;
+  res->compile_ms = info.compile_ms;
+  snprintf(res->key, sizeof res->key, "%s", info.key);
+  if (info.origin != TJ_FROM_CACHE && *tj_errmsg(rt))
+    res->out = strdup(tj_errmsg(rt));
+}
+
+/* The workers compiled for the GPU's arch without a GPU; the kernels of
+ * --warm without --arch are also loaded on it here, from the cache (a
+ * compile here would mean the worker's row did not serve, and counts). */
+static void warm_load_here(warm_plan *w, cli_job_result *res, size_t total)
+{
+  for (size_t i = 0; i < total; i++) {
+    cli_job_result here;
+    if (res[i].status != TJ_OK)
+      continue;
+    memset(&here, 0, sizeof here);
+    warm_job(w, i, warm_arch(w, i), 0, &here);
+    if (here.status == TJ_OK && here.origin == TJ_FROM_CACHE) {
+      cli_job_result_free(&here);
+      continue;
+    }
+    cli_job_result_free(&res[i]);
+    res[i] = here;
+  }
+}
+
+static void warm_tally(warm_plan *w, cli_job_result *res, size_t total)
+{
+  for (size_t i = 0; i < total; i++) {
+    const cli_job_result *r = &res[i];
+    if (r->status != TJ_OK) {
+      cli_error("%s", r->err ? r->err : tj_strerror(r->status));
+      w->failed++;
+    } else if (r->origin == TJ_FROM_CACHE) {
+      w->cached++;
+    } else {
+      snprintf(w->keys[w->compiled], sizeof w->keys[0], "%s", r->key);
+      w->compiled++;
+      w->compile_ms += r->compile_ms;
+      snprintf(w->why, sizeof w->why, "%s", r->out ? r->out : "");
+    }
   }
 }
 
@@ -372,9 +459,22 @@ static void warm_summary(const warm_plan *w, const char *path)
   putchar('\n');
 }
 
+/* Compile every job, in worker processes when -j allows, and load them
+ * here when they are for this machine's GPU. */
+static void warm_all(warm_plan *w, cli_pool *pool, cli_job_result *res)
+{
+  size_t total = w->nkernels * (size_t)w->nrts;
+  cli_jobs jobs = {total, warm_job, warm_arch, warm_label, w};
+  cli_pool_run(pool, &jobs, res);
+  if (cli_pool_workers(pool) && w->o->narchs == 0)
+    warm_load_here(w, res, total);
+  warm_tally(w, res, total);
+}
+
 int cli_warm(const cli_options *o)
 {
   warm_plan w = {0};
+  w.o = o;
   w.kernels = (const char *const *)o->kernels;
   w.nkernels = (size_t)o->nkernels;
   for (size_t i = 0; i < w.nkernels; i++)
@@ -386,16 +486,24 @@ int cli_warm(const cli_options *o)
       all[w.nkernels] = tj_embedded_name(w.nkernels);
     w.kernels = all;
   }
-  int rc = open_warm_runtimes(o, &w);
-  size_t step = 0, total = w.nkernels * (size_t)w.nrts;
+  size_t total = w.nkernels * (size_t)(o->narchs ? o->narchs : 1);
+  /* The workers first: before this process opens a runtime or a GPU. */
+  cli_pool *pool = cli_pool_start(o, total, warm_job, warm_worker_exit, &w);
+  cli_job_result *res = calloc(total + 1, sizeof *res);
   w.keys = calloc(total + 1, sizeof *w.keys);
-  for (int a = 0; rc == EXIT_OK && a < w.nrts; a++)
-    for (size_t i = 0; i < w.nkernels; i++)
-      warm_one(o, &w, w.rts[a], w.kernels[i], ++step, total);
+  int rc = pool && res && w.keys ? open_warm_runtimes(o, &w) : EXIT_FAIL;
+  if (!pool || !res || !w.keys)
+    cli_error("out of memory");
+  if (rc == EXIT_OK)
+    warm_all(&w, pool, res);
+  cli_pool_finish(pool);
   if (rc == EXIT_OK)
     rc = check_stored(o, &w, tj_runtime_cache_path(w.rts[0]));
-  if (rc == EXIT_OK)
+  if (rc == EXIT_OK && !o->quiet)
     warm_summary(&w, tj_runtime_cache_path(w.rts[0]));
+  for (size_t i = 0; res && i < total; i++)
+    cli_job_result_free(&res[i]);
+  free(res);
   free(w.keys);
   for (int a = 0; a < w.nrts; a++)
     tj_runtime_close(w.rts[a]); /* records the hits and misses */

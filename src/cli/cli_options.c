@@ -13,12 +13,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum {
   OPT_LIST = 256, OPT_STATS, OPT_INFO, OPT_LIST_KERNELS, OPT_WARM, OPT_RUN,
   OPT_VERIFY, OPT_REPAIR, OPT_EVICT_AGE, OPT_MAX_SIZE, OPT_CLEAR, OPT_CACHE,
   OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
-  OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM
+  OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM, OPT_JOBS,
+  OPT_QUIET
 };
 
 static const struct option long_options[] = {
@@ -46,6 +48,8 @@ static const struct option long_options[] = {
   {"option", required_argument, NULL, OPT_OPTION},
   {"merge", no_argument, NULL, OPT_MERGE},
   {"system", no_argument, NULL, OPT_SYSTEM},
+  {"jobs", required_argument, NULL, OPT_JOBS},
+  {"quiet", no_argument, NULL, OPT_QUIET},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -99,6 +103,11 @@ static const char usage_text[] =
   "  -I DIR                     with --compile: the options \"-I\" \"DIR\"\n"
   "  -D NAME[=VALUE]            with --compile: the option \"-DNAME[=VALUE]\"\n"
   "      --option OPT           with --compile: OPT as one compiler option\n"
+  "  -j, --jobs N               with --warm, --compile: run up to N compiles\n"
+  "                             at once, each in its own process (default:\n"
+  "                             the processors online; 1: one at a time)\n"
+  "  -q, --quiet                with --warm, --compile: no progress line;\n"
+  "                             --warm prints only errors\n"
   "      --json                 print JSON (--list-cache, --stats, --info,\n"
   "                             --list-kernels, --run, --verify-cache,\n"
   "                             --version, --compile); the keys: tokitai-jit(1)\n"
@@ -118,6 +127,7 @@ typedef struct parse_state {
   int given_n, given_seed, given_device;
   int version;              /* --version was given */
   int given_compile;        /* the last of --entry, -I, -D, --option */
+  int given_jobs, given_quiet;
 } parse_state;
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -269,6 +279,8 @@ static int parse_value(cli_options *o, parse_state *ps, int val,
       return usage_error("--compile needs a file name, not ''");
     o->compile_file = arg;
     return set_command(o, ps, CMD_COMPILE, val);
+  case 'j':
+    return parse_value(o, ps, OPT_JOBS, arg);
   case OPT_ENTRY:
   case OPT_OPTION:
   case 'I':
@@ -289,6 +301,11 @@ static int parse_value(cli_options *o, parse_state *ps, int val,
     ps->given_device = 1;
     rc = parse_number("device", arg, INT_MAX, 0, &v);
     o->device = (int)v;
+    return rc;
+  case OPT_JOBS:
+    ps->given_jobs = 1;
+    rc = parse_number("jobs", arg, 256, 1, &v);
+    o->jobs = (unsigned)v;
     return rc;
   case OPT_COLOR:
     o->color_when = arg ? arg : "always";
@@ -327,6 +344,7 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
   case OPT_GROUP: o->cache_flags |= TJ_CACHE_GROUP; return 0;
   case OPT_SYSTEM: o->system = 1; return 0;
   case OPT_JSON: o->json = 1; return 0;
+  case 'q': case OPT_QUIET: ps->given_quiet = o->quiet = 1; return 0;
   case ':':
     if (optopt < OPT_LIST)
       return usage_error("option '-%c' needs an argument", optopt);
@@ -381,6 +399,9 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
   if (ps->given_device && c != CMD_RUN && c != CMD_WARM && c != CMD_COMPILE)
     return usage_error("--device applies only to --run, --warm and --compile, "
                        "not to --%s", cmd);
+  if ((ps->given_jobs || ps->given_quiet) && c != CMD_WARM && c != CMD_COMPILE)
+    return usage_error("--%s applies only to --warm and --compile, not to --%s",
+                       ps->given_jobs ? "jobs" : "quiet", cmd);
   if (o->repair && c != CMD_VERIFY)
     return usage_error("--repair applies only to --verify-cache, not to --%s",
                        cmd);
@@ -413,7 +434,7 @@ int cli_parse_options(int argc, char **argv, cli_options *o)
   o->seed = 1;
   opterr = 0; /* our messages name the program, not the libtool wrapper */
   int val, rc;
-  while ((val = getopt_long(argc, argv, ":hVI:D:", long_options, NULL)) != -1)
+  while ((val = getopt_long(argc, argv, ":hVqj:I:D:", long_options, NULL)) != -1)
     if ((rc = parse_one(o, ps, val, optarg, argv)) != 0)
       return rc;
   o->kernels = argv + optind;
@@ -422,6 +443,8 @@ int cli_parse_options(int argc, char **argv, cli_options *o)
     print_version(o->json);
     return CLI_DONE;
   }
+  if (!o->jobs)
+    o->jobs = cli_default_jobs();
   return check_applicable(o, ps);
 }
 
@@ -430,6 +453,12 @@ void cli_free_options(cli_options *o)
   for (int i = 0; i < o->ndefines; i++)
     free(o->defines[i]);
   o->ndefines = 0;
+}
+
+unsigned cli_default_jobs(void)
+{
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
 }
 
 tj_options cli_runtime_options(const cli_options *o, const char *arch)

@@ -131,6 +131,18 @@ char *tj__cache_default_path(void);
 int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
                    char *msg, size_t msglen);
 void tj__cache_close(tj__cache *c);
+/* The steps of a cache open, as TOKITAI_JIT_TRACE names them: judging the
+ * location (paths, owners, modes, the header, the lock), SQLite's open,
+ * reading the schema's identity, the journal pragmas, the migration check,
+ * preparing the statements. */
+enum {
+  TJ__CACHE_PHASE_LOCATION, TJ__CACHE_PHASE_CONNECT, TJ__CACHE_PHASE_IDENTIFY,
+  TJ__CACHE_PHASE_JOURNAL, TJ__CACHE_PHASE_MIGRATE, TJ__CACHE_PHASE_PREPARE,
+  TJ__CACHE_PHASES
+};
+extern const char *const tj__cache_phase_names[TJ__CACHE_PHASES];
+/* c's open, step by step, in milliseconds (zeros for c NULL). */
+void tj__cache_open_phases(const tj__cache *c, double ms[TJ__CACHE_PHASES]);
 /* Look up want->key.  The row must match want's kernel, arch, platform,
  * compiler and options, its code its stored hash and size, and its size be
  * at most TJ_CACHE_MAX_CODE_BYTES (checked before the blob is read).  TJ_OK: *code
@@ -416,6 +428,18 @@ void tj__once_end(tj_runtime *rt, tj__once *o);
 
 /* ------------------------------------------------------------ runtime.c */
 
+enum {
+  TJ__TRACE_IDENTITY, /* the compiler fingerprint, the arch */
+  TJ__TRACE_DEVICE,   /* the driver and the device, when there is one */
+  TJ__TRACE_CACHE,    /* the cache open (tj__cache_open_phases splits it) */
+  TJ__TRACE_KEY,      /* hashing the inputs into a key, on a miss */
+  TJ__TRACE_LOOKUP,   /* the row: query, blob, its hash checked */
+  TJ__TRACE_COMPILE,
+  TJ__TRACE_LOAD,     /* module load and function lookup on the GPU */
+  TJ__TRACE_CLOSE,    /* recording the hits, closing the cache */
+  TJ__TRACE_PHASES
+};
+
 struct tj_runtime {
   unsigned flags;
   int compile_only;      /* no device: compile and cache only */
@@ -436,6 +460,11 @@ struct tj_runtime {
   int opened;            /* 1 once tj_runtime_open succeeded (below) */
   struct tj__remote *remote; /* the remote tier, or NULL (once.c) */
   long lease_wait_ms;    /* the bound of each wait for another's compile */
+  /* TOKITAI_JIT_TRACE=1 at open: where the time went (TJ__TRACE_*),
+   * printed on stderr at close.  Off, it costs one test a step. */
+  int trace;
+  double trace_ms[TJ__TRACE_PHASES];
+  uint64_t trace_kernels;
 };
 
 /* Whether rt may be used.  A runtime whose open failed is handed back

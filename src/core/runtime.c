@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_OPTIONS_BYTES 4096
 
@@ -19,6 +20,60 @@ enum { KIND_EMBEDDED, KIND_CALLER }; /* and TJ__KIND_MODULE (user.c) */
 
 const char *tj_version(void) { return TJ_VERSION_STRING; }
 const char *tj_platform(void) { return TJ__PLATFORM; }
+
+/* ------------------------------------------------------- tracing */
+
+static double ms_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The start of a traced step: 0 when tracing is off (no clock read). */
+static double trace_start(const tj_runtime *rt)
+{
+  return rt->trace ? ms_now() : 0;
+}
+
+static void trace_add(tj_runtime *rt, int phase, double t0)
+{
+  if (!rt->trace)
+    return;
+  double ms = ms_now() - t0;
+  pthread_mutex_lock(&rt->lock);
+  rt->trace_ms[phase] += ms;
+  pthread_mutex_unlock(&rt->lock);
+}
+
+/* One line on stderr: the open step by step, then the kernels' steps
+ * summed, then the close. */
+static void trace_print(const tj_runtime *rt)
+{
+  const double *t = rt->trace_ms;
+  double cache[TJ__CACHE_PHASES], open = t[TJ__TRACE_IDENTITY] +
+      t[TJ__TRACE_DEVICE] + t[TJ__TRACE_CACHE];
+  char parts[512] = "";
+  size_t used = 0;
+  tj__cache_open_phases(rt->cache, cache);
+  for (int i = 0; i < TJ__CACHE_PHASES && used < sizeof parts; i++)
+    used += (size_t)snprintf(parts + used, sizeof parts - used, "%s%s %.3f",
+                             i ? ", " : "", tj__cache_phase_names[i], cache[i]);
+  fprintf(stderr, "tokitai-jit trace: %s open %.3f ms = identity %.3f + "
+          "device %.3f + cache %.3f (%s); %llu kernels built: key %.3f, "
+          "lookup %.3f, compile %.3f, load %.3f ms; memory hits %llu; "
+          "close %.3f ms\n", rt->arch, open, t[TJ__TRACE_IDENTITY],
+          t[TJ__TRACE_DEVICE], t[TJ__TRACE_CACHE], parts,
+          (unsigned long long)rt->trace_kernels, t[TJ__TRACE_KEY],
+          t[TJ__TRACE_LOOKUP], t[TJ__TRACE_COMPILE], t[TJ__TRACE_LOAD],
+          (unsigned long long)rt->stats.memory_hits, t[TJ__TRACE_CLOSE]);
+}
+
+static int trace_wanted(void)
+{
+  const char *v = getenv("TOKITAI_JIT_TRACE");
+  return v && *v && strcmp(v, "0") != 0;
+}
 
 /* ------------------------------------------------------- open and close */
 
@@ -169,6 +224,8 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
                     "sizeof(tj_options) (%zu in this library), and leave the "
                     "fields this library does not know zero", opts->size,
                     sizeof o);
+  rt->trace = trace_wanted();
+  double t0 = trace_start(rt);
   rt->flags = o.flags;
   rt->cache_max_bytes = o.cache_max_bytes ? o.cache_max_bytes : TJ__CACHE_DEFAULT_LIMIT;
   unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE | TJ_CACHE_GROUP;
@@ -180,15 +237,23 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   int rc;
   if (o.arch && (rc = settle_arch(rt, o.arch)) != TJ_OK)
     return rc;
+  trace_add(rt, TJ__TRACE_IDENTITY, t0);
+  t0 = trace_start(rt);
   if ((rc = open_device(rt, &o)) != TJ_OK)
     return rc;
+  trace_add(rt, TJ__TRACE_DEVICE, t0);
+  t0 = trace_start(rt);
   /* the device's own arch must be one the compiler knows */
   if (!o.arch && (rc = settle_arch(rt, rt->arch)) != TJ_OK)
     return rc;
   if (!(rt->table = tj__modtable_new()))
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
-  if ((rc = open_cache(rt, &o)) == TJ_OK && (rc = tj__remote_setup(rt, o.remote)) == TJ_OK)
+  trace_add(rt, TJ__TRACE_IDENTITY, t0);
+  t0 = trace_start(rt);
+  if ((rc = open_cache(rt, &o)) == TJ_OK &&
+      (rc = tj__remote_setup(rt, o.remote)) == TJ_OK)
     rt->opened = 1; /* every early return above leaves it unusable */
+  trace_add(rt, TJ__TRACE_CACHE, t0);
   return rc;
 }
 
@@ -232,6 +297,7 @@ void tj_runtime_close(tj_runtime *rt)
   if (!rt->compile_only)
     tj__device_make_current(&rt->device);
   tj__modtable_free(rt->table, free_kernel, &u);
+  double t0 = trace_start(rt);
   if (rt->cache)
     tj__cache_record_usage(rt->cache, u.keys, u.hits, u.n, rt->stats.compiles);
   for (size_t i = 0; i < u.n; i++)
@@ -240,6 +306,10 @@ void tj_runtime_close(tj_runtime *rt)
   free(u.hits);
   tj__layers_close(rt->layers);
   tj__remote_teardown(rt);
+  if (rt->trace && rt->opened) {
+    trace_add(rt, TJ__TRACE_CLOSE, t0);
+    trace_print(rt); /* the cache's open steps are read from it */
+  }
   tj__cache_close(rt->cache);
   if (!rt->compile_only)
     tj__device_close(&rt->device);
@@ -430,15 +500,20 @@ static int build_kernel(void *ctx, tj_kernel **out)
   int rc = tj__runtime_may_build(rt, req->entry);
   if (rc != TJ_OK)
     return rc;
+  double t0 = trace_start(rt);
   if (!req->key[0])
     compute_key(rt, req);
+  trace_add(rt, TJ__TRACE_KEY, t0);
   tj_kernel *k = calloc(1, sizeof *k);
   if (!k || !(k->entry = strdup(req->entry))) {
     free(k);
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   }
   memcpy(k->key, req->key, sizeof k->key);
+  t0 = trace_start(rt);
   rc = from_cache(req, k);
+  trace_add(rt, TJ__TRACE_LOOKUP, t0);
+  t0 = trace_start(rt);
   if (rc == TJ_ENOENT) { /* one compile per key: wait for another's */
     tj__once once;
     if (tj__once_begin(rt, req->key, &once))
@@ -447,6 +522,8 @@ static int build_kernel(void *ctx, tj_kernel **out)
       rc = from_compiler(req, k);
     tj__once_end(rt, &once);
   }
+  trace_add(rt, TJ__TRACE_COMPILE, t0);
+  t0 = trace_start(rt);
   if (rc == TJ_OK && !rt->compile_only) {
     char err[512];
     tj__device_make_current(&rt->device);
@@ -454,6 +531,12 @@ static int build_kernel(void *ctx, tj_kernel **out)
                          sizeof err);
     if (rc != TJ_OK)
       tj__fail(rt, rc, "%s", err);
+  }
+  trace_add(rt, TJ__TRACE_LOAD, t0);
+  if (rt->trace) {
+    pthread_mutex_lock(&rt->lock);
+    rt->trace_kernels++;
+    pthread_mutex_unlock(&rt->lock);
   }
   if (rc != TJ_OK) {
     free(k->code);

@@ -420,7 +420,7 @@ int tj__function_resources(void *function, tj_kernel_resources *out)
   return TJ_OK;
 }
 
-void tj__compiler_fingerprint(char *buf, size_t len)
+static void compute_fingerprint(char *buf, size_t len)
 {
   int rmaj = 0, rmin = 0, hip = 0;
   size_t cmaj = 0, cmin = 0;
@@ -918,7 +918,7 @@ int tj__function_resources(void *function, tj_kernel_resources *out)
   return TJ_OK;
 }
 
-void tj__compiler_fingerprint(char *buf, size_t len)
+static void compute_fingerprint(char *buf, size_t len)
 {
   int maj = 0, min = 0;
   nvrtcVersion(&maj, &min);
@@ -1167,3 +1167,20 @@ static const env_rule *platform_env_rules(size_t *n)
 }
 
 #endif
+
+/* The loaded libraries cannot change under a process, so their
+ * fingerprint is read once: asking HIP its version cost each runtime open
+ * about 0.2 M instructions, twice (callgrind, bench/RESULTS.md). */
+static pthread_once_t fingerprint_once = PTHREAD_ONCE_INIT;
+static char fingerprint[160];
+
+static void read_fingerprint(void)
+{
+  compute_fingerprint(fingerprint, sizeof fingerprint);
+}
+
+void tj__compiler_fingerprint(char *buf, size_t len)
+{
+  pthread_once(&fingerprint_once, read_fingerprint);
+  snprintf(buf, len, "%s", fingerprint);
+}
