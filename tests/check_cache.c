@@ -35,7 +35,7 @@ START_TEST(creates_private_directory_and_file)
   char *sub = test_path(dir, "a/b");
   ck_assert_int_eq(stat(sub, &st), 0);
   ck_assert_uint_eq(st.st_mode & 0777, 0700);
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
   ck_assert_int_eq(tsql_int(path, "PRAGMA application_id"), TJ__CACHE_APP_ID);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);
   free(sub); free(path); free(dir);

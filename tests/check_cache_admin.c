@@ -151,7 +151,7 @@ START_TEST(stats_sum_the_rows)
   ck_assert_uint_eq(st.hits, 6);
   ck_assert_uint_eq(st.misses, 4);
   ck_assert_double_eq_tol(st.compile_ms_saved, 1 * 10 + 2 * 20 + 3 * 30, 1e-9);
-  ck_assert_int_eq(st.schema_version, 3);
+  ck_assert_int_eq(st.schema_version, 4);
   ck_assert_uint_eq(st.size_limit, TJ__CACHE_DEFAULT_LIMIT);
   ck_assert_uint_gt(st.file_bytes, 0);
   ck_assert_str_eq(tj_cache_path(c), path);

@@ -294,7 +294,7 @@ START_TEST(a_schema_2_file_keeps_its_rows_and_gains_their_resources)
   ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 2);
 
   stored s = stored_row(path, ki.key, 0); /* migrates */
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
   ck_assert_int_eq(s.rows, 3);
   ck_assert_int_eq(s.n, 1);
   ck_assert_str_eq(s.entry[0], "add_i32");

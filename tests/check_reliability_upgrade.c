@@ -25,7 +25,7 @@ START_TEST(prerelease_cache_is_rebuilt)
   tj_kernel_info_get(k, &info);
   ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
   tj_runtime_close(rt);
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects WHERE "
                              "key = '0123456789abcdef0123456789abcdef'"), 0);

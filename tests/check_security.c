@@ -516,7 +516,7 @@ START_TEST(a_v1_cache_is_upgraded)
   tj_kernel_info_get(k, &info);
   ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
   tj_runtime_close(rt);
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
   ck_assert_int_eq(tsql_int(path, "PRAGMA application_id"), APP_ID);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM pragma_table_info("
                              "'code_objects') WHERE name = 'entries'"), 1);

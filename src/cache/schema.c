@@ -142,6 +142,13 @@ int tj__schema_identify(sqlite3 *db, enum tj__identity *id, int *version,
  * version with no step from it (a gap, a negative number) in a file that
  * is ours is a damaged one: it is moved aside and rebuilt.
  */
+/* 3 -> 4: the tuning table, which schema.sql creates (IF NOT EXISTS: the
+ * other tables are there already); nothing to fill. */
+static int create_tuning_table(sqlite3 *db)
+{
+  return tj__sql_exec(db, tj__schema_sql);
+}
+
 static const struct migration {
   int from, to;
   int create;
@@ -156,6 +163,7 @@ static const struct migration {
   /* 2 -> 3: kernel_resources (schema.sql creates it), filled from each
    * row's blob, which the resource reader understands whatever its age. */
   {2, 3, 1, "", tj__resources_fill},
+  {3, 4, 0, "", create_tuning_table},
 };
 
 static const struct migration *migration_from(int version)

@@ -159,7 +159,8 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
                     sizeof o);
   rt->flags = o.flags;
   rt->cache_max_bytes = o.cache_max_bytes ? o.cache_max_bytes : TJ__CACHE_DEFAULT_LIMIT;
-  unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE | TJ_CACHE_GROUP;
+  unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE |
+                   TJ_CACHE_GROUP | TJ_NO_TUNING;
   if (o.flags & ~known)
     return tj__fail(rt, TJ_EINVAL, "unknown flags 0x%x", o.flags & ~known);
   if (o.device < 0)
@@ -173,8 +174,10 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   /* the device's own arch must be one the compiler knows */
   if (!o.arch && (rc = settle_arch(rt, rt->arch)) != TJ_OK)
     return rc;
-  if (!(rt->table = tj__modtable_new()))
+  if (!(rt->table = tj__modtable_new()) || !(rt->gemm = tj__gemm_tuning_new()))
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
+  /* Read once: a call reads these from rt, not from the environment. */
+  tj__gemm_env_read(&rt->gemm_env, o.flags);
   if ((rc = open_cache(rt, &o)) == TJ_OK)
     rt->opened = 1; /* every early return above leaves it unusable */
   return rc;
@@ -229,6 +232,7 @@ void tj_runtime_close(tj_runtime *rt)
   tj__cache_close(rt->cache);
   if (!rt->compile_only)
     tj__device_close(&rt->device);
+  tj__gemm_tuning_free(rt->gemm);
   free(rt->cache_path);
   free(rt->compiler_env);
   free(rt->env_refusal);

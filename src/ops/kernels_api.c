@@ -378,14 +378,13 @@ typedef struct gemm_plan {
  * rows to fill its 128-row tiles more than the skinny kernel would, and
  * A and B as TMA reads them: 16-byte aligned, rows a multiple of 16 bytes
  * apart; and, with a device, a driver that builds tensor maps.
- * TJ_GEMM_SM90A=0 in the environment turns it off (to compare, or to step
- * around it).
+ * TJ_GEMM_SM90A=0 in the environment at tj_runtime_open turns it off (to
+ * compare, or to step around it).
  */
 static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
                       const void *B, int ldb)
 {
-  const char *off = getenv("TJ_GEMM_SM90A");
-  if (off && strcmp(off, "0") == 0)
+  if (rt->gemm_env.sm90a_off)
     return 0;
   if (strcmp(rt->arch, "sm_90") != 0 && strcmp(rt->arch, "sm_90a") != 0)
     return 0;
@@ -408,38 +407,50 @@ int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms)
 }
 
 /* The split for a Hopper GEMM: TJ_GEMM_SPLITK=n (1 to 64) in the
- * environment forces n (1: never split), for tests and for comparing;
- * else the heuristic.  The tuning database's decision goes here when it
- * exists. */
-static int sm90a_split(long long tiles128, int ktiles)
+ * environment at open forces n (1: never split), for tests and for
+ * comparing; else the heuristic. */
+static int sm90a_split(const tj_runtime *rt, long long tiles128, int ktiles)
 {
-  const char *env = getenv("TJ_GEMM_SPLITK");
-  if (env && *env) {
-    char *end;
-    long n = strtol(env, &end, 10);
-    if (*end == '\0' && n >= 1 && n <= SM90A_FORCED_SPLIT_MAX)
-      return (int)n;
-  }
+  if (rt && rt->gemm_env.forced_split)
+    return rt->gemm_env.forced_split;
   return tj__gemm_sm90a_split(tiles128, ktiles, SM90A_SMS);
 }
 
-static gemm_plan plan_sm90a(int M, int N, int K)
+/* A split-K plan of split parts (grid x narrow tiles, y mt tiles). */
+static gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
+                            int split)
+{
+  /* Every z gets kper k-tiles but the last; a forced split past the
+   * k-tiles keeps its empty ranges, which write zeros. */
+  int kper = (ktiles - 1) / split + 1;
+  if (split <= ktiles)
+    split = (ktiles - 1) / kper + 1;
+  return (gemm_plan){"gemm_f16_sm90a_128x128_splitk",
+                     {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
+                     SM90A_SHARED(128, 5), split, kper};
+}
+
+/* The plan of one configuration of the tuning table. */
+static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
+{
+  unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
+  unsigned tiles = (unsigned)((N - 1) / c->bn + 1);
+  if (c->split > 1)
+    return plan_split(tiles, mt, (K - 1) / 64 + 1, c->split);
+  return (gemm_plan){c->entry, {tiles, mt, 1}, {SM90A_THREADS, 1, 1},
+                     c->bn == 256 ? SM90A_SHARED(256, 4) : SM90A_SHARED(128, 5),
+                     1, 0};
+}
+
+static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
 {
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
   unsigned wide = (unsigned)((N - 1) / 256 + 1);
   int ktiles = (K - 1) / 64 + 1;
-  int split = sm90a_split((long long)narrow * mt, ktiles);
-  if (split > 1) {
-    /* Every z gets kper k-tiles but the last; a forced split past the
-     * k-tiles keeps its empty ranges, which write zeros. */
-    int kper = (ktiles - 1) / split + 1;
-    if (split <= ktiles)
-      split = (ktiles - 1) / kper + 1;
-    return (gemm_plan){"gemm_f16_sm90a_128x128_splitk",
-                       {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
-                       SM90A_SHARED(128, 5), split, kper};
-  }
+  int split = sm90a_split(rt, (long long)narrow * mt, ktiles);
+  if (split > 1)
+    return plan_split(narrow, mt, ktiles, split);
   if ((unsigned long long)wide * mt >= SM90A_WIDE_TILES)
     return (gemm_plan){"gemm_f16_sm90a_128x256", {wide, mt, 1},
                        {SM90A_THREADS, 1, 1}, SM90A_SHARED(256, 4), 1, 0};
@@ -447,8 +458,31 @@ static gemm_plan plan_sm90a(int M, int N, int K)
                      {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5), 1, 0};
 }
 
-static gemm_plan plan_gemm(const tj_runtime *rt, int M, int N, int K,
-                           const void *A, int lda, const void *B, int ldb)
+int tj__gemm_tunable(const tj_runtime *rt, int M)
+{
+  return sm90a_fits(rt, M, NULL, 8, NULL, 8);
+}
+
+const tj__gemm_config *tj__gemm_heuristic(int M, int N, int K)
+{
+  gemm_plan p = plan_sm90a(NULL, M, N, K);
+  size_t n;
+  const tj__gemm_config *c = tj__gemm_configs(&n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(c[i].entry, p.entry) == 0 && c[i].split == p.split)
+      return &c[i];
+  return NULL;
+}
+
+/*
+ * What a call runs.  On the Hopper path the tuning decision for the
+ * call's shape class takes the heuristic's place (gemm_tune.c; may_tune:
+ * tj_gemm_f16 may time candidates the first time, the queries never do);
+ * a forced split (TJ_GEMM_SPLITK) overrides both.
+ */
+static gemm_plan plan_gemm(tj_runtime *rt, void *stream, int may_tune, int M,
+                           int N, int K, const void *A, int lda,
+                           const void *B, int ldb, const void *C, int ldc)
 {
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
   if (M <= SKINNY_MAX_M) {
@@ -457,8 +491,13 @@ static gemm_plan plan_gemm(const tj_runtime *rt, int M, int N, int K,
     return (gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
                        {threads, 1, 1}, 0, 1, 0};
   }
-  if (sm90a_fits(rt, M, A, lda, B, ldb))
-    return plan_sm90a(M, N, K);
+  if (sm90a_fits(rt, M, A, lda, B, ldb)) {
+    const tj__gemm_config *c =
+        rt->gemm_env.forced_split ? NULL
+        : tj__gemm_decision(rt, stream, may_tune, M, N, K, A, lda, B, ldb, C,
+                            ldc);
+    return c ? plan_config(c, M, N, K) : plan_sm90a(rt, M, N, K);
+  }
   return (gemm_plan){"gemm_f16", {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
                      {GEMM_THREADS, 1, 1}, 0, 1, 0};
 }
@@ -480,16 +519,20 @@ static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
 }
 
 /* The kernel of plan p, allowed more than the 48 KiB of shared memory a
- * launch gets unasked. */
+ * launch gets unasked: once per kernel (threads racing here both set it,
+ * which is harmless), not at every call. */
 static int sm90a_kernel(tj_runtime *rt, const char *fn, const gemm_plan *p,
                         tj_kernel **k)
 {
   int rc = kernel_for(rt, fn, p->entry, k);
   if (rc != TJ_OK)
     return rc;
+  if (__atomic_load_n(&(*k)->shared_limit, __ATOMIC_ACQUIRE) >= p->shared)
+    return TJ_OK;
   if (tj__function_shared_limit(tj_kernel_function(*k), p->shared) != TJ_OK)
     return tj__fail(rt, TJ_EDEVICE, "%s: %s cannot have %u bytes of shared "
                     "memory on this device", fn, p->entry, p->shared);
+  __atomic_store_n(&(*k)->shared_limit, p->shared, __ATOMIC_RELEASE);
   return TJ_OK;
 }
 
@@ -567,6 +610,15 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, gemm_plan p,
   return TJ_OK;
 }
 
+int tj__gemm_run_config(tj_runtime *rt, const char *fn,
+                        const tj__gemm_config *cfg, void *stream, int M,
+                        int N, int K, float alpha, const void *A, int lda,
+                        const void *B, int ldb, float beta, void *C, int ldc)
+{
+  return launch_sm90a(rt, fn, plan_config(cfg, M, N, K), stream, M, N, K,
+                      alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
                                const uint16_t *A, int lda, const uint16_t *B,
                                int ldb, const uint16_t *C, int ldc)
@@ -575,7 +627,7 @@ const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
       check_gemm(rt, "tj_gemm_f16_kernel", M, N, K, A, lda, B, ldb, C, ldc) !=
           TJ_OK)
     return NULL;
-  return plan_gemm(rt, M, N, K, A, lda, B, ldb).entry;
+  return plan_gemm(rt, NULL, 0, M, N, K, A, lda, B, ldb, C, ldc).entry;
 }
 
 int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K, const uint16_t *A,
@@ -586,7 +638,7 @@ int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K, const uint16_t *A,
       check_gemm(rt, "tj_gemm_f16_split", M, N, K, A, lda, B, ldb, C, ldc) !=
           TJ_OK)
     return 0;
-  return plan_gemm(rt, M, N, K, A, lda, B, ldb).split;
+  return plan_gemm(rt, NULL, 0, M, N, K, A, lda, B, ldb, C, ldc).split;
 }
 
 int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
@@ -599,7 +651,7 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   int rc = check_gemm(rt, fn, M, N, K, A, lda, B, ldb, C, ldc);
   if (rc != TJ_OK)
     return rc;
-  gemm_plan p = plan_gemm(rt, M, N, K, A, lda, B, ldb);
+  gemm_plan p = plan_gemm(rt, stream, 1, M, N, K, A, lda, B, ldb, C, ldc);
   if (p.shared)
     return launch_sm90a(rt, fn, p, stream, M, N, K, alpha, A, lda, B, ldb,
                         beta, C, ldc);
@@ -799,6 +851,7 @@ int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K, float alpha,
       {B, NULL, matrix_span(K, N, N)},
       {beta != 0.0f ? C : NULL, C, matrix_span(M, N, N)}};
   /* The device copies are hipMalloc's, aligned as NULL is (256 bytes). */
-  const char *kernel = plan_gemm(rt, M, N, K, NULL, K, NULL, N).entry;
+  const char *kernel = plan_gemm(rt, NULL, 0, M, N, K, NULL, K, NULL, N, NULL,
+                                 N).entry;
   return host_run(rt, fn, kernel, buf, 3, call_gemm, &shape);
 }
