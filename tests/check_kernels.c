@@ -440,9 +440,15 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
                                         256, FAKE(3), 256), "gemm_f16");
     ck_assert_str_eq(tj_gemm_f16_kernel(rt, 256, 256, 256, FAKE(1), 256, b8,
                                         256, FAKE(3), 256), "gemm_f16");
+    /* The environment is read at open, never per call. */
     setenv("TJ_GEMM_SM90A", "0", 1);
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
+    tj_runtime_close(rt);
+    rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
+    tj_runtime_close(rt);
     setenv("TJ_GEMM_SM90A", "1", 1);
+    rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
     unsetenv("TJ_GEMM_SM90A");
     tj_runtime_close(rt);
@@ -462,6 +468,14 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
   }
 }
 END_TEST
+
+/* Close rt and open another compile-only sm_90 runtime, which reads the
+ * environment again. */
+static tj_runtime *reopen_sm90(tj_runtime *rt)
+{
+  tj_runtime_close(rt);
+  return open_for_arch("sm_90", NULL);
+}
 
 /* tj_gemm_f16_split on (M, N, K), dense, as entry_for. */
 static int split_for(tj_runtime *rt, int M, int N, int K)
@@ -496,18 +510,24 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   ck_assert_str_eq(tj_errmsg(rt), "tj_gemm_f16_split: M=0 must be at least 1");
   /* Forced: empty K-ranges stay (K < split * 64), a split that leaves
    * one empties none, 1 turns it off, nonsense is ignored. */
-  setenv("TJ_GEMM_SPLITK", "3", 1);
+  setenv("TJ_GEMM_SPLITK", "3", 1); /* read at open: not yet */
+  ck_assert_int_eq(split_for(rt, 9, 8, 8), 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 9, 8, 8), 3);
   ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                    "gemm_f16_sm90a_128x128_splitk");
   setenv("TJ_GEMM_SPLITK", "16", 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 200, 200, 17 * 64), 9);
   setenv("TJ_GEMM_SPLITK", "1", 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 1);
   ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x128");
   setenv("TJ_GEMM_SPLITK", "65", 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 4);
   setenv("TJ_GEMM_SPLITK", "2x", 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 4);
   unsetenv("TJ_GEMM_SPLITK");
   tj_runtime_close(rt);

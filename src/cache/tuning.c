@@ -179,31 +179,3 @@ int tj__cache_tuning_scan(tj__cache *c, tj__tuning_scan_fn fn, void *ctx)
   pthread_mutex_unlock(&c->lock);
   return out;
 }
-
-int tj__cache_tuning_drop_bad(tj__cache *c, uint64_t *dropped)
-{
-  /* The test of row_is_whole in SQL, less the name check, which the
-   * scan reports and a tune replaces. */
-  static const char sql[] =
-    "DELETE FROM tuning WHERE typeof(op) <> 'text' OR typeof(arch) <> "
-    "'text' OR typeof(platform) <> 'text' OR typeof(compiler) <> 'text' OR "
-    "typeof(shape_class) <> 'text' OR typeof(config) <> 'text' OR "
-    "typeof(m) <> 'integer' OR typeof(n) <> 'integer' OR typeof(k) <> "
-    "'integer' OR typeof(device) <> 'text' OR typeof(runs) <> 'integer' OR "
-    "typeof(measured) <> 'text' OR typeof(origin) <> 'text' OR "
-    "typeof(created) <> 'integer' OR config = '' OR length(config) >= 64 OR "
-    "config GLOB '*[^a-z0-9_]*'";
-  *dropped = 0;
-  pthread_mutex_lock(&c->lock);
-  if (!has_tuning(c) || c->readonly) {
-    pthread_mutex_unlock(&c->lock);
-    return TJ_OK;
-  }
-  int rc = tj__sql_exec(c->db, sql);
-  if (rc == SQLITE_OK)
-    *dropped = (uint64_t)sqlite3_changes(c->db);
-  else
-    tj__cache_note_error(c, 0);
-  pthread_mutex_unlock(&c->lock);
-  return rc == SQLITE_OK ? TJ_OK : TJ_ECACHE;
-}

@@ -225,9 +225,6 @@ int tj__cache_tuning_put(tj__cache *c, const tj__tuning_row *row);
 typedef int (*tj__tuning_scan_fn)(const tj__tuning_row *r, int bad,
                                   void *ctx);
 int tj__cache_tuning_scan(tj__cache *c, tj__tuning_scan_fn fn, void *ctx);
-/* Delete the rows whose columns have the wrong types or whose config is
- * not a name (tj_cache_verify's repair).  *dropped gets the count. */
-int tj__cache_tuning_drop_bad(tj__cache *c, uint64_t *dropped);
 
 /* PRAGMA application_id of a tokitai-jit cache: "tjit" (cache/README.md). */
 #define TJ__CACHE_APP_ID 0x746A6974u
