@@ -171,8 +171,10 @@ int tj__cache_tuning_scan(tj__cache *c, tj__tuning_scan_fn fn, void *ctx)
   int rc = tj__sql_prepare(c->db, sql, 0, &st);
   tj__tuning_row r;
   while (rc == SQLITE_OK && (rc = tj__sql_step(st)) == SQLITE_ROW) {
+    /* Types first: reading a column as text converts it. */
+    int bad = !row_is_whole(st);
     row_from(st, &r);
-    rc = fn(&r, !row_is_whole(st), ctx) ? SQLITE_DONE : SQLITE_OK;
+    rc = fn(&r, bad, ctx) ? SQLITE_DONE : SQLITE_OK;
   }
   int out = rc == SQLITE_DONE ? TJ_OK : tj__cache_note_error(c, TJ_ECACHE);
   sqlite3_finalize(st);
