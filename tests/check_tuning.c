@@ -133,7 +133,7 @@ START_TEST(readonly_schema_3_has_no_decisions)
   ck_assert_int_eq(tj_cache_list_tuning(c, count_visit, &n), TJ_OK);
   ck_assert_int_eq(n, 0);
   tj_cache_close(c);
-  rt = open_arch("sm_90", TJ_CACHE_READONLY);
+  rt = open_arch(TEST_ARCH, TJ_CACHE_READONLY); /* sm_90 on NVIDIA */
   ck_assert_ptr_nonnull(tj_runtime_cache_path(rt));
   if (TJ_PLATFORM_IS_NVIDIA)
     ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 4);
