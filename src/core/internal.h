@@ -459,6 +459,11 @@ struct tj_runtime {
   tj__gemm_tuning *gemm; /* decisions met so far, per shape class */
 };
 
+/* tj_kernel_get without compiling: the embedded kernel from the runtime's
+ * memory or its cache; TJ_ENOENT when it would have to be compiled (the
+ * first-use tuner times only what is built). */
+int tj__kernel_get_built(tj_runtime *rt, const char *name, tj_kernel **out);
+
 /* Whether rt may be used.  A runtime whose open failed is handed back
  * only so that tj_errmsg can say why: every public entry but tj_errmsg
  * and tj_runtime_close refuses it (TJ_EINVAL), since its table, cache

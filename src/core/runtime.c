@@ -287,6 +287,7 @@ typedef struct build_request {
   char key[TJ__KEY_HEX];
   const char *arch;     /* what it is compiled for: rt->arch, or an
                          * embedded kernel's arch-specific target */
+  int cache_only;       /* a miss in the cache is TJ_ENOENT, not a compile */
 } build_request;
 
 static void compute_key(tj_runtime *rt, build_request *req)
@@ -415,7 +416,7 @@ static int build_kernel(void *ctx, tj_kernel **out)
   }
   memcpy(k->key, req->key, sizeof k->key);
   rc = from_cache(req, k);
-  if (rc == TJ_ENOENT)
+  if (rc == TJ_ENOENT && !req->cache_only)
     rc = from_compiler(req, k);
   if (rc == TJ_OK && !rt->compile_only) {
     char err[512];
@@ -465,7 +466,10 @@ static const char *embedded_arch(const tj_runtime *rt,
   return rt->arch;
 }
 
-int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
+/* tj_kernel_get, or fail with the name unknown or the kernel neither in
+ * memory nor in the cache: cache_only never compiles. */
+static int embedded_get(tj_runtime *rt, const char *name, int cache_only,
+                        tj_kernel **out)
 {
   if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
@@ -478,8 +482,18 @@ int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
                     "(tokitai-jit --list-kernels names them)", name);
   /* The key is computed only on a miss: a hit is a lookup by name. */
   build_request req = {rt, e->source, e->source_len, e->file, e->entry, "", "",
-                       embedded_arch(rt, e)};
+                       embedded_arch(rt, e), cache_only};
   return get_or_build(&req, KIND_EMBEDDED, name, out);
+}
+
+int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
+{
+  return embedded_get(rt, name, 0, out);
+}
+
+int tj__kernel_get_built(tj_runtime *rt, const char *name, tj_kernel **out)
+{
+  return embedded_get(rt, name, 1, out);
 }
 
 int tj_kernel_compile(tj_runtime *rt, const char *source, const char *entry,

@@ -28,8 +28,15 @@
  *
  * First use (on by default).  The first tj_gemm_f16 of a shape class with
  * no decision times a small set (the two unsplit tiles and a few splits,
- * the heuristic's choice first) within TUNE_BUDGET_MS of wall time,
- * compiles included, and records the winner.  On by default because the
+ * the heuristic's choice first) within TUNE_BUDGET_MS of wall time, and
+ * records the winner.  It compiles nothing the call would not: a
+ * configuration whose kernels are not built yet (in the runtime or the
+ * cache) is not timed, since one compile of this file costs 1.4-1.9 s on
+ * an H200, more than the whole budget, and a decision is recorded only
+ * when the whole set was timed; else the heuristic runs and a later call
+ * (up to TUNE_ATTEMPTS per runtime), or the next process, tries again.
+ * The heuristic's kernels get built by the calls that run them, and
+ * `tokitai-jit --warm` builds them all.  On by default because the
  * heuristic is measured to be 0.71-0.77x cuBLAS at shapes where another
  * tile or split is faster, because the cost is bounded and paid once per
  * shape class, arch and compiler for every process that shares the cache
@@ -224,6 +231,7 @@ typedef struct tune_job {
   int sms;
   timed t[MAX_CANDIDATES];
   int n;
+  int complete; /* every candidate was timed */
 } tune_job;
 
 static double now_ms(void)
@@ -327,8 +335,20 @@ static int cmp_timed(const void *a, const void *b)
   return (x->ms > y->ms) - (x->ms < y->ms);
 }
 
-/* Time the candidates; j->t gets them, fastest first.  A first use stops
- * starting candidates once its budget is spent. */
+/* Whether config c can run without a compile: its kernels are in the
+ * runtime's memory or its cache. */
+static int built(tj_runtime *rt, const tj__gemm_config *c)
+{
+  tj_kernel *k;
+  return tj__kernel_get_built(rt, c->entry, &k) == TJ_OK &&
+         (c->split == 1 ||
+          tj__kernel_get_built(rt, "gemm_f16_sm90a_splitk_reduce", &k) ==
+              TJ_OK);
+}
+
+/* Time the candidates; j->t gets them, fastest first.  A first use skips
+ * those not built (but the heuristic's, which the call builds anyway) and
+ * stops starting candidates once its budget is spent. */
 static int time_all(tune_job *j)
 {
   const tj__gemm_config *cand[MAX_CANDIDATES];
@@ -339,10 +359,15 @@ static int time_all(tune_job *j)
   if (nev <= AHEAD_MAX_RUNS)
     rc = tj__fail(j->rt, TJ_EDEVICE, "%s: no events to time with", j->fn);
   double start = now_ms();
+  const tj__gemm_config *h = tj__gemm_heuristic(j->M, j->N, j->K);
+  j->complete = 1;
   for (int i = 0; i < nc && rc == TJ_OK; i++) {
     double spent = now_ms() - start;
-    if (!j->ahead && spent >= TUNE_BUDGET_MS)
-      break;
+    if (!j->ahead && (spent >= TUNE_BUDGET_MS ||
+                      (cand[i] != h && !built(j->rt, cand[i])))) {
+      j->complete = 0;
+      continue;
+    }
     rc = time_candidate(j, cand[i], ev, TUNE_BUDGET_MS - spent, nc - i);
   }
   for (int i = 0; i < nev; i++)
@@ -406,9 +431,9 @@ static int tune(tune_job *j, tj__device_props *props)
   return rc;
 }
 
-/* A first-use tune: the winner, or NULL (heuristic) when fewer than two
- * candidates could be timed or something failed; the failure is left as
- * a warning, never the call's error. */
+/* A first-use tune: the winner, or NULL (heuristic) when not every
+ * candidate could be timed (not built, or out of time) or something
+ * failed; a failure is left as a warning, never the call's error. */
 static const tj__gemm_config *first_use(tj_runtime *rt, void *stream, int M,
                                         int N, int K, const void *A, int lda,
                                         const void *B, int ldb,
@@ -420,13 +445,14 @@ static const tj__gemm_config *first_use(tj_runtime *rt, void *stream, int M,
   if (!j)
     return NULL;
   *j = (tune_job){rt, "tj_gemm_f16", stream, M, N, K, A, B, lda, ldb, NULL,
-                  0, 0, {{0}}, 0};
-  if (tune(j, &props) == TJ_OK && j->n >= 2) {
+                  0, 0, {{0}}, 0, 0};
+  int rc = tune(j, &props);
+  if (rc == TJ_OK && j->complete && j->n >= 2) {
     best = j->t[0].config;
     record(j, cls, props.name, "first use");
-  } else {
-    tj__warn(rt, "tj_gemm_f16: the first-use tune of %s timed %d "
-             "candidates; the heuristic runs", cls, j->n);
+  } else if (rc != TJ_OK) {
+    tj__warn(rt, "tj_gemm_f16: the first-use tune of %s failed (%s); the "
+             "heuristic runs", cls, tj_strerror(rc));
   }
   free(j);
   return best;
@@ -579,7 +605,7 @@ int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K, tj_tuning_visit fn,
   if (!j)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   *j = (tune_job){rt, name, NULL, M, N, K, NULL, NULL, lda, ldb, NULL, 1, 0,
-                  {{0}}, 0};
+                  {{0}}, 0, 0};
   void *a = NULL, *b = NULL;
   tj__device_props props;
   char cls[TJ__SHAPE_CLASS_MAX];
