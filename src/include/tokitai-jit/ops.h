@@ -61,10 +61,13 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * split factor); which one runs is the tuning decision for the call's
  * shape class in the cache (see tj_tuning in <tokitai-jit/cache.h>),
  * else a heuristic.  The first call of a shape class with no decision
- * times a few candidates, within about a second (compiles included), on
- * stream, reading A and B and writing a scratch output from the pool (never
- * C), then records the winner, so that later calls and processes sharing
- * the cache use it: that one call waits for stream.  On by default; it
+ * times a few candidates, within about a second, on stream, reading A and
+ * B and writing a scratch output from the pool (never C), then records
+ * the winner, so that later calls and processes sharing the cache use it:
+ * that one call waits for stream.  It compiles nothing the call would not
+ * have: it times only candidates whose kernels are built (in the runtime
+ * or its cache; `tokitai-jit --warm` builds them all), and records nothing
+ * until it could time them all.  On by default; it
  * does not happen with TJ_NO_TUNING or TOKITAI_JIT_TUNE=0 (decisions in
  * the cache are still used), without a writable cache, or while stream is
  * being captured into a graph; the heuristic runs instead.  The
