@@ -78,7 +78,8 @@ TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           const uint16_t *B, int ldb, float beta, uint16_t *C,
                           int ldc);
 /* The embedded entry tj_gemm_f16 would launch for these arguments (a
- * static string, e.g. "gemm_f16_sm90a_128x256"), chosen as it chooses;
+ * static string, e.g. "gemm_f16_sm90a_128x256"), chosen as it chooses,
+ * with the tuning decision in the cache (it never times anything);
  * NULL, with tj_errmsg, for arguments it would refuse.  Launches nothing,
  * so it answers on a compile-only runtime too. */
 TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
@@ -86,8 +87,8 @@ TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
                                          const uint16_t *B, int ldb,
                                          const uint16_t *C, int ldc);
 /* How many parts tj_gemm_f16 would cut K into for these arguments (split-K
- * on Hopper where the tiles of C are too few to fill the GPU): 1 for no
- * split; 0, with tj_errmsg, for arguments it would refuse.  Launches
+ * on Hopper where the tiles of C are too few to fill the GPU, or where the
+ * shape class's tuning decision says so): 1 for no split; 0, with tj_errmsg, for arguments it would refuse.  Launches
  * nothing.  A call may still run unsplit where the device cannot give it
  * the partials' memory. */
 TJ_EXPORT int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K,
