@@ -37,11 +37,13 @@
  * (up to TUNE_ATTEMPTS per runtime), or the next process, tries again.
  * The heuristic's kernels get built by the calls that run them, and
  * `tokitai-jit --warm` builds them all.  On by default because the
- * heuristic is measured to be 0.71-0.77x cuBLAS at shapes where another
- * tile or split is faster, because the cost is bounded and paid once per
- * shape class, arch and compiler for every process that shares the cache
- * file, and because the issue asks for it ("may time ... opt-out for
- * callers that want no timing").  It is not done, and the heuristic runs,
+ * heuristic measured 0.71-0.77x cuBLAS on an H200 at 1024^3, 2048^3 and
+ * 128 x 4096 x 4096, where its rule of thumb may well pick the wrong tile
+ * or split (that a tuned choice does better is for the H200 to show),
+ * because the cost is bounded (no compile, about a second of timing) and
+ * paid once per shape class, arch and compiler for every process sharing
+ * the cache file, and because the issue asks for it ("may time ...
+ * opt-out for callers that want no timing").  It is not done, and the heuristic runs,
  * when the caller opts out (TJ_NO_TUNING, TOKITAI_JIT_TUNE=0), when the
  * runtime has no device, when the cache is disabled or read-only (the
  * decision would be lost: ship decisions made by --tune instead), and
@@ -57,7 +59,7 @@
 #include <string.h>
 #include <time.h>
 
-#define TUNE_BUDGET_MS 1000.0 /* a first-use tune, compiles included */
+#define TUNE_BUDGET_MS 1000.0 /* a first-use tune's wall time */
 #define TUNE_MIN_RUNS 3
 #define TUNE_MAX_RUNS 10
 #define AHEAD_RUN_MS 200.0    /* --tune: time spent on each candidate */
