@@ -69,9 +69,10 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * or its cache; `tokitai-jit --warm` builds them all), and records nothing
  * until it could time them all.  On by default, since the cost is
  * bounded and paid once per shape class, arch and compiler for every
- * process that shares the cache; it does not happen with TJ_NO_TUNING or TOKITAI_JIT_TUNE=0 (decisions in
- * the cache are still used), without a writable cache, or while stream is
- * being captured into a graph; the heuristic runs instead.  The
+ * process that shares the cache; it does not happen with TJ_NO_TUNING or
+ * TOKITAI_JIT_TUNE=0 (decisions in the cache are still used), without a
+ * writable cache, or while stream is being captured into a graph; the
+ * heuristic runs instead.  The
  * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TOKITAI_JIT_TUNE) is read at
  * tj_runtime_open. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
