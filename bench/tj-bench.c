@@ -435,6 +435,13 @@ int main(int argc, char **argv)
     cluster(dir, quick);
   tj_options o = {0};
   o.cache_path = cache;
+  /* TJ_BENCH_CACHE: a cache whose tuning decisions (tokitai-jit --tune)
+   * the rest runs with; the start section always uses a fresh one. */
+  const char *tuned = getenv("TJ_BENCH_CACHE");
+  if (tuned && *tuned) {
+    o.cache_path = tuned;
+    printf("cache %s (its tuning decisions are used)\n", tuned);
+  }
   tj_runtime *rt = NULL;
   if (tj_runtime_open(&rt, &o) != TJ_OK)
     die("runtime: %s", tj_errmsg(rt));

@@ -52,3 +52,26 @@ CREATE TRIGGER IF NOT EXISTS code_objects_resources AFTER DELETE ON code_objects
 BEGIN
   DELETE FROM kernel_resources WHERE key = old.key;
 END;
+-- Tuning decisions (version 4): which configuration of an embedded kernel
+-- family ran fastest for a shape class, keyed like code (op, arch, platform,
+-- compiler fingerprint, shape class), so that another compiler or arch
+-- never uses an old decision; with what was measured, so that
+-- `tokitai-jit --list-tuning` can say why.  A config this library does not
+-- know (a newer or older release wrote it) is ignored, not deleted.
+CREATE TABLE IF NOT EXISTS tuning (
+  op          TEXT NOT NULL,     -- gemm_f16
+  arch        TEXT NOT NULL,     -- the runtime's arch: sm_90
+  platform    TEXT NOT NULL,     -- amd | nvidia
+  compiler    TEXT NOT NULL,     -- compiler fingerprint, as code_objects
+  shape_class TEXT NOT NULL,     -- src/ops/gemm_tune.c defines it
+  config      TEXT NOT NULL,     -- the winner: sm90a_128x128_split4
+  m           INTEGER NOT NULL,  -- the shape that was timed
+  n           INTEGER NOT NULL,
+  k           INTEGER NOT NULL,
+  device      TEXT NOT NULL,     -- the GPU it was timed on: NVIDIA H200
+  runs        INTEGER NOT NULL,  -- timed runs per candidate
+  measured    TEXT NOT NULL,     -- "config<TAB>median ms<TAB>runs" lines, one per candidate
+  origin      TEXT NOT NULL,     -- first use | tune
+  created     INTEGER NOT NULL,  -- unix seconds
+  PRIMARY KEY (op, arch, platform, compiler, shape_class)
+);

@@ -442,19 +442,29 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096),
                      "gemm_f16_sm90a_128x128_splitk");
     ck_assert_str_eq(entry_for(rt, 9, 8, 8), "gemm_f16_sm90a_128x128");
-    /* Forced tile and persistence. */
+    /* Forced tile and persistence (read at open). */
     setenv("TJ_GEMM_PERSISTENT", "0", 1);
+    tj_runtime_close(rt);
+    rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
     setenv("TJ_GEMM_PERSISTENT", "1", 1);
+    tj_runtime_close(rt);
+    rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x128_persistent");
     setenv("TJ_GEMM_SM90A_TILE", "64", 1);
+    tj_runtime_close(rt);
+    rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x64");
     setenv("TJ_GEMM_SM90A_TILE", "96", 1);
+    tj_runtime_close(rt);
+    rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x128_persistent");
     unsetenv("TJ_GEMM_SM90A_TILE");
     unsetenv("TJ_GEMM_PERSISTENT");
+    tj_runtime_close(rt);
+    rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
     /* K and N odd: rows of A and B are not 16 bytes apart. */
     ck_assert_str_eq(entry_for(rt, 4096, 4095, 4096), "gemm_f16");
@@ -465,9 +475,16 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
                                         256, FAKE(3), 256), "gemm_f16");
     ck_assert_str_eq(tj_gemm_f16_kernel(rt, 256, 256, 256, FAKE(1), 256, b8,
                                         256, FAKE(3), 256), "gemm_f16");
+    /* The environment is read at open, never per call. */
     setenv("TJ_GEMM_SM90A", "0", 1);
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                     "gemm_f16_sm90a_128x256_persistent");
+    tj_runtime_close(rt);
+    rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
+    tj_runtime_close(rt);
     setenv("TJ_GEMM_SM90A", "1", 1);
+    rt = open_for_arch(archs[i], NULL);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x256_persistent");
     unsetenv("TJ_GEMM_SM90A");
@@ -488,6 +505,14 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
   }
 }
 END_TEST
+
+/* Close rt and open another compile-only sm_90 runtime, which reads the
+ * environment again. */
+static tj_runtime *reopen_sm90(tj_runtime *rt)
+{
+  tj_runtime_close(rt);
+  return open_for_arch("sm_90", NULL);
+}
 
 /* tj_gemm_f16_split on (M, N, K), dense, as entry_for. */
 static int split_for(tj_runtime *rt, int M, int N, int K)
@@ -526,18 +551,24 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   ck_assert_str_eq(tj_errmsg(rt), "tj_gemm_f16_split: M=0 must be at least 1");
   /* Forced: empty K-ranges stay (K < split * 64), a split that leaves
    * one empties none, 1 turns it off, nonsense is ignored. */
-  setenv("TJ_GEMM_SPLITK", "3", 1);
+  setenv("TJ_GEMM_SPLITK", "3", 1); /* read at open: not yet */
+  ck_assert_int_eq(split_for(rt, 9, 8, 8), 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 9, 8, 8), 3);
   ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                    "gemm_f16_sm90a_128x128_splitk");
   setenv("TJ_GEMM_SPLITK", "16", 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 200, 200, 17 * 64), 9);
   setenv("TJ_GEMM_SPLITK", "1", 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 1);
   ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16_sm90a_128x128");
   setenv("TJ_GEMM_SPLITK", "65", 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
   setenv("TJ_GEMM_SPLITK", "2x", 1);
+  rt = reopen_sm90(rt);
   ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
   unsetenv("TJ_GEMM_SPLITK");
   tj_runtime_close(rt);
@@ -882,8 +913,9 @@ int main(void)
   tcase_add_test(args, gemm_dispatch_takes_the_hopper_path_where_it_fits);
   tcase_add_test(args, gemm_split_k_only_where_tiles_are_too_few);
   tcase_add_test(args, driver_table_takes_hopper_entries_as_optional);
-  /* Real NVRTC compiles of the Hopper kernel: about 2 s each here. */
-  TCase *hopper = test_case(s, "hopper", 240);
+  /* Real NVRTC compiles of the Hopper kernel: 14, each of the whole file
+   * (7 entries), 5 to 7 s each on two busy cores. */
+  TCase *hopper = test_case(s, "hopper", 600);
   tcase_add_test(hopper, sm90a_entries_compile_for_sm90a);
   TCase *reports = test_case(s, "reports", 60);
   tcase_add_test(reports, report_json_is_valid_and_escaped);

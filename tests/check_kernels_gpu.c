@@ -791,7 +791,9 @@ START_TEST(gemm_hopper_is_deterministic_and_switchable)
     get(rep ? C2 : C1, dC, nc * 2);
   }
   ck_assert(memcmp(C1, C2, nc * 2) == 0);
-  setenv("TJ_GEMM_SM90A", "0", 1);
+  setenv("TJ_GEMM_SM90A", "0", 1); /* read at open */
+  tj_runtime_close(rt);
+  rt = open_gpu();
   ck_assert_str_eq(gemm_case_entry(rt, &g), "gemm_f16");
   unsetenv("TJ_GEMM_SM90A");
   hipFree(dA);
@@ -840,15 +842,22 @@ START_TEST(gemm_split_k_shapes)
       {{33, 100, 130, 136, 104, 100, 1.0f, -0.5f, 0}, "64", 64},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    if (cases[i].force)
+    if (cases[i].force) { /* read at open */
       setenv("TJ_GEMM_SPLITK", cases[i].force, 1);
+      tj_runtime_close(rt);
+      rt = open_gpu();
+    }
     if (hopper) {
       ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g),
                        "gemm_f16_sm90a_128x128_splitk");
       ck_assert_int_eq(gemm_case_split(rt, &cases[i].g), cases[i].split);
     }
     run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
-    unsetenv("TJ_GEMM_SPLITK");
+    if (cases[i].force) {
+      unsetenv("TJ_GEMM_SPLITK");
+      tj_runtime_close(rt);
+      rt = open_gpu();
+    }
   }
   CHECK_HIP(hipStreamDestroy(stream));
   tj_runtime_close(rt);
@@ -872,8 +881,11 @@ START_TEST(gemm_split_k_is_deterministic)
   if (strcmp(tj_runtime_arch(rt), "sm_90") == 0)
     ck_assert_int_eq(gemm_case_split(rt, &g), 4);
   for (int rep = 0; rep < 3; rep++) {
-    if (rep == 2)
+    if (rep == 2) { /* read at open */
       setenv("TJ_GEMM_SPLITK", "1", 1);
+      tj_runtime_close(rt);
+      rt = open_gpu();
+    }
     CHECK_TJ(rt, tj_gemm_f16(rt, NULL, g.M, g.N, g.K, 1.0f, dA, g.lda, dB,
                              g.ldb, 0.0f, dC, g.ldc));
     CHECK_HIP(hipStreamSynchronize(NULL));

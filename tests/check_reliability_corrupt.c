@@ -338,6 +338,80 @@ START_TEST(tampered_rows_are_never_loaded)
 }
 END_TEST
 
+/* Damaged tuning decisions: each is ignored (the heuristic runs: split 4
+ * for 128 x 4096 x 4096 on sm_90, where the whole decision says 2; a blob
+ * spelling a good config is damage too), the runtime opens without a
+ * warning, code is still served, and the listing shows the row as
+ * ignored.  A tune would replace it. */
+static int count_known(const tj_tuning *t, void *ctx)
+{
+  int *n = ctx;
+  n[0]++;
+  n[1] += t->known;
+  return 0;
+}
+
+START_TEST(tampered_tuning_rows_are_ignored)
+{
+  static const char *const tamper[] = {
+    "UPDATE tuning SET config = 42",
+    "UPDATE tuning SET config = x'736d3930615f313238783132385f73706c697432'",
+    "UPDATE tuning SET config = 'sm90a_128x128_split2; DROP TABLE tuning'",
+    "UPDATE tuning SET config = 'sm90a_128x128_split2' || zeroblob(0) || "
+    "printf('%.*c', 100000, 'x')",
+    "UPDATE tuning SET m = 'many'",
+    "UPDATE tuning SET created = 1.5",
+    "UPDATE tuning SET measured = x'00ff'",
+    "UPDATE tuning SET runs = 'three'",
+  };
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  static unsigned char *ref;
+  static size_t ref_n;
+  ck_assert_ptr_nonnull(ref = rel_reference_code(&ref_n));
+  for (size_t i = 0; i < sizeof tamper / sizeof tamper[0]; i++) {
+    tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
+    ck_assert_ptr_nonnull(rt);
+    char *sql = NULL;
+    ck_assert_int_ge(asprintf(&sql, "DELETE FROM tuning; INSERT INTO tuning "
+                              "VALUES ('gemm_f16', '%s', '%s', '%s', "
+                              "'t1x32x64/c4', 'sm90a_128x128_split2', 128, "
+                              "4096, 4096, 'x', 3, '', 'tune', 1); %s",
+                              tj_runtime_arch(rt), tj_platform(),
+                              tj_runtime_compiler(rt), tamper[i]), 0);
+    tj_runtime_close(rt);
+    rel_exec(path, sql);
+    free(sql);
+    rt = rel_open(path, TEST_ARCH, 0);
+    ck_assert_ptr_nonnull(rt);
+    rel_set_sentinel(rt);
+    int split = tj_gemm_f16_split(rt, 64, 4096, 4096,
+                                  (void *)((uintptr_t)1 << 32), 4096,
+                                  (void *)((uintptr_t)2 << 32), 4096,
+                                  (void *)((uintptr_t)3 << 32), 4096);
+#if defined(TJ_PLATFORM_NVIDIA) /* TEST_ARCH sm_90: the Hopper path */
+    ck_assert_msg(split == 4, "%s: split %d", tamper[i], split);
+#else
+    ck_assert_int_eq(split, 1);
+#endif
+    ck_assert_msg(rel_no_new_warning(rt), "%s: %s", tamper[i], tj_errmsg(rt));
+    ck_assert_int_ge(rel_get_reference(rt, ref, ref_n), 0);
+    tj_runtime_close(rt);
+    tj_cache *c = NULL;
+    int n[2] = {0, 0};
+    ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+    ck_assert_int_eq(tj_cache_list_tuning(c, count_known, n), TJ_OK);
+    tj_cache_close(c);
+    ck_assert_msg(n[0] == 1 && n[1] == 0, "%s: %d rows, %d used", tamper[i],
+                  n[0], n[1]);
+  }
+  printf("reliability: %zu kinds of damaged tuning decision: each ignored, "
+         "code still served\n", sizeof tamper / sizeof tamper[0]);
+  free(ref);
+  ref = NULL;
+  free(path); free(dir);
+}
+END_TEST
+
 int main(void)
 {
   const rel_case cases[] = {
@@ -348,7 +422,8 @@ int main(void)
                  schemas_that_cannot_be_used,
                  a_directory_where_the_file_should_be,
                  processes_race_on_a_corrupt_file}},
-    {"tamper", {tampered_rows_are_never_loaded}},
+    {"tamper", {tampered_rows_are_never_loaded,
+                tampered_tuning_rows_are_ignored}},
   };
   return rel_main("reliability_corrupt", cases, sizeof cases / sizeof *cases);
 }

@@ -1,7 +1,7 @@
 /*
  * check_reliability_kill.c: a writer killed with SIGKILL at random moments
  * leaves a cache that opens without a warning, passes integrity_check and
- * holds only whole rows.  TJ_STRESS=1 (make check-stress) kills it 100
+ * holds only whole rows, code and tuning decisions alike.  TJ_STRESS=1 (make check-stress) kills it 100
  * times.
  */
 #include "reliability.h"
@@ -10,8 +10,22 @@
 #include <sys/wait.h>
 #include <time.h>
 
+/* A decision as the writer stores it: its measured line names its config,
+ * so that a torn row shows. */
+static int put_decision(tj__cache *c, uint64_t i)
+{
+  char cls[32], config[32], measured[64];
+  snprintf(cls, sizeof cls, "t%llux1x1/c4", (unsigned long long)(i % 500));
+  snprintf(config, sizeof config, "sm90a_128x128_split%d", (int)(i % 15) + 2);
+  snprintf(measured, sizeof measured, "%s\t1.000000\t3\n", config);
+  tj__tuning_row t = {"gemm_f16", TEST_ARCH, "amd", "writer", cls, config, 128,
+                      4096, 4096, "none", 3, measured, "tune", 0};
+  return tj__cache_tuning_put(c, &t);
+}
+
 /* The writer: fake rows through tj__cache_put as fast as it can, with a
- * trim and a usage record now and then, until it is killed. */
+ * tuning decision, a trim and a usage record now and then, until it is
+ * killed. */
 static void writer(const char *path, uint64_t seed)
 {
   tj__cache *c = NULL;
@@ -29,6 +43,8 @@ static void writer(const char *path, uint64_t seed)
     if (tj__cache_put(c, &r) != TJ_OK)
       _exit(4);
     free(blob);
+    if (i % 4 == 3 && put_decision(c, i) != TJ_OK)
+      _exit(5);
     if (i % 16 == 15) {
       const char *keys[] = {key};
       uint64_t hits[] = {1};
@@ -51,6 +67,13 @@ static long check_after_kill(const char *path, int kill_no)
   long rows = tsql_int(path, "PRAGMA user_version") == 0
                   ? 0 : rel_check_fake_rows(path, why, sizeof why);
   ck_assert_msg(rows >= 0, "kill %d: %s", kill_no, why);
+  /* Every decision whole: its measured line is its own config's. */
+  if (tsql_int(path, "PRAGMA user_version") != 0)
+    ck_assert_msg(tsql_int(path, "SELECT count(*) FROM tuning WHERE measured "
+                                 "<> config || char(9) || '1.000000' || "
+                                 "char(9) || '3' || char(10) OR typeof(m) <> "
+                                 "'integer' OR created < 1") == 0,
+                  "kill %d: a torn tuning decision", kill_no);
   tj__cache *c = NULL;
   ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_OK);
   ck_assert_msg(c && !msg[0], "kill %d: reopening: %s", kill_no, msg);
@@ -82,7 +105,10 @@ START_TEST(writer_killed_at_random_moments)
   }
   printf("reliability: writer killed with SIGKILL %d times (0 to %d ms "
          "after start): %ld survived, integrity ok each time, %ld whole rows "
-         "at the end\n", S.kills, S.kill_max_ms, survived, rows);
+         "and %lld whole tuning decisions at the end\n", S.kills,
+         S.kill_max_ms, survived, rows,
+         access(path, F_OK) == 0 ? tsql_int(path, "SELECT count(*) FROM tuning")
+                                 : 0);
   free(path); free(dir);
 }
 END_TEST

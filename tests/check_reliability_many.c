@@ -1,7 +1,8 @@
 /*
  * check_reliability_many.c: many processes and threads on one cache at
  * once: processes racing on a fresh file for two archs, threads sharing one
- * runtime, threads compiling different kernels at the same moment.
+ * runtime, threads compiling different kernels at the same moment,
+ * processes writing and reading tuning decisions for the same classes.
  * TJ_STRESS=1 (make check-stress) runs 16 processes.
  */
 #include "reliability.h"
@@ -219,12 +220,86 @@ START_TEST(threads_compile_different_kernels_at_once)
 }
 END_TEST
 
+/* ------------------------------------------------------------ tuning */
+
+#define TUNING_CLASSES 8
+#define TUNING_ROUNDS 40
+
+/* A child: replaces the decision of each class in turn (its own config,
+ * measured line to match) and reads decisions back; every put succeeds
+ * and every read is whole, never "database is locked". */
+static int tuning_racer(const char *path, int go_fd, int id)
+{
+  char c, msg[1024];
+  tj__cache *cache = NULL;
+  if (read(go_fd, &c, 1) < 0)
+    return 3;
+  CHILD_CHECK(tj__cache_open(path, 0, &cache, msg, sizeof msg) == TJ_OK &&
+              cache, "open: %s", msg);
+  for (int r = 0; r < TUNING_ROUNDS; r++) {
+    char cls[32], config[32], measured[64], *got = NULL;
+    int bad = 0;
+    snprintf(cls, sizeof cls, "t%dx1x1/c4", r % TUNING_CLASSES);
+    snprintf(config, sizeof config, "sm90a_128x128_split%d", id % 15 + 2);
+    snprintf(measured, sizeof measured, "%s\t1.000000\t3\n", config);
+    tj__tuning_row t = {"gemm_f16", TEST_ARCH, "amd", "racer", cls, config,
+                        128, 4096, 4096, "none", 3, measured, "first use", 0};
+    CHILD_CHECK(tj__cache_tuning_put(cache, &t) == TJ_OK, "put: %s",
+                tj__cache_errmsg(cache));
+    int rc = tj__cache_tuning_get(cache, &t, &got, &bad);
+    CHILD_CHECK(rc == TJ_OK && !bad && tj__gemm_config_find(got), "get: %s %s",
+                tj_strerror(rc), tj__cache_errmsg(cache));
+    free(got);
+  }
+  tj__cache_close(cache);
+  return 0;
+}
+
+START_TEST(processes_race_on_tuning_decisions)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  int go[2], ok = 0;
+  ck_assert_int_eq(pipe(go), 0);
+  pid_t *pids = calloc((size_t)S.procs, sizeof *pids);
+  for (int p = 0; p < S.procs; p++) {
+    ck_assert_int_ge(pids[p] = fork(), 0);
+    if (pids[p] == 0) {
+      close(go[1]);
+      int rc = tuning_racer(path, go[0], p);
+      free(pids); free(path); free(dir);
+      _exit(rc);
+    }
+  }
+  close(go[1]);
+  for (int p = 0; p < S.procs; p++) {
+    int status = 0;
+    ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
+    ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  close(go[0]);
+  char integrity[256];
+  printf("reliability: %d processes x %d tuning decisions on %d classes of "
+         "one fresh cache: %d succeeded\n", S.procs, TUNING_ROUNDS,
+         TUNING_CLASSES, ok);
+  ck_assert_int_eq(ok, S.procs);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"),
+                   TUNING_CLASSES);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning WHERE measured "
+                                  "<> config || char(9) || '1.000000' || "
+                                  "char(9) || '3' || char(10)"), 0);
+  ck_assert_msg(tsql_integrity(path, integrity, sizeof integrity), "%s",
+                integrity);
+  free(pids); free(path); free(dir);
+}
+END_TEST
+
 int main(void)
 {
   const rel_case cases[] = {
     {"many", {processes_race_on_a_fresh_cache_for_two_archs,
               threads_share_one_runtime_and_its_cache,
-              threads_compile_different_kernels_at_once}},
+              threads_compile_different_kernels_at_once,
+              processes_race_on_tuning_decisions}},
   };
   return rel_main("reliability_many", cases, sizeof cases / sizeof *cases);
 }

@@ -783,6 +783,74 @@ err '-D needs NAME'
 run 1 --compile "$cfile" --entry k --arch "$bad_arch" --cache "$ccache"
 err "^tokitai-jit: --arch $bad_arch"
 
+# ------------------------------------------------------------ tuning
+tcache=$tmp/tuning/cache.db
+run 0 --list-tuning --cache "$tcache"
+out 'nothing has been cached yet'
+absent "$tmp/tuning"
+run 0 --list-tuning --json --cache "$tcache"
+json
+out '^\[\]$'
+run 2 --tune gemm_f16
+err 'needs at least one --shape'
+run 2 --list-cache --shape 1x2x3
+err '--shape applies only to --tune'
+run 2 --tune gemm_f16 --shape 128x4096
+err "is not MxNxK"
+run 2 --tune gemm_f16 --shape 0x1x1
+err 'from 1 to'
+run 2 --list-tuning --device 0
+err '--device applies only to'
+run 1 --tune gelu_f16 --shape 128x128x128 --cache "$tcache"
+err 'no configurations to tune'
+if [ "$gpu" = no ]; then
+  run 1 --tune gemm_f16 --shape 128x4096x4096 --cache "$tcache"
+  err 'needs a GPU'
+fi
+run 0 --warm --arch "$arch" add_i32 --cache "$tcache"
+run 0 --list-tuning --cache "$tcache"
+out 'holds no tuning decisions'
+if [ "$have_sqlite3" = yes ]; then
+  comp=$(sqlite3 "$tcache" "SELECT compiler FROM code_objects LIMIT 1")
+  sqlite3 "$tcache" "INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't1x32x64/c4', 'sm90a_128x128_split4', 128, 4096, 4096, 'NVIDIA H200', 10, 'sm90a_128x128_split4$(printf '\t')0.051000$(printf '\t')10
+sm90a_128x128$(printf '\t')0.102000$(printf '\t')10
+', 'first use', 1700000000);
+INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't2x32x64/c4', 'sm90a_future_config', 256, 4096, 4096, 'NVIDIA H200', 10, '', 'tune', 1700000000)" ||
+    fail "sqlite3 could not add decisions to $tcache"
+  run 0 --list-tuning --cache "$tcache"
+  out '^gemm_f16 t1x32x64/c4 on sm_90 \(nvidia\): sm90a_128x128_split4$'
+  out '^  timed 128x4096x4096 on NVIDIA H200, .* \(first use\)$'
+  out '^  sm90a_128x128_split4 +0\.0510 ms +10 runs +1\.00x  chosen$'
+  out '^  sm90a_128x128 +0\.1020 ms +10 runs +2\.00x$'
+  out "^  ignored: this library has no configuration 'sm90a_future_config'"
+  out '^2 tuning decisions in '
+  run 0 --list-tuning --json --cache "$tcache"
+  json
+  keys_are list-tuning
+  if command -v jq >/dev/null 2>&1; then
+    checks=$((checks + 1))
+    [ "$(jq -r '.[0].config, .[0].used, (.[0].times | length), .[0].times[1].ms, .[1].used' <"$tmp/out" | tr '\n' ' ')" = \
+      "sm90a_128x128_split4 true 2 0.102 false " ] ||
+      fail "$last: jq reads other values: $(jq -c '.' <"$tmp/out")"
+  fi
+  run 0 --clear-cache --cache "$tcache"
+  run 0 --list-tuning --cache "$tcache"
+  out 'holds no tuning decisions'
+fi
+if [ "$gpu" = yes ]; then
+  # Real timing: on sm_90 a decision is made and listed; elsewhere there
+  # is nothing to tune, and the command says so.
+  "$prog" --tune gemm_f16 --shape 256x1024x2048 --cache "$tcache" >"$tmp/out" 2>"$tmp/err"
+  case $? in
+    0) out ' chosen$'
+       run 0 --list-tuning --json --cache "$tcache"
+       json
+       out '"origin": "tune"' ;;
+    1) err 'nothing to tune' ;;
+    *) fail "--tune on a GPU: exit neither 0 nor 1" ;;
+  esac
+fi
+
 # ------------------------------------------------------------ output errors
 if [ -w /dev/full ]; then
   checks=$((checks + 1))

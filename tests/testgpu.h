@@ -29,7 +29,9 @@ static inline tj_runtime *open_gpu_on(const char *cache_path)
 {
   tj_options o = {0};
   o.cache_path = cache_path;
-  o.flags = cache_path ? 0 : TJ_CACHE_DISABLE;
+  /* No first-use tuning: these suites assert what the heuristic picks
+   * (check_tuning_gpu tests the tuner). */
+  o.flags = TJ_NO_TUNING | (cache_path ? 0 : TJ_CACHE_DISABLE);
   tj_runtime *rt = NULL;
   int rc = tj_runtime_open(&rt, &o);
   ck_assert_msg(rc == TJ_OK, "open: %s: %s", tj_strerror(rc), tj_errmsg(rt));

@@ -367,3 +367,77 @@ int tj_cache_merge(tj_cache *c, const char *source, tj_cache_merge_stats *st)
   }
   return rc;
 }
+
+/* ------------------------------------------------------------ tuning */
+
+typedef struct tuning_visit {
+  tj_tuning_visit fn;
+  void *ctx;
+  int nomem;
+} tuning_visit;
+
+/* The "config<TAB>ms<TAB>runs" lines of a row as times pointing into
+ * copy (malloc'd, like *times); lines that do not parse are skipped. */
+static int parse_measured(const char *measured, char **copy,
+                          tj_tuning_time **times)
+{
+  size_t lines = 1;
+  for (const char *p = measured; *p; p++)
+    lines += *p == '\n';
+  *copy = strdup(measured);
+  *times = calloc(lines, sizeof **times);
+  if (!*copy || !*times)
+    return -1;
+  int n = 0;
+  char *save = NULL;
+  for (char *line = strtok_r(*copy, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save)) {
+    char *tab = strchr(line, '\t'), *end = NULL;
+    if (!tab)
+      continue;
+    *tab = '\0';
+    double ms = strtod(tab + 1, &end);
+    if (end == tab + 1 || *end != '\t' || !tj__tuning_name_ok(line))
+      continue;
+    long runs = strtol(end + 1, &end, 10);
+    if (*end != '\0' || runs < 0 || runs > INT32_MAX)
+      continue;
+    (*times)[n++] = (tj_tuning_time){line, ms, (int)runs};
+  }
+  return n;
+}
+
+static int visit_tuning(const tj__tuning_row *r, int bad, void *arg)
+{
+  tuning_visit *v = arg;
+  char *copy = NULL;
+  tj_tuning_time *times = NULL;
+  int n = parse_measured(r->measured, &copy, &times);
+  if (n < 0) {
+    free(copy);
+    free(times);
+    v->nomem = 1;
+    return 1;
+  }
+  tj_tuning t = {r->op, r->arch, r->platform, r->compiler, r->shape_class,
+                 r->config, r->m, r->n, r->k, r->device, r->origin,
+                 r->created, !bad && tj__tuning_config_known(r->op, r->config),
+                 n, times};
+  int stop = v->fn(&t, v->ctx);
+  free(copy);
+  free(times);
+  return stop;
+}
+
+int tj_cache_list_tuning(tj_cache *c, tj_tuning_visit fn, void *ctx)
+{
+  if (!c || !c->cache || !fn)
+    return TJ_EINVAL;
+  tuning_visit v = {fn, ctx, 0};
+  int rc = tj__cache_tuning_scan(c->cache, visit_tuning, &v);
+  if (v.nomem)
+    return cache_fail(c, TJ_ENOMEM, "out of memory");
+  if (rc != TJ_OK)
+    return sql_fail(c, "listing tuning decisions");
+  return TJ_OK;
+}

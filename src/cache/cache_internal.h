@@ -10,6 +10,7 @@
  *   open.c      the handle: opening, moving a damaged file aside, failing
  *   rows.c      the load and store path: get, put, usage, the blob check
  *   resources.c each entry's resources, read from the code, stored beside
+ *   tuning.c    tuning decisions: read, store, list, check
  *   evict.c     eviction by age and by size
  *   scan.c      the narrow reads and writes behind tj_cache_*
  *   admin.c     the public tj_cache_* API
@@ -30,7 +31,8 @@
 #define TJ__SYSTEM_CACHE_DEFAULT "/usr/local/share/tokitai-jit/system.db"
 #endif
 /* The oldest schema a read-only handle reads without migrating it: 2
- * lacks only kernel_resources (its rows list no resources). */
+ * lacks only kernel_resources (its rows list no resources), 3 the tuning
+ * table (it holds no decisions). */
 #define TJ__CACHE_OLDEST_READABLE 2
 
 struct tj__cache {

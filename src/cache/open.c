@@ -371,9 +371,10 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
     if (rc == TJ__MIGRATE_FOREIGN)
       say_foreign(c->path, what, msg, len);
   }
-  /* A read-only file of schema 2 or 3 (a cache looked at with
-   * --list-cache before a runtime migrated it) is read as it is: it lacks
-   * only the resources and the origin, which nothing read-only stores. */
+  /* A read-only file of schema 2 or 3 (a system cache, a cache looked at
+   * with --list-cache before a runtime migrated it) is read as it is: it
+   * lacks only the resources, the origin or the tuning decisions, which
+   * nothing read-only needs to store. */
   if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION &&
       !(c->readonly && version >= TJ__CACHE_OLDEST_READABLE)) {
     snprintf(msg, len, "cache %s has schema version %d and is read-only "

@@ -227,7 +227,7 @@ int tj__cache_clear(tj__cache *c)
   pthread_mutex_lock(&c->lock);
   int rc = tj__sql_begin(c->db, 1);
   if (rc == SQLITE_OK)
-    rc = tj__sql_exec(c->db, "DELETE FROM code_objects; "
+    rc = tj__sql_exec(c->db, "DELETE FROM code_objects; DELETE FROM tuning; "
                       "UPDATE counters SET value = 0");
   if (rc == SQLITE_OK)
     rc = tj__sql_commit(c->db);

@@ -156,12 +156,12 @@ static const struct migration {
   /* 2 -> 3: kernel_resources (schema.sql creates it), filled from each
    * row's blob, which the resource reader understands whatever its age. */
   {2, 3, 1, "", tj__resources_fill},
-  /* 3 -> 4: where each row came from (the cache layers).  A column with a
-   * constant default: SQLite rewrites no row, reads no blob.  Rows older
-   * than the column were compiled on this machine (nothing else wrote a
-   * cache before 4).  Another 3 -> 4 change folds in here: its SQL after
-   * this ALTER, create set if schema.sql makes its table. */
-  {3, 4, 0, "ALTER TABLE code_objects ADD COLUMN origin TEXT NOT NULL "
+  /* 3 -> 4: where each row came from (the cache layers), and the tuning
+   * table (schema.sql creates it, IF NOT EXISTS: the other tables are there
+   * already).  A column with a constant default: SQLite rewrites no row,
+   * reads no blob.  Rows older than the column were compiled on this
+   * machine (nothing else wrote a cache before 4). */
+  {3, 4, 1, "ALTER TABLE code_objects ADD COLUMN origin TEXT NOT NULL "
             "DEFAULT 'compiled'", NULL},
 };
 

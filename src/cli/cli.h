@@ -9,6 +9,7 @@
  *                 --list-kernels, --warm, --run
  *   cli_compile.c --compile: a program's own kernels into the cache
  *   cli_jobs.c    the compiles of --warm and --compile on several cores
+ *   cli_tune.c    --tune and --list-tuning: the tuning decisions
  */
 #ifndef TJ_CLI_H
 #define TJ_CLI_H
@@ -26,6 +27,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 #define CLI_MAX_ARCHS 32
 #define CLI_MAX_ENTRIES 256       /* --entry */
 #define CLI_MAX_COMPILE_ARGS 256  /* -I DIR (two), -D, --option */
+#define CLI_MAX_SHAPES 64         /* --shape */
 
 typedef enum cli_command {
   CMD_NONE,
@@ -39,7 +41,9 @@ typedef enum cli_command {
   CMD_EVICT,
   CMD_CLEAR,
   CMD_COMPILE,
-  CMD_MERGE
+  CMD_MERGE,
+  CMD_TUNE,
+  CMD_LIST_TUNING
 } cli_command;
 
 /* The parsed command line; built once in main, read-only after. */
@@ -75,6 +79,9 @@ typedef struct cli_options {
   char *defines[CLI_MAX_COMPILE_ARGS]; /* "-DNAME" strings and absolute -I
                                        * directories, malloc'd */
   int ndefines;
+  const char *tune_op;             /* --tune OP */
+  int shapes[CLI_MAX_SHAPES][3];   /* --shape MxNxK */
+  int nshapes;
 } cli_options;
 
 /* ------------------------------------------------------------ cli.c */
@@ -153,6 +160,8 @@ int cli_list_kernels(const cli_options *o);
 int cli_warm(const cli_options *o);
 int cli_run(const cli_options *o);
 int cli_compile(const cli_options *o);
+int cli_tune(const cli_options *o);
+int cli_list_tuning(const cli_options *o);
 
 /* ------------------------------------------------------------ cli_jobs.c */
 

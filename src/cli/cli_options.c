@@ -20,7 +20,7 @@ enum {
   OPT_VERIFY, OPT_REPAIR, OPT_EVICT_AGE, OPT_MAX_SIZE, OPT_CLEAR, OPT_CACHE,
   OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
   OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM, OPT_JOBS,
-  OPT_QUIET
+  OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING
 };
 
 static const struct option long_options[] = {
@@ -50,6 +50,9 @@ static const struct option long_options[] = {
   {"system", no_argument, NULL, OPT_SYSTEM},
   {"jobs", required_argument, NULL, OPT_JOBS},
   {"quiet", no_argument, NULL, OPT_QUIET},
+  {"tune", required_argument, NULL, OPT_TUNE},
+  {"shape", required_argument, NULL, OPT_SHAPE},
+  {"list-tuning", no_argument, NULL, OPT_LIST_TUNING},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -80,6 +83,11 @@ static const char usage_text[] =
   "                             into the cache, for each --arch\n"
   "      --merge FILE...        copy the entries of other cache files into\n"
   "                             the cache, each checked against its hash\n"
+  "      --tune gemm_f16        time gemm_f16's configurations for each\n"
+  "                             --shape and record the fastest in the cache\n"
+  "                             (needs a GPU)\n"
+  "      --list-tuning          show the tuning decisions in the cache and\n"
+  "                             the times behind them\n"
   "  -h, --help                 show this help and exit\n"
   "  -V, --version              show the version, platform and compiler\n"
   "\n"
@@ -108,9 +116,12 @@ static const char usage_text[] =
   "                             the processors online; 1: one at a time)\n"
   "  -q, --quiet                with --warm, --compile: no progress line;\n"
   "                             --warm prints only errors\n"
+  "      --shape MxNxK          with --tune: a GEMM shape (128x4096x4096);\n"
+  "                             repeat for more\n"
   "      --json                 print JSON (--list-cache, --stats, --info,\n"
   "                             --list-kernels, --run, --verify-cache,\n"
-  "                             --version, --compile); the keys: tokitai-jit(1)\n"
+  "                             --version, --compile, --tune,\n"
+  "                             --list-tuning); the keys: tokitai-jit(1)\n"
   "      --color[=WHEN]         colour the output: auto (default), always,\n"
   "                             never\n"
   "\n"
@@ -129,6 +140,8 @@ typedef struct parse_state {
   int given_compile;        /* the last of --entry, -I, -D, --option */
   int given_jobs, given_quiet;
 } parse_state;
+
+
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -194,6 +207,31 @@ static int parse_number(const char *flag, const char *arg, uint64_t max,
                        (unsigned long long)max);
   return usage_error("--%s '%s' is not a %swhole number", flag, arg,
                      min ? "positive " : "");
+}
+
+/* "MxNxK": three whole numbers from 1 to 2^30. */
+static int parse_shape(cli_options *o, const char *arg)
+{
+  uint64_t v[3];
+  char part[24];
+  const char *p = arg;
+  if (o->nshapes == CLI_MAX_SHAPES)
+    return usage_error("--shape given more than %d times", CLI_MAX_SHAPES);
+  for (int i = 0; i < 3; i++) {
+    size_t len = strcspn(p, "x");
+    if (len == 0 || len >= sizeof part || (i < 2) != (p[len] == 'x'))
+      return usage_error("--shape '%s' is not MxNxK (128x4096x4096)", arg);
+    memcpy(part, p, len);
+    part[len] = '\0';
+    if (cli_parse_uint(part, 1u << 30, &v[i]) != 0 || v[i] == 0)
+      return usage_error("--shape '%s': '%s' is not a whole number from 1 to "
+                         "%u", arg, part, 1u << 30);
+    p += len + (i < 2);
+  }
+  for (int i = 0; i < 3; i++)
+    o->shapes[o->nshapes][i] = (int)v[i];
+  o->nshapes++;
+  return 0;
 }
 
 static int parse_size_option(const char *arg, uint64_t *out)
@@ -286,6 +324,11 @@ static int parse_value(cli_options *o, parse_state *ps, int val,
   case 'I':
   case 'D':
     return parse_compile_value(o, ps, val, arg);
+  case OPT_TUNE:
+    o->tune_op = arg;
+    return set_command(o, ps, CMD_TUNE, val);
+  case OPT_SHAPE:
+    return parse_shape(o, arg);
   case OPT_ARCH:
     if (o->narchs == CLI_MAX_ARCHS)
       return usage_error("--arch given more than %d times", CLI_MAX_ARCHS);
@@ -329,6 +372,7 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
     {OPT_INFO, CMD_INFO},     {OPT_LIST_KERNELS, CMD_LIST_KERNELS},
     {OPT_WARM, CMD_WARM},     {OPT_VERIFY, CMD_VERIFY},
     {OPT_CLEAR, CMD_CLEAR},   {OPT_MERGE, CMD_MERGE},
+    {OPT_LIST_TUNING, CMD_LIST_TUNING},
   };
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (commands[i].val == val)
@@ -393,12 +437,17 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
                        cmd);
   if (c == CMD_COMPILE && o->nentries == 0)
     return usage_error("--compile needs at least one --entry NAME");
+  if (o->nshapes && c != CMD_TUNE)
+    return usage_error("--shape applies only to --tune, not to --%s", cmd);
+  if (c == CMD_TUNE && o->nshapes == 0)
+    return usage_error("--tune needs at least one --shape MxNxK");
   if ((ps->given_n || ps->given_seed) && c != CMD_RUN)
     return usage_error("--%s applies only to --run, not to --%s",
                        ps->given_n ? "n" : "seed", cmd);
-  if (ps->given_device && c != CMD_RUN && c != CMD_WARM && c != CMD_COMPILE)
-    return usage_error("--device applies only to --run, --warm and --compile, "
-                       "not to --%s", cmd);
+  if (ps->given_device && c != CMD_RUN && c != CMD_WARM &&
+      c != CMD_COMPILE && c != CMD_TUNE)
+    return usage_error("--device applies only to --run, --warm, --compile "
+                       "and --tune, not to --%s", cmd);
   if ((ps->given_jobs || ps->given_quiet) && c != CMD_WARM && c != CMD_COMPILE)
     return usage_error("--%s applies only to --warm and --compile, not to --%s",
                        ps->given_jobs ? "jobs" : "quiet", cmd);

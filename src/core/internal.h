@@ -253,6 +253,36 @@ int tj__cache_trim(tj__cache *c, int64_t max_age_seconds, uint64_t max_bytes,
  * in int64. */
 #define TJ__CACHE_NO_LIMIT(bytes) ((bytes) == 0 || (bytes) > (uint64_t)INT64_MAX)
 
+/* One tuning decision (the tuning table, src/cache/tuning.c); strings
+ * borrowed.  measured: "config<TAB>ms<TAB>runs" lines, fastest first. */
+typedef struct tj__tuning_row {
+  const char *op, *arch, *platform, *compiler, *shape_class, *config;
+  int m, n, k;
+  const char *device;
+  int runs;
+  const char *measured;
+  const char *origin; /* "first use" or "tune" */
+  int64_t created;    /* 0 on a put: now */
+} tj__tuning_row;
+/* A config name: 1 to 63 of [a-z0-9_]. */
+#define TJ__TUNING_NAME_MAX 64
+int tj__tuning_name_ok(const char *s);
+/* The decision stored for want's op, arch, platform, compiler and
+ * shape_class: TJ_OK with *config a malloc'd copy of its config.
+ * TJ_ENOENT when there is none, or the row is damaged (*bad set: a column
+ * of the wrong type, a config that is not a name).  TJ_ECACHE: the file
+ * was given up, as tj__cache_get. */
+int tj__cache_tuning_get(tj__cache *c, const tj__tuning_row *want,
+                         char **config, int *bad);
+/* INSERT OR REPLACE one decision in its own transaction; nothing on a
+ * read-only cache.  TJ_EINVAL when its config is not a name. */
+int tj__cache_tuning_put(tj__cache *c, const tj__tuning_row *row);
+/* Every decision; bad as for tj__cache_tuning_get.  fn returns non-zero
+ * to stop.  TJ_OK or TJ_ECACHE. */
+typedef int (*tj__tuning_scan_fn)(const tj__tuning_row *r, int bad,
+                                  void *ctx);
+int tj__cache_tuning_scan(tj__cache *c, tj__tuning_scan_fn fn, void *ctx);
+
 /* PRAGMA application_id of a tokitai-jit cache: "tjit" (cache/README.md). */
 #define TJ__CACHE_APP_ID 0x746A6974u
 
@@ -340,6 +370,8 @@ struct tj_kernel {
   double compile_ms;
   struct tj_module *owner; /* a module's kernel: code and module are the
                               owner's; a module's own slot: entry NULL */
+  unsigned shared_limit;   /* dynamic shared memory the function has been
+                              allowed (kernels_api.c); atomic */
 };
 
 /* A module of a runtime (tj_module_compile).  Immutable once built. */
@@ -425,6 +457,68 @@ typedef struct tj__once {
  * compiling; 0: compile.  Always end with tj__once_end. */
 int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o);
 void tj__once_end(tj_runtime *rt, tj__once *o);
+/* ------------------------------------------------------------ gemm_tune.c
+ * The GEMM's configurations, shape classes and tuning (the header of
+ * src/ops/gemm_tune.c says how and why). */
+
+/* What the environment says about tj_gemm_f16, read once at open:
+ * TJ_GEMM_SM90A=0 (no Hopper kernel), TJ_GEMM_SPLITK=n (force n, 1 to 64),
+ * TJ_GEMM_SM90A_TILE and TJ_GEMM_PERSISTENT (kernels_api.c, plan_sm90a),
+ * TOKITAI_JIT_TUNE=0 or TJ_NO_TUNING (no timing on first use). */
+typedef struct tj__gemm_env {
+  int sm90a_off;
+  int forced_split; /* 0: none */
+  int tune;         /* first-use tuning allowed */
+  int tile;         /* TJ_GEMM_SM90A_TILE: 64, 128, 256; 0: the rule's */
+  int persistent;   /* TJ_GEMM_PERSISTENT: 1, 0; -1: the rule's */
+} tj__gemm_env;
+void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
+
+/* One configuration of the Hopper GEMM that a decision may name. */
+typedef struct tj__gemm_config {
+  const char *name;  /* as stored: "sm90a_128x128_split4" */
+  const char *entry; /* the kernel it launches */
+  int bn;            /* tile columns: 64, 128 or 256 */
+  int split;         /* K parts (1: none) */
+  int first_use;     /* in the small set a first-use tune may time */
+  int persistent;    /* one block per SM walking the tiles */
+} tj__gemm_config;
+/* The table, and one by name (NULL when this library has none). */
+const tj__gemm_config *tj__gemm_configs(size_t *n);
+const tj__gemm_config *tj__gemm_config_find(const char *name);
+/* Whether config is one this library has for op ("gemm_f16"). */
+int tj__tuning_config_known(const char *op, const char *config);
+/* The shape class of a call (gemm_tune.c defines it), as stored. */
+#define TJ__SHAPE_CLASS_MAX 48
+void tj__gemm_shape_class(int M, int N, int K, const void *C, int ldc,
+                          char out[TJ__SHAPE_CLASS_MAX]);
+
+typedef struct tj__gemm_tuning tj__gemm_tuning;
+tj__gemm_tuning *tj__gemm_tuning_new(void);
+void tj__gemm_tuning_free(tj__gemm_tuning *g);
+/* The configuration to run for a Hopper GEMM: the decision for its shape
+ * class (memoised per runtime; one query of the cache per class), or, on
+ * first use with tuning allowed (may_tune, a device, a writable cache, a
+ * stream not being captured), the winner of a bounded tune, recorded.
+ * NULL: the heuristic's. */
+const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, void *stream,
+                                         int may_tune, int M, int N, int K,
+                                         const void *A, int lda,
+                                         const void *B, int ldb,
+                                         const void *C, int ldc);
+
+/* kernels_api.c, for the tuner: the configuration the heuristic picks for
+ * an sm_90 GEMM (NULL where it picks none in the table), and one launch
+ * of cfg, on stream, as tj_gemm_f16 would launch it (workspace included). */
+const tj__gemm_config *tj__gemm_heuristic(int M, int N, int K);
+/* Whether rt runs an M-row GEMM with suitable A and B on the Hopper
+ * kernel (the one with configurations to tune). */
+int tj__gemm_tunable(const tj_runtime *rt, int M);
+int tj__gemm_run_config(tj_runtime *rt, const char *fn,
+                        const tj__gemm_config *cfg, void *stream, int M,
+                        int N, int K, float alpha, const void *A, int lda,
+                        const void *B, int ldb, float beta, void *C,
+                        int ldc);
 
 /* ------------------------------------------------------------ runtime.c */
 
@@ -465,7 +559,14 @@ struct tj_runtime {
   int trace;
   double trace_ms[TJ__TRACE_PHASES];
   uint64_t trace_kernels;
+  tj__gemm_env gemm_env; /* read once, at open (gemm_tune.c) */
+  tj__gemm_tuning *gemm; /* decisions met so far, per shape class */
 };
+
+/* tj_kernel_get without compiling: the embedded kernel from the runtime's
+ * memory or its cache; TJ_ENOENT when it would have to be compiled (the
+ * first-use tuner times only what is built). */
+int tj__kernel_get_built(tj_runtime *rt, const char *name, tj_kernel **out);
 
 /* Whether rt may be used.  A runtime whose open failed is handed back
  * only so that tj_errmsg can say why: every public entry but tj_errmsg

@@ -228,7 +228,8 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   double t0 = trace_start(rt);
   rt->flags = o.flags;
   rt->cache_max_bytes = o.cache_max_bytes ? o.cache_max_bytes : TJ__CACHE_DEFAULT_LIMIT;
-  unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE | TJ_CACHE_GROUP;
+  unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE |
+                   TJ_CACHE_GROUP | TJ_NO_TUNING;
   if (o.flags & ~known)
     return tj__fail(rt, TJ_EINVAL, "unknown flags 0x%x", o.flags & ~known);
   if (o.device < 0)
@@ -246,10 +247,12 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   /* the device's own arch must be one the compiler knows */
   if (!o.arch && (rc = settle_arch(rt, rt->arch)) != TJ_OK)
     return rc;
-  if (!(rt->table = tj__modtable_new()))
+  if (!(rt->table = tj__modtable_new()) || !(rt->gemm = tj__gemm_tuning_new()))
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   trace_add(rt, TJ__TRACE_IDENTITY, t0);
   t0 = trace_start(rt);
+  /* Read once: a call reads these from rt, not from the environment. */
+  tj__gemm_env_read(&rt->gemm_env, o.flags);
   if ((rc = open_cache(rt, &o)) == TJ_OK &&
       (rc = tj__remote_setup(rt, o.remote)) == TJ_OK)
     rt->opened = 1; /* every early return above leaves it unusable */
@@ -313,6 +316,7 @@ void tj_runtime_close(tj_runtime *rt)
   tj__cache_close(rt->cache);
   if (!rt->compile_only)
     tj__device_close(&rt->device);
+  tj__gemm_tuning_free(rt->gemm);
   free(rt->cache_path);
   free(rt->compiler_env);
   free(rt->env_refusal);
@@ -368,6 +372,7 @@ typedef struct build_request {
   char key[TJ__KEY_HEX];
   const char *arch;     /* what it is compiled for: rt->arch, or an
                          * embedded kernel's arch-specific target */
+  int cache_only;       /* a miss in the cache is TJ_ENOENT, not a compile */
 } build_request;
 
 static void compute_key(tj_runtime *rt, build_request *req)
@@ -514,7 +519,7 @@ static int build_kernel(void *ctx, tj_kernel **out)
   rc = from_cache(req, k);
   trace_add(rt, TJ__TRACE_LOOKUP, t0);
   t0 = trace_start(rt);
-  if (rc == TJ_ENOENT) { /* one compile per key: wait for another's */
+  if (rc == TJ_ENOENT && !req->cache_only) { /* one compile per key */
     tj__once once;
     if (tj__once_begin(rt, req->key, &once))
       rc = from_cache(req, k);
@@ -578,7 +583,10 @@ static const char *embedded_arch(const tj_runtime *rt,
   return rt->arch;
 }
 
-int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
+/* tj_kernel_get, or fail with the name unknown or the kernel neither in
+ * memory nor in the cache: cache_only never compiles. */
+static int embedded_get(tj_runtime *rt, const char *name, int cache_only,
+                        tj_kernel **out)
 {
   if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
@@ -591,8 +599,18 @@ int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
                     "(tokitai-jit --list-kernels names them)", name);
   /* The key is computed only on a miss: a hit is a lookup by name. */
   build_request req = {rt, e->source, e->source_len, e->file, e->entry, "", "",
-                       embedded_arch(rt, e)};
+                       embedded_arch(rt, e), cache_only};
   return get_or_build(&req, KIND_EMBEDDED, name, out);
+}
+
+int tj_kernel_get(tj_runtime *rt, const char *name, tj_kernel **out)
+{
+  return embedded_get(rt, name, 0, out);
+}
+
+int tj__kernel_get_built(tj_runtime *rt, const char *name, tj_kernel **out)
+{
+  return embedded_get(rt, name, 1, out);
 }
 
 int tj_kernel_compile(tj_runtime *rt, const char *source, const char *entry,

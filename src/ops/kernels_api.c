@@ -381,14 +381,13 @@ typedef struct gemm_plan {
  * rows to fill its 128-row tiles more than the skinny kernel would, and
  * A and B as TMA reads them: 16-byte aligned, rows a multiple of 16 bytes
  * apart; and, with a device, a driver that builds tensor maps.
- * TJ_GEMM_SM90A=0 in the environment turns it off (to compare, or to step
- * around it).
+ * TJ_GEMM_SM90A=0 in the environment at tj_runtime_open turns it off (to
+ * compare, or to step around it).
  */
 static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
                       const void *B, int ldb)
 {
-  const char *off = getenv("TJ_GEMM_SM90A");
-  if (off && strcmp(off, "0") == 0)
+  if (rt->gemm_env.sm90a_off)
     return 0;
   if (strcmp(rt->arch, "sm_90") != 0 && strcmp(rt->arch, "sm_90a") != 0)
     return 0;
@@ -410,56 +409,58 @@ int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms)
   return split < 2 ? 1 : (int)split;
 }
 
-/* TJ_GEMM_SPLITK=n (1 to 64) in the environment forces a split of n (1:
- * never split), for tests and for comparing; 0 when it is not set. */
-static int sm90a_forced_split(void)
-{
-  const char *env = getenv("TJ_GEMM_SPLITK");
-  if (env && *env) {
-    char *end;
-    long n = strtol(env, &end, 10);
-    if (*end == '\0' && n >= 1 && n <= SM90A_FORCED_SPLIT_MAX)
-      return (int)n;
-  }
-  return 0;
-}
-
 /* The unsplit Hopper tiles: 128 rows by bn columns, with the stages that
- * fit, and the persistent entry where there is one. */
-typedef struct sm90a_tile {
-  unsigned bn, stages;
-  const char *entry, *persistent;
-} sm90a_tile;
-
-static const sm90a_tile SM90A_TILES[] = {
-    {64, 8, "gemm_f16_sm90a_128x64", NULL},
-    {128, 5, "gemm_f16_sm90a_128x128", "gemm_f16_sm90a_128x128_persistent"},
-    {256, 4, "gemm_f16_sm90a_128x256", "gemm_f16_sm90a_128x256_persistent"},
-};
-
-/* For measuring and for stepping around the rule below: TJ_GEMM_SM90A_TILE
- * = 64, 128 or 256 forces the tile width of unsplit calls, and
- * TJ_GEMM_PERSISTENT=1 (0) takes (never takes) the tile's persistent entry,
- * one block per SM walking the tiles. */
-static const sm90a_tile *sm90a_forced_tile(void)
+ * fit. */
+static unsigned sm90a_shared_of(int bn)
 {
-  const char *env = getenv("TJ_GEMM_SM90A_TILE");
-  for (size_t i = 0; env && i < sizeof SM90A_TILES / sizeof SM90A_TILES[0]; i++)
-    if ((unsigned)atoi(env) == SM90A_TILES[i].bn)
-      return &SM90A_TILES[i];
-  return NULL;
+  return bn == 64 ? SM90A_SHARED(64, 8) : bn == 256 ? SM90A_SHARED(256, 4)
+                                                     : SM90A_SHARED(128, 5);
 }
 
-static int sm90a_persistent(int dflt)
+/* A split-K plan of split parts (grid x narrow tiles, y mt tiles). */
+static gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
+                            int split)
 {
-  const char *env = getenv("TJ_GEMM_PERSISTENT");
-  return env && strcmp(env, "1") == 0 ? 1
-       : env && strcmp(env, "0") == 0 ? 0 : dflt;
+  /* Every z gets kper k-tiles but the last; a forced split past the
+   * k-tiles keeps its empty ranges, which write zeros. */
+  int kper = (ktiles - 1) / split + 1;
+  if (split <= ktiles)
+    split = (ktiles - 1) / kper + 1;
+  return (gemm_plan){"gemm_f16_sm90a_128x128_splitk",
+                     {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
+                     SM90A_SHARED(128, 5), split, kper};
+}
+
+/* An unsplit plan of entry with bn-column tiles; persistent: one block
+ * per SM (at most) walking the tiles. */
+static gemm_plan plan_tile(const char *entry, int bn, int persistent, int M,
+                           int N)
+{
+  unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
+  unsigned tn = (unsigned)((N - 1) / bn + 1);
+  if (persistent) {
+    unsigned long long tiles = (unsigned long long)tn * mt;
+    unsigned grid = tiles < SM90A_SMS ? (unsigned)tiles : SM90A_SMS;
+    return (gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
+                       sm90a_shared_of(bn), 1, 0};
+  }
+  return (gemm_plan){entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
+                     sm90a_shared_of(bn), 1, 0};
+}
+
+/* The plan of one configuration of the tuning table. */
+static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
+{
+  if (c->split > 1)
+    return plan_split((unsigned)((N - 1) / 128 + 1),
+                      (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
+                      c->split);
+  return plan_tile(c->entry, c->bn, c->persistent, M, N);
 }
 
 /*
- * The rule, from the H200 (tj-bench, 2026-12-02, bench/RESULTS.md), until
- * the tuning table decides per shape class:
+ * The rule, from the H200 (tj-bench, 2026-12-02, bench/RESULTS.md), where
+ * the tuning table has no decision:
  *   - a grid of 128 x 128 tiles that fills the SMs (2048^3 and up) runs
  *     128 x 256 tiles, persistent: 2048^3 0.82x cuBLAS against 0.78x for
  *     one block per 128 x 128 tile, 4096^3 0.90 against 0.89;
@@ -469,54 +470,74 @@ static int sm90a_persistent(int dflt)
  *     128 x 64 tile where its tiles still fit in one wave (1024^3: 0.90x
  *     against 0.72x with 128 x 128; 128 x 4096 x 4096: 0.83x against 0.75x
  *     split 4); else 128 x 128 (128 x 11008 x 4096: 0.91x, 0.81x with 64).
+ * For measuring and for stepping around it, read at open (rt->gemm_env):
+ * TJ_GEMM_SPLITK=n forces a split, TJ_GEMM_SM90A_TILE=64, 128 or 256 the
+ * tile width of unsplit calls, TJ_GEMM_PERSISTENT=1 (0) the tile's
+ * persistent entry (never).  rt NULL: the rule alone.
  */
-static gemm_plan plan_sm90a(int M, int N, int K)
+static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
 {
+  static const tj__gemm_env none = {0, 0, 0, 0, -1};
+  const tj__gemm_env *env = rt ? &rt->gemm_env : &none;
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
   unsigned slim = (unsigned)((N - 1) / 64 + 1);
   unsigned long long tiles128 = (unsigned long long)narrow * mt;
   int ktiles = (K - 1) / 64 + 1;
-  int forced = sm90a_forced_split();
+  int forced = env->forced_split;
   int split = forced ? forced : tj__gemm_sm90a_split((long long)tiles128,
                                                      ktiles, SM90A_SMS);
   if (!forced && split > 1 && M > SM90A_SPLIT_ROWS &&
       ktiles / split < SM90A_SPLIT_KEEP_KTILES &&
       (unsigned long long)slim * mt * 4 >= SM90A_SMS)
     split = 1;
-  if (split > 1) {
-    /* Every z gets kper k-tiles but the last; a forced split past the
-     * k-tiles keeps its empty ranges, which write zeros. */
-    int kper = (ktiles - 1) / split + 1;
-    if (split <= ktiles)
-      split = (ktiles - 1) / kper + 1;
-    return (gemm_plan){"gemm_f16_sm90a_128x128_splitk",
-                       {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
-                       SM90A_SHARED(128, 5), split, kper};
-  }
-  const sm90a_tile *t = sm90a_forced_tile();
-  int persistent = 0;
-  if (!t && tiles128 >= SM90A_SMS) {
-    t = &SM90A_TILES[2];
+  if (split > 1)
+    return plan_split(narrow, mt, ktiles, split);
+  int bn = env->tile, persistent = 0;
+  if (!bn && tiles128 >= SM90A_SMS) {
+    bn = 256;
     persistent = 1;
-  } else if (!t) {
-    t = &SM90A_TILES[M > SM90A_SPLIT_ROWS &&
-                     (unsigned long long)slim * mt <= SM90A_SMS ? 0 : 1];
+  } else if (!bn) {
+    bn = M > SM90A_SPLIT_ROWS && (unsigned long long)slim * mt <= SM90A_SMS
+             ? 64 : 128;
   }
-  unsigned tn = (unsigned)((N - 1) / t->bn + 1);
-  unsigned shared = SM90A_SHARED(t->bn, t->stages);
-  if (t->persistent && sm90a_persistent(persistent)) {
-    unsigned long long tiles = (unsigned long long)tn * mt;
-    unsigned grid = tiles < SM90A_SMS ? (unsigned)tiles : SM90A_SMS;
-    return (gemm_plan){t->persistent, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
-                       shared, 1, 0};
-  }
-  return (gemm_plan){t->entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1}, shared, 1,
-                     0};
+  if (env->persistent >= 0)
+    persistent = env->persistent;
+  const char *entry = bn == 64    ? "gemm_f16_sm90a_128x64"
+                      : bn == 128 ? (persistent
+                                         ? "gemm_f16_sm90a_128x128_persistent"
+                                         : "gemm_f16_sm90a_128x128")
+                                  : (persistent
+                                         ? "gemm_f16_sm90a_128x256_persistent"
+                                         : "gemm_f16_sm90a_128x256");
+  return plan_tile(entry, bn, persistent && bn != 64, M, N);
 }
 
-static gemm_plan plan_gemm(const tj_runtime *rt, int M, int N, int K,
-                           const void *A, int lda, const void *B, int ldb)
+int tj__gemm_tunable(const tj_runtime *rt, int M)
+{
+  return sm90a_fits(rt, M, NULL, 8, NULL, 8);
+}
+
+const tj__gemm_config *tj__gemm_heuristic(int M, int N, int K)
+{
+  gemm_plan p = plan_sm90a(NULL, M, N, K);
+  size_t n;
+  const tj__gemm_config *c = tj__gemm_configs(&n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(c[i].entry, p.entry) == 0 && c[i].split == p.split)
+      return &c[i];
+  return NULL;
+}
+
+/*
+ * What a call runs.  On the Hopper path the tuning decision for the
+ * call's shape class takes the heuristic's place (gemm_tune.c; may_tune:
+ * tj_gemm_f16 may time candidates the first time, the queries never do);
+ * a forced split (TJ_GEMM_SPLITK) overrides both.
+ */
+static gemm_plan plan_gemm(tj_runtime *rt, void *stream, int may_tune, int M,
+                           int N, int K, const void *A, int lda,
+                           const void *B, int ldb, const void *C, int ldc)
 {
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
   if (M <= SKINNY_MAX_M) {
@@ -525,8 +546,13 @@ static gemm_plan plan_gemm(const tj_runtime *rt, int M, int N, int K,
     return (gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
                        {threads, 1, 1}, 0, 1, 0};
   }
-  if (sm90a_fits(rt, M, A, lda, B, ldb))
-    return plan_sm90a(M, N, K);
+  if (sm90a_fits(rt, M, A, lda, B, ldb)) {
+    const tj__gemm_config *c =
+        rt->gemm_env.forced_split ? NULL
+        : tj__gemm_decision(rt, stream, may_tune, M, N, K, A, lda, B, ldb, C,
+                            ldc);
+    return c ? plan_config(c, M, N, K) : plan_sm90a(rt, M, N, K);
+  }
   return (gemm_plan){"gemm_f16", {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
                      {GEMM_THREADS, 1, 1}, 0, 1, 0};
 }
@@ -548,16 +574,20 @@ static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
 }
 
 /* The kernel of plan p, allowed more than the 48 KiB of shared memory a
- * launch gets unasked. */
+ * launch gets unasked: once per kernel (threads racing here both set it,
+ * which is harmless), not at every call. */
 static int sm90a_kernel(tj_runtime *rt, const char *fn, const gemm_plan *p,
                         tj_kernel **k)
 {
   int rc = kernel_for(rt, fn, p->entry, k);
   if (rc != TJ_OK)
     return rc;
+  if (__atomic_load_n(&(*k)->shared_limit, __ATOMIC_ACQUIRE) >= p->shared)
+    return TJ_OK;
   if (tj__function_shared_limit(tj_kernel_function(*k), p->shared) != TJ_OK)
     return tj__fail(rt, TJ_EDEVICE, "%s: %s cannot have %u bytes of shared "
                     "memory on this device", fn, p->entry, p->shared);
+  __atomic_store_n(&(*k)->shared_limit, p->shared, __ATOMIC_RELEASE);
   return TJ_OK;
 }
 
@@ -635,6 +665,15 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, gemm_plan p,
   return TJ_OK;
 }
 
+int tj__gemm_run_config(tj_runtime *rt, const char *fn,
+                        const tj__gemm_config *cfg, void *stream, int M,
+                        int N, int K, float alpha, const void *A, int lda,
+                        const void *B, int ldb, float beta, void *C, int ldc)
+{
+  return launch_sm90a(rt, fn, plan_config(cfg, M, N, K), stream, M, N, K,
+                      alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
                                const uint16_t *A, int lda, const uint16_t *B,
                                int ldb, const uint16_t *C, int ldc)
@@ -643,7 +682,7 @@ const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
       check_gemm(rt, "tj_gemm_f16_kernel", M, N, K, A, lda, B, ldb, C, ldc) !=
           TJ_OK)
     return NULL;
-  return plan_gemm(rt, M, N, K, A, lda, B, ldb).entry;
+  return plan_gemm(rt, NULL, 0, M, N, K, A, lda, B, ldb, C, ldc).entry;
 }
 
 int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K, const uint16_t *A,
@@ -654,7 +693,7 @@ int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K, const uint16_t *A,
       check_gemm(rt, "tj_gemm_f16_split", M, N, K, A, lda, B, ldb, C, ldc) !=
           TJ_OK)
     return 0;
-  return plan_gemm(rt, M, N, K, A, lda, B, ldb).split;
+  return plan_gemm(rt, NULL, 0, M, N, K, A, lda, B, ldb, C, ldc).split;
 }
 
 int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
@@ -667,7 +706,7 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   int rc = check_gemm(rt, fn, M, N, K, A, lda, B, ldb, C, ldc);
   if (rc != TJ_OK)
     return rc;
-  gemm_plan p = plan_gemm(rt, M, N, K, A, lda, B, ldb);
+  gemm_plan p = plan_gemm(rt, stream, 1, M, N, K, A, lda, B, ldb, C, ldc);
   if (p.shared)
     return launch_sm90a(rt, fn, p, stream, M, N, K, alpha, A, lda, B, ldb,
                         beta, C, ldc);
@@ -867,6 +906,7 @@ int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K, float alpha,
       {B, NULL, matrix_span(K, N, N)},
       {beta != 0.0f ? C : NULL, C, matrix_span(M, N, N)}};
   /* The device copies are hipMalloc's, aligned as NULL is (256 bytes). */
-  const char *kernel = plan_gemm(rt, M, N, K, NULL, K, NULL, N).entry;
+  const char *kernel = plan_gemm(rt, NULL, 0, M, N, K, NULL, K, NULL, N, NULL,
+                                 N).entry;
   return host_run(rt, fn, kernel, buf, 3, call_gemm, &shape);
 }

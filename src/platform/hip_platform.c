@@ -404,6 +404,14 @@ int tj__free_async(void *p, void *stream)
   return TJ_EDEVICE;
 }
 
+int tj__stream_capturing(void *stream)
+{
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  if (hipStreamIsCapturing((hipStream_t)stream, &st) != hipSuccess)
+    return -1;
+  return st != hipStreamCaptureStatusNone;
+}
+
 int tj__function_resources(void *function, tj_kernel_resources *out)
 {
   int v;
@@ -890,6 +898,16 @@ int tj__free_async(void *p, void *stream)
   return cu->cuMemFreeAsync((CUdeviceptr)(uintptr_t)p, (CUstream)stream) ==
                  CUDA_SUCCESS
              ? TJ_OK : TJ_EDEVICE;
+}
+
+int tj__stream_capturing(void *stream)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (!cu || !cu->cuStreamIsCapturing ||
+      cu->cuStreamIsCapturing((CUstream)stream, &st) != CUDA_SUCCESS)
+    return -1;
+  return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 int tj__function_shared_limit(void *function, unsigned bytes)

@@ -113,7 +113,8 @@ typedef struct tj__cuda_api {
   X(cuMemPoolDestroy, (CUmemoryPool))                                          \
   X(cuMemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void *))        \
   X(cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))  \
-  X(cuMemFreeAsync, (CUdeviceptr, CUstream))
+  X(cuMemFreeAsync, (CUdeviceptr, CUstream))                                  \
+  X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *))
 #define TJ__CUDA_FIELD(name, args) CUresult (*name) args;
   TJ__CUDA_FUNCS(TJ__CUDA_FIELD)
   TJ__CUDA_OPTIONAL_FUNCS(TJ__CUDA_FIELD)
@@ -292,6 +293,10 @@ int tj__hopper_driver(void);
 int tj__alloc_async(tj__device *dev, void **p, size_t bytes,
                     void *stream);
 int tj__free_async(void *p, void *stream);
+/* Whether work queued on stream (NULL: the default stream) is being
+ * captured into a graph, where it would be recorded and not run (so it
+ * cannot be timed): 1 captured, 0 not, -1 when the driver cannot say. */
+int tj__stream_capturing(void *stream);
 
 /* "hiprtc 9.0, comgr 2.4 (HIP 50221153) b:1a2b3c4d5e6f7a8b" or
  * "nvrtc 13.0 b:...": the versions, then a digest of the compiler

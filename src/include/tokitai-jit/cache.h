@@ -151,7 +151,7 @@ TJ_EXPORT int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn,
 TJ_EXPORT int tj_cache_evict(tj_cache *c, int64_t max_age_seconds,
                              uint64_t max_bytes, uint64_t *evicted /* OUT */);
 
-/* Delete every entry and reset the counters. */
+/* Delete every entry and every tuning decision, and reset the counters. */
 TJ_EXPORT int tj_cache_clear(tj_cache *c);
 
 /* What tj_cache_merge did.  The library fills it; later fields are cut
@@ -184,6 +184,54 @@ typedef struct tj_cache_merge_stats {
  */
 TJ_EXPORT int tj_cache_merge(tj_cache *c, const char *source,
                              tj_cache_merge_stats *st /* OUT */);
+/* ================================================================ tuning
+ * Tuning decisions: which configuration of an embedded kernel family (today
+ * gemm_f16 on sm_90) ran fastest for a class of shapes, on an arch, with a
+ * compiler, and what was measured to decide it.  They live in the same
+ * file as the code, keyed like it: a decision made under another compiler
+ * fingerprint or arch is never used (a new compiler re-tunes).  tj_gemm_f16
+ * makes them on first use and tj_gemm_f16_tune (`tokitai-jit --tune`) ahead
+ * of time; see <tokitai-jit/ops.h>.
+ */
+
+/* One candidate that was timed. */
+typedef struct tj_tuning_time {
+  const char *config; /* "sm90a_128x128_split4" */
+  double ms;          /* median of its timed runs, milliseconds */
+  int runs;           /* how many timed runs */
+} tj_tuning_time;
+
+/* One decision.  Strings and times are owned by the library and valid
+ * only during the callback; fields are only added at the end. */
+typedef struct tj_tuning {
+  const char *op;          /* "gemm_f16" */
+  const char *arch;        /* the runtime's arch: "sm_90" */
+  const char *platform;
+  const char *compiler;    /* as tj_runtime_compiler says it */
+  const char *shape_class; /* the shapes it applies to ("t1x32x64/c4": 1,
+                              32 and 64 tiles of 128 rows, 128 columns
+                              and 64 k; C 4-byte aligned with ldc even) */
+  const char *config;      /* the configuration chosen */
+  int m, n, k;             /* the shape that was timed */
+  const char *device;      /* the GPU it was timed on ("NVIDIA H200") */
+  const char *origin;      /* "first use" or "tune" */
+  int64_t created;         /* unix seconds */
+  int known;               /* 1: config is one this library has for op, and
+                              a runtime with the same arch and compiler
+                              uses it; 0: ignored (written by another
+                              release, or damaged) */
+  int num_times;           /* the candidates timed, fastest first */
+  const tj_tuning_time *times;
+} tj_tuning;
+
+typedef int (*tj_tuning_visit)(const tj_tuning *t, void *ctx);
+
+/* Visit every decision in the file (ordered by op, arch, platform,
+ * compiler, shape class); return non-zero from fn to stop early.  A
+ * cache older than schema version 4 (read-only) has none.  Errors:
+ * TJ_EINVAL, TJ_ECACHE. */
+TJ_EXPORT int tj_cache_list_tuning(tj_cache *c, tj_tuning_visit fn,
+                                   void *ctx);
 
 #ifdef __cplusplus
 }

@@ -55,13 +55,33 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * kernels/gemm_f16.hip.  Where the Hopper kernel's tiles are too few to
  * fill the GPU it may split K (see tj_gemm_f16_split): it then takes
  * memory for fp32 partials from the runtime's pool, ordered on stream,
- * and the result is still the same bits on every run. */
+ * and the result is still the same bits on every run.
+ *
+ * Tuning.  The Hopper kernel has several configurations (tile width,
+ * split factor); which one runs is the tuning decision for the call's
+ * shape class in the cache (see tj_tuning in <tokitai-jit/cache.h>),
+ * else a heuristic.  The first call of a shape class with no decision
+ * times a few candidates, within about a second, on stream, reading A and
+ * B and writing a scratch output from the pool (never C), then records
+ * the winner, so that later calls and processes sharing the cache use it:
+ * that one call waits for stream.  It compiles nothing the call would not
+ * have: it times only candidates whose kernels are built (in the runtime
+ * or its cache; `tokitai-jit --warm` builds them all), and records nothing
+ * until it could time them all.  On by default, since the cost is
+ * bounded and paid once per shape class, arch and compiler for every
+ * process that shares the cache; it does not happen with TJ_NO_TUNING or
+ * TOKITAI_JIT_TUNE=0 (decisions in the cache are still used), without a
+ * writable cache, or while stream is being captured into a graph; the
+ * heuristic runs instead.  The
+ * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TOKITAI_JIT_TUNE) is read at
+ * tj_runtime_open. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, float beta, uint16_t *C,
                           int ldc);
 /* The embedded entry tj_gemm_f16 would launch for these arguments (a
- * static string, e.g. "gemm_f16_sm90a_128x256"), chosen as it chooses;
+ * static string, e.g. "gemm_f16_sm90a_128x256"), chosen as it chooses,
+ * with the tuning decision in the cache (it never times anything);
  * NULL, with tj_errmsg, for arguments it would refuse.  Launches nothing,
  * so it answers on a compile-only runtime too. */
 TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
@@ -69,8 +89,8 @@ TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
                                          const uint16_t *B, int ldb,
                                          const uint16_t *C, int ldc);
 /* How many parts tj_gemm_f16 would cut K into for these arguments (split-K
- * on Hopper where the tiles of C are too few to fill the GPU): 1 for no
- * split; 0, with tj_errmsg, for arguments it would refuse.  Launches
+ * on Hopper where the tiles of C are too few to fill the GPU, or where the
+ * shape class's tuning decision says so): 1 for no split; 0, with tj_errmsg, for arguments it would refuse.  Launches
  * nothing.  A call may still run unsplit where the device cannot give it
  * the partials' memory. */
 TJ_EXPORT int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K,
@@ -90,6 +110,22 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x,
                                        size_t grad_out_len, uint16_t *y,
                                        uint16_t *grad_in, size_t n);
 /* A, B, C dense (lda = K, ldb = N, ldc = N); C is read when beta != 0. */
+/*
+ * Tune tj_gemm_f16 ahead of time for the shape class of M x N x K (dense
+ * rows, C 4-byte aligned): time every configuration that applies (more
+ * than a first use does, about 0.2 s each), on random inputs the call
+ * allocates, record the winner in the runtime's cache (replacing any
+ * decision for the class) and use it in this runtime.  fn (may be NULL)
+ * is called once with the decision and every time measured, fastest
+ * first.  Waits for the device.  Errors: TJ_EINVAL (a size below 1 or
+ * over 2^30; a shape or arch that does not run the Hopper kernel, which
+ * has nothing to tune), TJ_ENODEVICE (a compile-only runtime), TJ_ENOMEM,
+ * TJ_EDEVICE, TJ_ECOMPILE.  A decision that could not be stored is a
+ * warning in tj_errmsg.  Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K,
+                               tj_tuning_visit fn, void *ctx);
+
 TJ_EXPORT int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K,
                                float alpha, const uint16_t *A,
                                const uint16_t *B, float beta, uint16_t *C);

@@ -1,0 +1,173 @@
+/*
+ * cli_tune.c: the tuning decisions: --tune (times configurations ahead of
+ * time; needs a GPU) and --list-tuning (reads the cache; needs neither a
+ * GPU nor the compiler).  Both print a decision the same way: what was
+ * chosen for which shapes, on what, and every time that was measured, so
+ * that the choice explains itself.
+ */
+#include "config.h"
+#include "cli.h"
+#include "tokitai-jit.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ printing */
+
+static void print_tuning_json(const tj_tuning *t)
+{
+  printf("{\"op\": ");
+  cli_json_string(stdout, t->op);
+  printf(", \"arch\": ");
+  cli_json_string(stdout, t->arch);
+  printf(", \"platform\": ");
+  cli_json_string(stdout, t->platform);
+  printf(", \"compiler\": ");
+  cli_json_string(stdout, t->compiler);
+  printf(", \"shape_class\": ");
+  cli_json_string(stdout, t->shape_class);
+  printf(", \"config\": ");
+  cli_json_string(stdout, t->config);
+  printf(", \"used\": %s, \"m\": %d, \"n\": %d, \"k\": %d, \"device\": ",
+         t->known ? "true" : "false", t->m, t->n, t->k);
+  cli_json_string(stdout, t->device);
+  printf(", \"origin\": ");
+  cli_json_string(stdout, t->origin);
+  printf(", \"created\": %" PRId64 ", \"times\": [", t->created);
+  for (int i = 0; i < t->num_times; i++) {
+    printf(i ? ", {\"config\": " : "{\"config\": ");
+    cli_json_string(stdout, t->times[i].config);
+    printf(", \"ms\": %.6f, \"runs\": %d}", t->times[i].ms, t->times[i].runs);
+  }
+  printf("]}");
+}
+
+/* The decision, then each candidate's median against the fastest. */
+static void print_tuning_text(const cli_options *o, const tj_tuning *t)
+{
+  char when[32];
+  cli_format_time(t->created, when, sizeof when);
+  printf("%s%s %s%s on %s (%s): %s%s%s\n", cli_style(o, STYLE_BOLD), t->op,
+         t->shape_class, cli_style(o, STYLE_RESET), t->arch, t->platform,
+         cli_style(o, t->known ? STYLE_GREEN : STYLE_RED), t->config,
+         cli_style(o, STYLE_RESET));
+  printf("  timed %dx%dx%d on %s, %s (%s)\n", t->m, t->n, t->k,
+         t->device[0] ? t->device : "an unknown device", when, t->origin);
+  printf("  compiler %s\n", t->compiler);
+  if (!t->known)
+    printf("  ignored: this library has no configuration '%s' for %s (a "
+           "newer or older release wrote it, or the row is damaged); the "
+           "heuristic runs\n", t->config, t->op);
+  if (t->num_times == 0) {
+    printf("  (no times recorded)\n");
+    return;
+  }
+  double best = t->times[0].ms;
+  for (int i = 0; i < t->num_times; i++) {
+    const tj_tuning_time *x = &t->times[i];
+    printf("  %-26s %10.4f ms  %3d runs  %5.2fx%s\n", x->config, x->ms,
+           x->runs, best > 0 ? x->ms / best : 1.0,
+           strcmp(x->config, t->config) == 0 ? "  chosen" : "");
+  }
+}
+
+typedef struct print_ctx {
+  const cli_options *o;
+  uint64_t count;
+} print_ctx;
+
+static int print_tuning(const tj_tuning *t, void *arg)
+{
+  print_ctx *p = arg;
+  if (p->o->json) {
+    fputs(p->count ? ",\n  " : "\n  ", stdout);
+    print_tuning_json(t);
+  } else {
+    if (p->count)
+      putchar('\n');
+    print_tuning_text(p->o, t);
+  }
+  p->count++;
+  return 0;
+}
+
+/* ------------------------------------------------------------ --list-tuning */
+
+int cli_list_tuning(const cli_options *o)
+{
+  tj_cache *c = NULL;
+  int rc = tj_cache_open(&c, o->cache_path, TJ_CACHE_READONLY | o->cache_flags);
+  if (rc == TJ_ENOENT && c) {
+    if (o->json)
+      puts("[]");
+    else
+      printf("%s (nothing has been cached yet)\n", tj_cache_errmsg(c));
+    tj_cache_close(c);
+    return EXIT_OK;
+  }
+  if (rc != TJ_OK) {
+    cli_error("%s", c ? tj_cache_errmsg(c) : tj_strerror(rc));
+    tj_cache_close(c);
+    return EXIT_FAIL;
+  }
+  print_ctx p = {o, 0};
+  if (o->json)
+    fputs("[", stdout);
+  rc = tj_cache_list_tuning(c, print_tuning, &p);
+  if (rc != TJ_OK) {
+    cli_error("listing the tuning decisions of %s: %s", tj_cache_path(c),
+              tj_cache_errmsg(c));
+  } else if (o->json) {
+    fputs(p.count ? "\n]\n" : "]\n", stdout);
+  } else if (p.count == 0) {
+    printf("cache %s holds no tuning decisions\n", tj_cache_path(c));
+  } else {
+    printf("\n%" PRIu64 " tuning %s in %s\n", p.count,
+           p.count == 1 ? "decision" : "decisions", tj_cache_path(c));
+  }
+  tj_cache_close(c);
+  return rc == TJ_OK ? EXIT_OK : EXIT_FAIL;
+}
+
+/* ------------------------------------------------------------ --tune */
+
+int cli_tune(const cli_options *o)
+{
+  if (strcmp(o->tune_op, "gemm_f16") != 0) {
+    cli_error("--tune: '%s' has no configurations to tune (gemm_f16 has)",
+              o->tune_op);
+    return EXIT_FAIL;
+  }
+  tj_options opts = cli_runtime_options(o, NULL);
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &opts);
+  if (rc != TJ_OK) {
+    cli_error("--tune needs a GPU to time kernels on: %s: %s",
+              tj_strerror(rc), tj_errmsg(rt));
+    tj_runtime_close(rt);
+    return EXIT_FAIL;
+  }
+  print_ctx p = {o, 0};
+  int failed = 0;
+  if (o->json)
+    fputs("[", stdout);
+  for (int i = 0; i < o->nshapes; i++) {
+    const int *s = o->shapes[i];
+    if (o->progress && !o->json)
+      fprintf(stderr, PROGRAM ": tuning gemm_f16 %dx%dx%d...\n", s[0], s[1],
+              s[2]);
+    rc = tj_gemm_f16_tune(rt, s[0], s[1], s[2], print_tuning, &p);
+    if (rc != TJ_OK) {
+      cli_error("tuning gemm_f16 %dx%dx%d: %s: %s", s[0], s[1], s[2],
+                tj_strerror(rc), tj_errmsg(rt));
+      failed = 1;
+    }
+  }
+  if (o->json)
+    fputs(p.count ? "\n]\n" : "]\n", stdout);
+  else if (p.count && tj_runtime_cache_path(rt))
+    printf("\nrecorded in %s\n", tj_runtime_cache_path(rt));
+  tj_runtime_close(rt);
+  return failed ? EXIT_FAIL : EXIT_OK;
+}

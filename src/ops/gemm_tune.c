@@ -1,0 +1,655 @@
+/*
+ * gemm_tune.c: the tuning database's side of tj_gemm_f16 on Hopper: the
+ * configurations a decision may name, the shape class a decision applies
+ * to, the per-runtime memo of decisions, and the tuner that times the
+ * candidates (on first use, and ahead of time for tokitai-jit --tune).
+ *
+ * Configurations.  Each is an entry of gemm_f16_sm90a.hip, a tile and a
+ * split factor; the split is a launch argument, not a compile-time
+ * constant, so every configuration runs one of the four entries that
+ * tests/check_kernels.c (and check_tuning.c, over this table) compile for
+ * sm_90a on the CPU machine: no configuration reaches the compiler that a
+ * test did not compile.  A decision naming a configuration that is not in
+ * the table (a newer or older library wrote it) is ignored: the heuristic
+ * runs, and the row is left for the library that knows it.
+ *
+ * Shape class.  The Hopper kernel's work is set by how many tiles it runs:
+ * ceil(M / 128) rows of tiles, ceil(N / 128) columns of them (the 256-wide
+ * tile's count follows from it) and ceil(K / 64) k-tiles; within one such
+ * triple the grids and the pipeline depth are the same, and only the
+ * masked edges differ.  So the class is that triple, exact up to 64 of
+ * each (M and N to 8192, K to 4096: every shape where a split or the tile
+ * choice flips), and above that rounded up to eight steps per power of two
+ * (where the GPU is full and the choice is stable), so that a model's
+ * varying M does not make a tune per token count.  The alignment class
+ * says whether C is 4-byte aligned with ldc even (the epilogue stores
+ * pairs of halves) or not ("c4" or "c2"); A and B must already suit TMA
+ * for the Hopper path to be taken at all.  Written "t1x32x64/c4".
+ *
+ * First use (on by default).  The first tj_gemm_f16 of a shape class with
+ * no decision times a small set (the two unsplit tiles and a few splits,
+ * the heuristic's choice first) within TUNE_BUDGET_MS of wall time, and
+ * records the winner.  It compiles nothing the call would not: a
+ * configuration whose kernels are not built yet (in the runtime or the
+ * cache) is not timed, since one compile of this file costs 1.4-1.9 s on
+ * an H200, more than the whole budget, and a decision is recorded only
+ * when the whole set was timed; else the heuristic runs and a later call
+ * (up to TUNE_ATTEMPTS per runtime), or the next process, tries again.
+ * The heuristic's kernels get built by the calls that run them, and
+ * `tokitai-jit --warm` builds them all.  On by default because the
+ * heuristic measured 0.71-0.77x cuBLAS on an H200 at 1024^3, 2048^3 and
+ * 128 x 4096 x 4096, where its rule of thumb may well pick the wrong tile
+ * or split (that a tuned choice does better is for the H200 to show),
+ * because the cost is bounded (no compile, about a second of timing) and
+ * paid once per shape class, arch and compiler for every process sharing
+ * the cache file, and because the issue asks for it ("may time ...
+ * opt-out for callers that want no timing").  It is not done, and the heuristic runs,
+ * when the caller opts out (TJ_NO_TUNING, TOKITAI_JIT_TUNE=0), when the
+ * runtime has no device, when the cache is disabled or read-only (the
+ * decision would be lost: ship decisions made by --tune instead), and
+ * while the stream is being captured into a graph.  The tune reads A and
+ * B, writes only a scratch output from the runtime's pool, queues its
+ * launches on the caller's stream (behind whatever made A and B) and
+ * waits for them: that one call blocks.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TUNE_BUDGET_MS 1000.0 /* a first-use tune's wall time */
+#define TUNE_MIN_RUNS 3
+#define TUNE_MAX_RUNS 10
+#define AHEAD_RUN_MS 200.0    /* --tune: time spent on each candidate */
+#define AHEAD_MIN_RUNS 5
+#define AHEAD_MAX_RUNS 50
+#define TUNE_ATTEMPTS 3       /* first-use tunes of one class per runtime */
+#define MAX_CANDIDATES 24
+#define CLASS_EXACT 64
+
+/* ------------------------------------------------------------ the table */
+
+#define SPLIT(n)                                                            \
+  {"sm90a_128x128_split" #n, "gemm_f16_sm90a_128x128_splitk", 128, n,       \
+   (n) == 2 || (n) == 4 || (n) == 8, 0}
+static const tj__gemm_config configs[] = {
+  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0},
+  {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 1,
+   1},
+  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0},
+  {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
+   1},
+  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0},
+  SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
+  SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
+  SPLIT(15), SPLIT(16),
+};
+#undef SPLIT
+
+const tj__gemm_config *tj__gemm_configs(size_t *n)
+{
+  *n = sizeof configs / sizeof configs[0];
+  return configs;
+}
+
+const tj__gemm_config *tj__gemm_config_find(const char *name)
+{
+  for (size_t i = 0; name && i < sizeof configs / sizeof configs[0]; i++)
+    if (strcmp(configs[i].name, name) == 0)
+      return &configs[i];
+  return NULL;
+}
+
+int tj__tuning_config_known(const char *op, const char *config)
+{
+  return op && strcmp(op, "gemm_f16") == 0 && tj__gemm_config_find(config);
+}
+
+/* ------------------------------------------------------------ shape class */
+
+typedef struct class_key {
+  int mt, nt, kt, c4;
+} class_key;
+
+/* Exact up to CLASS_EXACT; above, rounded up to a multiple of an eighth
+ * of the power of two below (65..72 -> 72, 129..144 -> 144). */
+static int bucket(int tiles)
+{
+  if (tiles <= CLASS_EXACT)
+    return tiles;
+  int step = 1;
+  while (tiles / step >= 16)
+    step *= 2;
+  return (tiles + step - 1) / step * step;
+}
+
+static class_key key_of(int M, int N, int K, const void *C, int ldc)
+{
+  class_key k = {bucket((M - 1) / 128 + 1), bucket((N - 1) / 128 + 1),
+                 bucket((K - 1) / 64 + 1),
+                 (uintptr_t)C % 4 == 0 && ldc % 2 == 0};
+  return k;
+}
+
+static void class_name(const class_key *k, char out[TJ__SHAPE_CLASS_MAX])
+{
+  snprintf(out, TJ__SHAPE_CLASS_MAX, "t%dx%dx%d/%s", k->mt, k->nt, k->kt,
+           k->c4 ? "c4" : "c2");
+}
+
+void tj__gemm_shape_class(int M, int N, int K, const void *C, int ldc,
+                          char out[TJ__SHAPE_CLASS_MAX])
+{
+  class_key k = key_of(M, N, K, C, ldc);
+  class_name(&k, out);
+}
+
+/* ------------------------------------------------------------ environment */
+
+void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
+{
+  const char *off = getenv("TJ_GEMM_SM90A");
+  const char *split = getenv("TJ_GEMM_SPLITK");
+  const char *tune = getenv("TOKITAI_JIT_TUNE");
+  memset(env, 0, sizeof *env);
+  env->sm90a_off = off && strcmp(off, "0") == 0;
+  if (split && *split) {
+    char *end;
+    long n = strtol(split, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= 64)
+      env->forced_split = (int)n;
+  }
+  env->tune = !(flags & TJ_NO_TUNING) && !(tune && strcmp(tune, "0") == 0);
+  const char *tile = getenv("TJ_GEMM_SM90A_TILE");
+  const char *persistent = getenv("TJ_GEMM_PERSISTENT");
+  if (tile && (strcmp(tile, "64") == 0 || strcmp(tile, "128") == 0 ||
+               strcmp(tile, "256") == 0))
+    env->tile = atoi(tile);
+  env->persistent = persistent && strcmp(persistent, "1") == 0   ? 1
+                    : persistent && strcmp(persistent, "0") == 0 ? 0
+                                                                 : -1;
+}
+
+/* ------------------------------------------------------------ the memo */
+
+enum { MEMO_UNTUNED, MEMO_TUNING, MEMO_DECIDED };
+
+typedef struct memo {
+  class_key key;
+  int state, attempts;
+  const tj__gemm_config *config; /* MEMO_DECIDED: NULL for the heuristic */
+} memo;
+
+struct tj__gemm_tuning {
+  pthread_mutex_t lock;
+  memo *v;
+  size_t n, cap;
+};
+
+tj__gemm_tuning *tj__gemm_tuning_new(void)
+{
+  tj__gemm_tuning *g = calloc(1, sizeof *g);
+  if (g)
+    pthread_mutex_init(&g->lock, NULL);
+  return g;
+}
+
+void tj__gemm_tuning_free(tj__gemm_tuning *g)
+{
+  if (!g)
+    return;
+  pthread_mutex_destroy(&g->lock);
+  free(g->v);
+  free(g);
+}
+
+/* The memo of k, added (not yet looked up: -1) when absent; its index, or
+ * -1 when out of memory.  Under g->lock. */
+static long memo_find(tj__gemm_tuning *g, const class_key *k, int add)
+{
+  for (size_t i = 0; i < g->n; i++)
+    if (memcmp(&g->v[i].key, k, sizeof *k) == 0)
+      return (long)i;
+  if (!add)
+    return -1;
+  if (g->n == g->cap) {
+    size_t cap = g->cap ? 2 * g->cap : 16;
+    memo *v = realloc(g->v, cap * sizeof *v);
+    if (!v)
+      return -1;
+    g->v = v;
+    g->cap = cap;
+  }
+  g->v[g->n] = (memo){*k, -1, 0, NULL};
+  return (long)g->n++;
+}
+
+/* ------------------------------------------------------------ the tuner */
+
+typedef struct timed {
+  const tj__gemm_config *config;
+  double ms;
+  int runs;
+} timed;
+
+typedef struct tune_job {
+  tj_runtime *rt;
+  const char *fn;
+  void *stream;
+  int M, N, K;
+  const void *A, *B;
+  int lda, ldb;
+  void *C; /* scratch, ldc = N */
+  int ahead;
+  int sms;
+  timed t[MAX_CANDIDATES];
+  int n;
+  int complete; /* every candidate was timed */
+} tune_job;
+
+static double now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Whether config c is worth timing: an unsplit one ahead of time, or on
+ * first use when it is in the small set; a split-K one where the 128 x 128
+ * tiles leave SMs idle, each part keeps at least four k-tiles (a first
+ * use: eight), and the parts make no more than two waves. */
+static int applies(const tune_job *j, const tj__gemm_config *c)
+{
+  if (c->split == 1)
+    return j->ahead || c->first_use;
+  long long tiles = (long long)((j->M - 1) / 128 + 1) * ((j->N - 1) / 128 + 1);
+  int ktiles = (j->K - 1) / 64 + 1;
+  return tiles < j->sms && c->split <= ktiles / (j->ahead ? 4 : 8) &&
+         tiles * c->split <= 2LL * j->sms && (j->ahead || c->first_use);
+}
+
+/* The candidates, the heuristic's choice first (its kernel is loaded
+ * for the call anyway). */
+static int candidates(const tune_job *j, const tj__gemm_config **out)
+{
+  const tj__gemm_config *h = tj__gemm_heuristic(j->M, j->N, j->K);
+  int n = 0;
+  if (h)
+    out[n++] = h;
+  for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+    if (&configs[i] != h && applies(j, &configs[i]) && n < MAX_CANDIDATES)
+      out[n++] = &configs[i];
+  return n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int run_once(tune_job *j, const tj__gemm_config *c)
+{
+  return tj__gemm_run_config(j->rt, j->fn, c, j->stream, j->M, j->N, j->K,
+                             1.0f, j->A, j->lda, j->B, j->ldb, 0.0f, j->C,
+                             j->N);
+}
+
+/* Time runs launches of c, each between two events: the median. */
+static int time_runs(tune_job *j, const tj__gemm_config *c, int runs,
+                     hipEvent_t *ev, double *median)
+{
+  double ms[AHEAD_MAX_RUNS];
+  int rc = hipEventRecord(ev[0], (hipStream_t)j->stream) == hipSuccess
+               ? TJ_OK : TJ_EDEVICE;
+  for (int i = 0; i < runs && rc == TJ_OK; i++)
+    if ((rc = run_once(j, c)) == TJ_OK &&
+        hipEventRecord(ev[i + 1], (hipStream_t)j->stream) != hipSuccess)
+      rc = TJ_EDEVICE;
+  if (rc == TJ_OK && hipEventSynchronize(ev[runs]) != hipSuccess)
+    rc = TJ_EDEVICE;
+  for (int i = 0; i < runs && rc == TJ_OK; i++) {
+    float f = 0;
+    if (hipEventElapsedTime(&f, ev[i], ev[i + 1]) != hipSuccess)
+      rc = TJ_EDEVICE;
+    ms[i] = f;
+  }
+  if (rc != TJ_OK)
+    return tj__fail(j->rt, TJ_EDEVICE, "%s: timing %s failed", j->fn,
+                    c->name);
+  qsort(ms, (size_t)runs, sizeof ms[0], cmp_double);
+  *median = runs % 2 ? ms[runs / 2] : (ms[runs / 2 - 1] + ms[runs / 2]) / 2;
+  return TJ_OK;
+}
+
+/* One candidate: a warm-up launch (which also gets, and perhaps compiles,
+ * its kernels) timed alone to size the runs, then the runs. */
+static int time_candidate(tune_job *j, const tj__gemm_config *c,
+                          hipEvent_t *ev, double left_ms, int left)
+{
+  double warm = 0;
+  int rc = time_runs(j, c, 1, ev, &warm);
+  if (rc != TJ_OK)
+    return rc;
+  double share = j->ahead ? AHEAD_RUN_MS : left_ms / (left > 0 ? left : 1);
+  int lo = j->ahead ? AHEAD_MIN_RUNS : TUNE_MIN_RUNS;
+  int hi = j->ahead ? AHEAD_MAX_RUNS : TUNE_MAX_RUNS;
+  int runs = warm > 0 ? (int)(share / warm) : hi;
+  runs = runs < lo ? lo : runs > hi ? hi : runs;
+  double ms;
+  if ((rc = time_runs(j, c, runs, ev, &ms)) != TJ_OK)
+    return rc;
+  j->t[j->n++] = (timed){c, ms, runs};
+  return TJ_OK;
+}
+
+static int cmp_timed(const void *a, const void *b)
+{
+  const timed *x = a, *y = b;
+  return (x->ms > y->ms) - (x->ms < y->ms);
+}
+
+/* Whether config c can run without a compile: its kernels are in the
+ * runtime's memory or its cache. */
+static int built(tj_runtime *rt, const tj__gemm_config *c)
+{
+  tj_kernel *k;
+  return tj__kernel_get_built(rt, c->entry, &k) == TJ_OK &&
+         (c->split == 1 ||
+          tj__kernel_get_built(rt, "gemm_f16_sm90a_splitk_reduce", &k) ==
+              TJ_OK);
+}
+
+/* Time the candidates; j->t gets them, fastest first.  A first use skips
+ * those not built (but the heuristic's, which the call builds anyway) and
+ * stops starting candidates once its budget is spent. */
+static int time_all(tune_job *j)
+{
+  const tj__gemm_config *cand[MAX_CANDIDATES];
+  hipEvent_t ev[AHEAD_MAX_RUNS + 1];
+  int nc = candidates(j, cand), nev = 0, rc = TJ_OK;
+  while (nev <= AHEAD_MAX_RUNS && hipEventCreate(&ev[nev]) == hipSuccess)
+    nev++;
+  if (nev <= AHEAD_MAX_RUNS)
+    rc = tj__fail(j->rt, TJ_EDEVICE, "%s: no events to time with", j->fn);
+  double start = now_ms();
+  const tj__gemm_config *h = tj__gemm_heuristic(j->M, j->N, j->K);
+  j->complete = 1;
+  for (int i = 0; i < nc && rc == TJ_OK; i++) {
+    double spent = now_ms() - start;
+    if (!j->ahead && (spent >= TUNE_BUDGET_MS ||
+                      (cand[i] != h && !built(j->rt, cand[i])))) {
+      j->complete = 0;
+      continue;
+    }
+    rc = time_candidate(j, cand[i], ev, TUNE_BUDGET_MS - spent, nc - i);
+  }
+  for (int i = 0; i < nev; i++)
+    hipEventDestroy(ev[i]);
+  qsort(j->t, (size_t)j->n, sizeof j->t[0], cmp_timed);
+  return rc;
+}
+
+/* The "config<TAB>ms<TAB>runs" lines of the tuning table; malloc'd. */
+static char *measured_lines(const tune_job *j)
+{
+  size_t cap = (size_t)j->n * 96 + 1, used = 0;
+  char *s = malloc(cap);
+  if (!s)
+    return NULL;
+  s[0] = '\0';
+  for (int i = 0; i < j->n; i++)
+    used += (size_t)snprintf(s + used, cap - used, "%s\t%.6f\t%d\n",
+                             j->t[i].config->name, j->t[i].ms, j->t[i].runs);
+  return s;
+}
+
+/* Store the winner of j for class cls; a failed store is a warning (the
+ * decision still serves this runtime). */
+static void record(tune_job *j, const char *cls, const char *device,
+                   const char *origin)
+{
+  char *lines = measured_lines(j);
+  tj_runtime *rt = j->rt;
+  if (!lines || !rt->cache)
+    goto out;
+  tj__tuning_row row = {"gemm_f16", rt->arch, TJ__PLATFORM, rt->compiler,
+                        cls, j->t[0].config->name, j->M, j->N, j->K, device,
+                        j->t[0].runs, lines, origin, 0};
+  if (tj__cache_tuning_put(rt->cache, &row) != TJ_OK)
+    tj__warn(rt, "could not store the tuning decision for gemm_f16 %s: %s",
+             cls, tj__cache_errmsg(rt->cache));
+out:
+  free(lines);
+}
+
+/* Time the candidates for j's shape on its stream, with a scratch C
+ * from the pool; TJ_OK with j->t filled. */
+static int tune(tune_job *j, tj__device_props *props)
+{
+  tj_runtime *rt = j->rt;
+  if (tj__device_query(rt->device.ordinal, props, 0) != TJ_OK)
+    return tj__fail(rt, TJ_EDEVICE, "%s: could not ask the device about "
+                    "itself", j->fn);
+  j->sms = props->compute_units > 0 ? props->compute_units : 132;
+  void *scratch = NULL;
+  size_t bytes = (size_t)j->M * (size_t)j->N * 2;
+  if (tj__alloc_async(&rt->device, &scratch, bytes, j->stream) != TJ_OK)
+    return tj__fail(rt, TJ_ENOMEM, "%s: no device memory (%zu bytes) for the "
+                    "tuner's scratch output", j->fn, bytes);
+  j->C = scratch;
+  int rc = time_all(j);
+  if (tj__free_async(scratch, j->stream) != TJ_OK && rc == TJ_OK)
+    rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the tuner's scratch output "
+                  "failed", j->fn);
+  return rc;
+}
+
+/* A first-use tune: the winner, or NULL (heuristic) when not every
+ * candidate could be timed (not built, or out of time) or something
+ * failed; a failure is left as a warning, never the call's error. */
+static const tj__gemm_config *first_use(tj_runtime *rt, void *stream, int M,
+                                        int N, int K, const void *A, int lda,
+                                        const void *B, int ldb,
+                                        const char *cls)
+{
+  tune_job *j = calloc(1, sizeof *j);
+  tj__device_props props;
+  const tj__gemm_config *best = NULL;
+  if (!j)
+    return NULL;
+  *j = (tune_job){rt, "tj_gemm_f16", stream, M, N, K, A, B, lda, ldb, NULL,
+                  0, 0, {{0}}, 0, 0};
+  int rc = tune(j, &props);
+  if (rc == TJ_OK && j->complete && j->n >= 2) {
+    best = j->t[0].config;
+    record(j, cls, props.name, "first use");
+  } else if (rc != TJ_OK) {
+    tj__warn(rt, "tj_gemm_f16: the first-use tune of %s failed (%s); the "
+             "heuristic runs", cls, tj_strerror(rc));
+  }
+  free(j);
+  return best;
+}
+
+/* ------------------------------------------------------------ decisions */
+
+/* The cache's decision for the class: 1 with *c (NULL: one this library
+ * does not know, ignored for good), 0 when there is none to use and a
+ * tune may make one. */
+static int stored_decision(tj_runtime *rt, const char *cls,
+                           const tj__gemm_config **c)
+{
+  char *config = NULL;
+  int bad = 0;
+  *c = NULL;
+  if (!rt->cache)
+    return 0;
+  tj__tuning_row want = {"gemm_f16", rt->arch, TJ__PLATFORM, rt->compiler,
+                         cls, NULL, 0, 0, 0, NULL, 0, NULL, NULL, 0};
+  int rc = tj__cache_tuning_get(rt->cache, &want, &config, &bad);
+  if (rc == TJ_ECACHE)
+    tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
+  if (rc != TJ_OK)
+    return 0; /* none, or damaged: a tune replaces it */
+  *c = tj__gemm_config_find(config);
+  free(config);
+  return 1;
+}
+
+/* Whether this runtime may ever time on first use. */
+static int may_ever_tune(const tj_runtime *rt)
+{
+  return rt->gemm_env.tune && !rt->compile_only && rt->cache &&
+         !tj__cache_readonly(rt->cache);
+}
+
+const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, void *stream,
+                                         int may_tune, int M, int N, int K,
+                                         const void *A, int lda,
+                                         const void *B, int ldb,
+                                         const void *C, int ldc)
+{
+  tj__gemm_tuning *g = rt->gemm;
+  class_key key = key_of(M, N, K, C, ldc);
+  char cls[TJ__SHAPE_CLASS_MAX];
+  const tj__gemm_config *c = NULL;
+  if (!g)
+    return NULL;
+  pthread_mutex_lock(&g->lock);
+  long i = memo_find(g, &key, 1);
+  if (i >= 0 && g->v[i].state == -1) { /* first sight: one query */
+    class_name(&key, cls);
+    g->v[i].state = stored_decision(rt, cls, &g->v[i].config) ||
+                            !may_ever_tune(rt)
+                        ? MEMO_DECIDED : MEMO_UNTUNED;
+  }
+  if (i < 0 || g->v[i].state == MEMO_DECIDED || !may_tune ||
+      g->v[i].state == MEMO_TUNING || g->v[i].attempts >= TUNE_ATTEMPTS ||
+      tj__stream_capturing(stream) != 0) {
+    c = i >= 0 && g->v[i].state == MEMO_DECIDED ? g->v[i].config : NULL;
+    pthread_mutex_unlock(&g->lock);
+    return c;
+  }
+  g->v[i].state = MEMO_TUNING; /* other threads take the heuristic */
+  g->v[i].attempts++;
+  pthread_mutex_unlock(&g->lock);
+  class_name(&key, cls);
+  c = first_use(rt, stream, M, N, K, A, lda, B, ldb, cls);
+  pthread_mutex_lock(&g->lock);
+  i = memo_find(g, &key, 0);
+  g->v[i].state = c ? MEMO_DECIDED : MEMO_UNTUNED;
+  g->v[i].config = c;
+  pthread_mutex_unlock(&g->lock);
+  return c;
+}
+
+/* ------------------------------------------------------------ ahead */
+
+/* Random fp16 in [-1, 1) (a fixed seed), rows of ld elements. */
+static int fill_random(void *dev, size_t elems)
+{
+  enum { CHUNK = 1 << 16 };
+  uint16_t *h = malloc(CHUNK * sizeof *h);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  int rc = h ? TJ_OK : TJ_ENOMEM;
+  for (size_t i = 0; h && i < CHUNK; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    h[i] = tj_f32_to_f16((float)((double)(x >> 11) / 9007199254740992.0 * 2 - 1));
+  }
+  for (size_t done = 0; rc == TJ_OK && done < elems; done += CHUNK) {
+    size_t n = elems - done < CHUNK ? elems - done : CHUNK;
+    if (hipMemcpyHtoD((uint16_t *)dev + done, h, n * 2) != hipSuccess)
+      rc = TJ_EDEVICE;
+  }
+  free(h);
+  return rc;
+}
+
+static void report(const tune_job *j, const char *cls, const char *device,
+                   tj_tuning_visit fn, void *ctx)
+{
+  tj_tuning_time times[MAX_CANDIDATES];
+  for (int i = 0; i < j->n; i++)
+    times[i] = (tj_tuning_time){j->t[i].config->name, j->t[i].ms,
+                                j->t[i].runs};
+  tj_tuning t = {"gemm_f16", j->rt->arch, TJ__PLATFORM, j->rt->compiler, cls,
+                 j->t[0].config->name, j->M, j->N, j->K, device, "tune",
+                 (int64_t)time(NULL), 1, j->n, times};
+  fn(&t, ctx);
+}
+
+static int tune_inputs(tj_runtime *rt, tune_job *j, void **a, void **b)
+{
+  size_t ea = (size_t)j->M * (size_t)j->lda, eb = (size_t)j->K * (size_t)j->ldb;
+  if (hipMalloc(a, ea * 2) != hipSuccess || hipMalloc(b, eb * 2) != hipSuccess)
+    return tj__fail(rt, TJ_ENOMEM, "tj_gemm_f16_tune: no device memory for "
+                    "A (%zu bytes) and B (%zu bytes)", ea * 2, eb * 2);
+  if (fill_random(*a, ea) != TJ_OK || fill_random(*b, eb) != TJ_OK)
+    return tj__fail(rt, TJ_EDEVICE, "tj_gemm_f16_tune: could not fill A and "
+                    "B");
+  j->A = *a;
+  j->B = *b;
+  return TJ_OK;
+}
+
+int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K, tj_tuning_visit fn,
+                     void *ctx)
+{
+  static const char name[] = "tj_gemm_f16_tune";
+  if (!tj__runtime_usable(rt))
+    return TJ_EINVAL;
+  if (M < 1 || N < 1 || K < 1 || M > (1 << 30) || N > (1 << 30) ||
+      K > (1 << 30))
+    return tj__fail(rt, TJ_EINVAL, "%s: M=%d, N=%d, K=%d: each must be from "
+                    "1 to 2^30", name, M, N, K);
+  if (rt->compile_only)
+    return tj__fail(rt, TJ_ENODEVICE, "%s: no GPU: tuning times kernels, and "
+                    "this runtime is compile-only (arch %s)", name, rt->arch);
+  /* The leading dimensions TMA takes (rows 16 bytes apart); the class
+   * does not depend on them. */
+  int lda = (K + 7) / 8 * 8, ldb = (N + 7) / 8 * 8;
+  if (!tj__gemm_tunable(rt, M))
+    return tj__fail(rt, TJ_EINVAL, "%s: nothing to tune for %dx%dx%d on "
+                    "arch %s: the tuned kernel is the Hopper one (sm_90 with "
+                    "a driver that builds tensor maps, M above the skinny "
+                    "kernel's rows, TJ_GEMM_SM90A not 0)", name, M, N, K,
+                    rt->arch);
+  tune_job *j = calloc(1, sizeof *j);
+  if (!j)
+    return tj__fail(rt, TJ_ENOMEM, "out of memory");
+  *j = (tune_job){rt, name, NULL, M, N, K, NULL, NULL, lda, ldb, NULL, 1, 0,
+                  {{0}}, 0, 0};
+  void *a = NULL, *b = NULL;
+  tj__device_props props;
+  char cls[TJ__SHAPE_CLASS_MAX];
+  tj__gemm_shape_class(M, N, K, NULL, N, cls); /* C from the pool */
+  int rc = tj_runtime_bind(rt);
+  if (rc == TJ_OK)
+    rc = tune_inputs(rt, j, &a, &b);
+  if (rc == TJ_OK)
+    rc = tune(j, &props);
+  if (rc == TJ_OK && j->n == 0)
+    rc = tj__fail(rt, TJ_EINVAL, "%s: no candidate applies to %dx%dx%d", name,
+                  M, N, K);
+  hipStreamSynchronize(NULL);
+  hipFree(a);
+  hipFree(b);
+  if (rc == TJ_OK) {
+    record(j, cls, props.name, "tune");
+    if (rt->gemm) { /* this runtime takes it at once */
+      class_key key = key_of(M, N, K, NULL, N);
+      pthread_mutex_lock(&rt->gemm->lock);
+      long i = memo_find(rt->gemm, &key, 1);
+      if (i >= 0)
+        rt->gemm->v[i] = (memo){key, MEMO_DECIDED, 0, j->t[0].config};
+      pthread_mutex_unlock(&rt->gemm->lock);
+    }
+    if (fn)
+      report(j, cls, props.name, fn, ctx);
+  }
+  free(j);
+  return rc;
+}

@@ -1,0 +1,497 @@
+/*
+ * check_tuning.c: the GEMM tuning database without a GPU: the tuning
+ * table and its migration, the shape class, decisions read by a
+ * compile-only sm_90 runtime (tj_gemm_f16_kernel and tj_gemm_f16_split
+ * report them), decisions ignored (unknown or damaged configs) or keyed
+ * out (another compiler, arch or platform), the environment read once,
+ * tj_cache_list_tuning, and the table of configurations, every entry of
+ * which is compiled here for sm_90a.  check_tuning_gpu times for real.
+ */
+#include "testutil.h"
+#include "testsql.h"
+#include "internal.h"
+
+#include <stdint.h>
+
+#define FAKE(i) ((void *)((uintptr_t)(i) << 32))
+#if defined(TJ_PLATFORM_NVIDIA)
+#define TJ_PLATFORM_IS_NVIDIA 1
+#else
+#define TJ_PLATFORM_IS_NVIDIA 0
+#endif
+
+static char *dir, *path;
+
+static void setup(void)
+{
+  dir = test_tmpdir();
+  path = test_path(dir, "cache.db");
+  unsetenv("TOKITAI_JIT_TUNE");
+  unsetenv("TJ_GEMM_SPLITK");
+  unsetenv("TJ_GEMM_SM90A");
+}
+
+static void teardown(void)
+{
+  free(path);
+  free(dir);
+}
+
+/* A compile-only runtime for arch on the test's cache. */
+static tj_runtime *open_arch(const char *arch, unsigned flags)
+{
+  tj_options o = {0};
+  o.arch = arch;
+  o.cache_path = path;
+  o.flags = TJ_NO_DEVICE | flags;
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &o);
+  ck_assert_msg(rc == TJ_OK, "open %s: %s", arch, tj_errmsg(rt));
+  return rt;
+}
+
+/* Store a decision as a library would, with SQL: config and the key
+ * columns as given. */
+static void insert_decision(const char *arch, const char *platform,
+                            const char *compiler, const char *cls,
+                            const char *config_sql)
+{
+  char *sql = NULL;
+  ck_assert_int_ge(asprintf(&sql, "INSERT OR REPLACE INTO tuning VALUES ("
+                            "'gemm_f16', '%s', '%s', '%s', '%s', %s, 128, "
+                            "4096, 4096, 'NVIDIA H200', 10, "
+                            "'sm90a_128x128_split2\t0.050000\t10\n"
+                            "sm90a_128x128\t0.090000\t10\n', 'tune', 1)",
+                            arch, platform, compiler, cls, config_sql), 0);
+  tsql_exec(path, sql);
+  free(sql);
+}
+
+static const char *entry_for(tj_runtime *rt, int M, int N, int K)
+{
+  return tj_gemm_f16_kernel(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
+}
+
+static int split_for(tj_runtime *rt, int M, int N, int K)
+{
+  return tj_gemm_f16_split(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
+}
+
+/* ------------------------------------------------------------ the table */
+
+START_TEST(table_is_made_and_migrated)
+{
+  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM sqlite_master WHERE "
+                                  "type = 'table' AND name = 'tuning'"), 1);
+  /* Back to schema 3, as 0.1's last release left it. */
+  tsql_exec(path, "DROP TABLE tuning; ALTER TABLE code_objects DROP COLUMN "
+                  "origin; PRAGMA user_version = 3");
+  tj_cache *c = NULL;
+  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_list_tuning(c, NULL, NULL), TJ_EINVAL);
+  tj_cache_close(c);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
+  rt = open_arch(TEST_ARCH, 0); /* migrates: the table, nothing else */
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
+  tj_kernel_info info;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
+  ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+static int count_visit(const tj_tuning *t, void *ctx)
+{
+  (void)t;
+  ++*(int *)ctx;
+  return 0;
+}
+
+static int count_known(const tj_tuning *t, void *ctx)
+{
+  *(int *)ctx += t->known;
+  return 0;
+}
+
+/* A read-only schema-3 file (a system cache not yet migrated) is read as
+ * it is: no decisions, and a runtime reads its code. */
+START_TEST(readonly_schema_3_has_no_decisions)
+{
+  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  tj_runtime_close(rt);
+  tsql_exec(path, "DROP TABLE tuning; ALTER TABLE code_objects DROP COLUMN "
+                  "origin; PRAGMA user_version = 3");
+  tj_cache *c = NULL;
+  int n = 0;
+  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_list_tuning(c, count_visit, &n), TJ_OK);
+  ck_assert_int_eq(n, 0);
+  tj_cache_close(c);
+  rt = open_arch(TEST_ARCH, TJ_CACHE_READONLY); /* sm_90 on NVIDIA */
+  ck_assert_ptr_nonnull(tj_runtime_cache_path(rt));
+  if (TJ_PLATFORM_IS_NVIDIA)
+    ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
+}
+END_TEST
+
+/* ------------------------------------------------------------ shape class */
+
+static const char *cls(int M, int N, int K, const void *C, int ldc)
+{
+  static char out[TJ__SHAPE_CLASS_MAX];
+  tj__gemm_shape_class(M, N, K, C, ldc, out);
+  return out;
+}
+
+START_TEST(shape_classes)
+{
+  const void *c = FAKE(3), *c2 = (const char *)FAKE(3) + 2;
+  ck_assert_str_eq(cls(128, 4096, 4096, c, 4096), "t1x32x64/c4");
+  /* Shapes with the same tiles share a class; one more row does not. */
+  ck_assert_str_eq(cls(100, 4000, 4040, c, 4000), "t1x32x64/c4");
+  ck_assert_str_eq(cls(129, 4096, 4096, c, 4096), "t2x32x64/c4");
+  ck_assert_str_eq(cls(9, 8, 8, c, 8), "t1x1x1/c4");
+  /* C as the epilogue stores it: pairs, or single halves. */
+  ck_assert_str_eq(cls(128, 4096, 4096, c, 4097), "t1x32x64/c2");
+  ck_assert_str_eq(cls(128, 4096, 4096, c2, 4096), "t1x32x64/c2");
+  /* Exact to 64 tiles, then eight steps per power of two. */
+  ck_assert_str_eq(cls(8192, 8192, 4096, c, 8192), "t64x64x64/c4");
+  ck_assert_str_eq(cls(8193, 8192, 8192, c, 8192), "t72x64x128/c4");
+  ck_assert_str_eq(cls(4096, 11008, 11008, c, 11008), "t32x88x176/c4");
+  ck_assert_str_eq(cls(16384 + 1, 129 * 128, 1025 * 64, c, 8), "t144x144x1152/c4");
+  ck_assert_str_eq(cls(INT32_MAX - 256, 1, 1, c, 2),
+                   "t16777216x1x1/c4");
+}
+END_TEST
+
+/* ------------------------------------------------------------ decisions */
+
+/* A decision in the cache is what a later runtime runs: here the split
+ * where the heuristic splits 4 ways, and the 128-column tile where it
+ * takes the 256-column one.  TOKITAI_JIT_TUNE=0 does not stop a decision
+ * from being used. */
+START_TEST(stored_decisions_are_used)
+{
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return; /* no Hopper path: nothing to decide (below, on AMD) */
+  tj_runtime *rt = open_arch("sm_90", 0);
+  const char *compiler = tj_runtime_compiler(rt);
+  ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4); /* the heuristic */
+  ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                   "gemm_f16_sm90a_128x256_persistent");
+  insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c4",
+                  "'sm90a_128x128_split2'");
+  insert_decision("sm_90", "nvidia", compiler, "t32x32x64/c4",
+                  "'sm90a_128x128'");
+  /* This runtime has met both classes: its memo answers. */
+  ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
+  tj_runtime_close(rt);
+  setenv("TOKITAI_JIT_TUNE", "0", 1);
+  rt = open_arch("sm_90", 0);
+  ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 2);
+  ck_assert_str_eq(entry_for(rt, 64, 4096, 4096),
+                   "gemm_f16_sm90a_128x128_splitk");
+  ck_assert_int_eq(split_for(rt, 100, 4000, 4040), 2); /* same class */
+  ck_assert_int_eq(split_for(rt, 128, 2048, 4096), 4); /* another */
+  ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x128");
+  ck_assert_int_eq(split_for(rt, 4096, 4096, 4096), 1);
+  /* C unaligned for pairs: another class, no decision. */
+  ck_assert_int_eq(tj_gemm_f16_split(rt, 64, 4096, 4096, FAKE(1), 4096,
+                                     FAKE(2), 4096, FAKE(3), 4097), 4);
+  tj_runtime_close(rt);
+  /* TJ_GEMM_SPLITK still forces; TJ_GEMM_SM90A=0 still turns it off. */
+  setenv("TJ_GEMM_SPLITK", "3", 1);
+  rt = open_arch("sm_90", 0);
+  ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 3);
+  tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_SPLITK");
+  setenv("TJ_GEMM_SM90A", "0", 1);
+  rt = open_arch("sm_90", 0);
+  ck_assert_str_eq(entry_for(rt, 64, 4096, 4096), "gemm_f16");
+  tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_SM90A");
+  unsetenv("TOKITAI_JIT_TUNE");
+}
+END_TEST
+
+/* On AMD the tuned kernel does not exist: a decision changes nothing. */
+START_TEST(decisions_change_nothing_without_the_hopper_path)
+{
+  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  insert_decision(TEST_ARCH, tj_platform(), tj_runtime_compiler(rt),
+                  "t1x32x64/c4", "'sm90a_128x128_split2'");
+  tj_runtime_close(rt);
+  rt = open_arch(TEST_ARCH, 0);
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    ck_assert_str_eq(entry_for(rt, 64, 4096, 4096), "gemm_f16");
+  ck_assert_int_eq(split_for(rt, 8, 4096, 4096), 1);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* A config this library lacks (a newer release's) is ignored and kept;
+ * damaged rows (a config that is not a name, columns of the wrong type)
+ * are ignored; the heuristic runs for each. */
+START_TEST(unknown_and_damaged_decisions_are_ignored)
+{
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return;
+  tj_runtime *rt = open_arch("sm_90", 0);
+  char *compiler = strdup(tj_runtime_compiler(rt));
+  tj_runtime_close(rt);
+  const char *classes[] = {"t1x32x64/c4", "t2x32x64/c4", "t3x32x64/c4",
+                           "t4x32x64/c4", "t5x32x64/c4"};
+  const char *configs[] = {"'sm90a_64x512_stream_k'", "'Bad Config!'", "42",
+                           "x'73'", "''"};
+  for (int i = 0; i < 5; i++)
+    insert_decision("sm_90", "nvidia", compiler, classes[i], configs[i]);
+  tsql_exec(path, "UPDATE tuning SET m = 'abc' WHERE shape_class = "
+                  "'t5x32x64/c4'; INSERT INTO tuning SELECT op, arch, "
+                  "platform, compiler, 't6x32x64/c4', 'sm90a_128x128_split3', "
+                  "'x', n, k, device, runs, measured, origin, created FROM "
+                  "tuning WHERE shape_class = 't1x32x64/c4'");
+  rt = open_arch("sm_90", 0);
+  int heuristic[] = {1, 2, 1, 1, 1, 1}; /* M = 128 .. 768 (kernels_api.c) */
+  for (int i = 0; i < 6; i++)
+    ck_assert_msg(split_for(rt, 128 * (i + 1), 4096, 4096) == heuristic[i],
+                  "class %d: split %d", i + 1,
+                  split_for(rt, 128 * (i + 1), 4096, 4096));
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 6);
+  tj_cache *c = NULL;
+  int rows = 0, known = 0;
+  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_list_tuning(c, count_visit, &rows), TJ_OK);
+  ck_assert_int_eq(tj_cache_list_tuning(c, count_known, &known), TJ_OK);
+  ck_assert_int_eq(rows, 6);
+  ck_assert_int_eq(known, 0);
+  tj_cache_close(c);
+  free(compiler);
+}
+END_TEST
+
+/* A decision made under another compiler, arch or platform is never
+ * used: each is keyed out. */
+START_TEST(other_compilers_and_archs_are_keyed_out)
+{
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return;
+  tj_runtime *rt = open_arch("sm_90", 0);
+  char *compiler = strdup(tj_runtime_compiler(rt)), *older = NULL;
+  tj_runtime_close(rt);
+  ck_assert_int_ge(asprintf(&older, "%s (older)", compiler), 0);
+  insert_decision("sm_90", "nvidia", older, "t1x32x64/c4",
+                  "'sm90a_128x128_split2'");
+  insert_decision("sm_90a", "nvidia", compiler, "t1x32x64/c4",
+                  "'sm90a_128x128_split2'");
+  insert_decision("sm_90", "amd", compiler, "t1x32x64/c4",
+                  "'sm90a_128x128_split2'");
+  insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c2",
+                  "'sm90a_128x128_split2'");
+  rt = open_arch("sm_90", 0);
+  ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
+  tj_runtime_close(rt);
+  /* The same decision under this compiler is used. */
+  insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c4",
+                  "'sm90a_128x128_split2'");
+  rt = open_arch("sm_90", 0);
+  ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 2);
+  tj_runtime_close(rt);
+  free(older);
+  free(compiler);
+}
+END_TEST
+
+/* TOKITAI_JIT_TUNE=0 and TJ_NO_TUNING turn first-use tuning off; the
+ * environment is read at open, once. */
+START_TEST(tuning_opt_out_and_environment)
+{
+  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  ck_assert_int_eq(rt->gemm_env.tune, 1);
+  setenv("TOKITAI_JIT_TUNE", "0", 1);
+  ck_assert_int_eq(rt->gemm_env.tune, 1); /* read at open, not now */
+  tj_runtime_close(rt);
+  rt = open_arch(TEST_ARCH, 0);
+  ck_assert_int_eq(rt->gemm_env.tune, 0);
+  tj_runtime_close(rt);
+  setenv("TOKITAI_JIT_TUNE", "1", 1);
+  rt = open_arch(TEST_ARCH, TJ_NO_TUNING);
+  ck_assert_int_eq(rt->gemm_env.tune, 0);
+  tj_runtime_close(rt);
+  unsetenv("TOKITAI_JIT_TUNE");
+  setenv("TJ_GEMM_SPLITK", "65", 1);
+  rt = open_arch(TEST_ARCH, 0);
+  ck_assert_int_eq(rt->gemm_env.forced_split, 0);
+  tj_runtime_close(rt);
+  setenv("TJ_GEMM_SPLITK", "64", 1);
+  setenv("TJ_GEMM_SM90A", "0", 1);
+  rt = open_arch(TEST_ARCH, 0);
+  ck_assert_int_eq(rt->gemm_env.forced_split, 64);
+  ck_assert_int_eq(rt->gemm_env.sm90a_off, 1);
+  tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_SPLITK");
+  unsetenv("TJ_GEMM_SM90A");
+  /* A compile-only runtime never tunes: tj_gemm_f16_tune says why. */
+  rt = open_arch(TEST_ARCH, 0);
+  ck_assert_int_eq(tj_gemm_f16_tune(rt, 128, 4096, 4096, NULL, NULL),
+                   TJ_ENODEVICE);
+  ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "no GPU"));
+  ck_assert_int_eq(tj_gemm_f16_tune(rt, 0, 4096, 4096, NULL, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_gemm_f16_tune(NULL, 1, 1, 1, NULL, NULL), TJ_EINVAL);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* ------------------------------------------------------------ listing */
+
+typedef struct seen {
+  int n;
+  char config[64], cls[64], device[64], origin[16], first[64];
+  int m, known, num_times, runs;
+  double ms;
+} seen;
+
+static int keep_visit(const tj_tuning *t, void *ctx)
+{
+  seen *s = ctx;
+  s->n++;
+  snprintf(s->config, sizeof s->config, "%s", t->config);
+  snprintf(s->cls, sizeof s->cls, "%s", t->shape_class);
+  snprintf(s->device, sizeof s->device, "%s", t->device);
+  snprintf(s->origin, sizeof s->origin, "%s", t->origin);
+  s->m = t->m;
+  s->known = t->known;
+  s->num_times = t->num_times;
+  if (t->num_times) {
+    snprintf(s->first, sizeof s->first, "%s", t->times[0].config);
+    s->ms = t->times[0].ms;
+    s->runs = t->times[0].runs;
+  }
+  return 0;
+}
+
+START_TEST(list_tuning_explains_and_clear_forgets)
+{
+  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  insert_decision(TEST_ARCH, tj_platform(), tj_runtime_compiler(rt),
+                  "t1x32x64/c4", "'sm90a_128x128_split2'");
+  tj_runtime_close(rt);
+  /* A line that does not parse is left out of the times. */
+  tsql_exec(path, "UPDATE tuning SET measured = measured || 'junk\n"
+                  "sm90a_128x256\tfast\t3\n'");
+  tj_cache *c = NULL;
+  seen s = {0};
+  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_list_tuning(c, keep_visit, &s), TJ_OK);
+  tj_cache_close(c);
+  ck_assert_int_eq(s.n, 1);
+  ck_assert_str_eq(s.config, "sm90a_128x128_split2");
+  ck_assert_str_eq(s.cls, "t1x32x64/c4");
+  ck_assert_str_eq(s.device, "NVIDIA H200");
+  ck_assert_str_eq(s.origin, "tune");
+  ck_assert_int_eq(s.m, 128);
+  ck_assert_int_eq(s.known, 1);
+  ck_assert_int_eq(s.num_times, 2);
+  ck_assert_str_eq(s.first, "sm90a_128x128_split2");
+  ck_assert(s.ms > 0.0499 && s.ms < 0.0501);
+  ck_assert_int_eq(s.runs, 10);
+  ck_assert_int_eq(tj_cache_open(&c, path, 0), TJ_OK);
+  ck_assert_int_eq(tj_cache_clear(c), TJ_OK);
+  memset(&s, 0, sizeof s);
+  ck_assert_int_eq(tj_cache_list_tuning(c, keep_visit, &s), TJ_OK);
+  ck_assert_int_eq(s.n, 0);
+  tj_cache_close(c);
+}
+END_TEST
+
+/* ------------------------------------------------------------ configs */
+
+/* The table: unique names the store accepts, a split of 1 to 16, every
+ * entry an embedded kernel; and every entry a configuration can launch
+ * (and the reduce kernel) compiles for sm_90a here, with its symbol in
+ * the code: no configuration reaches the compiler untested. */
+START_TEST(every_configuration_compiles)
+{
+  size_t n;
+  const tj__gemm_config *c = tj__gemm_configs(&n);
+  const char *entries[8] = {"gemm_f16_sm90a_splitk_reduce"};
+  int nentries = 1, first_use = 0;
+  ck_assert_uint_ge(n, 3);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(tj__tuning_name_ok(c[i].name), "%s", c[i].name);
+    ck_assert_ptr_eq(tj__gemm_config_find(c[i].name), &c[i]);
+    ck_assert(tj__tuning_config_known("gemm_f16", c[i].name));
+    ck_assert(!tj__tuning_config_known("gelu_f16", c[i].name));
+    ck_assert(c[i].split >= 1 && c[i].split <= 16);
+    ck_assert(c[i].bn == 64 || c[i].bn == 128 || c[i].bn == 256);
+    ck_assert(!c[i].persistent || c[i].split == 1);
+    ck_assert(c[i].split == 1 || c[i].bn == 128);
+    first_use += c[i].first_use;
+    int have = 0;
+    for (int j = 0; j < nentries; j++)
+      have |= strcmp(entries[j], c[i].entry) == 0;
+    if (!have) {
+      ck_assert_int_lt(nentries, 8);
+      entries[nentries++] = c[i].entry;
+    }
+  }
+  ck_assert_int_le(first_use, 6); /* a first use stays small */
+  ck_assert_ptr_null(tj__gemm_config_find("sm90a_128x128_split17"));
+  ck_assert_ptr_null(tj__gemm_config_find(NULL));
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return;
+  tj_runtime *rt = open_arch("sm_90", TJ_CACHE_DISABLE);
+  for (int j = 0; j < nentries; j++) {
+    tj_kernel *k;
+    tj_kernel_info info;
+    int rc = tj_kernel_get(rt, entries[j], &k);
+    ck_assert_msg(rc == TJ_OK, "%s: %s", entries[j], tj_errmsg(rt));
+    ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
+    ck_assert_msg(tj__elf_has_kernel(info.code, info.code_size, entries[j]),
+                  "%s: no such symbol in its code", entries[j]);
+  }
+  tj_runtime_close(rt);
+  /* The heuristic's choices are in the table (a first use times them
+   * first). */
+  ck_assert_str_eq(tj__gemm_heuristic(64, 4096, 4096)->name,
+                   "sm90a_128x128_split4");
+  ck_assert_str_eq(tj__gemm_heuristic(128, 4096, 4096)->name,
+                   "sm90a_128x64");
+  ck_assert_str_eq(tj__gemm_heuristic(4096, 4096, 4096)->name,
+                   "sm90a_128x256_persistent");
+  ck_assert_str_eq(tj__gemm_heuristic(128, 11008, 4096)->name,
+                   "sm90a_128x128");
+}
+END_TEST
+
+int main(void)
+{
+  Suite *s = suite_create("tuning");
+  TCase *tc = test_case(s, "table", 60);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, table_is_made_and_migrated);
+  tcase_add_test(tc, readonly_schema_3_has_no_decisions);
+  tcase_add_test(tc, shape_classes);
+  tcase_add_test(tc, list_tuning_explains_and_clear_forgets);
+  tc = test_case(s, "decisions", 60);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, stored_decisions_are_used);
+  tcase_add_test(tc, decisions_change_nothing_without_the_hopper_path);
+  tcase_add_test(tc, unknown_and_damaged_decisions_are_ignored);
+  tcase_add_test(tc, other_compilers_and_archs_are_keyed_out);
+  tcase_add_test(tc, tuning_opt_out_and_environment);
+  tc = test_case(s, "configs", 600);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, every_configuration_compiles);
+  return run_suite(s);
+}

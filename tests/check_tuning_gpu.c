@@ -1,0 +1,252 @@
+/*
+ * check_tuning_gpu.c: GEMM tuning on a GPU.  On sm_90: a first tj_gemm_f16
+ * of a shape class tunes, records a decision the library knows, leaves the
+ * caller's C to the call alone (beta != 0 keeps C's old values in the
+ * result), and agrees with the CPU oracle, as does every later call;
+ * TOKITAI_JIT_TUNE=0 records nothing; tj_gemm_f16_tune times every
+ * candidate, reports them fastest first and stores its decision, which a
+ * later runtime uses.  On other GPUs nothing is tuned.  Exits 77 (skip)
+ * without a GPU.  The times themselves are never asserted.
+ */
+#include "testgpu.h"
+#include "testsql.h"
+#include "oracle.h"
+
+#include <math.h>
+
+#define CHECK_TJ(rt, call)                                                   \
+  do {                                                                       \
+    int rc_ = (call);                                                        \
+    ck_assert_msg(rc_ == TJ_OK, "%s: %s: %s", #call, tj_err_name(rc_),       \
+                  tj_errmsg(rt));                                            \
+  } while (0)
+
+static char *dir, *path;
+
+static void setup(void)
+{
+  dir = test_tmpdir();
+  path = test_path(dir, "cache.db");
+  unsetenv("TOKITAI_JIT_TUNE");
+}
+
+static void teardown(void)
+{
+  free(path);
+  free(dir);
+}
+
+/* A runtime on the GPU, tuning as a caller gets it by default. */
+static tj_runtime *open_tuning(void)
+{
+  tj_options o = {0};
+  o.cache_path = path;
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &o);
+  ck_assert_msg(rc == TJ_OK, "open: %s", tj_errmsg(rt));
+  return rt;
+}
+
+static int hopper(tj_runtime *rt)
+{
+  return strcmp(tj_runtime_arch(rt), "sm_90") == 0;
+}
+
+static void random_f16(uint16_t *p, size_t n, uint64_t seed)
+{
+  for (size_t i = 0; i < n; i++) {
+    double u = (double)(next_random(&seed) >> 11) * 0x1p-53;
+    p[i] = tj_f32_to_f16((float)(2 * u - 1));
+  }
+}
+
+static void *to_device(const void *host, size_t bytes)
+{
+  void *d = NULL;
+  CHECK_HIP(hipMalloc(&d, bytes));
+  CHECK_HIP(hipMemcpyHtoD(d, (void *)host, bytes));
+  return d;
+}
+
+/* C = A * B + beta * C0 on the GPU (on a stream of its own), checked
+ * element by element against the oracle. */
+static void gemm_matches_oracle(tj_runtime *rt, int M, int N, int K,
+                                float beta, uint64_t seed)
+{
+  size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2), *C0 = xmalloc(nc * 2);
+  uint16_t *C = xmalloc(nc * 2);
+  double *want = xmalloc(nc * sizeof *want);
+  random_f16(A, na, seed);
+  random_f16(B, nb, seed + 1);
+  random_f16(C0, nc, seed + 2);
+  void *dA = to_device(A, na * 2), *dB = to_device(B, nb * 2);
+  void *dC = to_device(C0, nc * 2);
+  hipStream_t stream;
+  CHECK_HIP(hipStreamCreate(&stream));
+  CHECK_TJ(rt, tj_gemm_f16(rt, stream, M, N, K, 1.0f, dA, K, dB, N, beta, dC,
+                           N));
+  CHECK_HIP(hipStreamSynchronize(stream));
+  CHECK_HIP(hipMemcpyDtoH(C, dC, nc * 2));
+  tj__oracle_gemm(M, N, K, 1.0, A, K, B, N, beta, C0, N, want);
+  for (size_t i = 0; i < nc; i++) {
+    double got = tj_f16_to_f32(C[i]);
+    if (!(fabs(got - want[i]) <= 0x1p-10 * fabs(want[i]) + 1e-3))
+      ck_abort_msg("%dx%dx%d: C[%zu] = %g, want %g", M, N, K, i, got,
+                   want[i]);
+  }
+  CHECK_HIP(hipStreamDestroy(stream));
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  free(A); free(B); free(C0); free(C); free(want);
+}
+
+/* On a new cache the first call compiles only what it runs (the
+ * heuristic's split-K and reduce kernels) and, the other candidates not
+ * being built, records nothing.  Once every kernel is built (as
+ * `tokitai-jit --warm` builds them), the first call of a class tunes and
+ * records; the result is right, C's old values included (the tuner wrote
+ * only its scratch). */
+START_TEST(first_use_tunes_records_and_agrees)
+{
+  tj_runtime *rt = open_tuning();
+  tj_stats st;
+  gemm_matches_oracle(rt, 128, 1024, 2048, 0.5f, 10);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
+  if (!hopper(rt)) {
+    tj_runtime_close(rt);
+    return;
+  }
+  CHECK_TJ(rt, tj_runtime_get_stats(rt, &st));
+  ck_assert_uint_eq(st.compiles, 2);
+  static const char *const entries[] = {
+    "gemm_f16_sm90a_128x256", "gemm_f16_sm90a_128x128",
+    "gemm_f16_sm90a_128x128_splitk", "gemm_f16_sm90a_splitk_reduce"};
+  for (int i = 0; i < 4; i++) {
+    tj_kernel *k;
+    CHECK_TJ(rt, tj_kernel_get(rt, entries[i], &k));
+  }
+  tj_runtime_close(rt);
+  rt = open_tuning();
+  gemm_matches_oracle(rt, 128, 1024, 2048, 0.5f, 11);
+  CHECK_TJ(rt, tj_runtime_get_stats(rt, &st));
+  ck_assert_uint_eq(st.compiles, 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning WHERE op = "
+                                  "'gemm_f16' AND shape_class = 't1x8x32/c4' "
+                                  "AND origin = 'first use' AND m = 128"), 1);
+  char config[64];
+  ck_assert_int_eq(tsql_text(path, "SELECT config FROM tuning", config,
+                             sizeof config), 0);
+  const tj__gemm_config *c = tj__gemm_config_find(config);
+  ck_assert_msg(c != NULL, "stored config %s is unknown", config);
+  ck_assert_int_ge(tsql_int(path, "SELECT length(measured) - "
+                                  "length(replace(measured, char(10), '')) "
+                                  "FROM tuning"), 2);
+  /* Later calls, in this runtime and the next, run the decision. */
+  gemm_matches_oracle(rt, 128, 1024, 2048, 0.0f, 12);
+  tj_runtime_close(rt);
+  rt = open_tuning();
+  uint16_t *fake = (uint16_t *)((uintptr_t)1 << 40);
+  ck_assert_str_eq(tj_gemm_f16_kernel(rt, 100, 1000, 2000, fake, 2000,
+                                      fake + ((size_t)1 << 30), 1000,
+                                      fake + ((size_t)2 << 30), 1000),
+                   c->entry);
+  ck_assert_int_eq(tj_gemm_f16_split(rt, 100, 1000, 2000, fake, 2000,
+                                     fake + ((size_t)1 << 30), 1000,
+                                     fake + ((size_t)2 << 30), 1000),
+                   c->split);
+  gemm_matches_oracle(rt, 100, 1000, 2000, 1.0f, 13);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 1);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(opting_out_records_nothing)
+{
+  setenv("TOKITAI_JIT_TUNE", "0", 1);
+  tj_runtime *rt = open_tuning();
+  gemm_matches_oracle(rt, 256, 512, 1024, 0.0f, 21);
+  tj_runtime_close(rt);
+  unsetenv("TOKITAI_JIT_TUNE");
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
+  tj_options o = {0};
+  o.cache_path = path;
+  o.flags = TJ_NO_TUNING;
+  rt = NULL;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  gemm_matches_oracle(rt, 256, 512, 1024, 0.0f, 22);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
+}
+END_TEST
+
+typedef struct got_tuning {
+  int calls, num_times, sorted, chosen_first, known;
+  char config[64], cls[64];
+} got_tuning;
+
+static int keep(const tj_tuning *t, void *ctx)
+{
+  got_tuning *g = ctx;
+  g->calls++;
+  g->num_times = t->num_times;
+  g->known = t->known;
+  g->sorted = 1;
+  for (int i = 1; i < t->num_times; i++)
+    g->sorted &= t->times[i - 1].ms <= t->times[i].ms;
+  g->chosen_first = t->num_times > 0 &&
+                    strcmp(t->times[0].config, t->config) == 0;
+  snprintf(g->config, sizeof g->config, "%s", t->config);
+  snprintf(g->cls, sizeof g->cls, "%s", t->shape_class);
+  return 0;
+}
+
+START_TEST(tune_ahead_times_every_candidate)
+{
+  tj_options o = {0};
+  o.cache_path = path;
+  o.flags = TJ_NO_TUNING; /* ahead-of-time tuning is not first use */
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  got_tuning g = {0};
+  int rc = tj_gemm_f16_tune(rt, 128, 4096, 4096, keep, &g);
+  if (!hopper(rt)) {
+    ck_assert_int_eq(rc, TJ_EINVAL);
+    tj_runtime_close(rt);
+    return;
+  }
+  ck_assert_msg(rc == TJ_OK, "%s", tj_errmsg(rt));
+  ck_assert_int_eq(g.calls, 1);
+  ck_assert_int_ge(g.num_times, 4); /* two tiles and splits */
+  ck_assert(g.sorted && g.chosen_first && g.known);
+  ck_assert_str_eq(g.cls, "t1x32x64/c4");
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning WHERE origin "
+                                  "= 'tune' AND shape_class = 't1x32x64/c4'"),
+                   1);
+  gemm_matches_oracle(rt, 128, 4096, 4096, 0.0f, 31);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  const tj__gemm_config *c = tj__gemm_config_find(g.config);
+  ck_assert_ptr_nonnull(c);
+  uint16_t *fake = (uint16_t *)((uintptr_t)1 << 40);
+  ck_assert_int_eq(tj_gemm_f16_split(rt, 128, 4096, 4096, fake, 4096,
+                                     fake + ((size_t)1 << 30), 4096,
+                                     fake + ((size_t)2 << 30), 4096),
+                   c->split);
+  /* Nothing to tune where the Hopper kernel does not run. */
+  ck_assert_int_eq(tj_gemm_f16_tune(rt, 8, 4096, 4096, keep, &g), TJ_EINVAL);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+int main(void)
+{
+  Suite *s = suite_create("tuning_gpu");
+  TCase *tc = test_case(s, "tuning", 900);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, first_use_tunes_records_and_agrees);
+  tcase_add_test(tc, opting_out_records_nothing);
+  tcase_add_test(tc, tune_ahead_times_every_candidate);
+  return run_gpu_suite(s, "the tuning GPU suite");
+}
