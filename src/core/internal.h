@@ -392,6 +392,9 @@ static inline int tj__runtime_usable(const tj_runtime *rt)
  * (128 x 128 tiles of C) blocks fill sms SMs, given ktiles k-tiles of 64;
  * 1 for none. */
 int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms);
+/* The skinny tensor-core path's split of K for tiles strips of C on a GPU
+ * of sms SMs (1: none); kernels_api.c, exposed for its tests. */
+int tj__gemm_skinny_split(long long tiles, int K, int sms);
 
 /* ------------------------------------------------------------ verify.c */
 
