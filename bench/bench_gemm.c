@@ -143,6 +143,51 @@ static double copy_rate_gbs(void)
   return 2.0 * (double)c.bytes / (ms * 1e6);
 }
 
+/*
+ * A second yardstick for the skinny shapes.  bench_time_gpu_flushed's
+ * memset leaves L2 full of dirty lines, which the timed kernel writes back
+ * to memory as its reads evict them: up to L2's 50 MiB of writes beside
+ * the 32 MiB that 1 x 4096 x 4096 reads, against the vendor and us alike.
+ * This flush reads the scratch after the memset (tj_gemm_f16 with one row
+ * over it, 256 MiB of B), so that L2 holds only clean lines when the
+ * events start: what the kernel itself moves is what is timed.
+ */
+typedef struct clean_flush {
+  tj_runtime *rt;
+  void *scratch, *a, *c; /* 8192 x 16384 halves; 16384; 8192 */
+} clean_flush;
+
+static double time_clean_flushed(const clean_flush *f, void (*fn)(void *),
+                                 void *ctx, int reps)
+{
+  hipEvent_t a, b;
+  CHECK(hipEventCreate(&a));
+  CHECK(hipEventCreate(&b));
+  fn(ctx);
+  CHECK(hipDeviceSynchronize());
+  double *ms = calloc((size_t)reps, sizeof *ms);
+  if (!ms)
+    die("out of host memory");
+  for (int i = 0; i < reps; i++) {
+    float t = 0;
+    CHECK(hipMemset(f->scratch, 0, (size_t)256 << 20));
+    if (tj_gemm_f16(f->rt, NULL, 1, 8192, 16384, 1.0f, f->a, 16384,
+                    f->scratch, 8192, 0.0f, f->c, 8192) != TJ_OK)
+      die("clean flush: %s", tj_errmsg(f->rt));
+    CHECK(hipEventRecord(a, NULL));
+    fn(ctx);
+    CHECK(hipEventRecord(b, NULL));
+    CHECK(hipEventSynchronize(b));
+    CHECK(hipEventElapsedTime(&t, a, b));
+    ms[i] = t;
+  }
+  double m = median(ms, reps);
+  free(ms);
+  hipEventDestroy(a);
+  hipEventDestroy(b);
+  return m;
+}
+
 /* Every shape is timed with L2 emptied first: B of 1 x 4096 x 4096 is
  * 32 MiB and would otherwise be served from L2 after the first rep.
  * The shapes of issue 14: square, and M in {1, 4, 16, 128, 4096} with
@@ -158,10 +203,11 @@ static const int shapes[][3] = {
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 /* Our GEMM on a runtime opened with name=value in the environment, which
- * tj_gemm_f16 reads at open (TJ_GEMM_SPLITK, TJ_GEMM_SM90A), on the
+ * tj_gemm_f16 reads at open (TJ_GEMM_SPLITK, TJ_GEMM_SM90A, ...), on the
  * same cache. */
-static double time_with_env(gemm_ctx *g, const char *name, const char *value,
-                            int reps)
+static double time_with_env_entry(gemm_ctx *g, const char *name,
+                                  const char *value, int reps,
+                                  const char **entry)
 {
   tj_options o = {0};
   o.cache_path = tj_runtime_cache_path(g->rt);
@@ -174,13 +220,22 @@ static double time_with_env(gemm_ctx *g, const char *name, const char *value,
     die("tj_runtime_open: %s", tj_errmsg(rt));
   g->rt = rt;
   double ms = bench_time_gpu_flushed(run_ours, g, reps);
+  if (entry) /* a static string: it outlives the runtime */
+    *entry = tj_gemm_f16_kernel(rt, g->m, g->n, g->k, g->A, g->k, g->B, g->n,
+                                g->C, g->n);
   g->rt = keep;
   tj_runtime_close(rt);
   return ms;
 }
 
+static double time_with_env(gemm_ctx *g, const char *name, const char *value,
+                            int reps)
+{
+  return time_with_env_entry(g, name, value, reps, NULL);
+}
+
 static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
-                        bench_record_fn record)
+                        const clean_flush *clean, bench_record_fn record)
 {
   double flop = 2.0 * g->m * (double)g->n * g->k;
   double bytes = 2.0 * ((double)g->m * g->k + (double)g->k * g->n +
@@ -215,12 +270,33 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
              shape);
     record("gemm", label, flop / (old * 1e9), "TFLOP/s");
   }
+  if (entry && strncmp(entry, "gemm_skinny_f16_tc_", 19) == 0) {
+    /* The path it replaces (the FMA kernel to 8 rows, then the tiled
+     * ones). */
+    const char *was = NULL;
+    double old = time_with_env_entry(g, "TJ_GEMM_SKINNY_TC", "0", reps, &was);
+    snprintf(label, sizeof label, "gemm_f16 %s %s (TJ_GEMM_SKINNY_TC=0) "
+             "bandwidth / copy", shape, was ? was : "(refused)");
+    record("gemm", label, bytes / (old * 1e6) / copy_gbs, "x");
+  }
+  double clean_ms = 0, clean_vms = 0;
   if (g->m <= 16) {
-    snprintf(label, sizeof label, "gemm_f16 %s bandwidth / copy", shape);
+    snprintf(label, sizeof label, "gemm_f16 %s bandwidth / copy (%s)", shape,
+             entry ? entry : "refused");
     record("gemm", label, bytes / (ms * 1e6) / copy_gbs, "x");
+    clean_ms = time_clean_flushed(clean, run_ours, g, reps);
+    snprintf(label, sizeof label, "gemm_f16 %s bandwidth / copy, clean L2 "
+             "(%s)", shape, entry ? entry : "refused");
+    record("gemm", label, bytes / (clean_ms * 1e6) / copy_gbs, "x");
   }
   if (!have_vendor)
     return;
+  if (g->m <= 16) {
+    clean_vms = time_clean_flushed(clean, run_vendor, g, reps);
+    snprintf(label, sizeof label, "gemm_f16 / %s %s (time ratio, clean L2)",
+             g->vendor->name, shape);
+    record("gemm", label, clean_vms / clean_ms, "x");
+  }
   double vms = bench_time_gpu_flushed(run_vendor, g, reps);
   snprintf(label, sizeof label, "%s %s", g->vendor->name, shape);
   record("gemm", label, flop / (vms * 1e9), "TFLOP/s");
@@ -241,15 +317,23 @@ void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
          have_vendor ? vendor.name : "no vendor BLAS");
   double copy_gbs = copy_rate_gbs();
   record("gemm", "device-to-device copy, 256 MiB", copy_gbs, "GB/s");
+  clean_flush clean = {rt, NULL, NULL, NULL};
+  CHECK(hipMalloc(&clean.scratch, (size_t)256 << 20));
+  CHECK(hipMalloc(&clean.a, 16384 * 2));
+  CHECK(hipMalloc(&clean.c, 8192 * 2));
+  CHECK(hipMemset(clean.a, 0, 16384 * 2));
   for (size_t i = 0; i < (quick ? 1 : N_SHAPES); i++) {
     gemm_ctx g = {rt, &vendor, shapes[i][0], shapes[i][1], shapes[i][2],
                   NULL, NULL, NULL};
     g.A = random_halves((size_t)g.m * g.k, 1);
     g.B = random_halves((size_t)g.k * g.n, 2);
     CHECK(hipMalloc(&g.C, (size_t)g.m * g.n * 2));
-    bench_shape(&g, have_vendor, copy_gbs, record);
+    bench_shape(&g, have_vendor, copy_gbs, &clean, record);
     hipFree(g.A);
     hipFree(g.B);
     hipFree(g.C);
   }
+  hipFree(clean.scratch);
+  hipFree(clean.a);
+  hipFree(clean.c);
 }

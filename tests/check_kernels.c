@@ -338,6 +338,8 @@ START_TEST(block_sizes_match_the_kernel_sources)
       {"gelu_fwd_bwd_f16", 256}, {"gemm_f16", 128},
       {"gemm_skinny_f16_m1", 1024}, {"gemm_skinny_f16_m2", 1024},
       {"gemm_skinny_f16_m4", 512}, {"gemm_skinny_f16_m8", 256},
+      {"gemm_skinny_f16_tc_n32", 128}, {"gemm_skinny_f16_tc_n64", 128},
+      {"gemm_skinny_f16_tc_reduce", 256},
       {"gemm_f16_sm90a_128x256", 384}, {"gemm_f16_sm90a_128x128", 384},
       {"gemm_f16_sm90a_128x128_splitk", 384},
       {"gemm_f16_sm90a_128x256_persistent", 384},
@@ -419,7 +421,8 @@ static const char *entry_for(tj_runtime *rt, int M, int N, int K)
 /* What tj_gemm_f16 runs where: the Hopper kernel on sm_90 (and sm_90a)
  * when TMA can read A and B, its 128 x 256 tile once those tiles fill an
  * H200; gemm_f16 for operands or leading dimensions TMA refuses, on other
- * archs, and when TJ_GEMM_SM90A=0; the skinny kernel for M <= 8. */
+ * archs, and when TJ_GEMM_SM90A=0; the skinny kernels for M <= 16 (see
+ * gemm_dispatch_takes_the_skinny_tc_path). */
 START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
 {
   const char *archs[] = {"sm_90", "sm_90a"};
@@ -439,9 +442,10 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 4096, 11008),
                      "gemm_f16_sm90a_128x128_splitk");
-    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096),
+    ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
                      "gemm_f16_sm90a_128x128_splitk");
-    ck_assert_str_eq(entry_for(rt, 9, 8, 8), "gemm_f16_sm90a_128x128");
+    ck_assert_str_eq(entry_for(rt, 17, 8, 8), "gemm_f16_sm90a_128x128");
+    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_skinny_f16_tc_n32");
     /* Forced tile and persistence (read at open). */
     setenv("TJ_GEMM_PERSISTENT", "0", 1);
     tj_runtime_close(rt);
@@ -465,7 +469,6 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     unsetenv("TJ_GEMM_PERSISTENT");
     tj_runtime_close(rt);
     rt = open_for_arch(archs[i], NULL);
-    ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
     /* K and N odd: rows of A and B are not 16 bytes apart. */
     ck_assert_str_eq(entry_for(rt, 4096, 4095, 4096), "gemm_f16");
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4097), "gemm_f16");
@@ -508,6 +511,13 @@ END_TEST
 
 /* Close rt and open another compile-only sm_90 runtime, which reads the
  * environment again. */
+/* The GEMM's environment is read at open: close and open again. */
+#define REOPEN(rt, arch)                                                    \
+  do {                                                                      \
+    tj_runtime_close(rt);                                                   \
+    (rt) = open_for_arch((arch), NULL);                                     \
+  } while (0)
+
 static tj_runtime *reopen_sm90(tj_runtime *rt)
 {
   tj_runtime_close(rt);
@@ -541,7 +551,7 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   ck_assert_int_eq(split_for(rt, 128, 4096, 11008), 4);
   ck_assert_int_eq(split_for(rt, 128, 512, 11008), 10);
   ck_assert_int_eq(split_for(rt, 130, 1000, 2048), 2);
-  ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
+  ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 4);
   ck_assert_int_eq(split_for(rt, 128, 11008, 4096), 1);
   ck_assert_int_eq(split_for(rt, 1024, 1024, 1024), 1);
   ck_assert_int_eq(split_for(rt, 4096, 4096, 4096), 1);
@@ -552,9 +562,9 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   /* Forced: empty K-ranges stay (K < split * 64), a split that leaves
    * one empties none, 1 turns it off, nonsense is ignored. */
   setenv("TJ_GEMM_SPLITK", "3", 1); /* read at open: not yet */
-  ck_assert_int_eq(split_for(rt, 9, 8, 8), 1);
+  ck_assert_int_eq(split_for(rt, 17, 8, 8), 1);
   rt = reopen_sm90(rt);
-  ck_assert_int_eq(split_for(rt, 9, 8, 8), 3);
+  ck_assert_int_eq(split_for(rt, 17, 8, 8), 3);
   ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                    "gemm_f16_sm90a_128x128_splitk");
   setenv("TJ_GEMM_SPLITK", "16", 1);
@@ -562,15 +572,98 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   ck_assert_int_eq(split_for(rt, 200, 200, 17 * 64), 9);
   setenv("TJ_GEMM_SPLITK", "1", 1);
   rt = reopen_sm90(rt);
-  ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 1);
-  ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16_sm90a_128x128");
+  ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 1);
+  ck_assert_str_eq(entry_for(rt, 17, 4096, 4096), "gemm_f16_sm90a_128x128");
   setenv("TJ_GEMM_SPLITK", "65", 1);
   rt = reopen_sm90(rt);
-  ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
+  ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 4);
   setenv("TJ_GEMM_SPLITK", "2x", 1);
   rt = reopen_sm90(rt);
-  ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 4);
+  ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 4);
   unsetenv("TJ_GEMM_SPLITK");
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The skinny tensor-core path: every M from 1 to 16 on NVIDIA sm_80 and
+ * later, whatever the alignment; 64-column strips once they fill an
+ * H200's 132 SMs, else 32; split-K only where the strips are fewer than
+ * half the SMs and K has 512 rows a part; TJ_GEMM_SKINNY_TC=0 (at open) gives the
+ * old paths back (the FMA kernel to M = 8, then the tiled ones), and
+ * TJ_GEMM_SPLITK forces a split within what K allows.  AMD and older
+ * NVIDIA keep the FMA kernel. */
+START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
+{
+  ck_assert_int_eq(tj__gemm_skinny_split(128, 4096, 132), 1);
+  ck_assert_int_eq(tj__gemm_skinny_split(66, 4096, 132), 1);
+  ck_assert_int_eq(tj__gemm_skinny_split(65, 4096, 132), 3);
+  ck_assert_int_eq(tj__gemm_skinny_split(32, 4096, 132), 5);
+  ck_assert_int_eq(tj__gemm_skinny_split(32, 1023, 132), 1);
+  ck_assert_int_eq(tj__gemm_skinny_split(1, 1024, 132), 2);
+  ck_assert_int_eq(tj__gemm_skinny_split(1, 1 << 20, 132), 16);
+  ck_assert_int_eq(tj__gemm_skinny_split(0, 4096, 132), 1);
+  const uint16_t *odd = (const uint16_t *)((uintptr_t)FAKE(1) + 2);
+  if (!TJ_PLATFORM_IS_NVIDIA) {
+    tj_runtime *rt = open_compile_only(NULL, 0);
+    ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
+    ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_skinny_f16_m4");
+    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16");
+    ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 1);
+    tj_runtime_close(rt);
+    return;
+  }
+  const char *archs[] = {"sm_80", "sm_89", "sm_90", "sm_90a"};
+  for (size_t i = 0; i < 4; i++) {
+    tj_runtime *rt = open_for_arch(archs[i], NULL);
+    int hopper = strncmp(archs[i], "sm_90", 5) == 0;
+    for (int M = 1; M <= 16; M++) {
+      ck_assert_str_eq(entry_for(rt, M, 4096, 4096), "gemm_skinny_f16_tc_n32");
+      ck_assert_int_eq(split_for(rt, M, 4096, 4096), 1);
+      ck_assert_str_eq(entry_for(rt, M, 11008, 4096), "gemm_skinny_f16_tc_n64");
+      ck_assert_str_eq(entry_for(rt, M, 4096, 11008), "gemm_skinny_f16_tc_n32");
+    }
+    ck_assert_str_eq(entry_for(rt, 1, 8384, 64), "gemm_skinny_f16_tc_n32");
+    ck_assert_str_eq(entry_for(rt, 1, 8385, 64), "gemm_skinny_f16_tc_n64");
+    /* 2-byte aligned operands, odd leading dimensions: still this path. */
+    ck_assert_str_eq(tj_gemm_f16_kernel(rt, 5, 33, 7, odd, 9, odd + 4096, 35,
+                                        FAKE(3), 37), "gemm_skinny_f16_tc_n32");
+    /* 32 strips of 32 columns: 5 parts of 832 rows (13 stages). */
+    ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 5);
+    ck_assert_int_eq(split_for(rt, 16, 2048, 11008), 3);
+    ck_assert_int_eq(split_for(rt, 1, 1, 1), 1);
+    ck_assert_int_eq(split_for(rt, 1, 64, 1023), 1);
+    ck_assert_int_eq(split_for(rt, 1, 64, 1024), 2);
+    ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
+                     hopper ? "gemm_f16_sm90a_128x128_splitk" : "gemm_f16");
+    /* Forced: within what K allows (whole 64-row stages, none empty);
+     * the environment is read at open. */
+    setenv("TJ_GEMM_SPLITK", "4", 1);
+    REOPEN(rt, archs[i]);
+    ck_assert_int_eq(split_for(rt, 4, 4096, 4096), 4);
+    ck_assert_int_eq(split_for(rt, 4, 4096, 200), 4);
+    ck_assert_int_eq(split_for(rt, 4, 4096, 100), 2);
+    ck_assert_int_eq(split_for(rt, 4, 4096, 64), 1);
+    setenv("TJ_GEMM_SPLITK", "1", 1);
+    REOPEN(rt, archs[i]);
+    ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 1);
+    unsetenv("TJ_GEMM_SPLITK");
+    setenv("TJ_GEMM_SKINNY_TC", "0", 1);
+    REOPEN(rt, archs[i]);
+    ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
+    ck_assert_str_eq(entry_for(rt, 3, 4096, 4096), "gemm_skinny_f16_m4");
+    ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
+    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096),
+                     hopper ? "gemm_f16_sm90a_128x128_splitk" : "gemm_f16");
+    ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 1);
+    setenv("TJ_GEMM_SKINNY_TC", "1", 1);
+    REOPEN(rt, archs[i]);
+    ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_tc_n32");
+    unsetenv("TJ_GEMM_SKINNY_TC");
+    tj_runtime_close(rt);
+  }
+  tj_runtime *rt = open_for_arch("sm_75", NULL);
+  ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_skinny_f16_m4");
+  ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16");
   tj_runtime_close(rt);
 }
 END_TEST
@@ -908,6 +1001,7 @@ int main(void)
   tcase_add_test(args, gemm_host_checks);
   tcase_add_test(args, block_sizes_match_the_kernel_sources);
   tcase_add_test(args, installed_contracts_match_the_kernels);
+  tcase_add_test(args, gemm_dispatch_takes_the_skinny_tc_path);
   tcase_add_test(args, verify_checks_arguments);
   tcase_add_test(args, verify_knows_every_embedded_kernel);
   tcase_add_test(args, gemm_dispatch_takes_the_hopper_path_where_it_fits);

@@ -599,9 +599,10 @@ static void run_gemm_case(tj_runtime *rt, const gemm_case *g, hipStream_t stream
   free(A); free(B); free(C0); free(C); free(want);
 }
 
-/* M <= 8 takes the skinny kernel: every row count it is built for, the
- * ones between, strips cut by N, K tails of its steps; 9 and 16 the tiled
- * one. */
+/* M <= 8 takes a skinny kernel everywhere (the FMA one, or on NVIDIA
+ * sm_80+ the tensor-core one, which also takes 9 and 16): every row count
+ * the FMA entries are built for, the ones between, strips cut by N, K
+ * tails of their steps; 9 and 16 the tiled kernel elsewhere. */
 static const int gemm_shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {128, 128, 128},
                                      {1000, 1000, 1000}, {1, 4096, 300},
                                      {2, 31, 257}, {3, 1000, 517},
@@ -684,7 +685,7 @@ START_TEST(gemm_hopper_path_shapes)
   tj_runtime *rt = open_gpu();
   int hopper = strcmp(tj_runtime_arch(rt), "sm_90") == 0;
   static const gemm_case cases[] = {
-      {9, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0},
+      {17, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0},
       {17, 24, 40, 40, 24, 24, 1.0f, 0.5f, 0},
       {129, 136, 72, 72, 136, 137, 1.0f, 0.0f, 0},
       {130, 264, 200, 208, 272, 270, -1.0f, 0.25f, 0},
@@ -816,8 +817,200 @@ static int gemm_case_split(tj_runtime *rt, const gemm_case *g)
   return split;
 }
 
+/* ------------------------------------------------------- skinny, tensor cores */
+
+/* Does tj_gemm_f16 take the tensor-core skinny path on this device
+ * (NVIDIA sm_80 or later)? */
+static int skinny_tc_device(tj_runtime *rt)
+{
+  const char *arch = tj_runtime_arch(rt);
+  return strncmp(arch, "sm_", 3) == 0 && strtol(arch + 3, NULL, 10) >= 80;
+}
+
+/* The tensor-core skinny path at awkward shapes against the oracle, for
+ * each M in {1, 2, 3, 5, 9, 15, 16}: K = 1; odd N with K not a multiple
+ * of the 64-row stage and beta != 0; lda > K, ldb > N, ldc > N (C's
+ * padding must stay as it was); A, B, C one element past an allocation
+ * (2-byte aligned, the slow copies).  On an sm_80+ device the entry is
+ * asserted; elsewhere the same calls run the other kernels. */
+static const int skinny_rows[] = {1, 2, 3, 5, 9, 15, 16};
+#define N_SKINNY_ROWS (sizeof skinny_rows / sizeof skinny_rows[0])
+
+START_TEST(gemm_skinny_tc_shapes)
+{
+  tj_runtime *rt = open_gpu();
+  int tc = skinny_tc_device(rt);
+  int M = skinny_rows[_i];
+  hipStream_t stream;
+  CHECK_HIP(hipStreamCreate(&stream));
+  const gemm_case cases[] = {
+      {M, 33, 1, 1, 33, 33, 1.0f, 0.0f, 0},
+      {M, 1001, 257, 257, 1001, 1001, 1.0f, 0.5f, 0},
+      {M, 95, 130, 137, 101, 99, -1.0f, 0.0f, 0},
+      {M, 67, 300, 300, 67, 67, 1.0f, 0.25f, 1},
+      {M, 7, 1000, 1001, 9, 11, 0.5f, -1.0f, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (tc) {
+      ck_assert_str_eq(gemm_case_entry(rt, &cases[i]), "gemm_skinny_f16_tc_n32");
+      ck_assert_int_eq(gemm_case_split(rt, &cases[i]), 1);
+    }
+    run_gemm_case(rt, &cases[i], i % 2 ? stream : NULL);
+  }
+  CHECK_HIP(hipStreamDestroy(stream));
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* Its split-K and its 64-column entry against the oracle: the heuristic's
+ * splits (32 strips of 32 columns: 5 parts; 16 strips, K = 3000 misaligned:
+ * 5), forced ones (TJ_GEMM_SPLITK) with K not a multiple of the parts
+ * (5 asked of 700 rows gives 4 parts of 192),
+ * alpha == 0 and beta over the partials, and strips of 64 columns once
+ * there are 132 of them, aligned and not. */
+START_TEST(gemm_skinny_tc_split_and_wide_shapes)
+{
+  tj_runtime *rt = open_gpu();
+  int tc = skinny_tc_device(rt);
+  hipStream_t stream;
+  CHECK_HIP(hipStreamCreate(&stream));
+  static const struct {
+    gemm_case g;
+    const char *force, *entry;
+    int split;
+  } cases[] = {
+      {{4, 1024, 4096, 4096, 1024, 1024, 1.0f, 0.0f, 0}, NULL, "gemm_skinny_f16_tc_n32", 5},
+      {{16, 500, 3000, 3001, 503, 505, 1.0f, -0.5f, 1}, NULL, "gemm_skinny_f16_tc_n32", 5},
+      {{3, 77, 1000, 1003, 80, 79, 0.5f, 0.5f, 0}, "4", "gemm_skinny_f16_tc_n32", 4},
+      {{15, 40, 130, 136, 41, 40, 1.0f, 0.0f, 1}, "3", "gemm_skinny_f16_tc_n32", 3},
+      {{9, 100, 700, 700, 100, 100, 0.0f, 0.75f, 0}, "5", "gemm_skinny_f16_tc_n32", 4},
+      {{1, 8448, 200, 200, 8448, 8448, 1.0f, 0.0f, 0}, NULL, "gemm_skinny_f16_tc_n64", 1},
+      {{16, 8500, 70, 72, 8504, 8501, 1.0f, 0.5f, 1}, NULL, "gemm_skinny_f16_tc_n64", 1},
+      {{5, 8449, 300, 300, 8449, 8449, -1.0f, 0.0f, 0}, "2", "gemm_skinny_f16_tc_n64", 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].force) { /* read at open */
+      setenv("TJ_GEMM_SPLITK", cases[i].force, 1);
+      tj_runtime_close(rt);
+      rt = open_gpu();
+    }
+    if (tc) {
+      ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g), cases[i].entry);
+      ck_assert_int_eq(gemm_case_split(rt, &cases[i].g), cases[i].split);
+    }
+    run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
+    if (cases[i].force) {
+      unsetenv("TJ_GEMM_SPLITK");
+      tj_runtime_close(rt);
+      rt = open_gpu();
+    }
+  }
+  CHECK_HIP(hipStreamDestroy(stream));
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* alpha == 0 reads neither A nor B, split or not: NaN in both (and in C
+ * with beta == 0) must give beta * C, or +0.  (Where 9 and 16 rows take
+ * the tiled kernel, which computes A * B even then, only M = 1 runs.) */
+START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
+{
+  tj_runtime *rt = open_gpu();
+  int tc = skinny_tc_device(rt);
+  const int N = 70, K = 300;
+  static const int rows[] = {1, 9, 16};
+  static const char *forces[] = {NULL, "3"};
+  uint16_t C0[16 * 70], C[16 * 70];
+  for (int f = 0; f < 2; f++)
+    for (int r = 0; r < 3; r++)
+      for (int with_c = 0; with_c < 2; with_c++) {
+        int M = rows[r];
+        if (!tc && M > 8)
+          continue;
+        float beta = with_c ? 0.5f : 0.0f;
+        if (forces[f]) { /* read at open */
+          setenv("TJ_GEMM_SPLITK", forces[f], 1);
+          tj_runtime_close(rt);
+          rt = open_gpu();
+        }
+        random_f16(C0, (size_t)M * N, -1, 1, 17);
+        void *dA = dev_poisoned((size_t)M * K * 2), *dB = dev_poisoned((size_t)K * N * 2);
+        void *dC = dev_poisoned((size_t)M * N * 2);
+        if (with_c)
+          put(dC, C0, (size_t)M * N * 2);
+        CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 0.0f, dA, K, dB, N, beta, dC, N));
+        CHECK_HIP(hipDeviceSynchronize());
+        get(C, dC, (size_t)M * N * 2);
+        if (forces[f]) {
+          unsetenv("TJ_GEMM_SPLITK");
+          tj_runtime_close(rt);
+          rt = open_gpu();
+        }
+        for (int i = 0; i < M * N; i++) {
+          uint16_t want = with_c ? tj_f32_to_f16(0.5f * tj_f16_to_f32(C0[i])) : 0;
+          ck_assert_msg(C[i] == want, "M=%d split %s beta %g: C[%d] = 0x%04x, want 0x%04x",
+                        M, forces[f] ? forces[f] : "heuristic", beta, i, C[i], want);
+        }
+        hipFree(dA);
+        hipFree(dB);
+        hipFree(dC);
+      }
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The same product twice gives the same bits, unsplit (16 x 4096 x 4096,
+ * issue 14's shape) and split (16 x 1024 x 4096: 5 parts); and the split
+ * result is within the oracle's bounds of the unsplit one
+ * (TJ_GEMM_SPLITK=1), a different order of sums. */
+START_TEST(gemm_skinny_tc_is_deterministic)
+{
+  tj_runtime *rt = open_gpu();
+  static const int shapes[][3] = {{16, 4096, 4096}, {16, 1024, 4096}};
+  for (int s = 0; s < 2; s++) {
+    int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
+    uint16_t *C[3] = {xmalloc(nc * 2), xmalloc(nc * 2), xmalloc(nc * 2)};
+    random_f16(A, na, -1, 1, 41);
+    random_f16(B, nb, -1, 1, 42);
+    void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
+    void *dC = dev_poisoned(nc * 2);
+    gemm_case g = {M, N, K, K, N, N, 1.0f, 0.0f, 0};
+    if (skinny_tc_device(rt))
+      ck_assert_int_eq(gemm_case_split(rt, &g), s == 0 ? 1 : 5);
+    for (int rep = 0; rep < 3; rep++) {
+      if (rep == 2) { /* read at open */
+        setenv("TJ_GEMM_SPLITK", "1", 1);
+        tj_runtime_close(rt);
+        rt = open_gpu();
+      }
+      CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
+      CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f, dC, N));
+      CHECK_HIP(hipStreamSynchronize(NULL));
+      get(C[rep], dC, nc * 2);
+    }
+    unsetenv("TJ_GEMM_SPLITK");
+    tj_runtime_close(rt);
+    rt = open_gpu();
+    ck_assert_msg(memcmp(C[0], C[1], nc * 2) == 0, "%dx%dx%d: two runs differ", M, N, K);
+    for (size_t i = 0; i < nc; i++) {
+      double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
+      ck_assert_msg(fabs(a - b) <= 0x1p-9 * fabs(b) + 2e-3,
+                    "C[%zu]: split %g, unsplit %g", i, a, b);
+    }
+    hipFree(dA);
+    hipFree(dB);
+    hipFree(dC);
+    free(A); free(B); free(C[0]); free(C[1]); free(C[2]);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* Split-K against the oracle: the shapes the heuristic splits (issue 14's
- * 16 x 4096 x 4096, 128 x 4096 x 11008 cut to 512 columns, odd M, N and
+ * 16 x 4096 x 4096 with one row more, since 16 rows take the skinny
+ * tensor-core path, 128 x 4096 x 11008 cut to 512 columns, odd M, N and
  * leading dimensions), then forced splits (TJ_GEMM_SPLITK) where K is not
  * a multiple of split * 64, K < split * 64 (empty K-ranges), alpha == 0,
  * beta == 0 over NaN-poisoned C and beta != 0, on a stream of its own. */
@@ -832,11 +1025,11 @@ START_TEST(gemm_split_k_shapes)
     const char *force;
     int split;
   } cases[] = {
-      {{16, 4096, 4096, 4096, 4096, 4096, 1.0f, 0.0f, 0}, NULL, 4},
+      {{17, 4096, 4096, 4096, 4096, 4096, 1.0f, 0.0f, 0}, NULL, 4},
       {{128, 512, 11008, 11008, 512, 512, 1.0f, 0.5f, 0}, NULL, 10},
       {{130, 1000, 2048, 2056, 1008, 1001, -1.0f, 0.25f, 0}, NULL, 2},
       {{129, 136, 200, 208, 136, 137, 1.0f, 0.0f, 0}, "3", 2},
-      {{9, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0}, "7", 7},
+      {{17, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0}, "7", 7},
       {{255, 129, 1000, 1000, 136, 129, 0.0f, 0.5f, 0}, "5", 4},
       {{17, 33, 700, 704, 40, 35, 1.0f, 0.0f, 0}, "4", 4},
       {{33, 100, 130, 136, 104, 100, 1.0f, -0.5f, 0}, "64", 64},
@@ -964,5 +1157,9 @@ int main(void)
   tcase_add_test(gemm, gemm_hopper_is_deterministic_and_switchable);
   tcase_add_test(gemm, gemm_split_k_shapes);
   tcase_add_test(gemm, gemm_split_k_is_deterministic);
+  tcase_add_loop_test(gemm, gemm_skinny_tc_shapes, 0, N_SKINNY_ROWS);
+  tcase_add_test(gemm, gemm_skinny_tc_split_and_wide_shapes);
+  tcase_add_test(gemm, gemm_skinny_tc_alpha_zero_reads_no_operand);
+  tcase_add_test(gemm, gemm_skinny_tc_is_deterministic);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

@@ -94,11 +94,14 @@ static const char *const caller_source[CALLER_SOURCES] = {
 };
 static const char *const caller_entry[CALLER_SOURCES] = {"one", "two"};
 
+/* Kernels one thread gets: every embedded one and the caller kernels. */
+#define THREAD_KERNELS_MAX 32
+
 struct thread_job {
   tj_runtime *rt;
   pthread_barrier_t *start;
   int first;
-  tj_kernel *got[32];
+  tj_kernel *got[THREAD_KERNELS_MAX];
   int rc;
   char msg[512]; /* the runtime's message right after a failure */
 };
@@ -136,8 +139,7 @@ START_TEST(threads_share_one_runtime_and_its_cache)
   tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
   ck_assert_ptr_nonnull(rt);
   size_t n = thread_kernels(), total = n + CALLER_SOURCES;
-  ck_assert_uint_le(total, sizeof ((struct thread_job *)0)->got /
-                               sizeof(tj_kernel *));
+  ck_assert_uint_le(total, THREAD_KERNELS_MAX);
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, (unsigned)S.threads);
   pthread_t *th = calloc((size_t)S.threads, sizeof *th);

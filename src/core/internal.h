@@ -464,6 +464,7 @@ void tj__once_end(tj_runtime *rt, tj__once *o);
 /* What the environment says about tj_gemm_f16, read once at open:
  * TJ_GEMM_SM90A=0 (no Hopper kernel), TJ_GEMM_SPLITK=n (force n, 1 to 64),
  * TJ_GEMM_SM90A_TILE and TJ_GEMM_PERSISTENT (kernels_api.c, plan_sm90a),
+ * TJ_GEMM_SKINNY_TC=0 (not the skinny tensor-core kernel),
  * TOKITAI_JIT_TUNE=0 or TJ_NO_TUNING (no timing on first use). */
 typedef struct tj__gemm_env {
   int sm90a_off;
@@ -471,6 +472,7 @@ typedef struct tj__gemm_env {
   int tune;         /* first-use tuning allowed */
   int tile;         /* TJ_GEMM_SM90A_TILE: 64, 128, 256; 0: the rule's */
   int persistent;   /* TJ_GEMM_PERSISTENT: 1, 0; -1: the rule's */
+  int skinny_tc_off; /* TJ_GEMM_SKINNY_TC=0 */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 
@@ -600,6 +602,9 @@ static inline int tj__runtime_usable(const tj_runtime *rt)
  * (128 x 128 tiles of C) blocks fill sms SMs, given ktiles k-tiles of 64;
  * 1 for none. */
 int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms);
+/* The skinny tensor-core path's split of K for tiles strips of C on a GPU
+ * of sms SMs (1: none); kernels_api.c, exposed for its tests. */
+int tj__gemm_skinny_split(long long tiles, int K, int sms);
 
 /* ------------------------------------------------------------ verify.c */
 

@@ -167,6 +167,8 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   if (tile && (strcmp(tile, "64") == 0 || strcmp(tile, "128") == 0 ||
                strcmp(tile, "256") == 0))
     env->tile = atoi(tile);
+  const char *skinny = getenv("TJ_GEMM_SKINNY_TC");
+  env->skinny_tc_off = skinny && strcmp(skinny, "0") == 0;
   env->persistent = persistent && strcmp(persistent, "1") == 0   ? 1
                     : persistent && strcmp(persistent, "0") == 0 ? 0
                                                                  : -1;

@@ -41,6 +41,20 @@
  * threads. */
 #define SKINNY_MAX_M 8
 #define SKINNY_COLS 32
+/* gemm_skinny_f16.hip's tensor-core entries (NVIDIA sm_80 and later): for
+ * M <= 16, 128 threads and 60 KiB of dynamic shared memory a block, one
+ * block per strip of C (table skinny_tc below) and K-range; K is split
+ * only while the strips are fewer than half the SMs of an H200, into
+ * parts of SKINNY_TC_MIN_KROWS rows or more (8 pipeline stages), added by
+ * ..._tc_reduce (256 threads) in a fixed order. */
+#define SKINNY_TC_MAX_M 16
+#define SKINNY_TC_THREADS 128u
+#define SKINNY_TC_SHARED 61440u
+#define SKINNY_TC_BK 64
+#define SKINNY_TC_SMS 132
+#define SKINNY_TC_MIN_KROWS 512
+#define SKINNY_TC_SPLIT_MAX 16
+#define SKINNY_TC_REDUCE_THREADS 256u
 /* gemm_f16_sm90a.hip (sm_90 devices): 384 threads per 128 x BN tile, BN
  * 64, 128 or 256, with the dynamic shared memory of the entry's stages
  * (SM90A_TILES; plan_sm90a says which). */
@@ -368,13 +382,88 @@ static const char *skinny_entry(int M, unsigned *threads)
 }
 
 /* Which entry a GEMM runs, and its launch shape; split > 1 for split-K,
- * with kper k-tiles per split (grid.z = split). */
+ * with kper k-tiles per split (grid.z = split) on the sm90a path and kper
+ * rows of K per split (grid.y = split) on the skinny tensor-core path. */
+typedef enum gemm_path { PATH_PLAIN, PATH_SM90A, PATH_SKINNY_TC } gemm_path;
 typedef struct gemm_plan {
   const char *entry;
   tj_dim3 grid, block;
-  unsigned shared; /* dynamic; nonzero only for the sm90a entries */
+  unsigned shared; /* dynamic: the sm90a and skinny tensor-core entries */
   int split, kper;
+  gemm_path path;
+  int tile_n; /* columns of C a block owns (the skinny tensor-core path) */
 } gemm_plan;
+
+/*
+ * The skinny tensor-core entries, tried in order: the first whose strips
+ * of tile_n columns number at least min_tiles takes the call.  64-column
+ * strips read A half as often per byte of B, but only once they alone
+ * fill the SMs (N > 8384 on an H200); else 32-column strips, with
+ * split-K where even those are too few.  Each row is one compiled code
+ * object, so the tuning table can pick among them by name.
+ */
+typedef struct skinny_tc_config {
+  const char *entry;
+  int tile_n;
+  long long min_tiles;
+} skinny_tc_config;
+
+static const skinny_tc_config skinny_tc[] = {
+    {"gemm_skinny_f16_tc_n64", 64, SKINNY_TC_SMS},
+    {"gemm_skinny_f16_tc_n32", 32, 0},
+};
+
+/*
+ * The tensor-core skinny kernel wants an NVIDIA runtime for sm_80 or
+ * later (mma.sync, cp.async, ldmatrix) and M <= 16; any alignment and
+ * leading dimensions.  TJ_GEMM_SKINNY_TC=0 in the environment (at open)
+ * turns it off (to compare with the paths it replaces: the FMA kernel for M <= 8,
+ * the tiled kernels above).
+ */
+static int skinny_tc_fits(const tj_runtime *rt, int M)
+{
+  if (rt->gemm_env.skinny_tc_off)
+    return 0;
+  if (M > SKINNY_TC_MAX_M || strncmp(rt->arch, "sm_", 3) != 0)
+    return 0;
+  return strtol(rt->arch + 3, NULL, 10) >= 80;
+}
+
+int tj__gemm_skinny_split(long long tiles, int K, int sms)
+{
+  if (tiles <= 0 || 2 * tiles >= sms)
+    return 1;
+  long long split = (sms + tiles - 1) / tiles;
+  if (split > K / SKINNY_TC_MIN_KROWS)
+    split = K / SKINNY_TC_MIN_KROWS;
+  if (split > SKINNY_TC_SPLIT_MAX)
+    split = SKINNY_TC_SPLIT_MAX;
+  return split < 2 ? 1 : (int)split;
+}
+
+/* kper: rows of K a block takes, whole 64-row stages, so that no K-range
+ * is empty; split then follows from it (a forced split past what K
+ * allows becomes the most it allows). */
+static gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
+{
+  const skinny_tc_config *c = &skinny_tc[0];
+  while ((long long)((N - 1) / c->tile_n + 1) < c->min_tiles)
+    c++;
+  unsigned tiles = (unsigned)((N - 1) / c->tile_n + 1);
+  int split = rt->gemm_env.forced_split;
+  if (split == 0)
+    split = tj__gemm_skinny_split(tiles, K, SKINNY_TC_SMS);
+  int kper = K, ktiles = (K - 1) / SKINNY_TC_BK + 1;
+  if (split > 1) {
+    kper = ((ktiles - 1) / split + 1) * SKINNY_TC_BK;
+    split = (K - 1) / kper + 1;
+    if (split == 1)
+      kper = K;
+  }
+  return (gemm_plan){c->entry, {tiles, (unsigned)split, 1},
+                     {SKINNY_TC_THREADS, 1, 1}, SKINNY_TC_SHARED, split,
+                     kper, PATH_SKINNY_TC, c->tile_n};
+}
 
 /*
  * The Hopper kernel (gemm_f16_sm90a.hip) wants an sm_90 runtime, enough
@@ -428,7 +517,7 @@ static gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
     split = (ktiles - 1) / kper + 1;
   return (gemm_plan){"gemm_f16_sm90a_128x128_splitk",
                      {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
-                     SM90A_SHARED(128, 5), split, kper};
+                     SM90A_SHARED(128, 5), split, kper, PATH_SM90A, 0};
 }
 
 /* An unsplit plan of entry with bn-column tiles; persistent: one block
@@ -442,10 +531,10 @@ static gemm_plan plan_tile(const char *entry, int bn, int persistent, int M,
     unsigned long long tiles = (unsigned long long)tn * mt;
     unsigned grid = tiles < SM90A_SMS ? (unsigned)tiles : SM90A_SMS;
     return (gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
-                       sm90a_shared_of(bn), 1, 0};
+                       sm90a_shared_of(bn), 1, 0, PATH_SM90A, 0};
   }
   return (gemm_plan){entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
-                     sm90a_shared_of(bn), 1, 0};
+                     sm90a_shared_of(bn), 1, 0, PATH_SM90A, 0};
 }
 
 /* The plan of one configuration of the tuning table. */
@@ -477,7 +566,7 @@ static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
  */
 static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
 {
-  static const tj__gemm_env none = {0, 0, 0, 0, -1};
+  static const tj__gemm_env none = {0, 0, 0, 0, -1, 0};
   const tj__gemm_env *env = rt ? &rt->gemm_env : &none;
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
@@ -540,11 +629,13 @@ static gemm_plan plan_gemm(tj_runtime *rt, void *stream, int may_tune, int M,
                            const void *B, int ldb, const void *C, int ldc)
 {
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
+  if (skinny_tc_fits(rt, M))
+    return plan_skinny_tc(rt, N, K);
   if (M <= SKINNY_MAX_M) {
     unsigned threads;
     const char *entry = skinny_entry(M, &threads);
     return (gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
-                       {threads, 1, 1}, 0, 1, 0};
+                       {threads, 1, 1}, 0, 1, 0, PATH_PLAIN, 0};
   }
   if (sm90a_fits(rt, M, A, lda, B, ldb)) {
     const tj__gemm_config *c =
@@ -554,7 +645,7 @@ static gemm_plan plan_gemm(tj_runtime *rt, void *stream, int may_tune, int M,
     return c ? plan_config(c, M, N, K) : plan_sm90a(rt, M, N, K);
   }
   return (gemm_plan){"gemm_f16", {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
-                     {GEMM_THREADS, 1, 1}, 0, 1, 0};
+                     {GEMM_THREADS, 1, 1}, 0, 1, 0, PATH_PLAIN, 0};
 }
 
 /* The sm90a entries take A and B as TMA descriptors, built here for each
@@ -576,8 +667,8 @@ static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
 /* The kernel of plan p, allowed more than the 48 KiB of shared memory a
  * launch gets unasked: once per kernel (threads racing here both set it,
  * which is harmless), not at every call. */
-static int sm90a_kernel(tj_runtime *rt, const char *fn, const gemm_plan *p,
-                        tj_kernel **k)
+static int shared_kernel(tj_runtime *rt, const char *fn, const gemm_plan *p,
+                         tj_kernel **k)
 {
   int rc = kernel_for(rt, fn, p->entry, k);
   if (rc != TJ_OK)
@@ -605,7 +696,7 @@ static int launch_split(tj_runtime *rt, const char *fn, const gemm_plan *p,
                         float alpha, float beta, void *C, int ldc, float *work)
 {
   tj_kernel *k = NULL, *r = NULL;
-  int rc = sm90a_kernel(rt, fn, p, &k);
+  int rc = shared_kernel(rt, fn, p, &k);
   if (rc == TJ_OK)
     rc = kernel_for(rt, fn, "gemm_f16_sm90a_splitk_reduce", &r);
   if (rc != TJ_OK)
@@ -652,10 +743,10 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, gemm_plan p,
       return rc;
     }
     p = (gemm_plan){"gemm_f16_sm90a_128x128", {p.grid.x, p.grid.y, 1},
-                    p.block, p.shared, 1, 0};
+                    p.block, p.shared, 1, 0, PATH_SM90A, 0};
   }
   tj_kernel *k = NULL;
-  rc = sm90a_kernel(rt, fn, &p, &k);
+  rc = shared_kernel(rt, fn, &p, &k);
   if (rc != TJ_OK)
     return rc;
   void *args[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc};
@@ -672,6 +763,53 @@ int tj__gemm_run_config(tj_runtime *rt, const char *fn,
 {
   return launch_sm90a(rt, fn, plan_config(cfg, M, N, K), stream, M, N, K,
                       alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* The skinny tensor-core path: the partials (split > 1) into a
+ * workspace of the call's own from the runtime's pool, ordered on stream,
+ * then the reduce into C; without the workspace, unsplit. */
+static int launch_skinny_tc(tj_runtime *rt, const char *fn, gemm_plan p,
+                            void *stream, int M, int N, int K, float alpha,
+                            const void *A, int lda, const void *B, int ldb,
+                            float beta, void *C, int ldc)
+{
+  if (rt->compile_only)
+    return no_gpu(rt, fn);
+  tj_kernel *k = NULL, *r = NULL;
+  int rc = shared_kernel(rt, fn, &p, &k);
+  if (rc == TJ_OK && p.split > 1)
+    rc = kernel_for(rt, fn, "gemm_skinny_f16_tc_reduce", &r);
+  if (rc != TJ_OK)
+    return rc;
+  float *work = NULL;
+  int ldw = (int)p.grid.x * p.tile_n;
+  if (p.split > 1 &&
+      tj__alloc_async(&rt->device, (void **)&work, (size_t)p.split *
+                      (size_t)M * (size_t)ldw * sizeof(float), stream) != TJ_OK) {
+    work = NULL;
+    p.split = 1;
+    p.grid.y = 1;
+    p.kper = K;
+  }
+  int kper = p.kper, split = p.split;
+  void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc,
+                  &kper, &work};
+  rc = tj_launch(k, p.grid, p.block, p.shared, stream, args);
+  if (rc != TJ_OK)
+    rc = launch_failed(rt, rc, fn, p.entry, p.grid, p.block);
+  if (rc == TJ_OK && work) {
+    tj_dim3 grid = {(unsigned)((N - 1) / SKINNY_TC_REDUCE_THREADS + 1),
+                    (unsigned)M, 1};
+    tj_dim3 block = {SKINNY_TC_REDUCE_THREADS, 1, 1};
+    void *rargs[] = {&work, &split, &M, &N, &ldw, &alpha, &beta, &C, &ldc};
+    rc = tj_launch(r, grid, block, 0, stream, rargs);
+    if (rc != TJ_OK)
+      rc = launch_failed(rt, rc, fn, "gemm_skinny_f16_tc_reduce", grid, block);
+  }
+  if (work && tj__free_async(work, stream) != TJ_OK && rc == TJ_OK)
+    rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the split-K workspace failed",
+                  fn);
+  return rc;
 }
 
 const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
@@ -707,7 +845,10 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   if (rc != TJ_OK)
     return rc;
   gemm_plan p = plan_gemm(rt, stream, 1, M, N, K, A, lda, B, ldb, C, ldc);
-  if (p.shared)
+  if (p.path == PATH_SKINNY_TC)
+    return launch_skinny_tc(rt, fn, p, stream, M, N, K, alpha, A, lda, B,
+                            ldb, beta, C, ldc);
+  if (p.path == PATH_SM90A)
     return launch_sm90a(rt, fn, p, stream, M, N, K, alpha, A, lda, B, ldb,
                         beta, C, ldc);
   void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc};

@@ -67,6 +67,14 @@ static const verify_kind kinds[] = {
     {"gemm_skinny_f16_m2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 2},
     {"gemm_skinny_f16_m4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
     {"gemm_skinny_f16_m8", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 8},
+    /* The tensor-core skinny entries (NVIDIA sm_80 and later, where
+     * tj_gemm_f16 takes them for every M <= 16, the _m entries' rows
+     * included): M rows, N = K = n; _n64 once n > 8384, _n32 below, and
+     * the reduce where n leaves the strips too few (split-K).  Elsewhere
+     * the same calls run the FMA or the tiled kernels. */
+    {"gemm_skinny_f16_tc_n32", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
+    {"gemm_skinny_f16_tc_n64", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 9},
+    {"gemm_skinny_f16_tc_reduce", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 3},
     /* The Hopper entries: square n through tj_gemm_f16, which takes one
      * of them on an sm_90 device when n is a multiple of 8 (which one
      * depends on n), and gemm_f16 elsewhere. */

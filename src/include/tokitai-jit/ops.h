@@ -45,9 +45,17 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
                                   const uint16_t *x, const uint16_t *grad_out,
                                   uint16_t *y, uint16_t *grad_in, size_t n);
 /* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
- * dimensions; fp32 accumulation.  beta == 0: C is not read.  M <= 8 runs
- * a kernel that streams B (kernels/gemm_skinny_f16.hip), which with
- * alpha == 0 reads neither A nor B; larger M runs a tiled kernel, which
+ * dimensions; fp32 accumulation.  beta == 0: C is not read.  On NVIDIA
+ * sm_80 and later, M <= 16 runs a tensor-core kernel that streams B
+ * (gemm_skinny_f16_tc_n32 / _n64 in kernels/gemm_skinny_f16.hip), for any
+ * alignment; where its strips of C are too few to fill the GPU it splits
+ * K, with fp32 partials from the runtime's pool as the Hopper kernel
+ * below, and the same bits on every run; TJ_GEMM_SKINNY_TC=0 in the
+ * environment turns it off (to compare), and TJ_GEMM_SPLITK=n forces its
+ * split too (within whole 64-row parts of K; 1: none).  Elsewhere (or
+ * off), M <= 8 runs a kernel that streams B with fp32 FMAs
+ * (kernels/gemm_skinny_f16.hip).  Both skinny kernels with
+ * alpha == 0 read neither A nor B; larger M runs a tiled kernel, which
  * computes A * B even then, so inf or NaN in them gives NaN: on an sm_90
  * device, when A and B are 16-byte aligned and lda and ldb multiples of
  * 8, the Hopper kernel (kernels/gemm_f16_sm90a.hip, wgmma and TMA; set
@@ -73,7 +81,8 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * TOKITAI_JIT_TUNE=0 (decisions in the cache are still used), without a
  * writable cache, or while stream is being captured into a graph; the
  * heuristic runs instead.  The
- * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TOKITAI_JIT_TUNE) is read at
+ * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TJ_GEMM_SKINNY_TC,
+ * TJ_GEMM_SM90A_TILE, TJ_GEMM_PERSISTENT, TOKITAI_JIT_TUNE) is read at
  * tj_runtime_open. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
@@ -89,8 +98,10 @@ TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
                                          const uint16_t *B, int ldb,
                                          const uint16_t *C, int ldc);
 /* How many parts tj_gemm_f16 would cut K into for these arguments (split-K
- * on Hopper where the tiles of C are too few to fill the GPU, or where the
- * shape class's tuning decision says so): 1 for no split; 0, with tj_errmsg, for arguments it would refuse.  Launches
+ * on Hopper, and on the skinny tensor-core path, where the tiles of C are
+ * too few to fill the GPU, or where the shape class's tuning decision says
+ * so): 1 for no split; 0, with tj_errmsg, for arguments it would refuse.
+ * Launches
  * nothing.  A call may still run unsplit where the device cannot give it
  * the partials' memory. */
 TJ_EXPORT int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K,
