@@ -8,7 +8,8 @@
 #ifndef TJ_INTERNAL_H
 #define TJ_INTERNAL_H
 
-#include "hip_platform.h"
+#include "hip_platform.h" /* first: it includes config.h */
+#include "entries.h"
 #include "tokitai-jit.h"
 
 #include <pthread.h>
@@ -325,26 +326,7 @@ void tj__modtable_free(tj__modtable *t, void (*fn)(tj_kernel *, void *),
 int tj__module_get(tj_runtime *rt, const tj_module_source *src,
                    tj_module **out);
 void tj__module_free(tj_module *m);
-/* A module row's entries column is "expression<TAB>lowered" lines, written
- * by user.c.  From *p: the next line's expression and lowering as pointer
- * and length, and *p moved past it; 0 at the end.  Lines without a TAB
- * are skipped. */
-static inline int tj__entries_next(const char **p, const char **expr,
-                                   size_t *elen, const char **lowered,
-                                   size_t *llen)
-{
-  while (*p && **p) {
-    const char *line = *p;
-    size_t len = strcspn(line, "\n"), tab = strcspn(line, "\t");
-    *p = line + len + (line[len] == '\n');
-    if (tab < len) {
-      *expr = line, *elen = tab;
-      *lowered = line + tab + 1, *llen = len - tab - 1;
-      return 1;
-    }
-  }
-  return 0;
-}
+/* A module row's entries column: src/common/entries.h reads it. */
 
 /* ------------------------------------------------------------ runtime.c */
 
@@ -366,21 +348,41 @@ struct tj_runtime {
   int opened;            /* 1 once tj_runtime_open succeeded (below) */
 };
 
-/* Whether rt may be used.  A runtime whose open failed is handed back
- * only so that tj_errmsg can say why: every public entry but tj_errmsg
- * and tj_runtime_close refuses it (TJ_EINVAL), since its table, cache
- * and device may be missing.  The message is left as the open set it. */
+/* The steps every build takes, an embedded kernel's (runtime.c) and a
+ * module's (user.c).  what names the kernel or module in messages. */
+
 /* Whether rt may build (compile or load from the cache) and compile now:
  * TJ_EINVAL with the reason in tj_errmsg while a variable the key cannot
- * see is set, or when the compiler's environment changed since open.
- * what names the kernel or module for the message. */
+ * see is set, or when the compiler's environment changed since open. */
 int tj__runtime_may_build(tj_runtime *rt, const char *what);
+int tj__runtime_may_compile(tj_runtime *rt, const char *what);
+/* One more in *counter (a field of rt->stats), and ms more compile time,
+ * under rt's lock. */
+void tj__runtime_count(tj_runtime *rt, uint64_t *counter, double ms);
+/* Look want up in rt's cache (tj__cache_get_entries; entries may be NULL).
+ * TJ_OK: *code and *size, and *entries when asked for; the caller counts
+ * the hit once it takes the row.  TJ_ENOENT: a miss, also when rt has no
+ * cache, when a row failed a check (counted in cache_drops and warned,
+ * tj__cache_drop_reason) or when the cache failed under us (warned).  The
+ * one lookup of a build: the layers behind it belong inside it. */
+int tj__runtime_lookup(tj_runtime *rt, const tj__cache_row *want,
+                       const char *what, void **code, size_t *size,
+                       char **entries);
+/* After a compile that returned rc: on TJ_OK count it (compiles and
+ * compile_ms) and free res->log, leaving res->code to the caller; else
+ * fail rt with rc and "compiling <what> for <arch> failed:" and the log,
+ * which it frees. */
+int tj__runtime_compiled(tj_runtime *rt, int rc, tj__compile_result *res,
+                         const char *what, const char *arch);
 /* Store a freshly compiled row in rt's cache, then evict idle rows of other
  * compilers and trim to the size limit; a failed store is a warning. */
 void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
                        const char *what);
-int tj__runtime_may_compile(tj_runtime *rt, const char *what);
 
+/* Whether rt may be used.  A runtime whose open failed is handed back
+ * only so that tj_errmsg can say why: every public entry but tj_errmsg
+ * and tj_runtime_close refuses it (TJ_EINVAL), since its table, cache
+ * and device may be missing.  The message is left as the open set it. */
 static inline int tj__runtime_usable(const tj_runtime *rt)
 {
   return rt && rt->opened;

@@ -271,27 +271,12 @@ int tj_runtime_get_stats(const tj_runtime *rt, tj_stats *stats)
   return TJ_OK;
 }
 
-/* ------------------------------------------------------- building */
+/* ------------------------------------------------------- building
+ * The embedded kernels (below) and the modules (user.c) take the same
+ * steps around their own request: look the row up, compile on a miss,
+ * store what was compiled. */
 
-typedef struct build_request {
-  tj_runtime *rt;
-  const char *source;
-  size_t source_len;
-  const char *file;     /* name hipRTC shows in its log */
-  const char *entry;
-  const char *options;  /* normalised */
-  char key[TJ__KEY_HEX];
-  const char *arch;     /* what it is compiled for: rt->arch, or an
-                         * embedded kernel's arch-specific target */
-} build_request;
-
-static void compute_key(tj_runtime *rt, build_request *req)
-{
-  tj__key_of_kernel(req->source, req->source_len, req->entry, req->options,
-                    req->arch, TJ__PLATFORM, rt->compiler, req->key);
-}
-
-static void count(tj_runtime *rt, uint64_t *counter, double ms)
+void tj__runtime_count(tj_runtime *rt, uint64_t *counter, double ms)
 {
   pthread_mutex_lock(&rt->lock);
   (*counter)++;
@@ -299,30 +284,43 @@ static void count(tj_runtime *rt, uint64_t *counter, double ms)
   pthread_mutex_unlock(&rt->lock);
 }
 
-static int from_cache(build_request *req, tj_kernel *k)
+int tj__runtime_lookup(tj_runtime *rt, const tj__cache_row *want,
+                       const char *what, void **code, size_t *size,
+                       char **entries)
 {
-  tj_runtime *rt = req->rt;
   int dropped = 0;
   if (!rt->cache)
     return TJ_ENOENT;
-  /* The row must say it is what was asked for, not only sit at its key. */
-  tj__cache_row want = {req->key, req->entry, req->arch, TJ__PLATFORM,
-                        rt->compiler, req->options, NULL, 0, 0, NULL};
-  int rc = tj__cache_get(rt->cache, &want, &k->code, &k->code_size, &dropped);
+  int rc = tj__cache_get_entries(rt->cache, want, code, size, &dropped,
+                                 entries);
   if (dropped) {
-    count(rt, &rt->stats.cache_drops, 0);
-    tj__warn(rt, "cache row %s for %s %s; dropped and recompiling", req->key,
-             req->entry, tj__cache_drop_reason(dropped));
+    tj__runtime_count(rt, &rt->stats.cache_drops, 0);
+    tj__warn(rt, "cache row %s for %s %s; dropped and recompiling", want->key,
+             what, tj__cache_drop_reason(dropped));
   }
   if (rc == TJ_ECACHE) { /* the file failed under us: said once, then a miss */
     tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
     return TJ_ENOENT;
   }
-  if (rc == TJ_OK) {
-    k->origin = TJ_FROM_CACHE;
-    count(rt, &rt->stats.cache_hits, 0);
-  }
   return rc;
+}
+
+int tj__runtime_compiled(tj_runtime *rt, int rc, tj__compile_result *res,
+                         const char *what, const char *arch)
+{
+  if (rc == TJ_OK) {
+    free(res->log);
+    res->log = NULL;
+    tj__runtime_count(rt, &rt->stats.compiles, res->ms);
+    return TJ_OK;
+  }
+  char *msg = NULL;
+  if (asprintf(&msg, "compiling %s for %s failed:\n%s", what, arch,
+               res->log ? res->log : "(no compiler log)") < 0)
+    msg = NULL;
+  free(res->log);
+  res->log = NULL;
+  return tj__fail_owned(rt, rc, msg);
 }
 
 int tj__runtime_may_build(tj_runtime *rt, const char *what)
@@ -364,28 +362,57 @@ void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
   tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
 }
 
+/* ------------------------------------------------------- an embedded kernel */
+
+typedef struct build_request {
+  tj_runtime *rt;
+  const char *source;
+  size_t source_len;
+  const char *file;     /* name hipRTC shows in its log */
+  const char *entry;
+  const char *options;  /* normalised */
+  char key[TJ__KEY_HEX];
+  const char *arch;     /* what it is compiled for: rt->arch, or an
+                         * embedded kernel's arch-specific target */
+} build_request;
+
+static void compute_key(tj_runtime *rt, build_request *req)
+{
+  tj__key_of_kernel(req->source, req->source_len, req->entry, req->options,
+                    req->arch, TJ__PLATFORM, rt->compiler, req->key);
+}
+
+static int from_cache(build_request *req, tj_kernel *k)
+{
+  tj_runtime *rt = req->rt;
+  /* The row must say it is what was asked for, not only sit at its key. */
+  tj__cache_row want = {req->key, req->entry, req->arch, TJ__PLATFORM,
+                        rt->compiler, req->options, NULL, 0, 0, NULL};
+  int rc = tj__runtime_lookup(rt, &want, req->entry, &k->code, &k->code_size,
+                              NULL);
+  if (rc == TJ_OK) {
+    k->origin = TJ_FROM_CACHE;
+    tj__runtime_count(rt, &rt->stats.cache_hits, 0);
+  }
+  return rc;
+}
+
 static int from_compiler(build_request *req, tj_kernel *k)
 {
   tj_runtime *rt = req->rt;
   tj__compile_result res;
+  char what[512];
   int rc = tj__runtime_may_compile(rt, req->entry);
   if (rc != TJ_OK)
     return rc;
   rc = tj__compile(req->source, req->file, req->arch, req->options, &res);
-  if (rc != TJ_OK) {
-    char *msg = NULL;
-    if (asprintf(&msg, "compiling %s (%s) for %s failed:\n%s", req->entry,
-                 req->file, req->arch, res.log ? res.log : "(no compiler log)") < 0)
-      msg = NULL;
-    free(res.log);
-    return tj__fail_owned(rt, rc, msg);
-  }
-  free(res.log);
+  snprintf(what, sizeof what, "%s (%s)", req->entry, req->file);
+  if ((rc = tj__runtime_compiled(rt, rc, &res, what, req->arch)) != TJ_OK)
+    return rc;
   k->code = res.code;
   k->code_size = res.size;
   k->origin = TJ_FROM_COMPILER;
   k->compile_ms = res.ms;
-  count(rt, &rt->stats.compiles, res.ms);
   if (rt->cache) {
     tj__cache_row row = {req->key, req->entry, req->arch, TJ__PLATFORM,
                          rt->compiler, req->options, k->code, k->code_size,

@@ -215,14 +215,6 @@ static tj_module *module_new(const request *r)
   return m;
 }
 
-static void count(tj_runtime *rt, uint64_t *counter, double ms)
-{
-  pthread_mutex_lock(&rt->lock);
-  (*counter)++;
-  rt->stats.compile_ms += ms;
-  pthread_mutex_unlock(&rt->lock);
-}
-
 /* ------------------------------------------------------- entries */
 
 static int entry_index(const tj_module *m, const char *entry)
@@ -245,7 +237,7 @@ static char *stored_lowering(const char *lines, const char *expr)
 {
   size_t n = strlen(expr), elen, llen;
   const char *e, *l;
-  for (const char *p = lines; tj__entries_next(&p, &e, &elen, &l, &llen);)
+  for (const char *p = lines; tj_entries_next(&p, &e, &elen, &l, &llen);)
     if (elen == n && llen > 0 && strncmp(e, expr, n) == 0)
       return strndup(l, llen);
   return NULL;
@@ -349,27 +341,14 @@ static int row_names(const request *r, char **kernels, char **options)
 static int from_cache(const request *r, tj_module *m)
 {
   tj_runtime *rt = r->rt;
-  int dropped = 0;
-  char *stored = NULL;
-  if (!rt->cache)
-    return TJ_ENOENT;
-  char *options = NULL;
+  char *stored = NULL, *options = NULL;
   if (row_names(r, NULL, &options) != TJ_OK)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   tj__cache_row want = {r->key, NULL, rt->arch, TJ__PLATFORM, rt->compiler,
                         options, NULL, 0, 0, NULL};
-  int rc = tj__cache_get_entries(rt->cache, &want, &m->code, &m->code_size,
-                                 &dropped, &stored);
+  int rc = tj__runtime_lookup(rt, &want, r->name, &m->code, &m->code_size,
+                              &stored);
   free(options);
-  if (dropped) {
-    count(rt, &rt->stats.cache_drops, 0);
-    tj__warn(rt, "cache row %s for %s %s; dropped and recompiling", r->key,
-             r->name, tj__cache_drop_reason(dropped));
-  }
-  if (rc == TJ_ECACHE) {
-    tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
-    return TJ_ENOENT;
-  }
   if (rc != TJ_OK)
     return rc;
   rc = resolve_entries(r, m, NULL, stored);
@@ -387,7 +366,7 @@ static int from_cache(const request *r, tj_module *m)
   if (rc != TJ_OK)
     return rc == TJ_ENOENT ? MISSING_ENTRY : rc;
   m->origin = TJ_FROM_CACHE;
-  count(rt, &rt->stats.cache_hits, 0);
+  tj__runtime_count(rt, &rt->stats.cache_hits, 0);
   return TJ_OK;
 }
 
@@ -413,22 +392,6 @@ static int blame_expressions(const request *r, const tj__compile_input *in,
                     "expression '%s'", r->name, which);
   return tj__fail(r->rt, TJ_ENOENT, "%s has no kernel for one of its %d name "
                   "expressions ('%s'...)", r->name, r->nexprs, r->exprs[0]);
-}
-
-static int compile_failed(const request *r, const tj__compile_input *in,
-                          int rc, char *log)
-{
-  if (rc == TJ_ECOMPILE && r->nexprs > 0 &&
-      blame_expressions(r, in, log) == TJ_ENOENT) {
-    free(log);
-    return TJ_ENOENT;
-  }
-  char *msg = NULL;
-  if (asprintf(&msg, "compiling %s for %s failed:\n%s", r->name, r->rt->arch,
-               log ? log : "(no compiler log)") < 0)
-    msg = NULL;
-  free(log);
-  return tj__fail_owned(r->rt, rc, msg);
 }
 
 static void store(const request *r, tj_module *m)
@@ -469,14 +432,17 @@ static int from_compiler(const request *r, tj_module *m)
   if (rc != TJ_OK)
     return rc;
   rc = tj__compile_module(&in, &res, &lowered);
-  if (rc != TJ_OK)
-    return compile_failed(r, &in, rc, res.log);
-  free(res.log);
+  if (rc == TJ_ECOMPILE && r->nexprs > 0 &&
+      blame_expressions(r, &in, res.log) == TJ_ENOENT) {
+    free(res.log);
+    return TJ_ENOENT;
+  }
+  if ((rc = tj__runtime_compiled(rt, rc, &res, r->name, rt->arch)) != TJ_OK)
+    return rc;
   m->code = res.code;
   m->code_size = res.size;
   m->origin = TJ_FROM_COMPILER;
   m->compile_ms = res.ms;
-  count(rt, &rt->stats.compiles, res.ms);
   rc = resolve_entries(r, m, lowered, NULL);
   for (int i = 0; lowered && i < r->nexprs; i++)
     free(lowered[i]);
