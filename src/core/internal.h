@@ -247,17 +247,6 @@ int tj__headers_digest(const char *source, size_t source_len,
                        const char *const *argv, int argc,
                        char digest[TJ__KEY_HEX], char *why, size_t whylen);
 
-/* ------------------------------------------------------------ symbols.c */
-
-/* Whether the code object (an ELF64: AMD GPU code object or NVIDIA cubin)
- * defines a kernel named symbol. */
-int tj__elf_has_kernel(const void *code, size_t size, const char *symbol);
-/* A kernel whose mangled name is that of a non-template function ident at
- * namespace scope (_Z<len><ident><params>): 1 and its symbol in out when
- * exactly one matches; 0 when none; -1 when several (overloads). */
-int tj__elf_find_cxx_kernel(const void *code, size_t size, const char *ident,
-                            char *out, size_t outlen);
-
 /* ------------------------------------------------------------ module.c */
 
 /* Load code and find entry; *module and *function are hip handles. */
@@ -272,8 +261,10 @@ int tj__module_function(void *module, const char *entry, void **function,
 
 /* ------------------------------------------------------------ modtable.c */
 
-/* A kernel of a runtime.  Created once, immutable once ready. */
+/* A kernel of a runtime.  Created once, immutable once ready but for its
+ * resources, read from the code at the first tj_kernel_get_info. */
 struct tj_kernel {
+  tj_runtime *rt;
   char *entry;
   char key[TJ__KEY_HEX];
   void *code;
@@ -284,6 +275,9 @@ struct tj_kernel {
   double compile_ms;
   struct tj_module *owner; /* a module's kernel: code and module are the
                               owner's; a module's own slot: entry NULL */
+  int index;               /* a module's kernel: its entry's index in owner */
+  int resources_read;      /* under rt->lock: resources is filled */
+  tj_kernel_resources resources;
 };
 
 /* A module of a runtime (tj_module_compile).  Immutable once built. */
@@ -340,7 +334,7 @@ struct tj_runtime {
   tj__cache *cache;
   uint64_t cache_max_bytes;
   tj__modtable *table;
-  pthread_mutex_t lock;   /* guards stats */
+  pthread_mutex_t lock;   /* guards stats and kernels' resources */
   uint64_t msg_serial;    /* names rt's messages (errors.c) */
   char *compiler_env;     /* base options and environment, for the key */
   char *env_refusal;      /* why compiling is refused, or NULL */

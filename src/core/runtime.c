@@ -436,6 +436,7 @@ static int build_kernel(void *ctx, tj_kernel **out)
     free(k);
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   }
+  k->rt = rt;
   memcpy(k->key, req->key, sizeof k->key);
   rc = from_cache(req, k);
   if (rc == TJ_ENOENT)
@@ -546,11 +547,21 @@ int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
  * name expressions, lowered by the compiler. */
 static const char *kernel_symbol(const tj_kernel *k)
 {
-  const tj_module *m = k->owner;
-  if (!m || !k->entry)
-    return k->entry;
-  ptrdiff_t i = k - m->kernels;
-  return i >= 0 && i < m->nentries ? m->lowered[i] : NULL;
+  return k->owner && k->entry ? k->owner->lowered[k->index] : k->entry;
+}
+
+/* What the kernel asks of the GPU, read from its code once, at the first
+ * ask, and kept with the kernel: the kernel is shared, so under the lock. */
+static void kernel_resources(const tj_kernel *k, tj_kernel_resources *out)
+{
+  tj_kernel *w = (tj_kernel *)k; /* only its resources, under the lock */
+  pthread_mutex_lock(&k->rt->lock);
+  if (!w->resources_read) {
+    tj__code_resources(k->code, k->code_size, kernel_symbol(k), &w->resources);
+    w->resources_read = 1;
+  }
+  *out = w->resources;
+  pthread_mutex_unlock(&k->rt->lock);
 }
 
 int tj_kernel_get_info(const tj_kernel *k, tj_kernel_info *info)
@@ -559,7 +570,7 @@ int tj_kernel_get_info(const tj_kernel *k, tj_kernel_info *info)
     return TJ_EINVAL;
   tj_kernel_info i = {k->entry, k->key, k->code, k->code_size, k->origin,
                       k->compile_ms, {0}, {0}};
-  tj__code_resources(k->code, k->code_size, kernel_symbol(k), &i.resources);
+  kernel_resources(k, &i.resources);
   *info = i;
   return TJ_OK;
 }

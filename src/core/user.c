@@ -6,6 +6,7 @@
  * headers, headers.c) -> SQLite -> compiler -> module load.
  */
 #include "internal.h"
+#include "codeobj.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -459,6 +460,8 @@ static int load(const request *r, tj_module *m)
   tj_runtime *rt = r->rt;
   char err[512];
   for (int i = 0; i < m->nentries; i++) {
+    m->kernels[i].rt = rt;
+    m->kernels[i].index = i;
     m->kernels[i].entry = m->entries[i];
     memcpy(m->kernels[i].key, m->key, sizeof m->key);
     m->kernels[i].code = m->code;
@@ -517,6 +520,7 @@ static int build_module(void *ctx, tj_kernel **out)
   memcpy(holder->key, m->key, sizeof holder->key);
   holder->origin = m->origin;
   holder->owner = m;
+  holder->rt = rt;
   *out = holder;
   return TJ_OK;
 }
