@@ -100,22 +100,10 @@ static void assert_code_object_for(const tj_kernel *k, const char *arch,
 #endif
 }
 
-static tj_runtime *open_for(const char *arch)
-{
-  tj_options o = {0};
-  o.arch = arch;
-  o.flags = TJ_NO_DEVICE | TJ_CACHE_DISABLE;
-  tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
-  ck_assert_msg(rc == TJ_OK, "%s: tj_runtime_open: %s: %s", arch, tj_strerror(rc),
-                tj_errmsg(rt));
-  return rt;
-}
-
 START_TEST(every_embedded_kernel_compiles_for_the_arch)
 {
   const char *arch = archs.name[_i];
-  tj_runtime *rt = open_for(arch);
+  tj_runtime *rt = open_for_arch(arch, NULL);
   ck_assert_str_eq(tj_runtime_arch(rt), arch);
   ck_assert_uint_ge(tj_embedded_count(), 5);
   for (size_t i = 0; i < tj_embedded_count(); i++) {
@@ -143,7 +131,7 @@ START_TEST(a_callers_kernel_compiles_for_the_arch)
       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
       "  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
   const char *arch = archs.name[_i];
-  tj_runtime *rt = open_for(arch);
+  tj_runtime *rt = open_for_arch(arch, NULL);
   tj_kernel *k = NULL;
   int rc = tj_kernel_compile(rt, src, "axpy_arch", "-DTJ_CHECK_ARCHS=1", &k);
   ck_assert_msg(rc == TJ_OK, "axpy_arch for %s: %s: %s", arch, tj_strerror(rc),
@@ -158,7 +146,7 @@ START_TEST(each_arch_has_its_own_key)
 {
   char keys[MAX_ARCHS][40];
   for (int a = 0; a < archs.count; a++) {
-    tj_runtime *rt = open_for(archs.name[a]);
+    tj_runtime *rt = open_for_arch(archs.name[a], NULL);
     tj_kernel *k = NULL;
     ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
     tj_kernel_info info;

@@ -3,7 +3,7 @@
  * of a module, gone with their row, and read from the code when an older
  * file is migrated (a read-only handle reads a schema-2 file as it is).
  * Compile-only for TEST_ARCH with the real compiler, on real SQLite files. */
-#include "testutil.h"
+#include "testkernels.h"
 #include "testsql.h"
 #include "internal.h" /* tj__hash_hex, to write an old file's rows */
 
@@ -66,35 +66,6 @@ static void same_resources(const tj_kernel_resources *got,
   ck_assert_int_eq(got->wave_size, want->wave_size);
 }
 
-static const char scratch_source[] =
-    "extern \"C\" __global__ void scratchy(int *out, int i) {\n"
-    "  volatile int a[512];\n"
-    "  for (int j = 0; j < 512; j++) a[j] = j * out[j];\n"
-    "  out[threadIdx.x] = a[(i + threadIdx.x) & 511];\n}\n";
-
-static const char module_source[] =
-    "template <typename T> __global__ void fill(T *p, T v) { p[threadIdx.x] = "
-    "v; }\n"
-    "template __global__ void fill<float>(float *, float);\n"
-    "extern \"C\" __global__ void staged(float *p) {\n"
-    "  __shared__ float s[1024];\n"
-    "  s[threadIdx.x] = p[threadIdx.x];\n"
-    "  __syncthreads();\n"
-    "  p[threadIdx.x] = s[1023 - threadIdx.x];\n}\n";
-static const char *const module_entries[] = {"fill<float>", "staged"};
-
-static tj_module *compile_module(tj_runtime *rt)
-{
-  tj_module_source ms = {0};
-  ms.size = sizeof ms;
-  ms.source = module_source;
-  ms.entries = module_entries;
-  ms.num_entries = 2;
-  tj_module *m = NULL;
-  ck_assert_msg(tj_module_compile(rt, &ms, &m) == TJ_OK, "%s", tj_errmsg(rt));
-  return m;
-}
-
 static tj_kernel_info info_of(const tj_kernel *k)
 {
   tj_kernel_info i;
@@ -112,14 +83,14 @@ static void check_module_row(const char *path, tj_module *m, unsigned flags)
   ck_assert_int_eq(s.n, 2);
   for (int i = 0; i < 2; i++) {
     tj_kernel *k = NULL;
-    ck_assert_int_eq(tj_module_kernel(m, module_entries[i], &k), TJ_OK);
+    ck_assert_int_eq(tj_module_kernel(m, test_module_entries[i], &k), TJ_OK);
     tj_kernel_info ki = info_of(k);
-    ck_assert_str_eq(s.entry[i], module_entries[i]);
+    ck_assert_str_eq(s.entry[i], test_module_entries[i]);
     ck_assert_str_eq(s.lowered[i], mi.lowered[i]);
     same_resources(&s.res[i], &ki.resources);
   }
   ck_assert_int_eq(s.res[0].shared_bytes, 0);
-  ck_assert_int_eq(s.res[1].shared_bytes, 1024 * 4);
+  ck_assert_int_eq(s.res[1].shared_bytes, TEST_STAGED_SHARED_BYTES);
 }
 
 START_TEST(a_stored_rows_resources_are_its_kernels_info)
@@ -130,7 +101,7 @@ START_TEST(a_stored_rows_resources_are_its_kernels_info)
   for (int i = 0; i < 3; i++) {
     tj_kernel *k = NULL;
     int rc = i < 2 ? tj_kernel_get(rt, names[i], &k)
-                   : tj_kernel_compile(rt, scratch_source, names[i], NULL, &k);
+                   : tj_kernel_compile(rt, test_scratch_source, names[i], NULL, &k);
     ck_assert_msg(rc == TJ_OK, "%s: %s", names[i], tj_errmsg(rt));
     tj_kernel_info ki = info_of(k);
     stored s = stored_row(path, ki.key, TJ_CACHE_READONLY);
@@ -146,7 +117,7 @@ START_TEST(a_stored_rows_resources_are_its_kernels_info)
                    0);
   ck_assert_int_ge(tsql_int(path, "SELECT local_bytes FROM kernel_resources "
                                    "WHERE entry = 'scratchy'"),
-                   512 * 4);
+                   TEST_SCRATCH_BYTES);
   ck_assert_int_gt(tsql_int(path, "SELECT shared_bytes FROM kernel_resources "
                                    "WHERE entry = 'gemm_f16'"),
                    0);
@@ -159,7 +130,7 @@ START_TEST(a_modules_two_entries_store_two_sets)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   tj_runtime *rt = open_compile_only(path, 0);
-  check_module_row(path, compile_module(rt), TJ_CACHE_READONLY);
+  check_module_row(path, test_compile_module(rt), TJ_CACHE_READONLY);
   tj_runtime_close(rt);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM kernel_resources"), 2);
   free(path);
@@ -179,7 +150,7 @@ START_TEST(resources_go_with_their_row)
   tj_kernel_info ki = info_of(k);
   char key[TJ__KEY_HEX]; /* ki's pointers go with the runtime */
   snprintf(key, sizeof key, "%s", ki.key);
-  compile_module(rt);
+  test_compile_module(rt);
   tj_runtime_close(rt);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM kernel_resources"), 3);
 
@@ -272,7 +243,7 @@ START_TEST(a_schema_2_file_keeps_its_rows_and_gains_their_resources)
   tj_kernel *k = NULL;
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   tj_kernel_info ki = info_of(k);
-  tj_module *m = compile_module(rt);
+  tj_module *m = test_compile_module(rt);
   tj_module_info mi = {.size = sizeof mi};
   ck_assert_int_eq(tj_module_get_info(m, &mi), TJ_OK);
   char entries[256];

@@ -2,14 +2,16 @@
  * machine without a GPU (tj_kernel_info.resources): the embedded kernels
  * for the arch of each $TJ_TEST_ARCHS entry (default TEST_ARCH), a kernel
  * that needs scratch, a module's lowered entry, the same figures as LLVM's
- * own reader of the AMD metadata note, and malformed code objects. */
-#include "testutil.h"
+ * own reader of the AMD metadata note, malformed code objects (for the
+ * symbol reader too), and threads asking for the figures at once. */
+#include "testkernels.h"
 
 #include "codeobj.h"
 #include "tokitai-jit/kernels.h"
 #include "tokitai-jit/ops.h"
 
 #include <elf.h>
+#include <pthread.h>
 
 /* Each embedded kernel with its contract's block and dynamic shared
  * memory, from <tokitai-jit/kernels.h>. */
@@ -31,17 +33,6 @@ static int elementwise(const char *name)
 static char *archs[16];
 static int n_archs;
 
-static tj_runtime *open_for(const char *arch)
-{
-  tj_options o = {0};
-  o.arch = arch;
-  o.flags = TJ_NO_DEVICE | TJ_CACHE_DISABLE;
-  tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
-  ck_assert_msg(rc == TJ_OK, "%s: %s: %s", arch, tj_strerror(rc), tj_errmsg(rt));
-  return rt;
-}
-
 static int is_amd(const tj_kernel_info *info)
 {
   return ((const Elf64_Ehdr *)info->code)->e_machine == 224; /* EM_AMDGPU */
@@ -50,7 +41,7 @@ static int is_amd(const tj_kernel_info *info)
 START_TEST(embedded_kernels_resources_are_read)
 {
   const char *arch = archs[_i];
-  tj_runtime *rt = open_for(arch);
+  tj_runtime *rt = open_for_arch(arch, NULL);
   ck_assert_uint_eq(tj_embedded_count(), N_EMBEDDED);
   for (size_t i = 0; i < N_EMBEDDED; i++) {
     tj_kernel *k = NULL;
@@ -101,17 +92,13 @@ END_TEST
  * figures must say so. */
 START_TEST(a_kernel_with_a_local_array_shows_its_scratch)
 {
-  static const char src[] =
-      "extern \"C\" __global__ void scratchy(int *out, int i) {\n"
-      "  volatile int a[512];\n"
-      "  for (int j = 0; j < 512; j++) a[j] = j * out[j];\n"
-      "  out[threadIdx.x] = a[(i + threadIdx.x) & 511];\n}\n";
-  tj_runtime *rt = open_for(archs[_i]);
+  tj_runtime *rt = open_for_arch(archs[_i], NULL);
   tj_kernel *k = NULL;
   tj_kernel_info info;
-  ck_assert_int_eq(tj_kernel_compile(rt, src, "scratchy", NULL, &k), TJ_OK);
+  ck_assert_int_eq(tj_kernel_compile(rt, test_scratch_source, "scratchy", NULL, &k),
+                   TJ_OK);
   ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
-  ck_assert_msg(info.resources.local_bytes >= 512 * 4, "%s: scratch %lld bytes",
+  ck_assert_msg(info.resources.local_bytes >= TEST_SCRATCH_BYTES, "%s: scratch %lld bytes",
                 archs[_i], (long long)info.resources.local_bytes);
   ck_assert_int_eq(info.resources.shared_bytes, 0);
   tj_runtime_close(rt);
@@ -122,23 +109,8 @@ END_TEST
  * name, with its own figures: shared memory only in the one that has it. */
 START_TEST(a_modules_entries_have_their_own_figures)
 {
-  static const char src[] =
-      "template <typename T> __global__ void fill(T *p, T v) { p[threadIdx.x] = v; }\n"
-      "template __global__ void fill<float>(float *, float);\n"
-      "extern \"C\" __global__ void staged(float *p) {\n"
-      "  __shared__ float s[1024];\n"
-      "  s[threadIdx.x] = p[threadIdx.x];\n"
-      "  __syncthreads();\n"
-      "  p[threadIdx.x] = s[1023 - threadIdx.x];\n}\n";
-  static const char *entries[] = {"fill<float>", "staged"};
-  tj_runtime *rt = open_for(archs[_i]);
-  tj_module_source ms = {0};
-  ms.size = sizeof ms;
-  ms.source = src;
-  ms.entries = entries;
-  ms.num_entries = 2;
-  tj_module *m = NULL;
-  ck_assert_msg(tj_module_compile(rt, &ms, &m) == TJ_OK, "%s", tj_errmsg(rt));
+  tj_runtime *rt = open_for_arch(archs[_i], NULL);
+  tj_module *m = test_compile_module(rt);
   tj_kernel *fill = NULL, *staged = NULL;
   tj_kernel_info a, b;
   ck_assert_int_eq(tj_module_kernel(m, "fill<float>", &fill), TJ_OK);
@@ -147,7 +119,7 @@ START_TEST(a_modules_entries_have_their_own_figures)
   tj_kernel_get_info(staged, &b);
   ck_assert_int_gt(a.resources.regs, 0);
   ck_assert_int_eq(a.resources.shared_bytes, 0);
-  ck_assert_int_eq(b.resources.shared_bytes, 1024 * 4);
+  ck_assert_int_eq(b.resources.shared_bytes, TEST_STAGED_SHARED_BYTES);
   tj_runtime_close(rt);
 }
 END_TEST
@@ -199,7 +171,7 @@ START_TEST(amd_figures_match_llvm_readelf)
     return;
   }
   static const char *one_kernel[] = {"add_i32", "gelu_fwd_f16", "gelu_bwd_f16", "gemm_f16"};
-  tj_runtime *rt = open_for(arch);
+  tj_runtime *rt = open_for_arch(arch, NULL);
   char *dir = test_tmpdir();
   for (size_t i = 0; i < 4; i++) {
     tj_kernel *k = NULL;
@@ -238,7 +210,7 @@ END_TEST
  * runs this too): every truncation, and bytes flipped all through. */
 START_TEST(malformed_code_objects_are_unknown)
 {
-  tj_runtime *rt = open_for(archs[0]);
+  tj_runtime *rt = open_for_arch(archs[0], NULL);
   tj_kernel *k = NULL;
   tj_kernel_info info;
   ck_assert_int_eq(tj_kernel_get(rt, "gelu_bwd_f16", &k), TJ_OK);
@@ -249,10 +221,24 @@ START_TEST(malformed_code_objects_are_unknown)
   ck_assert_int_eq(r.regs, -1);
   ck_assert_int_eq(tj__code_resources("not an ELF", 10, "x", &r), -1);
   ck_assert_int_eq(tj__code_resources(NULL, 0, "x", &r), -1);
+  /* The symbol reader, through the same ELF view. */
+  char sym[64];
+  ck_assert(tj__elf_has_kernel(info.code, info.code_size, "gelu_bwd_f16"));
+  ck_assert(!tj__elf_has_kernel(info.code, info.code_size, "no_such_kernel"));
+  ck_assert(!tj__elf_has_kernel("not an ELF", 10, "x"));
+  ck_assert_int_eq(tj__elf_find_cxx_kernel(NULL, 0, "x", sym, sizeof sym), 0);
+  /* Not aligned as malloc aligns: refused, not read in place. */
+  unsigned char *shifted = malloc(info.code_size + 1);
+  memcpy(shifted + 1, info.code, info.code_size);
+  ck_assert(!tj__elf_has_kernel(shifted + 1, info.code_size, "gelu_bwd_f16"));
+  ck_assert_int_eq(tj__code_resources(shifted + 1, info.code_size, "gelu_bwd_f16", &r), -1);
+  free(shifted);
   unsigned char *copy = malloc(info.code_size);
   for (size_t n = 0; n < info.code_size; n += n < 4096 ? 1 : 61) {
     memcpy(copy, info.code, n);
     tj__code_resources(copy, n, "gelu_bwd_f16", &r);
+    tj__elf_has_kernel(copy, n, "gelu_bwd_f16");
+    tj__elf_find_cxx_kernel(copy, n, "gelu_bwd_f16", sym, sizeof sym);
   }
   srand(7);
   for (int round = 0; round < 2000; round++) {
@@ -260,8 +246,56 @@ START_TEST(malformed_code_objects_are_unknown)
     for (int f = 0; f < 4; f++)
       copy[(size_t)rand() % info.code_size] ^= (unsigned char)(1 + rand() % 255);
     tj__code_resources(copy, info.code_size, "gelu_bwd_f16", &r);
+    tj__elf_has_kernel(copy, info.code_size, "gelu_bwd_f16");
+    tj__elf_find_cxx_kernel(copy, info.code_size, "gelu_bwd_f16", sym, sizeof sym);
   }
   free(copy);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The figures are read from the code at the first ask and kept with the
+ * kernel: threads asking at once get what the reader itself gives (the
+ * sanitizer builds watch the sharing). */
+typedef struct asker {
+  const tj_kernel *k;
+  pthread_barrier_t *start;
+  tj_kernel_resources got;
+} asker;
+
+static void *ask_often(void *p)
+{
+  asker *a = p;
+  tj_kernel_info info;
+  pthread_barrier_wait(a->start);
+  for (int round = 0; round < 200; round++)
+    ck_assert_int_eq(tj_kernel_get_info(a->k, &info), TJ_OK);
+  a->got = info.resources;
+  return NULL;
+}
+
+START_TEST(threads_asking_at_once_get_the_same_figures)
+{
+  tj_runtime *rt = open_for_arch(archs[0], NULL);
+  tj_module *m = test_compile_module(rt);
+  tj_module_info mi = {.size = sizeof mi};
+  tj_kernel *k = NULL;
+  ck_assert_int_eq(tj_module_get_info(m, &mi), TJ_OK);
+  ck_assert_int_eq(tj_module_kernel(m, "staged", &k), TJ_OK);
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, 2);
+  asker a[2] = {{k, &start, {0}}, {k, &start, {0}}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, ask_often, &a[i]), 0);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&start);
+  tj_kernel_resources direct;
+  ck_assert_int_eq(tj__code_resources(mi.code, mi.code_size, mi.lowered[1], &direct), 0);
+  for (int i = 0; i < 2; i++)
+    ck_assert(memcmp(&a[i].got, &direct, sizeof direct) == 0);
+  ck_assert_int_eq(direct.shared_bytes, TEST_STAGED_SHARED_BYTES);
   tj_runtime_close(rt);
 }
 END_TEST
@@ -282,6 +316,7 @@ int main(void)
   tcase_add_loop_test(tc, a_modules_entries_have_their_own_figures, 0, n_archs);
   tcase_add_loop_test(tc, amd_figures_match_llvm_readelf, 0, n_archs);
   tcase_add_test(tc, malformed_code_objects_are_unknown);
+  tcase_add_test(tc, threads_asking_at_once_get_the_same_figures);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -398,19 +398,6 @@ END_TEST
 
 /* ------------------------------------------------------- the Hopper path */
 
-static tj_runtime *open_for_arch(const char *arch, const char *cache_path)
-{
-  tj_options o = {0};
-  o.arch = arch;
-  o.cache_path = cache_path;
-  o.flags = TJ_NO_DEVICE | (cache_path ? 0 : TJ_CACHE_DISABLE);
-  tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
-  ck_assert_msg(rc == TJ_OK, "tj_runtime_open(%s): %s: %s", arch,
-                tj_strerror(rc), tj_errmsg(rt));
-  return rt;
-}
-
 /* tj_gemm_f16_kernel on (M, N, K) with dense leading dimensions, the
  * operands at 16-byte aligned fake addresses. */
 static const char *entry_for(tj_runtime *rt, int M, int N, int K)

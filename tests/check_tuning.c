@@ -10,6 +10,7 @@
 #include "testutil.h"
 #include "testsql.h"
 #include "internal.h"
+#include "codeobj.h"
 
 #include <stdint.h>
 

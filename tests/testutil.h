@@ -48,18 +48,38 @@ static inline char *test_path(const char *dir, const char *name)
   return p;
 }
 
-/* tj_runtime_open, compile-only for TEST_ARCH, on the cache at path (NULL:
+/* tj_runtime_open, compile-only for arch, on the cache at path (NULL:
  * the default location) with more flags.  *rt is set even when the open
  * fails, for its message. */
-static inline int test_open(tj_runtime **rt, const char *cache_path,
-                            unsigned flags)
+static inline int test_open_arch(tj_runtime **rt, const char *arch,
+                                 const char *cache_path, unsigned flags)
 {
   tj_options o = {0};
-  o.arch = TEST_ARCH;
+  o.arch = arch;
   o.cache_path = cache_path;
   o.flags = TJ_NO_DEVICE | flags;
   *rt = NULL;
   return tj_runtime_open(rt, &o);
+}
+
+/* The same for TEST_ARCH. */
+static inline int test_open(tj_runtime **rt, const char *cache_path,
+                            unsigned flags)
+{
+  return test_open_arch(rt, TEST_ARCH, cache_path, flags);
+}
+
+/* A compile-only runtime for arch on the cache at path (NULL: no cache),
+ * failing the test on error. */
+static inline tj_runtime *open_for_arch(const char *arch,
+                                        const char *cache_path)
+{
+  tj_runtime *rt = NULL;
+  int rc = test_open_arch(&rt, arch, cache_path,
+                          cache_path ? 0 : TJ_CACHE_DISABLE);
+  ck_assert_msg(rc == TJ_OK, "%s: tj_runtime_open: %s: %s", arch,
+                tj_strerror(rc), tj_errmsg(rt));
+  return rt;
 }
 
 /* Open a compile-only runtime for TEST_ARCH on the cache at path (NULL:

@@ -63,7 +63,7 @@ int tj__resources_put(sqlite3_stmt *ins, const char *key, const char *kernel,
   size_t elen, llen;
   const char *e, *l;
   for (const char *p = entries;
-       rc == SQLITE_OK && tj__entries_next(&p, &e, &elen, &l, &llen);) {
+       rc == SQLITE_OK && tj_entries_next(&p, &e, &elen, &l, &llen);) {
     char *entry = strndup(e, elen), *lowered = strndup(l, llen);
     rc = entry && lowered ? put_one(ins, key, entry, lowered, code, size)
                           : SQLITE_NOMEM;

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 #include "cli.h"
+#include "entries.h"
 #include "tokitai-jit.h"
 
 #include <inttypes.h>
@@ -62,24 +63,43 @@ static int get_stats(tj_cache *c, tj_cache_stats *st)
   return rc;
 }
 
-/* A module row's "expression<TAB>lowered" lines as a JSON array. */
+/* A figure for JSON: null where the code object does not say. */
+static void print_figure_json(const char *name, int64_t v)
+{
+  if (v < 0)
+    printf(", \"%s\": null", name);
+  else
+    printf(", \"%s\": %" PRId64, name, v);
+}
+
+/* ", "name": "value"", the value escaped. */
+static void print_string_json(const char *name, const char *value)
+{
+  printf(", \"%s\": ", name);
+  cli_json_string(stdout, value);
+}
+
+/* An entry's object, {"entry": ..., "lowered": ..., left open for more. */
+static void open_entry_json(int first, const char *entry, const char *lowered)
+{
+  fputs(first ? "{\"entry\": " : ", {\"entry\": ", stdout);
+  cli_json_string(stdout, entry);
+  print_string_json("lowered", lowered);
+}
+
+/* A module row's entries as a JSON array. */
 static void print_entries_json(const char *lines)
 {
-  fputs(", \"entries\": [", stdout);
+  const char *x, *l;
+  size_t xn, ln;
   int n = 0;
-  for (const char *p = lines; p && *p;) {
-    size_t len = strcspn(p, "\n"), tab = strcspn(p, "\t");
-    if (tab < len) {
-      char *expr = strndup(p, tab), *low = strndup(p + tab + 1, len - tab - 1);
-      fputs(n++ ? ", {\"entry\": " : "{\"entry\": ", stdout);
-      cli_json_string(stdout, expr ? expr : "");
-      fputs(", \"lowered\": ", stdout);
-      cli_json_string(stdout, low ? low : "");
-      putchar('}');
-      free(expr);
-      free(low);
-    }
-    p += len + (p[len] == '\n');
+  fputs(", \"entries\": [", stdout);
+  for (const char *p = lines; tj_entries_next(&p, &x, &xn, &l, &ln);) {
+    char *expr = strndup(x, xn), *low = strndup(l, ln);
+    open_entry_json(n++ == 0, expr ? expr : "", low ? low : "");
+    putchar('}');
+    free(expr);
+    free(low);
   }
   putchar(']');
 }
@@ -90,27 +110,17 @@ static char *kernel_cell(const tj_cache_entry *e)
 {
   if (!e->entries || !*e->entries)
     return strdup(e->kernel);
+  const char *x, *l;
+  size_t xn, ln;
   char *out = calloc(1, 2 * strlen(e->entries) + 8);
-  for (const char *p = e->entries; out && *p;) {
-    size_t len = strcspn(p, "\n"), tab = strcspn(p, "\t");
-    if (tab < len) {
-      size_t o = strlen(out);
-      int same = len - tab - 1 == tab && strncmp(p, p + tab + 1, tab) == 0;
-      sprintf(out + o, same ? "%s%.*s" : "%s%.*s [%.*s]", o ? ", " : "",
-              (int)tab, p, (int)(len - tab - 1), p + tab + 1);
-    }
-    p += len + (p[len] == '\n');
+  const char *p = e->entries;
+  while (out && tj_entries_next(&p, &x, &xn, &l, &ln)) {
+    size_t o = strlen(out);
+    int same = xn == ln && strncmp(x, l, xn) == 0;
+    sprintf(out + o, same ? "%s%.*s" : "%s%.*s [%.*s]", o ? ", " : "",
+            (int)xn, x, (int)ln, l);
   }
   return out;
-}
-
-/* A figure for JSON: null where the code object does not say. */
-static void print_figure_json(const char *name, int64_t v)
-{
-  if (v < 0)
-    printf(", \"%s\": null", name);
-  else
-    printf(", \"%s\": %" PRId64, name, v);
 }
 
 /* Each entry's resources, one object per entry, every key every time. */
@@ -120,10 +130,7 @@ static void print_kernels_json(const tj_cache_entry *e)
   for (int i = 0; i < e->num_kernels; i++) {
     const tj_cache_kernel *k = &e->kernels[i];
     const tj_kernel_resources *r = &k->resources;
-    fputs(i ? ", {\"entry\": " : "{\"entry\": ", stdout);
-    cli_json_string(stdout, k->entry);
-    fputs(", \"lowered\": ", stdout);
-    cli_json_string(stdout, k->lowered);
+    open_entry_json(i == 0, k->entry, k->lowered);
     print_figure_json("regs", r->regs);
     print_figure_json("sgprs", r->sgprs);
     print_figure_json("agprs", r->agprs);
@@ -141,20 +148,13 @@ static void print_entry_json(const tj_cache_entry *e)
 {
   printf("{\"key\": ");
   cli_json_string(stdout, e->key);
-  printf(", \"kernel\": ");
-  cli_json_string(stdout, e->kernel);
-  printf(", \"arch\": ");
-  cli_json_string(stdout, e->arch);
-  printf(", \"platform\": ");
-  cli_json_string(stdout, e->platform);
-  printf(", \"compiler\": ");
-  cli_json_string(stdout, e->compiler);
-  printf(", \"options\": ");
-  cli_json_string(stdout, e->options);
-  printf(", \"code_hash\": ");
-  cli_json_string(stdout, e->code_hash);
-  printf(", \"origin\": ");
-  cli_json_string(stdout, e->origin ? e->origin : "compiled");
+  print_string_json("kernel", e->kernel);
+  print_string_json("arch", e->arch);
+  print_string_json("platform", e->platform);
+  print_string_json("compiler", e->compiler);
+  print_string_json("options", e->options);
+  print_string_json("code_hash", e->code_hash);
+  print_string_json("origin", e->origin ? e->origin : "compiled");
   print_entries_json(e->entries);
   print_kernels_json(e);
   printf(", \"code_size\": %" PRIu64 ", \"compile_ms\": %.3f, "

@@ -8,7 +8,8 @@
 #ifndef TJ_INTERNAL_H
 #define TJ_INTERNAL_H
 
-#include "hip_platform.h"
+#include "hip_platform.h" /* first: it includes config.h */
+#include "entries.h"
 #include "tokitai-jit.h"
 
 #include <pthread.h>
@@ -333,17 +334,6 @@ int tj__headers_digest(const char *source, size_t source_len,
                        const char *const *argv, int argc,
                        char digest[TJ__KEY_HEX], char *why, size_t whylen);
 
-/* ------------------------------------------------------------ symbols.c */
-
-/* Whether the code object (an ELF64: AMD GPU code object or NVIDIA cubin)
- * defines a kernel named symbol. */
-int tj__elf_has_kernel(const void *code, size_t size, const char *symbol);
-/* A kernel whose mangled name is that of a non-template function ident at
- * namespace scope (_Z<len><ident><params>): 1 and its symbol in out when
- * exactly one matches; 0 when none; -1 when several (overloads). */
-int tj__elf_find_cxx_kernel(const void *code, size_t size, const char *ident,
-                            char *out, size_t outlen);
-
 /* ------------------------------------------------------------ module.c */
 
 /* Load code and find entry; *module and *function are hip handles. */
@@ -358,8 +348,10 @@ int tj__module_function(void *module, const char *entry, void **function,
 
 /* ------------------------------------------------------------ modtable.c */
 
-/* A kernel of a runtime.  Created once, immutable once ready. */
+/* A kernel of a runtime.  Created once, immutable once ready but for its
+ * resources, read from the code at the first tj_kernel_get_info. */
 struct tj_kernel {
+  tj_runtime *rt;
   char *entry;
   char key[TJ__KEY_HEX];
   void *code;
@@ -372,6 +364,9 @@ struct tj_kernel {
                               owner's; a module's own slot: entry NULL */
   unsigned shared_limit;   /* dynamic shared memory the function has been
                               allowed (kernels_api.c); atomic */
+  int index;               /* a module's kernel: its entry's index in owner */
+  int resources_read;      /* under rt->lock: resources is filled */
+  tj_kernel_resources resources;
 };
 
 /* A module of a runtime (tj_module_compile).  Immutable once built. */
@@ -414,26 +409,7 @@ void tj__modtable_free(tj__modtable *t, void (*fn)(tj_kernel *, void *),
 int tj__module_get(tj_runtime *rt, const tj_module_source *src,
                    tj_module **out);
 void tj__module_free(tj_module *m);
-/* A module row's entries column is "expression<TAB>lowered" lines, written
- * by user.c.  From *p: the next line's expression and lowering as pointer
- * and length, and *p moved past it; 0 at the end.  Lines without a TAB
- * are skipped. */
-static inline int tj__entries_next(const char **p, const char **expr,
-                                   size_t *elen, const char **lowered,
-                                   size_t *llen)
-{
-  while (*p && **p) {
-    const char *line = *p;
-    size_t len = strcspn(line, "\n"), tab = strcspn(line, "\t");
-    *p = line + len + (line[len] == '\n');
-    if (tab < len) {
-      *expr = line, *elen = tab;
-      *lowered = line + tab + 1, *llen = len - tab - 1;
-      return 1;
-    }
-  }
-  return 0;
-}
+/* A module row's entries column: src/common/entries.h reads it. */
 
 /* ------------------------------------------------------------ once.c */
 
@@ -548,7 +524,7 @@ struct tj_runtime {
                                 with TJ_CACHE_DISABLE */
   uint64_t cache_max_bytes;
   tj__modtable *table;
-  pthread_mutex_t lock;   /* guards stats */
+  pthread_mutex_t lock;   /* guards stats and kernels' resources */
   uint64_t msg_serial;    /* names rt's messages (errors.c) */
   char *compiler_env;     /* base options and environment, for the key */
   char *env_refusal;      /* why compiling is refused, or NULL */
@@ -570,27 +546,44 @@ struct tj_runtime {
  * first-use tuner times only what is built). */
 int tj__kernel_get_built(tj_runtime *rt, const char *name, tj_kernel **out);
 
-/* Whether rt may be used.  A runtime whose open failed is handed back
- * only so that tj_errmsg can say why: every public entry but tj_errmsg
- * and tj_runtime_close refuses it (TJ_EINVAL), since its table, cache
- * and device may be missing.  The message is left as the open set it. */
+/* The steps every build takes, an embedded kernel's (runtime.c) and a
+ * module's (user.c).  what names the kernel or module in messages. */
+
 /* Whether rt may build (compile or load from the cache) and compile now:
  * TJ_EINVAL with the reason in tj_errmsg while a variable the key cannot
- * see is set, or when the compiler's environment changed since open.
- * what names the kernel or module for the message. */
+ * see is set, or when the compiler's environment changed since open. */
 int tj__runtime_may_build(tj_runtime *rt, const char *what);
+int tj__runtime_may_compile(tj_runtime *rt, const char *what);
+/* One more in *counter (a field of rt->stats), and ms more compile time,
+ * under rt's lock. */
+void tj__runtime_count(tj_runtime *rt, uint64_t *counter, double ms);
+/* Look want up in rt's cache layers (layers.h: the per-user file, the
+ * system caches, the remote tier; entries may be NULL).  TJ_OK: *code and
+ * *size, *entries when asked for, and the layer it came from; the caller
+ * counts the hit once it takes the row.  TJ_ENOENT: a miss, also when rt
+ * has no cache, when a row failed a check (a per-user one counted in
+ * cache_drops; warned) or when a file failed under us (warned). */
+int tj__runtime_lookup(tj_runtime *rt, const tj__cache_row *want,
+                       const char *what, void **code, size_t *size,
+                       char **entries, int *layer);
+/* When a looked-up row's code is used: count the hit, in its layer (a
+ * tj__layer, *layer of tj__runtime_lookup). */
+void tj__runtime_count_hit(tj_runtime *rt, int layer);
+/* After a compile that returned rc: on TJ_OK count it (compiles and
+ * compile_ms) and free res->log, leaving res->code to the caller; else
+ * fail rt with rc and "compiling <what> for <arch> failed:" and the log,
+ * which it frees. */
+int tj__runtime_compiled(tj_runtime *rt, int rc, tj__compile_result *res,
+                         const char *what, const char *arch);
 /* Store a freshly compiled row in rt's cache, then evict idle rows of other
  * compilers and trim to the size limit; a failed store is a warning. */
 void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
                        const char *what);
-int tj__runtime_may_compile(tj_runtime *rt, const char *what);
-/* After a lookup through the layers (layers.h): count a dropped row and
- * say the lookup's warning; then, when its code is used, count the hit
- * in its layer (a tj__layer). */
-struct tj__lookup;
-void tj__runtime_note_lookup(tj_runtime *rt, const struct tj__lookup *got);
-void tj__runtime_count_hit(tj_runtime *rt, int layer);
 
+/* Whether rt may be used.  A runtime whose open failed is handed back
+ * only so that tj_errmsg can say why: every public entry but tj_errmsg
+ * and tj_runtime_close refuses it (TJ_EINVAL), since its table, cache
+ * and device may be missing.  The message is left as the open set it. */
 static inline int tj__runtime_usable(const tj_runtime *rt)
 {
   return rt && rt->opened;

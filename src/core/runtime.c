@@ -360,41 +360,17 @@ int tj_runtime_get_stats(const tj_runtime *rt, tj_stats *stats)
   return TJ_OK;
 }
 
-/* ------------------------------------------------------- building */
+/* ------------------------------------------------------- building
+ * The embedded kernels (below) and the modules (user.c) take the same
+ * steps around their own request: look the row up, compile on a miss,
+ * store what was compiled. */
 
-typedef struct build_request {
-  tj_runtime *rt;
-  const char *source;
-  size_t source_len;
-  const char *file;     /* name hipRTC shows in its log */
-  const char *entry;
-  const char *options;  /* normalised */
-  char key[TJ__KEY_HEX];
-  const char *arch;     /* what it is compiled for: rt->arch, or an
-                         * embedded kernel's arch-specific target */
-  int cache_only;       /* a miss in the cache is TJ_ENOENT, not a compile */
-} build_request;
-
-static void compute_key(tj_runtime *rt, build_request *req)
-{
-  tj__key_of_kernel(req->source, req->source_len, req->entry, req->options,
-                    req->arch, TJ__PLATFORM, rt->compiler, req->key);
-}
-
-static void count(tj_runtime *rt, uint64_t *counter, double ms)
+void tj__runtime_count(tj_runtime *rt, uint64_t *counter, double ms)
 {
   pthread_mutex_lock(&rt->lock);
   (*counter)++;
   rt->stats.compile_ms += ms;
   pthread_mutex_unlock(&rt->lock);
-}
-
-void tj__runtime_note_lookup(tj_runtime *rt, const tj__lookup *got)
-{
-  if (got->user_dropped)
-    count(rt, &rt->stats.cache_drops, 0);
-  if (got->warning[0])
-    tj__warn(rt, "%s", got->warning);
 }
 
 void tj__runtime_count_hit(tj_runtime *rt, int layer)
@@ -405,26 +381,48 @@ void tj__runtime_count_hit(tj_runtime *rt, int layer)
   pthread_mutex_unlock(&rt->lock);
 }
 
-static int from_cache(build_request *req, tj_kernel *k)
+int tj__runtime_lookup(tj_runtime *rt, const tj__cache_row *want,
+                       const char *what, void **code, size_t *size,
+                       char **entries, int *layer)
 {
-  tj_runtime *rt = req->rt;
   tj__lookup got;
   if (!rt->layers)
     return TJ_ENOENT;
-  /* The row must say it is what was asked for, not only sit at its key. */
-  tj__cache_row want = {req->key, req->entry, req->arch, TJ__PLATFORM,
-                        rt->compiler, req->options, NULL, 0, 0, NULL};
-  int rc = tj__layers_get(rt->layers, &want, req->entry, &got);
-  tj__runtime_note_lookup(rt, &got);
+  int rc = tj__layers_get(rt->layers, want, what, &got);
+  if (got.user_dropped)
+    tj__runtime_count(rt, &rt->stats.cache_drops, 0);
+  if (got.warning[0])
+    tj__warn(rt, "%s", got.warning);
   if (rc == TJ_OK) {
-    k->code = got.found.code;
-    k->code_size = got.found.size;
+    *code = got.found.code;
+    *size = got.found.size;
     got.found.code = NULL;
-    k->origin = TJ_FROM_CACHE;
-    tj__runtime_count_hit(rt, got.layer);
+    if (entries) {
+      *entries = got.found.entries;
+      got.found.entries = NULL;
+    }
+    *layer = got.layer;
   }
   tj__found_free(&got.found);
   return rc;
+}
+
+int tj__runtime_compiled(tj_runtime *rt, int rc, tj__compile_result *res,
+                         const char *what, const char *arch)
+{
+  if (rc == TJ_OK) {
+    free(res->log);
+    res->log = NULL;
+    tj__runtime_count(rt, &rt->stats.compiles, res->ms);
+    return TJ_OK;
+  }
+  char *msg = NULL;
+  if (asprintf(&msg, "compiling %s for %s failed:\n%s", what, arch,
+               res->log ? res->log : "(no compiler log)") < 0)
+    msg = NULL;
+  free(res->log);
+  res->log = NULL;
+  return tj__fail_owned(rt, rc, msg);
 }
 
 int tj__runtime_may_build(tj_runtime *rt, const char *what)
@@ -467,28 +465,59 @@ void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
   tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
 }
 
+/* ------------------------------------------------------- an embedded kernel */
+
+typedef struct build_request {
+  tj_runtime *rt;
+  const char *source;
+  size_t source_len;
+  const char *file;     /* name hipRTC shows in its log */
+  const char *entry;
+  const char *options;  /* normalised */
+  char key[TJ__KEY_HEX];
+  const char *arch;     /* what it is compiled for: rt->arch, or an
+                         * embedded kernel's arch-specific target */
+  int cache_only;       /* a miss in the cache is TJ_ENOENT, not a compile */
+} build_request;
+
+static void compute_key(tj_runtime *rt, build_request *req)
+{
+  tj__key_of_kernel(req->source, req->source_len, req->entry, req->options,
+                    req->arch, TJ__PLATFORM, rt->compiler, req->key);
+}
+
+static int from_cache(build_request *req, tj_kernel *k)
+{
+  tj_runtime *rt = req->rt;
+  /* The row must say it is what was asked for, not only sit at its key. */
+  tj__cache_row want = {req->key, req->entry, req->arch, TJ__PLATFORM,
+                        rt->compiler, req->options, NULL, 0, 0, NULL};
+  int layer = 0;
+  int rc = tj__runtime_lookup(rt, &want, req->entry, &k->code, &k->code_size,
+                              NULL, &layer);
+  if (rc == TJ_OK) {
+    k->origin = TJ_FROM_CACHE;
+    tj__runtime_count_hit(rt, layer);
+  }
+  return rc;
+}
+
 static int from_compiler(build_request *req, tj_kernel *k)
 {
   tj_runtime *rt = req->rt;
   tj__compile_result res;
+  char what[512];
   int rc = tj__runtime_may_compile(rt, req->entry);
   if (rc != TJ_OK)
     return rc;
   rc = tj__compile(req->source, req->file, req->arch, req->options, &res);
-  if (rc != TJ_OK) {
-    char *msg = NULL;
-    if (asprintf(&msg, "compiling %s (%s) for %s failed:\n%s", req->entry,
-                 req->file, req->arch, res.log ? res.log : "(no compiler log)") < 0)
-      msg = NULL;
-    free(res.log);
-    return tj__fail_owned(rt, rc, msg);
-  }
-  free(res.log);
+  snprintf(what, sizeof what, "%s (%s)", req->entry, req->file);
+  if ((rc = tj__runtime_compiled(rt, rc, &res, what, req->arch)) != TJ_OK)
+    return rc;
   k->code = res.code;
   k->code_size = res.size;
   k->origin = TJ_FROM_COMPILER;
   k->compile_ms = res.ms;
-  count(rt, &rt->stats.compiles, res.ms);
   if (rt->cache) {
     tj__cache_row row = {req->key, req->entry, req->arch, TJ__PLATFORM,
                          rt->compiler, req->options, k->code, k->code_size,
@@ -514,6 +543,7 @@ static int build_kernel(void *ctx, tj_kernel **out)
     free(k);
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   }
+  k->rt = rt;
   memcpy(k->key, req->key, sizeof k->key);
   t0 = trace_start(rt);
   rc = from_cache(req, k);
@@ -654,11 +684,21 @@ int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
  * name expressions, lowered by the compiler. */
 static const char *kernel_symbol(const tj_kernel *k)
 {
-  const tj_module *m = k->owner;
-  if (!m || !k->entry)
-    return k->entry;
-  ptrdiff_t i = k - m->kernels;
-  return i >= 0 && i < m->nentries ? m->lowered[i] : NULL;
+  return k->owner && k->entry ? k->owner->lowered[k->index] : k->entry;
+}
+
+/* What the kernel asks of the GPU, read from its code once, at the first
+ * ask, and kept with the kernel: the kernel is shared, so under the lock. */
+static void kernel_resources(const tj_kernel *k, tj_kernel_resources *out)
+{
+  tj_kernel *w = (tj_kernel *)k; /* only its resources, under the lock */
+  pthread_mutex_lock(&k->rt->lock);
+  if (!w->resources_read) {
+    tj__code_resources(k->code, k->code_size, kernel_symbol(k), &w->resources);
+    w->resources_read = 1;
+  }
+  *out = w->resources;
+  pthread_mutex_unlock(&k->rt->lock);
 }
 
 int tj_kernel_get_info(const tj_kernel *k, tj_kernel_info *info)
@@ -667,7 +707,7 @@ int tj_kernel_get_info(const tj_kernel *k, tj_kernel_info *info)
     return TJ_EINVAL;
   tj_kernel_info i = {k->entry, k->key, k->code, k->code_size, k->origin,
                       k->compile_ms, {0}, {0}};
-  tj__code_resources(k->code, k->code_size, kernel_symbol(k), &i.resources);
+  kernel_resources(k, &i.resources);
   *info = i;
   return TJ_OK;
 }

@@ -6,7 +6,7 @@
  * headers, headers.c) -> SQLite -> compiler -> module load.
  */
 #include "internal.h"
-#include "layers.h"
+#include "codeobj.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,14 +216,6 @@ static tj_module *module_new(const request *r)
   return m;
 }
 
-static void count(tj_runtime *rt, uint64_t *counter, double ms)
-{
-  pthread_mutex_lock(&rt->lock);
-  (*counter)++;
-  rt->stats.compile_ms += ms;
-  pthread_mutex_unlock(&rt->lock);
-}
-
 /* ------------------------------------------------------- entries */
 
 static int entry_index(const tj_module *m, const char *entry)
@@ -246,7 +238,7 @@ static char *stored_lowering(const char *lines, const char *expr)
 {
   size_t n = strlen(expr), elen, llen;
   const char *e, *l;
-  for (const char *p = lines; tj__entries_next(&p, &e, &elen, &l, &llen);)
+  for (const char *p = lines; tj_entries_next(&p, &e, &elen, &l, &llen);)
     if (elen == n && llen > 0 && strncmp(e, expr, n) == 0)
       return strndup(l, llen);
   return NULL;
@@ -350,24 +342,19 @@ static int row_names(const request *r, char **kernels, char **options)
 static int from_cache(const request *r, tj_module *m)
 {
   tj_runtime *rt = r->rt;
-  tj__lookup got;
-  if (!rt->layers)
-    return TJ_ENOENT;
-  char *options = NULL;
+  char *stored = NULL, *options = NULL;
+  int layer = 0;
   if (row_names(r, NULL, &options) != TJ_OK)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   tj__cache_row want = {r->key, NULL, rt->arch, TJ__PLATFORM, rt->compiler,
                         options, NULL, 0, 0, NULL};
-  int rc = tj__layers_get(rt->layers, &want, r->name, &got);
+  int rc = tj__runtime_lookup(rt, &want, r->name, &m->code, &m->code_size,
+                              &stored, &layer);
   free(options);
-  tj__runtime_note_lookup(rt, &got);
   if (rc != TJ_OK)
     return rc;
-  m->code = got.found.code;
-  m->code_size = got.found.size;
-  got.found.code = NULL;
-  rc = resolve_entries(r, m, NULL, got.found.entries);
-  tj__found_free(&got.found);
+  rc = resolve_entries(r, m, NULL, stored);
+  free(stored);
   if (rc == TJ_ENOENT && r->nexprs > 0) {
     /* A row that cannot lower our expressions is another's: compile. */
     free(m->code);
@@ -381,7 +368,7 @@ static int from_cache(const request *r, tj_module *m)
   if (rc != TJ_OK)
     return rc == TJ_ENOENT ? MISSING_ENTRY : rc;
   m->origin = TJ_FROM_CACHE;
-  tj__runtime_count_hit(rt, got.layer);
+  tj__runtime_count_hit(rt, layer);
   return TJ_OK;
 }
 
@@ -407,22 +394,6 @@ static int blame_expressions(const request *r, const tj__compile_input *in,
                     "expression '%s'", r->name, which);
   return tj__fail(r->rt, TJ_ENOENT, "%s has no kernel for one of its %d name "
                   "expressions ('%s'...)", r->name, r->nexprs, r->exprs[0]);
-}
-
-static int compile_failed(const request *r, const tj__compile_input *in,
-                          int rc, char *log)
-{
-  if (rc == TJ_ECOMPILE && r->nexprs > 0 &&
-      blame_expressions(r, in, log) == TJ_ENOENT) {
-    free(log);
-    return TJ_ENOENT;
-  }
-  char *msg = NULL;
-  if (asprintf(&msg, "compiling %s for %s failed:\n%s", r->name, r->rt->arch,
-               log ? log : "(no compiler log)") < 0)
-    msg = NULL;
-  free(log);
-  return tj__fail_owned(r->rt, rc, msg);
 }
 
 static void store(const request *r, tj_module *m)
@@ -463,14 +434,17 @@ static int from_compiler(const request *r, tj_module *m)
   if (rc != TJ_OK)
     return rc;
   rc = tj__compile_module(&in, &res, &lowered);
-  if (rc != TJ_OK)
-    return compile_failed(r, &in, rc, res.log);
-  free(res.log);
+  if (rc == TJ_ECOMPILE && r->nexprs > 0 &&
+      blame_expressions(r, &in, res.log) == TJ_ENOENT) {
+    free(res.log);
+    return TJ_ENOENT;
+  }
+  if ((rc = tj__runtime_compiled(rt, rc, &res, r->name, rt->arch)) != TJ_OK)
+    return rc;
   m->code = res.code;
   m->code_size = res.size;
   m->origin = TJ_FROM_COMPILER;
   m->compile_ms = res.ms;
-  count(rt, &rt->stats.compiles, res.ms);
   rc = resolve_entries(r, m, lowered, NULL);
   for (int i = 0; lowered && i < r->nexprs; i++)
     free(lowered[i]);
@@ -487,6 +461,8 @@ static int load(const request *r, tj_module *m)
   tj_runtime *rt = r->rt;
   char err[512];
   for (int i = 0; i < m->nentries; i++) {
+    m->kernels[i].rt = rt;
+    m->kernels[i].index = i;
     m->kernels[i].entry = m->entries[i];
     memcpy(m->kernels[i].key, m->key, sizeof m->key);
     m->kernels[i].code = m->code;
@@ -551,6 +527,7 @@ static int build_module(void *ctx, tj_kernel **out)
   memcpy(holder->key, m->key, sizeof holder->key);
   holder->origin = m->origin;
   holder->owner = m;
+  holder->rt = rt;
   *out = holder;
   return TJ_OK;
 }

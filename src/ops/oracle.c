@@ -142,8 +142,7 @@ void tj__error_finish(const tj__error_acc *acc, double rel_floor,
 void tj__compare_f16(const uint16_t *got, const double *want, size_t n,
                      tj__error_stats *out)
 {
-  tj__error_acc acc;
-  memset(&acc, 0, sizeof acc);
+  tj__error_acc acc = {0};
   tj__error_add_f16(&acc, got, want, n, 0);
   tj__error_finish(&acc, 0.0, out);
 }
@@ -151,8 +150,7 @@ void tj__compare_f16(const uint16_t *got, const double *want, size_t n,
 void tj__compare_i32(const int32_t *got, const int32_t *want, size_t n,
                      tj__error_stats *out)
 {
-  tj__error_acc acc;
-  memset(&acc, 0, sizeof acc);
+  tj__error_acc acc = {0};
   tj__error_add_i32(&acc, got, want, n, 0);
   tj__error_finish(&acc, 0.0, out);
 }

@@ -2,80 +2,16 @@
  * codeobj.c: a kernel's resources read from its code object (codeobj.h).
  *
  * Every offset and length comes from a blob that was checked against its
- * hash, but the reader still trusts none of them: each read is bounded by
- * the blob, so a malformed ELF is "unknown", never a crash.
+ * hash, but the reader still trusts none of them: the ELF is read through
+ * elfview.h, the notes and records inside it are bounded here, so a
+ * malformed code object is "unknown", never a crash.
  */
 #include "codeobj.h"
+#include "elfview.h"
 
-#include <elf.h>
 #include <string.h>
 
 #define NT_AMDGPU_METADATA 32
-
-typedef struct elf_view {
-  const uint8_t *base;
-  size_t len;
-  const Elf64_Ehdr *eh;
-  const Elf64_Shdr *sh; /* e_shnum entries, inside the blob */
-} elf_view;
-
-static int in_blob(const elf_view *e, uint64_t off, uint64_t n)
-{
-  return off <= e->len && n <= e->len - off;
-}
-
-static int elf_open(elf_view *e, const void *code, size_t len)
-{
-  e->base = code;
-  e->len = len;
-  if (!code || len < sizeof(Elf64_Ehdr))
-    return -1;
-  e->eh = code;
-  const unsigned char *id = e->eh->e_ident;
-  if (memcmp(id, ELFMAG, SELFMAG) != 0 || id[EI_CLASS] != ELFCLASS64 ||
-      id[EI_DATA] != ELFDATA2LSB || e->eh->e_shentsize != sizeof(Elf64_Shdr) ||
-      !in_blob(e, e->eh->e_shoff, (uint64_t)e->eh->e_shnum * sizeof(Elf64_Shdr)) ||
-      e->eh->e_shoff % _Alignof(Elf64_Shdr) != 0)
-    return -1;
-  e->sh = (const Elf64_Shdr *)(e->base + e->eh->e_shoff);
-  return 0;
-}
-
-/* The bytes of section i, or NULL (NOBITS sections have none). */
-static const uint8_t *section_data(const elf_view *e, unsigned i, size_t *n)
-{
-  if (i >= e->eh->e_shnum || e->sh[i].sh_type == SHT_NOBITS ||
-      !in_blob(e, e->sh[i].sh_offset, e->sh[i].sh_size))
-    return NULL;
-  *n = e->sh[i].sh_size;
-  return e->base + e->sh[i].sh_offset;
-}
-
-/* The NUL-terminated string at off in string-table section i, or NULL. */
-static const char *string_at(const elf_view *e, unsigned i, uint64_t off)
-{
-  size_t n;
-  const uint8_t *s = section_data(e, i, &n);
-  if (!s || off >= n || !memchr(s + off, '\0', n - off))
-    return NULL;
-  return (const char *)s + off;
-}
-
-static const char *section_name(const elf_view *e, unsigned i)
-{
-  return string_at(e, e->eh->e_shstrndx, e->sh[i].sh_name);
-}
-
-static int section_named(const elf_view *e, const char *prefix, const char *rest)
-{
-  size_t pn = strlen(prefix);
-  for (unsigned i = 0; i < e->eh->e_shnum; i++) {
-    const char *name = section_name(e, i);
-    if (name && strncmp(name, prefix, pn) == 0 && strcmp(name + pn, rest) == 0)
-      return (int)i;
-  }
-  return -1;
-}
 
 /* ------------------------------------------------------------ MessagePack */
 
@@ -326,28 +262,17 @@ static int amd_metadata(const uint8_t *desc, size_t n, const char *symbol,
   return -1;
 }
 
-static int amd_resources(const elf_view *e, const char *symbol, tj__resources *out)
+static int amd_resources(const tj__elf *e, const char *symbol, tj__resources *out)
 {
   for (unsigned i = 0; i < e->eh->e_shnum; i++) {
-    size_t n;
-    const uint8_t *p = e->sh[i].sh_type == SHT_NOTE ? section_data(e, i, &n) : NULL;
-    while (p && n >= sizeof(Elf64_Nhdr)) {
-      Elf64_Nhdr h;
-      memcpy(&h, p, sizeof h);
-      size_t name = ((size_t)h.n_namesz + 3) & ~(size_t)3;
-      size_t desc = ((size_t)h.n_descsz + 3) & ~(size_t)3;
-      if (h.n_namesz > n || h.n_descsz > n || sizeof h + name + desc > n + 3)
-        break;
-      const uint8_t *d = p + sizeof h + name;
-      if (h.n_type == NT_AMDGPU_METADATA && h.n_namesz == 7 &&
-          memcmp(p + sizeof h, "AMDGPU", 7) == 0 &&
-          (size_t)(d - p) + h.n_descsz <= n)
-        return amd_metadata(d, h.n_descsz, symbol, out);
-      if (sizeof h + name + desc >= n)
-        break;
-      p += sizeof h + name + desc;
-      n -= sizeof h + name + desc;
-    }
+    size_t n = 0;
+    const uint8_t *p = e->sh[i].sh_type == SHT_NOTE ? tj__elf_section(e, i, &n) : NULL;
+    const uint8_t *end = p ? p + n : NULL;
+    tj__elf_note note;
+    while (tj__elf_note_next(&p, end, &note))
+      if (note.type == NT_AMDGPU_METADATA && note.namesz == 7 &&
+          memcmp(note.name, "AMDGPU", 7) == 0)
+        return amd_metadata(note.desc, note.descsz, symbol, out);
   }
   return -1;
 }
@@ -398,38 +323,21 @@ static uint32_t le32(const uint8_t *b)
          (uint32_t)b[3] << 24;
 }
 
-/* The symbol table index of `symbol`, or -1. */
-static int64_t nv_symbol_index(const elf_view *e, const char *symbol)
-{
-  for (unsigned i = 0; i < e->eh->e_shnum; i++) {
-    size_t n;
-    const uint8_t *p = e->sh[i].sh_type == SHT_SYMTAB ? section_data(e, i, &n) : NULL;
-    for (size_t j = 0; p && j < n / sizeof(Elf64_Sym); j++) {
-      Elf64_Sym s;
-      memcpy(&s, p + j * sizeof s, sizeof s);
-      const char *name = string_at(e, e->sh[i].sh_link, s.st_name);
-      if (name && ELF64_ST_TYPE(s.st_info) == STT_FUNC && strcmp(name, symbol) == 0)
-        return (int64_t)j;
-    }
-  }
-  return -1;
-}
-
 /* The records of section prefix+rest, from the start to *end; NULL when
  * there is no such section. */
-static const uint8_t *nv_info(const elf_view *e, const char *prefix,
+static const uint8_t *nv_info(const tj__elf *e, const char *prefix,
                               const char *rest, const uint8_t **end)
 {
-  int i = section_named(e, prefix, rest);
+  int i = tj__elf_section_named(e, prefix, rest);
   size_t n = 0;
-  const uint8_t *p = i < 0 ? NULL : section_data(e, (unsigned)i, &n);
+  const uint8_t *p = i < 0 ? NULL : tj__elf_section(e, (unsigned)i, &n);
   *end = p ? p + n : NULL;
   return p;
 }
 
 /* Registers and frame size: records of the whole cubin, each naming its
  * function by symbol index. */
-static int nv_global_info(const elf_view *e, int64_t sym, tj__resources *out)
+static int nv_global_info(const tj__elf *e, int64_t sym, tj__resources *out)
 {
   int found = 0;
   const uint8_t *end, *p = nv_info(e, ".nv.info", "", &end);
@@ -447,7 +355,7 @@ static int nv_global_info(const elf_view *e, int64_t sym, tj__resources *out)
 }
 
 /* Launch bounds, from the function's own .nv.info.<symbol>. */
-static void nv_function_info(const elf_view *e, const char *symbol, tj__resources *out)
+static void nv_function_info(const tj__elf *e, const char *symbol, tj__resources *out)
 {
   const uint8_t *end, *p = nv_info(e, ".nv.info.", symbol, &end);
   nv_record rec;
@@ -471,9 +379,11 @@ static int32_t nv_threads_for_regs(int32_t regs)
   return warps >= 32 ? 1024 : warps * 32;
 }
 
-static int nv_resources(const elf_view *e, const char *symbol, tj__resources *out)
+static int nv_resources(const tj__elf *e, const char *symbol, tj__resources *out)
 {
-  int64_t sym = nv_symbol_index(e, symbol);
+  tj__elf_symbols t;
+  int64_t sym = tj__elf_symbols_open(e, &t) == 0
+                    ? tj__elf_symbol_find(&t, symbol, STT_FUNC, NULL) : -1;
   if (sym < 0 || nv_global_info(e, sym, out))
     return -1;
   if (out->local_bytes < 0)
@@ -482,10 +392,10 @@ static int nv_resources(const elf_view *e, const char *symbol, tj__resources *ou
    * per block the system reserves (the cubin then has .nv.shared.reserved.0
    * too).  The driver does not count it as the kernel's (on an H200: 49152
    * for a section of 50176), and neither do we. */
-  int s = section_named(e, ".nv.shared.", symbol);
+  int s = tj__elf_section_named(e, ".nv.shared.", symbol);
   out->shared_bytes = s < 0 ? 0 : (int64_t)e->sh[s].sh_size;
   if (out->shared_bytes >= NV_RESERVED_SHARED &&
-      section_named(e, ".nv.shared.reserved.", "0") >= 0)
+      tj__elf_section_named(e, ".nv.shared.reserved.", "0") >= 0)
     out->shared_bytes -= NV_RESERVED_SHARED;
   nv_function_info(e, symbol, out);
   int32_t by_regs = nv_threads_for_regs(out->regs);
@@ -500,8 +410,8 @@ int tj__code_resources(const void *code, size_t len, const char *symbol,
 {
   static const tj__resources unknown = {-1, -1, -1, -1, -1, -1, -1, -1};
   *out = unknown;
-  elf_view e;
-  if (!symbol || !*symbol || elf_open(&e, code, len))
+  tj__elf e;
+  if (!symbol || !*symbol || tj__elf_open(&e, code, len))
     return -1;
   tj__resources r = unknown;
   int rc = e.eh->e_machine == EM_AMDGPU ? amd_resources(&e, symbol, &r)

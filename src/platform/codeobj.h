@@ -1,10 +1,11 @@
 /*
- * codeobj.h: what a kernel asks of the GPU, read from its code object
- * without a GPU.  An AMD GPU ELF says it in its metadata note
- * (NT_AMDGPU_METADATA, a MessagePack map per kernel); an NVIDIA cubin in its
- * .nv.info records and its .nv.shared.<entry> section.  The reader goes by
- * the ELF's machine, not by the platform this library was built for, so
- * either build can read either kind of code object.
+ * codeobj.h: what a code object says, read without a GPU, whatever the
+ * platform this library was built for (the reader goes by the ELF's
+ * machine): the kernels it defines (symbols.c) and what each asks of the
+ * GPU (codeobj.c).  An AMD GPU ELF says the latter in its metadata note
+ * (NT_AMDGPU_METADATA, a MessagePack map per kernel); an NVIDIA cubin in
+ * its .nv.info records and its .nv.shared.<entry> section.  Both read the
+ * ELF through elfview.h.
  */
 #ifndef TJ_CODEOBJ_H
 #define TJ_CODEOBJ_H
@@ -14,13 +15,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The ELF machines of GPU code objects, for C libraries that predate them. */
-#ifndef EM_AMDGPU
-#define EM_AMDGPU 224
-#endif
-#ifndef EM_CUDA
-#define EM_CUDA 190
-#endif
+/* ------------------------------------------------------------ symbols.c */
+
+/* Whether the code object (an ELF64: AMD GPU code object or NVIDIA cubin)
+ * defines a kernel named symbol. */
+int tj__elf_has_kernel(const void *code, size_t size, const char *symbol);
+/* A kernel whose mangled name is that of a non-template function ident at
+ * namespace scope (_Z<len><ident><params>): 1 and its symbol in out when
+ * exactly one matches; 0 when none; -1 when several (overloads). */
+int tj__elf_find_cxx_kernel(const void *code, size_t size, const char *ident,
+                            char *out, size_t outlen);
+
+/* ------------------------------------------------------------ codeobj.c */
 
 /* The public tj_kernel_resources (tokitai-jit.h): -1 where the code
  * object does not say. */

@@ -3,6 +3,7 @@
  * platform.  Nothing outside this pair knows which platform it is.
  */
 #include "hip_platform.h"
+#include "elfview.h"
 #include "tokitai-jit.h"
 
 #include <ctype.h>
@@ -72,24 +73,14 @@ static const char *base_name(const char *path)
 static int note_build_id(const unsigned char *p, const unsigned char *end,
                          char *out, size_t outlen)
 {
-  {
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
-      size_t namesz = (nh->n_namesz + 3) & ~(size_t)3;
-      size_t descsz = (nh->n_descsz + 3) & ~(size_t)3;
-      const unsigned char *desc = p + sizeof *nh + namesz;
-      if (desc + descsz > end)
-        break;
-      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-          memcmp(p + sizeof *nh, "GNU", 4) == 0 && nh->n_descsz > 0 &&
-          2 * (size_t)nh->n_descsz < outlen) {
-        for (size_t j = 0; j < nh->n_descsz; j++)
-          snprintf(out + 2 * j, 3, "%02x", desc[j]);
-        return 1;
-      }
-      p = desc + descsz;
+  tj__elf_note n;
+  while (tj__elf_note_next(&p, end, &n))
+    if (n.type == NT_GNU_BUILD_ID && n.namesz == 4 &&
+        memcmp(n.name, "GNU", 4) == 0 && n.descsz > 0 && 2 * n.descsz < outlen) {
+      for (size_t j = 0; j < n.descsz; j++)
+        snprintf(out + 2 * j, 3, "%02x", n.desc[j]);
+      return 1;
     }
-  }
   return 0;
 }
 
@@ -103,32 +94,6 @@ static int build_id(const struct dl_phdr_info *info, char *out, size_t outlen)
       return 1;
   }
   return 0;
-}
-
-/* The same, read from the file of a library that is not loaded yet: its
- * ELF header, program headers and notes, a few KiB at most. */
-static int file_build_id(const char *path, char *out, size_t outlen)
-{
-  int fd = open(path, O_RDONLY | O_CLOEXEC), found = 0;
-  ElfW(Ehdr) eh;
-  if (fd < 0)
-    return 0;
-  if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
-      memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-      eh.e_phentsize == sizeof(ElfW(Phdr)) && eh.e_phnum < 64) {
-    ElfW(Phdr) ph[64];
-    size_t n = (size_t)eh.e_phnum * sizeof ph[0];
-    if (pread(fd, ph, n, (off_t)eh.e_phoff) == (ssize_t)n)
-      for (int i = 0; i < eh.e_phnum && !found; i++) {
-        unsigned char notes[4096];
-        size_t len = ph[i].p_filesz < sizeof notes ? ph[i].p_filesz : sizeof notes;
-        if (ph[i].p_type == PT_NOTE &&
-            pread(fd, notes, len, (off_t)ph[i].p_offset) == (ssize_t)len)
-          found = note_build_id(notes, notes + len, out, outlen);
-      }
-  }
-  close(fd);
-  return found;
 }
 
 static void file_identity(const char *path, char *out, size_t outlen)
@@ -947,6 +912,32 @@ static const char *const *platform_library_prefixes(void)
 {
   static const char *const prefixes[] = {"libnvrtc.so", NULL};
   return prefixes;
+}
+
+/* The GNU build id of a library that is not loaded yet, read from its
+ * file: its ELF header, program headers and notes, a few KiB at most. */
+static int file_build_id(const char *path, char *out, size_t outlen)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC), found = 0;
+  ElfW(Ehdr) eh;
+  if (fd < 0)
+    return 0;
+  if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+      memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+      eh.e_phentsize == sizeof(ElfW(Phdr)) && eh.e_phnum < 64) {
+    ElfW(Phdr) ph[64];
+    size_t n = (size_t)eh.e_phnum * sizeof ph[0];
+    if (pread(fd, ph, n, (off_t)eh.e_phoff) == (ssize_t)n)
+      for (int i = 0; i < eh.e_phnum && !found; i++) {
+        unsigned char notes[4096];
+        size_t len = ph[i].p_filesz < sizeof notes ? ph[i].p_filesz : sizeof notes;
+        if (ph[i].p_type == PT_NOTE &&
+            pread(fd, notes, len, (off_t)ph[i].p_offset) == (ssize_t)len)
+          found = note_build_id(notes, notes + len, out, outlen);
+      }
+  }
+  close(fd);
+  return found;
 }
 
 /*
