@@ -313,15 +313,19 @@ START_TEST(other_compilers_and_archs_are_keyed_out)
 }
 END_TEST
 
-/* TOKITAI_JIT_TUNE=0 and TJ_NO_TUNING turn first-use tuning off; the
- * environment is read at open, once. */
+/* First-use tuning is off unless TOKITAI_JIT_TUNE=1; TJ_NO_TUNING keeps
+ * it off even then; the environment is read at open, once. */
 START_TEST(tuning_opt_out_and_environment)
 {
   tj_runtime *rt = open_arch(TEST_ARCH, 0);
-  ck_assert_int_eq(rt->gemm_env.tune, 1);
-  setenv("TOKITAI_JIT_TUNE", "0", 1);
-  ck_assert_int_eq(rt->gemm_env.tune, 1); /* read at open, not now */
+  ck_assert_int_eq(rt->gemm_env.tune, 0);
+  setenv("TOKITAI_JIT_TUNE", "1", 1);
+  ck_assert_int_eq(rt->gemm_env.tune, 0); /* read at open, not now */
   tj_runtime_close(rt);
+  rt = open_arch(TEST_ARCH, 0);
+  ck_assert_int_eq(rt->gemm_env.tune, 1);
+  tj_runtime_close(rt);
+  setenv("TOKITAI_JIT_TUNE", "0", 1);
   rt = open_arch(TEST_ARCH, 0);
   ck_assert_int_eq(rt->gemm_env.tune, 0);
   tj_runtime_close(rt);

@@ -27,7 +27,7 @@ static void setup(void)
 {
   dir = test_tmpdir();
   path = test_path(dir, "cache.db");
-  unsetenv("TOKITAI_JIT_TUNE");
+  setenv("TOKITAI_JIT_TUNE", "1", 1); /* first-use tuning is opt-in */
 }
 
 static void teardown(void)
@@ -36,7 +36,8 @@ static void teardown(void)
   free(dir);
 }
 
-/* A runtime on the GPU, tuning as a caller gets it by default. */
+/* A runtime on the GPU, with first-use tuning on (TOKITAI_JIT_TUNE=1, set
+ * in setup). */
 static tj_runtime *open_tuning(void)
 {
   tj_options o = {0};
@@ -122,8 +123,9 @@ START_TEST(first_use_tunes_records_and_agrees)
   ck_assert_uint_eq(st.compiles, 2);
   static const char *const entries[] = {
     "gemm_f16_sm90a_128x256", "gemm_f16_sm90a_128x128",
-    "gemm_f16_sm90a_128x128_splitk", "gemm_f16_sm90a_splitk_reduce"};
-  for (int i = 0; i < 4; i++) {
+    "gemm_f16_sm90a_128x128_splitk", "gemm_f16_sm90a_splitk_reduce",
+    "gemm_f16_sm90a_128x256_persistent", "gemm_f16_sm90a_128x64"};
+  for (int i = 0; i < 6; i++) {
     tj_kernel *k;
     CHECK_TJ(rt, tj_kernel_get(rt, entries[i], &k));
   }
@@ -168,7 +170,11 @@ START_TEST(opting_out_records_nothing)
   tj_runtime *rt = open_tuning();
   gemm_matches_oracle(rt, 256, 512, 1024, 0.0f, 21);
   tj_runtime_close(rt);
-  unsetenv("TOKITAI_JIT_TUNE");
+  unsetenv("TOKITAI_JIT_TUNE"); /* the default: off */
+  rt = open_tuning();
+  gemm_matches_oracle(rt, 256, 512, 1024, 0.0f, 22);
+  tj_runtime_close(rt);
+  setenv("TOKITAI_JIT_TUNE", "1", 1);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
   tj_options o = {0};
   o.cache_path = path;

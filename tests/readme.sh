@@ -55,12 +55,12 @@ if ! $CC -std=c99 -pedantic -Wall -Wextra -Werror ${TJ_SANITIZER_FLAGS:-} \
   cat "$tmp/cc.log"; exit 1
 fi
 libdir=$(dirname "$(find "$dest" -name 'libtokitai-jit.so' | head -n 1)")
-if LD_LIBRARY_PATH=$libdir ldd "$tmp/app" 2>/dev/null | grep -q 'libtokitai-jit'; then
-  LD_LIBRARY_PATH=$libdir ldd "$tmp/app" | grep 'libtokitai-jit' | grep -q "$dest" ||
+if LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$tmp/app" 2>/dev/null | grep -q 'libtokitai-jit'; then
+  LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$tmp/app" | grep 'libtokitai-jit' | grep -q "$dest" ||
     { echo "FAIL: the example does not load the installed library"; fail=1; }
 fi
 
-TOKITAI_JIT_CACHE=$tmp/cache/cache.db LD_LIBRARY_PATH=$libdir \
+TOKITAI_JIT_CACHE=$tmp/cache/cache.db LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
   "$tmp/app" >"$tmp/out" 2>"$tmp/err"
 status=$?
 sed 's/^/  stdout: /' "$tmp/out"
@@ -71,7 +71,7 @@ case $gpu:$status in
     grep -q "^gelu'(0) = 0.5\$" "$tmp/out" ||
       { echo "FAIL: the example ran but did not print gelu'(0) = 0.5"; fail=1; }
     # A second run finds the code in the cache.
-    TOKITAI_JIT_CACHE=$tmp/cache/cache.db LD_LIBRARY_PATH=$libdir \
+    TOKITAI_JIT_CACHE=$tmp/cache/cache.db LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
       "$tmp/app" >"$tmp/out" 2>"$tmp/err" && grep -q 'from the cache' "$tmp/out" ||
       { echo "FAIL: a second run did not load gelu_bwd_f16 from the cache"; fail=1; }
     ;;
@@ -112,7 +112,7 @@ case $(./tokitai-jit --version | sed -n 's/^platform: //p') in
 esac
 mcache=$tmp/mcache/cache.db
 for run in compiled "from the cache"; do
-  TOKITAI_JIT_CACHE=$mcache LD_LIBRARY_PATH=$libdir "$tmp/mod" "$arch" \
+  TOKITAI_JIT_CACHE=$mcache LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/mod" "$arch" \
     >"$tmp/out" 2>"$tmp/err"
   status=$?
   grep -q "^scale<float>: key [0-9a-f]\{12\}, $run.*, for $arch\$" "$tmp/out" &&

@@ -211,8 +211,9 @@ typedef struct tj_kernel tj_kernel;
  *               $XDG_CACHE_HOME/tokitai-jit/cache.db, else
  *               ~/.cache/tokitai-jit/cache.db.
  *   flags       TJ_CACHE_DISABLE, TJ_CACHE_READONLY, TJ_NO_DEVICE,
- *               TJ_CACHE_GROUP, TJ_NO_TUNING (as TOKITAI_JIT_TUNE=0 in
- *               the environment at open: see tj_gemm_f16).
+ *               TJ_CACHE_GROUP, TJ_NO_TUNING (no first-use tuning even
+ *               with TOKITAI_JIT_TUNE=1 in the environment: see
+ *               tj_gemm_f16).
  *   cache_max_bytes  When a store takes the cache over this size, the least
  *               recently used rows are evicted until it fits (0: 1 GiB;
  *               2^63 or more, UINT64_MAX say: no limit).

@@ -26,25 +26,24 @@
  * pairs of halves) or not ("c4" or "c2"); A and B must already suit TMA
  * for the Hopper path to be taken at all.  Written "t1x32x64/c4".
  *
- * First use (on by default).  The first tj_gemm_f16 of a shape class with
- * no decision times a small set (the two unsplit tiles and a few splits,
- * the heuristic's choice first) within TUNE_BUDGET_MS of wall time, and
- * records the winner.  It compiles nothing the call would not: a
- * configuration whose kernels are not built yet (in the runtime or the
- * cache) is not timed, since one compile of this file costs 1.4-1.9 s on
- * an H200, more than the whole budget, and a decision is recorded only
- * when the whole set was timed; else the heuristic runs and a later call
- * (up to TUNE_ATTEMPTS per runtime), or the next process, tries again.
- * The heuristic's kernels get built by the calls that run them, and
- * `tokitai-jit --warm` builds them all.  On by default because the
- * heuristic measured 0.71-0.77x cuBLAS on an H200 at 1024^3, 2048^3 and
- * 128 x 4096 x 4096, where its rule of thumb may well pick the wrong tile
- * or split (that a tuned choice does better is for the H200 to show),
- * because the cost is bounded (no compile, about a second of timing) and
- * paid once per shape class, arch and compiler for every process sharing
- * the cache file, and because the issue asks for it ("may time ...
- * opt-out for callers that want no timing").  It is not done, and the heuristic runs,
- * when the caller opts out (TJ_NO_TUNING, TOKITAI_JIT_TUNE=0), when the
+ * First use (off by default: TOKITAI_JIT_TUNE=1 turns it on).  The first
+ * tj_gemm_f16 of a shape class with no decision times a small set (the
+ * unsplit tiles marked first_use and a few splits, the heuristic's choice
+ * first) within TUNE_BUDGET_MS of wall time, and records the winner.  It
+ * compiles nothing the call would not: a configuration whose kernels are
+ * not built yet (in the runtime or the cache) is not timed, since one
+ * compile of this file costs 1.4-1.9 s on an H200, more than the whole
+ * budget, and a decision is recorded only when the whole set was timed;
+ * else the heuristic runs and a later call (up to TUNE_ATTEMPTS per
+ * runtime), or the next process, tries again.  Off by default since the
+ * H200 run of 2026-12-02 (bench/RESULTS.md): at 128 x 11008 x 4096 it
+ * recorded split 2, which then ran at 0.68x cuBLAS in the benchmark where
+ * the heuristic's 128 x 128 tile runs at 0.91x.  Why is not known yet (its
+ * runs are few and back to back; the benchmark's flush L2 between runs).
+ * `tokitai-jit --tune`
+ * (more runs per candidate) is the way to make decisions until that is
+ * fixed.  When on, it is not done, and the heuristic runs,
+ * when the caller opts out (TJ_NO_TUNING), when the
  * runtime has no device, when the cache is disabled or read-only (the
  * decision would be lost: ship decisions made by --tune instead), and
  * while the stream is being captured into a graph.  The tune reads A and
@@ -161,7 +160,8 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
     if (*end == '\0' && n >= 1 && n <= 64)
       env->forced_split = (int)n;
   }
-  env->tune = !(flags & TJ_NO_TUNING) && !(tune && strcmp(tune, "0") == 0);
+  /* Opt-in (see the header of this file): TOKITAI_JIT_TUNE=1. */
+  env->tune = !(flags & TJ_NO_TUNING) && tune && strcmp(tune, "1") == 0;
   const char *tile = getenv("TJ_GEMM_SM90A_TILE");
   const char *persistent = getenv("TJ_GEMM_PERSISTENT");
   if (tile && (strcmp(tile, "64") == 0 || strcmp(tile, "128") == 0 ||

@@ -32,7 +32,10 @@ static void check_parsed(const cli_options *o, int argc, char **argv)
       abort();
   if (o->nkernels < 0 || o->kernels < argv || o->kernels + o->nkernels > argv + argc)
     abort();
-  if (o->nkernels && o->command != CMD_WARM)
+  /* The words after --warm are kernels; after --merge, cache files. */
+  if (o->nkernels && o->command != CMD_WARM && o->command != CMD_MERGE)
+    abort();
+  if (o->command == CMD_MERGE && (o->nkernels == 0 || o->json))
     abort();
   if (o->narchs && o->command != CMD_WARM && o->command != CMD_COMPILE)
     abort();

@@ -68,18 +68,16 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * Tuning.  The Hopper kernel has several configurations (tile width,
  * split factor); which one runs is the tuning decision for the call's
  * shape class in the cache (see tj_tuning in <tokitai-jit/cache.h>),
- * else a heuristic.  The first call of a shape class with no decision
- * times a few candidates, within about a second, on stream, reading A and
+ * else a heuristic.  With TOKITAI_JIT_TUNE=1 in the environment (off by
+ * default: see src/ops/gemm_tune.c for why), the first call of a shape
+ * class with no decision times a few candidates, within about a second, on stream, reading A and
  * B and writing a scratch output from the pool (never C), then records
  * the winner, so that later calls and processes sharing the cache use it:
  * that one call waits for stream.  It compiles nothing the call would not
  * have: it times only candidates whose kernels are built (in the runtime
  * or its cache; `tokitai-jit --warm` builds them all), and records nothing
- * until it could time them all.  On by default, since the cost is
- * bounded and paid once per shape class, arch and compiler for every
- * process that shares the cache; it does not happen with TJ_NO_TUNING or
- * TOKITAI_JIT_TUNE=0 (decisions in the cache are still used), without a
- * writable cache, or while stream is being captured into a graph; the
+ * until it could time them all.  It does not happen with TJ_NO_TUNING
+ * (decisions in the cache are still used), without a writable cache, or while stream is being captured into a graph; the
  * heuristic runs instead.  The
  * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TJ_GEMM_SKINNY_TC,
  * TJ_GEMM_SM90A_TILE, TJ_GEMM_PERSISTENT, TOKITAI_JIT_TUNE) is read at
