@@ -353,7 +353,7 @@ START_TEST(a_value_with_any_byte_changed_is_refused)
   ck_assert_int_eq(tj__remote_decode(b, len, &row, &v), 0);
   ck_assert_mem_eq(v.code, code, sizeof code);
   ck_assert_str_eq(v.kernel, "add_i32");
-  tj__remote_value_free(&v);
+  tj__found_free(&v);
   for (size_t i = 0; i < len; i++) {
     b[i] ^= 0x01;
     ck_assert_msg(tj__remote_decode(b, len, &row, &v) == -1, "byte %zu", i);
@@ -379,7 +379,7 @@ START_TEST(a_value_with_any_byte_changed_is_refused)
   arch[1] ^= 0x01;
   reseal(b, len);
   ck_assert_int_eq(tj__remote_decode(b, len, &row, &v), 0);
-  tj__remote_value_free(&v);
+  tj__found_free(&v);
   /* Asked for another compiler, or another key: refused whole. */
   tj__cache_row other = row;
   other.compiler = "compiler 2";

@@ -177,6 +177,11 @@ int tj__schema_migrate(sqlite3 *db, int *version, int *gap, char *what,
 int tj__cache_failed(tj__cache *c, int rc, int reading);
 /* Keep SQLite's message for tj__cache_errmsg; returns code. */
 int tj__cache_note_error(tj__cache *c, int code);
+/* End the write transaction begun on c (under its lock) whose statements
+ * came to rc: commit when rc is SQLITE_OK, else roll back; a busy file is
+ * an error noted once (TJ_ECACHE), any other failure gives the file up
+ * (tj__cache_failed).  TJ_OK when it committed. */
+int tj__cache_end_write(tj__cache *c, int rc);
 
 /* ------------------------------------------------------------ rows.c */
 

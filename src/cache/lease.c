@@ -67,20 +67,9 @@ int tj__lease_take(const char *cache_path, unsigned flags, const char *key,
   *waited = 0;
   if (flags & TJ_CACHE_READONLY)
     return -1;
-  char *name = NULL;
-  if (asprintf(&name, "%s.lock", cache_path) < 0)
-    return -1;
   /* The lock file exists once the cache is open; it is judged again here
    * as the cache's own file, on this descriptor. */
-  int fd = open(name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  struct stat st;
-  char why[512];
-  if (fd >= 0 && (fstat(fd, &st) != 0 ||
-                  tj__location_check_file(&st, name, flags, why, sizeof why))) {
-    close(fd);
-    fd = -1;
-  }
-  free(name);
+  int fd = tj__location_lock(cache_path, flags, 0, 1);
   if (fd < 0)
     return -1;
   uint64_t h = 0; /* the key is hex digits, already well spread */

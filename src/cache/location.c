@@ -668,7 +668,8 @@ int tj__location_is_network(const char *path)
  * holds it shared until SQLite has the database, its WAL and its shared
  * memory open; whoever moves the file aside holds it exclusive.  Without it
  * a process could pair the old database with the new one's WAL, or the new
- * database with the old WAL, and corrupt the new one.
+ * database with the old WAL, and corrupt the new one.  how 0: no flock,
+ * only the judged descriptor (lease.c takes its record locks on it).
  */
 int tj__location_lock(const char *path, unsigned flags, int how, int create)
 {
@@ -694,7 +695,7 @@ int tj__location_lock(const char *path, unsigned flags, int how, int create)
     return -1;
   if ((flags & TJ_CACHE_GROUP) && st.st_uid == geteuid())
     (void)fchmod(fd, mode); /* the umask; a shared lock must be shared */
-  while (flock(fd, how) != 0)
+  while (how && flock(fd, how) != 0)
     if (errno != EINTR) {
       close(fd);
       return -1;

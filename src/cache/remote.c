@@ -333,14 +333,6 @@ unsigned char *tj__remote_encode(const tj__cache_row *row, size_t *len)
   return b;
 }
 
-void tj__remote_value_free(tj__remote_value *v)
-{
-  free(v->code);
-  free(v->kernel);
-  free(v->entries);
-  memset(v, 0, sizeof *v);
-}
-
 /* A field of b equal to want (NULL: anything).  0 when it is not, or
  * overruns, or is longer than max. */
 static int take_field(const unsigned char **p, const unsigned char *end,
@@ -395,11 +387,11 @@ int tj__remote_decode(const unsigned char *b, size_t len,
   v->kernel = strndup((const char *)s[1], n[1]);
   v->entries = strndup((const char *)s[6], n[6]);
   if (!v->code || !v->kernel || !v->entries) {
-    tj__remote_value_free(v);
+    tj__found_free(v);
     return -2;
   }
   memcpy(v->code, p, (size_t)size);
-  v->code_size = (size_t)size;
+  v->size = (size_t)size;
   v->compile_ms = ms;
   return 0;
 }

@@ -64,15 +64,10 @@ int tj__remote_off(const tj__remote *r);
 int tj__remote_take_warning(tj__remote *r, char *out, size_t len);
 void tj__remote_get_counters(const tj__remote *r, tj__remote_counters *c);
 
-/* A value fetched and checked: every field equal to what was asked. */
-typedef struct tj__remote_value {
-  void *code;      /* malloc'd */
-  size_t code_size;
-  char *kernel;    /* malloc'd, as stored (a module's entries, spaced) */
-  char *entries;   /* malloc'd, "" for an embedded kernel */
-  double compile_ms;
-} tj__remote_value;
-void tj__remote_value_free(tj__remote_value *v);
+/* A value fetched and checked, every field equal to what was asked: the
+ * row's code and columns as a cache lookup gives them (code_hash is left
+ * empty).  Free it with tj__found_free. */
+typedef tj__found tj__remote_value;
 
 /*
  * Fetch want->key's value.  It must carry the magic and format version,

@@ -384,6 +384,13 @@ int tj__cache_put_origin(tj__cache *c, const tj__cache_row *r,
   int inserted, rc = tj__sql_begin(c->db, 1);
   if (rc == SQLITE_OK)
     rc = insert_row(c, r, hash, origin, &inserted);
+  int out = tj__cache_end_write(c, rc);
+  pthread_mutex_unlock(&c->lock);
+  return out;
+}
+
+int tj__cache_end_write(tj__cache *c, int rc)
+{
   if (rc == SQLITE_OK)
     rc = tj__sql_commit(c->db);
   int out = TJ_OK;
@@ -394,7 +401,6 @@ int tj__cache_put_origin(tj__cache *c, const tj__cache_row *r,
   tj__sql_rollback(c->db);
   if (rc != SQLITE_OK && !tj__sql_is_busy(rc))
     out = tj__cache_failed(c, rc, 0);
-  pthread_mutex_unlock(&c->lock);
   return out;
 }
 

@@ -145,14 +145,7 @@ int tj__cache_tuning_put(tj__cache *c, const tj__tuning_row *r)
   int rc = tj__sql_begin(c->db, 1);
   if (rc == SQLITE_OK)
     rc = insert_decision(c->db, r);
-  if (rc == SQLITE_OK)
-    rc = tj__sql_commit(c->db);
-  int out = TJ_OK;
-  if (rc != SQLITE_OK && tj__sql_is_busy(rc))
-    out = tj__cache_note_error(c, TJ_ECACHE);
-  tj__sql_rollback(c->db);
-  if (rc != SQLITE_OK && !tj__sql_is_busy(rc))
-    out = tj__cache_failed(c, rc, 0);
+  int out = tj__cache_end_write(c, rc);
   pthread_mutex_unlock(&c->lock);
   return out;
 }

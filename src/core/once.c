@@ -131,9 +131,8 @@ static int tier_get(void *ctx, const tj__cache_row *want, tj__found *out)
   tj_runtime *rt = ctx;
   if (!rt->remote || tj__remote_off(rt->remote))
     return TJ_ENOENT;
-  tj__remote_value v;
   int rejected = 0;
-  int rc = tj__remote_get(rt->remote, want, &v, &rejected);
+  int rc = tj__remote_get(rt->remote, want, out, &rejected);
   say_off(rt);
   if (rejected)
     tj__warn(rt, "the remote value for %s (key %s) failed its checks: not "
@@ -141,12 +140,7 @@ static int tier_get(void *ctx, const tj__cache_row *want, tj__found *out)
              want->key);
   if (rc != TJ_OK)
     return TJ_ENOENT;
-  out->code = v.code;
-  out->size = v.code_size;
-  out->kernel = v.kernel;
-  out->entries = v.entries;
-  out->compile_ms = v.compile_ms;
-  tj__hash_hex(v.code, v.code_size, out->code_hash);
+  tj__hash_hex(out->code, out->size, out->code_hash);
   return TJ_OK;
 }
 
