@@ -10,8 +10,9 @@
  * Sections: cold compile (each in a new process with an empty driver
  * cache, and again with it warm), warm start in a new process with its
  * breakdown (TOKITAI_JIT_TRACE), N processes cold-starting at once (the
- * cluster: 8, 32, 64; with the remote tier when TOKITAI_JIT_REMOTE is
- * set), hot in-memory hit,
+ * cluster: 8, 32, 64, the pilots' five kernels each; with the remote
+ * tier when TOKITAI_JIT_REMOTE is set, and then a remote hit's latency
+ * against a per-user hit's), hot in-memory hit,
  * launch cost against a raw hipModuleLaunchKernel, memory-bound kernels
  * against a device-to-device copy, GEMM against the vendor BLAS, and the
  * pilots' process-per-call way against the host-buffer call.
@@ -183,8 +184,15 @@ static void cold_compile(const char *dir, int quick)
   }
 }
 
+/* What each simulated node gets: the pilots' five kernels (the Hopper
+ * GEMM's and the skinny entries would make each node compile for a
+ * minute, which says nothing more about the herd). */
+static const char *const node_kernels[] = {
+    "add_i32", "gelu_fwd_f16", "gelu_bwd_f16", "gelu_fwd_bwd_f16", "gemm_f16"};
+#define NODE_KERNELS (sizeof node_kernels / sizeof node_kernels[0])
+
 /* One simulated node of the cluster: its own empty per-user cache (and,
- * from the parent, its own empty CUDA_CACHE_PATH); every embedded kernel.
+ * from the parent, its own empty CUDA_CACHE_PATH); node_kernels.
  * TOKITAI_JIT_REMOTE, when the parent has it, reaches it unchanged. */
 static int child_node(const char *cache)
 {
@@ -194,14 +202,66 @@ static int child_node(const char *cache)
   tj_runtime *rt = NULL;
   tj_kernel *k;
   int rc = tj_runtime_open(&rt, &o);
-  for (size_t i = 0; rc == TJ_OK && i < tj_embedded_count(); i++)
-    rc = tj_kernel_get(rt, tj_embedded_name(i), &k);
+  for (size_t i = 0; rc == TJ_OK && i < NODE_KERNELS; i++)
+    rc = tj_kernel_get(rt, node_kernels[i], &k);
   tj_stats st;
   tj_runtime_get_stats(rt, &st);
   printf("%llu %llu %.6f\n", (unsigned long long)st.compiles,
          (unsigned long long)st.cache_hits, now_ms() - t0);
   tj_runtime_close(rt);
   return rc == TJ_OK ? 0 : 1;
+}
+
+/* One tj_kernel_get in a new process (device initialisation and the
+ * runtime's open not timed): its time, and where the kernel came from. */
+static int child_get(const char *cache, const char *kernel)
+{
+  tj_options o = {0};
+  o.cache_path = cache;
+  tj_runtime *rt = NULL;
+  tj_kernel *k;
+  if (tj_runtime_open(&rt, &o) != TJ_OK)
+    return 1;
+  double t0 = now_ms();
+  int rc = tj_kernel_get(rt, kernel, &k);
+  double ms = now_ms() - t0;
+  tj_stats st;
+  tj_runtime_get_stats(rt, &st);
+  printf("%.6f %llu %llu %llu\n", ms, (unsigned long long)st.compiles,
+         (unsigned long long)st.cache_hits,
+         (unsigned long long)st.remote_hits);
+  tj_runtime_close(rt);
+  return rc == TJ_OK ? 0 : 1;
+}
+
+/* A remote hit (a new node's empty per-user cache, the value in Redis)
+ * against the per-user hit the same node then has: the median over the
+ * node kernels, each a get in a new process. */
+static void remote_latency(const char *dir)
+{
+  double remote[NODE_KERNELS], local[NODE_KERNELS];
+  int n = 0;
+  for (size_t i = 0; i < NODE_KERNELS; i++) {
+    char node[400], cache[512], line[256];
+    fresh_dir(dir, "latency-node", (int)i, node, sizeof node);
+    snprintf(cache, sizeof cache, "%s/cache.db", node);
+    char *argv[] = {"tj-bench", "--child-get", cache,
+                    (char *)node_kernels[i], NULL};
+    double ms[2];
+    unsigned long long c[2], h[2], r[2];
+    int ok = 1;
+    for (int j = 0; j < 2 && ok; j++)
+      ok = run_child_env(argv, NULL, 0, line, sizeof line) == 0 &&
+           sscanf(line, "%lf %llu %llu %llu", &ms[j], &c[j], &h[j], &r[j]) == 4;
+    /* the first from Redis, the second from the copy it left behind */
+    if (!ok || c[0] || r[0] != 1 || c[1] || h[1] != 1 || r[1])
+      die("remote latency for %s: not a remote hit then a per-user hit: '%s'",
+          node_kernels[i], line);
+    remote[n] = ms[0];
+    local[n++] = ms[1];
+  }
+  record("cluster", "remote hit, get (median)", median(remote, n), "ms");
+  record("cluster", "per-user hit, get (median)", median(local, n), "ms");
 }
 
 /* N processes cold-starting at once, as N nodes of a job would: compiles
@@ -259,6 +319,8 @@ static void cluster(const char *dir, int quick)
     if (quick)
       break;
   }
+  if (remote && *remote)
+    remote_latency(dir);
 }
 
 /* The child side of the warm-start measurement: a fresh process, a cache
@@ -402,6 +464,8 @@ int main(int argc, char **argv)
     return child_cold(argv[2]);
   if (argc == 3 && strcmp(argv[1], "--child-node") == 0)
     return child_node(argv[2]);
+  if (argc == 4 && strcmp(argv[1], "--child-get") == 0)
+    return child_get(argv[2], argv[3]);
   const char *json = NULL, *pilot = NULL, *only = NULL;
   int quick = 0;
   for (int i = 1; i < argc; i++) {

@@ -408,7 +408,8 @@ static const char *entry_for(tj_runtime *rt, int M, int N, int K)
 /* What tj_gemm_f16 runs where: the Hopper kernel on sm_90 (and sm_90a)
  * when TMA can read A and B, its 128 x 256 tile once those tiles fill an
  * H200; gemm_f16 for operands or leading dimensions TMA refuses, on other
- * archs, and when TJ_GEMM_SM90A=0; the skinny kernels for M <= 16 (see
+ * archs, and when TJ_GEMM_SM90A=0; the skinny kernels for M <= 8, and
+ * to 16 where their 64-column strips fill the SMs (see
  * gemm_dispatch_takes_the_skinny_tc_path). */
 START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
 {
@@ -432,7 +433,10 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
                      "gemm_f16_sm90a_128x128_splitk");
     ck_assert_str_eq(entry_for(rt, 17, 8, 8), "gemm_f16_sm90a_128x128");
-    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_skinny_f16_tc_n32");
+    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096),
+                     "gemm_f16_sm90a_128x128_splitk");
+    ck_assert_str_eq(entry_for(rt, 16, 11008, 4096), "gemm_skinny_f16_tc_n64");
+    ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_tc_n32");
     /* Forced tile and persistence (read at open). */
     setenv("TJ_GEMM_PERSISTENT", "0", 1);
     tj_runtime_close(rt);
@@ -572,11 +576,13 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
 }
 END_TEST
 
-/* The skinny tensor-core path: every M from 1 to 16 on NVIDIA sm_80 and
- * later, whatever the alignment; 64-column strips once they fill an
- * H200's 132 SMs, else 32; split-K only where the strips are fewer than
- * half the SMs and K has 512 rows a part; TJ_GEMM_SKINNY_TC=0 (at open) gives the
- * old paths back (the FMA kernel to M = 8, then the tiled ones), and
+/* The skinny tensor-core path on NVIDIA sm_80 and later, whatever the
+ * alignment: 64-column strips from 1 to 16 rows once they fill an H200's
+ * 132 SMs; else 32-column strips from 2 to 8 rows, and from 9 where the
+ * Hopper kernel cannot run; split-K only where the strips are fewer than
+ * half the SMs and K has 512 rows a part; TJ_GEMM_SKINNY_TC=0 (at open)
+ * gives the old paths back (the FMA kernel to M = 8, then the tiled
+ * ones), =1 takes the tensor-core path for every M to 16, and
  * TJ_GEMM_SPLITK forces a split within what K allows.  AMD and older
  * NVIDIA keep the FMA kernel. */
 START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
@@ -603,23 +609,35 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
   for (size_t i = 0; i < 4; i++) {
     tj_runtime *rt = open_for_arch(archs[i], NULL);
     int hopper = strncmp(archs[i], "sm_90", 5) == 0;
+    /* 32-column strips from 2 to 8 rows (and from 9 where the Hopper
+     * kernel cannot run); 1 row: the FMA kernel; 64-column strips that
+     * fill the SMs at every row count. */
     for (int M = 1; M <= 16; M++) {
-      ck_assert_str_eq(entry_for(rt, M, 4096, 4096), "gemm_skinny_f16_tc_n32");
-      ck_assert_int_eq(split_for(rt, M, 4096, 4096), 1);
+      const char *narrow = M == 1 ? "gemm_skinny_f16_m1"
+                           : M > 8 && hopper ? "gemm_f16_sm90a_128x128_splitk"
+                                             : "gemm_skinny_f16_tc_n32";
+      ck_assert_str_eq(entry_for(rt, M, 4096, 4096), narrow);
+      ck_assert_str_eq(entry_for(rt, M, 4096, 11008), narrow);
+      if (M > 1 && M <= 8)
+        ck_assert_int_eq(split_for(rt, M, 4096, 4096), 1);
       ck_assert_str_eq(entry_for(rt, M, 11008, 4096), "gemm_skinny_f16_tc_n64");
-      ck_assert_str_eq(entry_for(rt, M, 4096, 11008), "gemm_skinny_f16_tc_n32");
     }
-    ck_assert_str_eq(entry_for(rt, 1, 8384, 64), "gemm_skinny_f16_tc_n32");
+    ck_assert_str_eq(entry_for(rt, 1, 8384, 64), "gemm_skinny_f16_m1");
+    ck_assert_str_eq(entry_for(rt, 2, 8384, 64), "gemm_skinny_f16_tc_n32");
     ck_assert_str_eq(entry_for(rt, 1, 8385, 64), "gemm_skinny_f16_tc_n64");
+    /* Not 16-byte aligned: no Hopper kernel, so 9 rows stay here. */
+    ck_assert_str_eq(tj_gemm_f16_kernel(rt, 9, 4096, 4096, odd, 4096,
+                                        odd + 4096, 4096, FAKE(3), 4096),
+                     "gemm_skinny_f16_tc_n32");
     /* 2-byte aligned operands, odd leading dimensions: still this path. */
     ck_assert_str_eq(tj_gemm_f16_kernel(rt, 5, 33, 7, odd, 9, odd + 4096, 35,
                                         FAKE(3), 37), "gemm_skinny_f16_tc_n32");
     /* 32 strips of 32 columns: 5 parts of 832 rows (13 stages). */
     ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 5);
-    ck_assert_int_eq(split_for(rt, 16, 2048, 11008), 3);
-    ck_assert_int_eq(split_for(rt, 1, 1, 1), 1);
-    ck_assert_int_eq(split_for(rt, 1, 64, 1023), 1);
-    ck_assert_int_eq(split_for(rt, 1, 64, 1024), 2);
+    ck_assert_int_eq(split_for(rt, 8, 2048, 11008), 3);
+    ck_assert_int_eq(split_for(rt, 2, 1, 1), 1);
+    ck_assert_int_eq(split_for(rt, 2, 64, 1023), 1);
+    ck_assert_int_eq(split_for(rt, 2, 64, 1024), 2);
     ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
                      hopper ? "gemm_f16_sm90a_128x128_splitk" : "gemm_f16");
     /* Forced: within what K allows (whole 64-row stages, none empty);
@@ -645,6 +663,8 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
     setenv("TJ_GEMM_SKINNY_TC", "1", 1);
     REOPEN(rt, archs[i]);
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_tc_n32");
+    ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_tc_n32");
+    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_skinny_f16_tc_n32");
     unsetenv("TJ_GEMM_SKINNY_TC");
     tj_runtime_close(rt);
   }

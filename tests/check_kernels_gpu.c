@@ -831,12 +831,15 @@ static int skinny_tc_device(tj_runtime *rt)
  * of the 64-row stage and beta != 0; lda > K, ldb > N, ldc > N (C's
  * padding must stay as it was); A, B, C one element past an allocation
  * (2-byte aligned, the slow copies).  On an sm_80+ device the entry is
- * asserted; elsewhere the same calls run the other kernels. */
+ * asserted (TJ_GEMM_SKINNY_TC=1: the rule gives 1 row and narrow 9 to 16
+ * rows to other kernels); elsewhere the same calls run the other kernels. */
 static const int skinny_rows[] = {1, 2, 3, 5, 9, 15, 16};
 #define N_SKINNY_ROWS (sizeof skinny_rows / sizeof skinny_rows[0])
 
 START_TEST(gemm_skinny_tc_shapes)
 {
+  /* the tensor-core path wherever it can run (read at open) */
+  setenv("TJ_GEMM_SKINNY_TC", "1", 1);
   tj_runtime *rt = open_gpu();
   int tc = skinny_tc_device(rt);
   int M = skinny_rows[_i];
@@ -858,6 +861,7 @@ START_TEST(gemm_skinny_tc_shapes)
   }
   CHECK_HIP(hipStreamDestroy(stream));
   tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_SKINNY_TC");
 }
 END_TEST
 
@@ -869,6 +873,8 @@ END_TEST
  * there are 132 of them, aligned and not. */
 START_TEST(gemm_skinny_tc_split_and_wide_shapes)
 {
+  /* the tensor-core path wherever it can run (read at open) */
+  setenv("TJ_GEMM_SKINNY_TC", "1", 1);
   tj_runtime *rt = open_gpu();
   int tc = skinny_tc_device(rt);
   hipStream_t stream;
@@ -904,6 +910,7 @@ START_TEST(gemm_skinny_tc_split_and_wide_shapes)
   }
   CHECK_HIP(hipStreamDestroy(stream));
   tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_SKINNY_TC");
 }
 END_TEST
 
@@ -912,6 +919,8 @@ END_TEST
  * the tiled kernel, which computes A * B even then, only M = 1 runs.) */
 START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
 {
+  /* the tensor-core path wherever it can run (read at open) */
+  setenv("TJ_GEMM_SKINNY_TC", "1", 1);
   tj_runtime *rt = open_gpu();
   int tc = skinny_tc_device(rt);
   const int N = 70, K = 300;
@@ -951,6 +960,7 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
         hipFree(dC);
       }
   tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_SKINNY_TC");
 }
 END_TEST
 

@@ -440,7 +440,8 @@ void tj__once_end(tj_runtime *rt, tj__once *o);
 /* What the environment says about tj_gemm_f16, read once at open:
  * TJ_GEMM_SM90A=0 (no Hopper kernel), TJ_GEMM_SPLITK=n (force n, 1 to 64),
  * TJ_GEMM_SM90A_TILE and TJ_GEMM_PERSISTENT (kernels_api.c, plan_sm90a),
- * TJ_GEMM_SKINNY_TC=0 (not the skinny tensor-core kernel),
+ * TJ_GEMM_SKINNY_TC=0 or 1 (never or wherever it can: the skinny
+ * tensor-core kernel),
  * TOKITAI_JIT_TUNE=0 or TJ_NO_TUNING (no timing on first use). */
 typedef struct tj__gemm_env {
   int sm90a_off;
@@ -448,7 +449,7 @@ typedef struct tj__gemm_env {
   int tune;         /* first-use tuning allowed */
   int tile;         /* TJ_GEMM_SM90A_TILE: 64, 128, 256; 0: the rule's */
   int persistent;   /* TJ_GEMM_PERSISTENT: 1, 0; -1: the rule's */
-  int skinny_tc_off; /* TJ_GEMM_SKINNY_TC=0 */
+  int skinny_tc;    /* TJ_GEMM_SKINNY_TC: 0, 1; -1: the rule's */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 

@@ -168,7 +168,9 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
                strcmp(tile, "256") == 0))
     env->tile = atoi(tile);
   const char *skinny = getenv("TJ_GEMM_SKINNY_TC");
-  env->skinny_tc_off = skinny && strcmp(skinny, "0") == 0;
+  env->skinny_tc = skinny && strcmp(skinny, "0") == 0   ? 0
+                   : skinny && strcmp(skinny, "1") == 0 ? 1
+                                                        : -1;
   env->persistent = persistent && strcmp(persistent, "1") == 0   ? 1
                     : persistent && strcmp(persistent, "0") == 0 ? 0
                                                                  : -1;

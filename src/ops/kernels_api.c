@@ -413,20 +413,34 @@ static const skinny_tc_config skinny_tc[] = {
     {"gemm_skinny_f16_tc_n32", 32, 0},
 };
 
+static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
+                      const void *B, int ldb);
+
 /*
  * The tensor-core skinny kernel wants an NVIDIA runtime for sm_80 or
  * later (mma.sync, cp.async, ldmatrix) and M <= 16; any alignment and
- * leading dimensions.  TJ_GEMM_SKINNY_TC=0 in the environment (at open)
- * turns it off (to compare with the paths it replaces: the FMA kernel for M <= 8,
- * the tiled kernels above).
+ * leading dimensions.  Where it runs, measured on the H200
+ * (bench/RESULTS.md, 2026-12-02, third round): 64-column strips that fill
+ * the SMs beat every other path from 1 to 16 rows; 32-column strips beat
+ * the FMA kernels only from 2 to 8 rows, and lose to the 1-row FMA kernel
+ * and, from 9 rows, to the Hopper kernel's split-K, which take those.
+ * TJ_GEMM_SKINNY_TC (read at open) =0 turns it off (the FMA kernel for
+ * M <= 8, the tiled kernels above), =1 takes it wherever it can run.
  */
-static int skinny_tc_fits(const tj_runtime *rt, int M)
+static int skinny_tc_fits(const tj_runtime *rt, int M, int N, const void *A,
+                          int lda, const void *B, int ldb)
 {
-  if (rt->gemm_env.skinny_tc_off)
+  if (rt->gemm_env.skinny_tc == 0)
     return 0;
-  if (M > SKINNY_TC_MAX_M || strncmp(rt->arch, "sm_", 3) != 0)
+  if (M > SKINNY_TC_MAX_M || strncmp(rt->arch, "sm_", 3) != 0 ||
+      strtol(rt->arch + 3, NULL, 10) < 80)
     return 0;
-  return strtol(rt->arch + 3, NULL, 10) >= 80;
+  if (rt->gemm_env.skinny_tc == 1 ||
+      (long long)((N - 1) / skinny_tc[0].tile_n + 1) >= skinny_tc[0].min_tiles)
+    return 1;
+  if (M == 1)
+    return 0;
+  return M <= SKINNY_MAX_M || !sm90a_fits(rt, M, A, lda, B, ldb);
 }
 
 int tj__gemm_skinny_split(long long tiles, int K, int sms)
@@ -629,7 +643,7 @@ static gemm_plan plan_gemm(tj_runtime *rt, void *stream, int may_tune, int M,
                            const void *B, int ldb, const void *C, int ldc)
 {
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
-  if (skinny_tc_fits(rt, M))
+  if (skinny_tc_fits(rt, M, N, A, lda, B, ldb))
     return plan_skinny_tc(rt, N, K);
   if (M <= SKINNY_MAX_M) {
     unsigned threads;

@@ -48,10 +48,14 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * dimensions; fp32 accumulation.  beta == 0: C is not read.  On NVIDIA
  * sm_80 and later, M <= 16 runs a tensor-core kernel that streams B
  * (gemm_skinny_f16_tc_n32 / _n64 in kernels/gemm_skinny_f16.hip), for any
- * alignment; where its strips of C are too few to fill the GPU it splits
+ * alignment, where it was measured fastest: 64-column strips that fill
+ * the GPU (N > 8384 on an H200) at any M, narrower N from 2 to 8 rows
+ * (and from 9 where the Hopper kernel cannot run); where its strips of C
+ * are too few to fill the GPU it splits
  * K, with fp32 partials from the runtime's pool as the Hopper kernel
  * below, and the same bits on every run; TJ_GEMM_SKINNY_TC=0 in the
- * environment turns it off (to compare), and TJ_GEMM_SPLITK=n forces its
+ * environment turns it off (to compare), =1 takes it for every M <= 16,
+ * and TJ_GEMM_SPLITK=n forces its
  * split too (within whole 64-row parts of K; 1: none).  Elsewhere (or
  * off), M <= 8 runs a kernel that streams B with fp32 FMAs
  * (kernels/gemm_skinny_f16.hip).  Both skinny kernels with
