@@ -309,8 +309,35 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   }
 }
 
+/* TJ_BENCH_SHAPES="MxNxK,...": those shapes instead of the table (at most
+ * 32; a malformed list is refused). */
+static size_t shapes_from_env(int (*out)[3], size_t cap)
+{
+  const char *s = getenv("TJ_BENCH_SHAPES");
+  size_t n = 0;
+  while (s && *s && n < cap) {
+    int m, nn, k, used = 0;
+    if (sscanf(s, "%dx%dx%d%n", &m, &nn, &k, &used) != 3 || m < 1 ||
+        nn < 1 || k < 1)
+      die("TJ_BENCH_SHAPES: '%s' is not MxNxK[,MxNxK...]", s);
+    out[n][0] = m;
+    out[n][1] = nn;
+    out[n++][2] = k;
+    s += used;
+    if (*s == ',')
+      s++;
+    else if (*s)
+      die("TJ_BENCH_SHAPES: unexpected '%s'", s);
+  }
+  return n;
+}
+
 void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
 {
+  int chosen[32][3];
+  size_t n_chosen = shapes_from_env(chosen, 32);
+  const int(*list)[3] = n_chosen ? (const int(*)[3])chosen : shapes;
+  size_t n_list = n_chosen ? n_chosen : quick ? 1 : N_SHAPES;
   vendor_blas vendor = {0};
   int have_vendor = vendor_open(&vendor);
   printf("gemm_f16 (row-major, alpha=1, beta=0) vs %s\n",
@@ -322,8 +349,8 @@ void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
   CHECK(hipMalloc(&clean.a, 16384 * 2));
   CHECK(hipMalloc(&clean.c, 8192 * 2));
   CHECK(hipMemset(clean.a, 0, 16384 * 2));
-  for (size_t i = 0; i < (quick ? 1 : N_SHAPES); i++) {
-    gemm_ctx g = {rt, &vendor, shapes[i][0], shapes[i][1], shapes[i][2],
+  for (size_t i = 0; i < n_list; i++) {
+    gemm_ctx g = {rt, &vendor, list[i][0], list[i][1], list[i][2],
                   NULL, NULL, NULL};
     g.A = random_halves((size_t)g.m * g.k, 1);
     g.B = random_halves((size_t)g.k * g.n, 2);

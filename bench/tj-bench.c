@@ -6,11 +6,12 @@
  * program that prints figures, not a test.
  *
  *   tj-bench [--json FILE] [--quick] [--pilot PATH] [--only SECTION]
+ *            [--cluster N]
  *
  * Sections: cold compile (each in a new process with an empty driver
  * cache, and again with it warm), warm start in a new process with its
  * breakdown (TOKITAI_JIT_TRACE), N processes cold-starting at once (the
- * cluster: 8, 32, 64, the pilots' five kernels each; with the remote
+ * cluster: 8, 32, 64, or N alone, the pilots' five kernels each; with the remote
  * tier when TOKITAI_JIT_REMOTE is set, and then a remote hit's latency
  * against a per-user hit's), hot in-memory hit,
  * launch cost against a raw hipModuleLaunchKernel, memory-bound kernels
@@ -266,14 +267,16 @@ static void remote_latency(const char *dir)
 
 /* N processes cold-starting at once, as N nodes of a job would: compiles
  * in all, and the time until the last has every kernel. */
-static void cluster(const char *dir, int quick)
+static void cluster(const char *dir, int quick, int only_size)
 {
-  static const int sizes[] = {8, 32, 64};
+  static const int all_sizes[] = {8, 32, 64};
+  const int *sizes = only_size ? &only_size : all_sizes;
+  size_t n_sizes = only_size ? 1 : sizeof all_sizes / sizeof all_sizes[0];
   const char *remote = getenv("TOKITAI_JIT_REMOTE");
   printf("cluster (N new processes at once, each its own empty cache and "
          "driver cache; %s)\n", remote && *remote
              ? "remote tier from TOKITAI_JIT_REMOTE" : "no remote tier");
-  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+  for (size_t s = 0; s < n_sizes; s++) {
     int n = sizes[s];
     pid_t *pids = calloc((size_t)n, sizeof *pids);
     int *fds = calloc((size_t)n, sizeof *fds);
@@ -467,7 +470,7 @@ int main(int argc, char **argv)
   if (argc == 4 && strcmp(argv[1], "--child-get") == 0)
     return child_get(argv[2], argv[3]);
   const char *json = NULL, *pilot = NULL, *only = NULL;
-  int quick = 0;
+  int quick = 0, cluster_size = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
       json = argv[++i];
@@ -477,9 +480,13 @@ int main(int argc, char **argv)
       quick = 1;
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
+    else if (strcmp(argv[i], "--cluster") == 0 && i + 1 < argc &&
+             (cluster_size = atoi(argv[i + 1])) >= 1 && cluster_size <= 64)
+      i++;
     else {
       fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH] "
-              "[--only start|cluster|launch|memory|gemm|pilot]\n");
+              "[--only start|cluster|launch|memory|gemm|pilot] "
+              "[--cluster N (1 to 64)]\n");
       return 2;
     }
   }
@@ -496,7 +503,7 @@ int main(int argc, char **argv)
     cold_compile(dir, quick);
   }
   if (WANT("cluster"))
-    cluster(dir, quick);
+    cluster(dir, quick, cluster_size);
   tj_options o = {0};
   o.cache_path = cache;
   /* TJ_BENCH_CACHE: a cache whose tuning decisions (tokitai-jit --tune)
