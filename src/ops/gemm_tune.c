@@ -72,15 +72,17 @@
 
 #define SPLIT(n)                                                            \
   {"sm90a_128x128_split" #n, "gemm_f16_sm90a_128x128_splitk", 128, n,       \
-   (n) == 2 || (n) == 4 || (n) == 8, 0}
+   (n) == 2 || (n) == 4 || (n) == 8, 0, 0}
 static const tj__gemm_config configs[] = {
-  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0},
+  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0},
   {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 1,
-   1},
-  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0},
+   1, 0},
+  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0, 0},
   {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
+   1, 0},
+  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0, 0},
+  {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 64, 1, 1, 0,
    1},
-  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0},
   SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
   SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
   SPLIT(15), SPLIT(16),
@@ -164,9 +166,12 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   env->tune = !(flags & TJ_NO_TUNING) && tune && strcmp(tune, "1") == 0;
   const char *tile = getenv("TJ_GEMM_SM90A_TILE");
   const char *persistent = getenv("TJ_GEMM_PERSISTENT");
+  env->tile_k2 = -1;
   if (tile && (strcmp(tile, "64") == 0 || strcmp(tile, "128") == 0 ||
-               strcmp(tile, "256") == 0))
+               strcmp(tile, "256") == 0 || strcmp(tile, "64k2") == 0)) {
     env->tile = atoi(tile);
+    env->tile_k2 = strcmp(tile, "64k2") == 0;
+  }
   const char *skinny = getenv("TJ_GEMM_SKINNY_TC");
   env->skinny_tc = skinny && strcmp(skinny, "0") == 0   ? 0
                    : skinny && strcmp(skinny, "1") == 0 ? 1
