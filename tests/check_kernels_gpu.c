@@ -973,6 +973,8 @@ END_TEST
  * (TJ_GEMM_SPLITK=1), a different order of sums. */
 START_TEST(gemm_skinny_tc_is_deterministic)
 {
+  /* the tensor-core path wherever it can run (read at open) */
+  setenv("TJ_GEMM_SKINNY_TC", "1", 1);
   tj_runtime *rt = open_gpu();
   static const int shapes[][3] = {{16, 4096, 4096}, {16, 1024, 4096}};
   for (int s = 0; s < 2; s++) {
@@ -1011,6 +1013,7 @@ START_TEST(gemm_skinny_tc_is_deterministic)
     free(A); free(B); free(C[0]); free(C[1]); free(C[2]);
   }
   tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_SKINNY_TC");
 }
 END_TEST
 
