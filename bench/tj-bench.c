@@ -406,8 +406,9 @@ static void parallel_warm(const char *dir, const char *arch, int quick)
   }
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   cpus = cpus < 1 ? 1 : cpus > 256 ? 256 : cpus; /* -j takes 1 to 256 */
-  printf("jobs (%s --warm --arch %s -j N, each into a new empty cache; %ld "
-         "processors online)\n", cli, arch, cpus);
+  printf("jobs (%s --warm --arch %s -j N, each into a new empty cache)\n",
+         cli, arch);
+  record("jobs", "processors online", (double)cpus, "cpus");
   long ns[16];
   int count = 0;
   for (long n = 1; n < cpus && count < 15; n *= 2)
