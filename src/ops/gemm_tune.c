@@ -38,11 +38,14 @@
  * runtime), or the next process, tries again.  Off by default since the
  * H200 run of 2026-12-02 (bench/RESULTS.md): at 128 x 11008 x 4096 it
  * recorded split 2, which then ran at 0.68x cuBLAS in the benchmark where
- * the heuristic's 128 x 128 tile runs at 0.91x.  Why is not known yet (its
- * runs are few and back to back; the benchmark's flush L2 between runs).
- * `tokitai-jit --tune`
- * (more runs per candidate) is the way to make decisions until that is
- * fixed.  When on, it is not done, and the heuristic runs,
+ * the heuristic's 128 x 128 tile runs at 0.91x, though `tokitai-jit
+ * --tune` of the same shape timed split 2 1.6x slower than 128 x 128.
+ * The likely cause: candidates were timed one after another, the first
+ * (the heuristic's) right after a compile had left the GPU idle at low
+ * clocks.  They are now timed in rounds, each candidate once a round
+ * (time_all); until an H200 run shows first use agreeing with --tune,
+ * --tune is the way to make decisions.  When on, it is not done, and the
+ * heuristic runs,
  * when the caller opts out (TJ_NO_TUNING), when the
  * runtime has no device, when the cache is disabled or read-only (the
  * decision would be lost: ship decisions made by --tune instead), and
@@ -306,58 +309,35 @@ static int run_once(tune_job *j, const tj__gemm_config *c)
                              j->N);
 }
 
-/* Time runs launches of c, each between two events: the median. */
-static int time_runs(tune_job *j, const tj__gemm_config *c, int runs,
-                     hipEvent_t *ev, double *median)
+static double median_of(double *ms, int n)
 {
-  double ms[AHEAD_MAX_RUNS];
+  qsort(ms, (size_t)n, sizeof ms[0], cmp_double);
+  return n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+}
+
+/* One round: each of the n configs c launched once on the job's stream,
+ * between consecutive events; their times into ms[i][round]. */
+static int time_round(tune_job *j, const tj__gemm_config **c, int n,
+                      hipEvent_t *ev, double (*ms)[AHEAD_MAX_RUNS], int round)
+{
   int rc = hipEventRecord(ev[0], (hipStream_t)j->stream) == hipSuccess
                ? TJ_OK : TJ_EDEVICE;
-  for (int i = 0; i < runs && rc == TJ_OK; i++)
-    if ((rc = run_once(j, c)) == TJ_OK &&
+  for (int i = 0; i < n && rc == TJ_OK; i++)
+    if ((rc = run_once(j, c[i])) == TJ_OK &&
         hipEventRecord(ev[i + 1], (hipStream_t)j->stream) != hipSuccess)
       rc = TJ_EDEVICE;
-  if (rc == TJ_OK && hipEventSynchronize(ev[runs]) != hipSuccess)
+  if (rc == TJ_OK && hipEventSynchronize(ev[n]) != hipSuccess)
     rc = TJ_EDEVICE;
-  for (int i = 0; i < runs && rc == TJ_OK; i++) {
+  for (int i = 0; i < n && rc == TJ_OK; i++) {
     float f = 0;
     if (hipEventElapsedTime(&f, ev[i], ev[i + 1]) != hipSuccess)
       rc = TJ_EDEVICE;
-    ms[i] = f;
+    ms[i][round] = f;
   }
   if (rc != TJ_OK)
-    return tj__fail(j->rt, TJ_EDEVICE, "%s: timing %s failed", j->fn,
-                    c->name);
-  qsort(ms, (size_t)runs, sizeof ms[0], cmp_double);
-  *median = runs % 2 ? ms[runs / 2] : (ms[runs / 2 - 1] + ms[runs / 2]) / 2;
+    return tj__fail(j->rt, TJ_EDEVICE, "%s: timing the GEMM configurations "
+                    "failed", j->fn);
   return TJ_OK;
-}
-
-/* One candidate: a warm-up launch (which also gets, and perhaps compiles,
- * its kernels) timed alone to size the runs, then the runs. */
-static int time_candidate(tune_job *j, const tj__gemm_config *c,
-                          hipEvent_t *ev, double left_ms, int left)
-{
-  double warm = 0;
-  int rc = time_runs(j, c, 1, ev, &warm);
-  if (rc != TJ_OK)
-    return rc;
-  double share = j->ahead ? AHEAD_RUN_MS : left_ms / (left > 0 ? left : 1);
-  int lo = j->ahead ? AHEAD_MIN_RUNS : TUNE_MIN_RUNS;
-  int hi = j->ahead ? AHEAD_MAX_RUNS : TUNE_MAX_RUNS;
-  int runs = warm > 0 ? (int)(share / warm) : hi;
-  runs = runs < lo ? lo : runs > hi ? hi : runs;
-  double ms;
-  if ((rc = time_runs(j, c, runs, ev, &ms)) != TJ_OK)
-    return rc;
-  j->t[j->n++] = (timed){c, ms, runs};
-  return TJ_OK;
-}
-
-static int cmp_timed(const void *a, const void *b)
-{
-  const timed *x = a, *y = b;
-  return (x->ms > y->ms) - (x->ms < y->ms);
 }
 
 /* Whether config c can run without a compile: its kernels are in the
@@ -371,32 +351,63 @@ static int built(tj_runtime *rt, const tj__gemm_config *c)
               TJ_OK);
 }
 
-/* Time the candidates; j->t gets them, fastest first.  A first use skips
- * those not built (but the heuristic's, which the call builds anyway) and
- * stops starting candidates once its budget is spent. */
+static int cmp_timed(const void *a, const void *b)
+{
+  const timed *x = a, *y = b;
+  return (x->ms > y->ms) - (x->ms < y->ms);
+}
+
+/*
+ * Time the candidates; j->t gets them, fastest first.  A first use skips
+ * those not built (but the heuristic's, which the call builds anyway).
+ * First a warm-up round, which loads each candidate's kernels and sizes
+ * the rest; then rounds that launch every candidate once each, in turn,
+ * so that whatever drifts while they run (a GPU's clocks rise from idle
+ * under load, then heat) falls on all of them alike: timing one candidate
+ * after another let the first, at idle clocks, lose to a slower one (a
+ * first use recorded split 2 for 128 x 11008 x 4096 on the H200, which
+ * then ran at 0.68x cuBLAS against 0.91x for 128 x 128).  The median of
+ * each.  A first use keeps within TUNE_BUDGET_MS in all.
+ */
 static int time_all(tune_job *j)
 {
-  const tj__gemm_config *cand[MAX_CANDIDATES];
-  hipEvent_t ev[AHEAD_MAX_RUNS + 1];
-  int nc = candidates(j, cand), nev = 0, rc = TJ_OK;
-  while (nev <= AHEAD_MAX_RUNS && hipEventCreate(&ev[nev]) == hipSuccess)
-    nev++;
-  if (nev <= AHEAD_MAX_RUNS)
-    rc = tj__fail(j->rt, TJ_EDEVICE, "%s: no events to time with", j->fn);
-  double start = now_ms();
+  const tj__gemm_config *cand[MAX_CANDIDATES], *use[MAX_CANDIDATES];
+  double (*t)[AHEAD_MAX_RUNS] = calloc(MAX_CANDIDATES, sizeof *t);
+  hipEvent_t ev[MAX_CANDIDATES + 1];
+  int nc = candidates(j, cand), n = 0, nev = 0, rc = TJ_OK;
+  if (!t)
+    return tj__fail(j->rt, TJ_ENOMEM, "out of memory");
   const tj__gemm_config *h = tj__gemm_heuristic(j->M, j->N, j->K);
   j->complete = 1;
-  for (int i = 0; i < nc && rc == TJ_OK; i++) {
-    double spent = now_ms() - start;
-    if (!j->ahead && (spent >= TUNE_BUDGET_MS ||
-                      (cand[i] != h && !built(j->rt, cand[i])))) {
+  for (int i = 0; i < nc; i++) {
+    if (!j->ahead && cand[i] != h && !built(j->rt, cand[i]))
       j->complete = 0;
-      continue;
-    }
-    rc = time_candidate(j, cand[i], ev, TUNE_BUDGET_MS - spent, nc - i);
+    else
+      use[n++] = cand[i];
   }
+  while (nev <= n && hipEventCreate(&ev[nev]) == hipSuccess)
+    nev++;
+  if (nev <= n)
+    rc = tj__fail(j->rt, TJ_EDEVICE, "%s: no events to time with", j->fn);
+  double start = now_ms();
+  if (rc == TJ_OK)
+    rc = time_round(j, use, n, ev, t, 0);
+  double round_ms = 0;
+  for (int i = 0; i < n && rc == TJ_OK; i++)
+    round_ms += t[i][0];
+  double budget = j->ahead ? AHEAD_RUN_MS * n
+                           : TUNE_BUDGET_MS - (now_ms() - start);
+  int lo = j->ahead ? AHEAD_MIN_RUNS : TUNE_MIN_RUNS;
+  int hi = j->ahead ? AHEAD_MAX_RUNS : TUNE_MAX_RUNS;
+  int rounds = round_ms > 0 ? (int)(budget / round_ms) : hi;
+  rounds = rounds < lo ? lo : rounds > hi ? hi : rounds;
+  for (int r = 0; r < rounds && rc == TJ_OK; r++)
+    rc = time_round(j, use, n, ev, t, r);
+  for (int i = 0; i < n && rc == TJ_OK; i++)
+    j->t[j->n++] = (timed){use[i], median_of(t[i], rounds), rounds};
   for (int i = 0; i < nev; i++)
     hipEventDestroy(ev[i]);
+  free(t);
   qsort(j->t, (size_t)j->n, sizeof j->t[0], cmp_timed);
   return rc;
 }
