@@ -793,7 +793,7 @@ START_TEST(gemm_hopper_is_deterministic_and_switchable)
   }
   ck_assert(memcmp(C1, C2, nc * 2) == 0);
   setenv("TJ_GEMM_SM90A", "0", 1); /* read at open */
-  rt = reopen_gpu(rt);
+  rt = test_reopen(rt, open_gpu());
   ck_assert_str_eq(gemm_case_entry(rt, &g), "gemm_f16");
   unsetenv("TJ_GEMM_SM90A");
   hipFree(dA);
@@ -896,7 +896,7 @@ START_TEST(gemm_skinny_tc_split_and_wide_shapes)
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (cases[i].force) { /* read at open */
       setenv("TJ_GEMM_SPLITK", cases[i].force, 1);
-      rt = reopen_gpu(rt);
+      rt = test_reopen(rt, open_gpu());
     }
     if (tc) {
       ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g), cases[i].entry);
@@ -905,7 +905,7 @@ START_TEST(gemm_skinny_tc_split_and_wide_shapes)
     run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
     if (cases[i].force) {
       unsetenv("TJ_GEMM_SPLITK");
-      rt = reopen_gpu(rt);
+      rt = test_reopen(rt, open_gpu());
     }
   }
   CHECK_HIP(hipStreamDestroy(stream));
@@ -936,7 +936,7 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
         float beta = with_c ? 0.5f : 0.0f;
         if (forces[f]) { /* read at open */
           setenv("TJ_GEMM_SPLITK", forces[f], 1);
-          rt = reopen_gpu(rt);
+          rt = test_reopen(rt, open_gpu());
         }
         random_f16(C0, (size_t)M * N, -1, 1, 17);
         void *dA = dev_poisoned((size_t)M * K * 2), *dB = dev_poisoned((size_t)K * N * 2);
@@ -948,7 +948,7 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
         get(C, dC, (size_t)M * N * 2);
         if (forces[f]) {
           unsetenv("TJ_GEMM_SPLITK");
-          rt = reopen_gpu(rt);
+          rt = test_reopen(rt, open_gpu());
         }
         for (int i = 0; i < M * N; i++) {
           uint16_t want = with_c ? tj_f32_to_f16(0.5f * tj_f16_to_f32(C0[i])) : 0;
@@ -987,7 +987,7 @@ START_TEST(gemm_skinny_tc_is_deterministic)
     for (int rep = 0; rep < 3; rep++) {
       if (rep == 2) { /* read at open */
         setenv("TJ_GEMM_SPLITK", "1", 1);
-        rt = reopen_gpu(rt);
+        rt = test_reopen(rt, open_gpu());
       }
       CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
       CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f, dC, N));
@@ -995,7 +995,7 @@ START_TEST(gemm_skinny_tc_is_deterministic)
       get(C[rep], dC, nc * 2);
     }
     unsetenv("TJ_GEMM_SPLITK");
-    rt = reopen_gpu(rt);
+    rt = test_reopen(rt, open_gpu());
     ck_assert_msg(memcmp(C[0], C[1], nc * 2) == 0, "%dx%dx%d: two runs differ", M, N, K);
     for (size_t i = 0; i < nc; i++) {
       double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
@@ -1040,7 +1040,7 @@ START_TEST(gemm_split_k_shapes)
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (cases[i].force) { /* read at open */
       setenv("TJ_GEMM_SPLITK", cases[i].force, 1);
-      rt = reopen_gpu(rt);
+      rt = test_reopen(rt, open_gpu());
     }
     if (hopper) {
       ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g),
@@ -1050,7 +1050,7 @@ START_TEST(gemm_split_k_shapes)
     run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
     if (cases[i].force) {
       unsetenv("TJ_GEMM_SPLITK");
-      rt = reopen_gpu(rt);
+      rt = test_reopen(rt, open_gpu());
     }
   }
   CHECK_HIP(hipStreamDestroy(stream));
@@ -1077,7 +1077,7 @@ START_TEST(gemm_split_k_is_deterministic)
   for (int rep = 0; rep < 3; rep++) {
     if (rep == 2) { /* read at open */
       setenv("TJ_GEMM_SPLITK", "1", 1);
-      rt = reopen_gpu(rt);
+      rt = test_reopen(rt, open_gpu());
     }
     CHECK_TJ(rt, tj_gemm_f16(rt, NULL, g.M, g.N, g.K, 1.0f, dA, g.lda, dB,
                              g.ldb, 0.0f, dC, g.ldc));

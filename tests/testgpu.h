@@ -44,16 +44,6 @@ static inline tj_runtime *open_gpu(void)
   return open_gpu_on(gpu_cache_path);
 }
 
-/* A new runtime on the GPU (for variables read at open), opened before rt
- * is closed: closing the last runtime of a device releases its context,
- * and with it the test's device memory and streams. */
-static inline tj_runtime *reopen_gpu(tj_runtime *rt)
-{
-  tj_runtime *fresh = open_gpu();
-  tj_runtime_close(rt);
-  return fresh;
-}
-
 /* splitmix64: seeded, so that a failure can be replayed. */
 static inline uint64_t next_random(uint64_t *s)
 {
