@@ -11,13 +11,6 @@
 #include <math.h>
 #include <sys/wait.h>
 
-#define CHECK_TJ(rt, call)                                                   \
-  do {                                                                       \
-    int rc_ = (call);                                                        \
-    ck_assert_msg(rc_ == TJ_OK, "%s: %s: %s", #call, tj_err_name(rc_),       \
-                  tj_errmsg(rt));                                            \
-  } while (0)
-
 /* ------------------------------------------------------- data */
 
 static void random_f16(uint16_t *p, size_t n, double lo, double hi, uint64_t seed)
@@ -964,6 +957,47 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
 }
 END_TEST
 
+/* A * B (M x N x K, A and B random from seed and seed + 1) three times,
+ * into C poisoned each time: twice as rt plans it, which must give the
+ * same bits, then unsplit (TJ_GEMM_SPLITK=1, read at open), within the
+ * oracle's bounds of the first (a different order of sums).  rt is
+ * reopened for the third: the runtime to use and close after. */
+static tj_runtime *split_is_deterministic_and_near_unsplit(tj_runtime *rt,
+                                                           int M, int N, int K,
+                                                           uint64_t seed)
+{
+  size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
+  uint16_t *C[3] = {xmalloc(nc * 2), xmalloc(nc * 2), xmalloc(nc * 2)};
+  random_f16(A, na, -1, 1, seed);
+  random_f16(B, nb, -1, 1, seed + 1);
+  void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
+  void *dC = dev_poisoned(nc * 2);
+  for (int rep = 0; rep < 3; rep++) {
+    if (rep == 2) { /* read at open */
+      setenv("TJ_GEMM_SPLITK", "1", 1);
+      rt = test_reopen(rt, open_gpu());
+    }
+    CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
+    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f, dC, N));
+    CHECK_HIP(hipStreamSynchronize(NULL));
+    get(C[rep], dC, nc * 2);
+  }
+  unsetenv("TJ_GEMM_SPLITK");
+  rt = test_reopen(rt, open_gpu());
+  ck_assert_msg(memcmp(C[0], C[1], nc * 2) == 0, "%dx%dx%d: two runs differ", M, N, K);
+  for (size_t i = 0; i < nc; i++) {
+    double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
+    ck_assert_msg(fabs(a - b) <= 0x1p-9 * fabs(b) + 2e-3,
+                  "%dx%dx%d: C[%zu]: split %g, unsplit %g", M, N, K, i, a, b);
+  }
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  free(A); free(B); free(C[0]); free(C[1]); free(C[2]);
+  return rt;
+}
+
 /* The same product twice gives the same bits, unsplit (16 x 4096 x 4096,
  * issue 14's shape) and split (16 x 1024 x 4096: 5 parts); and the split
  * result is within the oracle's bounds of the unsplit one
@@ -974,38 +1008,10 @@ START_TEST(gemm_skinny_tc_is_deterministic)
   static const int shapes[][3] = {{16, 4096, 4096}, {16, 1024, 4096}};
   for (int s = 0; s < 2; s++) {
     int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-    uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
-    uint16_t *C[3] = {xmalloc(nc * 2), xmalloc(nc * 2), xmalloc(nc * 2)};
-    random_f16(A, na, -1, 1, 41);
-    random_f16(B, nb, -1, 1, 42);
-    void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
-    void *dC = dev_poisoned(nc * 2);
     gemm_case g = {M, N, K, K, N, N, 1.0f, 0.0f, 0};
     if (skinny_tc_device(rt))
       ck_assert_int_eq(gemm_case_split(rt, &g), s == 0 ? 1 : 5);
-    for (int rep = 0; rep < 3; rep++) {
-      if (rep == 2) { /* read at open */
-        setenv("TJ_GEMM_SPLITK", "1", 1);
-        rt = test_reopen(rt, open_gpu());
-      }
-      CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
-      CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f, dC, N));
-      CHECK_HIP(hipStreamSynchronize(NULL));
-      get(C[rep], dC, nc * 2);
-    }
-    unsetenv("TJ_GEMM_SPLITK");
-    rt = test_reopen(rt, open_gpu());
-    ck_assert_msg(memcmp(C[0], C[1], nc * 2) == 0, "%dx%dx%d: two runs differ", M, N, K);
-    for (size_t i = 0; i < nc; i++) {
-      double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
-      ck_assert_msg(fabs(a - b) <= 0x1p-9 * fabs(b) + 2e-3,
-                    "C[%zu]: split %g, unsplit %g", i, a, b);
-    }
-    hipFree(dA);
-    hipFree(dB);
-    hipFree(dC);
-    free(A); free(B); free(C[0]); free(C[1]); free(C[2]);
+    rt = split_is_deterministic_and_near_unsplit(rt, M, N, K, 41);
   }
   tj_runtime_close(rt);
 }
@@ -1065,36 +1071,9 @@ START_TEST(gemm_split_k_is_deterministic)
 {
   tj_runtime *rt = open_gpu();
   gemm_case g = {128, 1024, 4096, 4096, 1024, 1024, 1.0f, 0.0f, 0};
-  size_t na = 128 * 4096, nb = 4096 * 1024, nc = 128 * 1024;
-  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
-  uint16_t *C[3] = {xmalloc(nc * 2), xmalloc(nc * 2), xmalloc(nc * 2)};
-  random_f16(A, na, -1, 1, 31);
-  random_f16(B, nb, -1, 1, 32);
-  void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
-  void *dC = dev_poisoned(nc * 2);
   if (strcmp(tj_runtime_arch(rt), "sm_90") == 0)
     ck_assert_int_eq(gemm_case_split(rt, &g), 4);
-  for (int rep = 0; rep < 3; rep++) {
-    if (rep == 2) { /* read at open */
-      setenv("TJ_GEMM_SPLITK", "1", 1);
-      rt = test_reopen(rt, open_gpu());
-    }
-    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, g.M, g.N, g.K, 1.0f, dA, g.lda, dB,
-                             g.ldb, 0.0f, dC, g.ldc));
-    CHECK_HIP(hipStreamSynchronize(NULL));
-    get(C[rep], dC, nc * 2);
-  }
-  unsetenv("TJ_GEMM_SPLITK");
-  ck_assert(memcmp(C[0], C[1], nc * 2) == 0);
-  for (size_t i = 0; i < nc; i++) {
-    double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
-    ck_assert_msg(fabs(a - b) <= 0x1p-9 * fabs(b) + 2e-3,
-                  "C[%zu]: split %g, unsplit %g", i, a, b);
-  }
-  hipFree(dA);
-  hipFree(dB);
-  hipFree(dC);
-  free(A); free(B); free(C[0]); free(C[1]); free(C[2]);
+  rt = split_is_deterministic_and_near_unsplit(rt, g.M, g.N, g.K, 31);
   tj_runtime_close(rt);
 }
 END_TEST

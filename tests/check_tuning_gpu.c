@@ -14,13 +14,6 @@
 
 #include <math.h>
 
-#define CHECK_TJ(rt, call)                                                   \
-  do {                                                                       \
-    int rc_ = (call);                                                        \
-    ck_assert_msg(rc_ == TJ_OK, "%s: %s: %s", #call, tj_err_name(rc_),       \
-                  tj_errmsg(rt));                                            \
-  } while (0)
-
 static char *dir, *path;
 
 static void setup(void)
