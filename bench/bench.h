@@ -76,6 +76,14 @@ static inline double minimum(const double *v, int n)
   return m;
 }
 
+static inline double maximum(const double *v, int n)
+{
+  double m = v[0];
+  for (int i = 1; i < n; i++)
+    m = v[i] > m ? v[i] : m;
+  return m;
+}
+
 /* Milliseconds of one call of fn(ctx) on the GPU, median of reps, timed
  * with events after one warm-up call; between(between_ctx, rep), unless
  * NULL, runs before each rep, outside the events (a flush of L2). */

@@ -581,6 +581,111 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
   }
 }
 
+/* Split-K across a cluster of two blocks: block rank 1 of the pair sends
+ * its fp32 sums for the second half of K into rank 0's shared memory
+ * (st.async, counted by an mbarrier there), and rank 0 adds them to its
+ * own in that fixed order and writes C: the same bits on every run, no
+ * workspace, no second launch.  For shapes whose 128 x 64 tiles fill at
+ * most half the SMs (128 x 4096 x 4096: 64 tiles), where one block per
+ * tile is held back by what a single SM can load. */
+__device__ __forceinline__ unsigned tj_h_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+/* Every thread of both blocks; the barriers initialised before it are
+ * then visible across the cluster. */
+__device__ __forceinline__ void tj_h_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* The address of this block's shared address in block rank's. */
+__device__ __forceinline__ unsigned tj_h_map_rank(unsigned addr,
+                                                  unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(r)
+               : "r"(addr), "r"(rank));
+  return r;
+}
+
+/* Four floats into another block's shared memory, their 16 bytes counted
+ * toward its barrier bar (both cluster addresses). */
+__device__ __forceinline__ void tj_h_send4(unsigned addr, float a, float b,
+                                           float c, float d, unsigned bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 "
+               "[%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+               : "memory");
+}
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
+                                                     const tj_tmap *tb, int M,
+                                                     int N, int K, float alpha,
+                                                     float beta, __half *C,
+                                                     int ldc) {
+  tj_h_stages st = tj_h_setup<BN, STAGES>();
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  /* After the stages' barriers: one more, which counts rank 1's bytes,
+   * then room for them (16-byte aligned: the barriers start on 1024). */
+  unsigned got = empty + 8 * STAGES, part = got + 16;
+  unsigned rank = tj_h_cluster_rank();
+  if (threadIdx.x == 0 && rank == 0) {
+    tj_h_bar_init(got, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    tj_h_bar_expect(got, 128 * BN * 4); /* its one arrival, and the bytes */
+  }
+  tj_h_cluster_sync();
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK, half = (ktiles + 1) / 2;
+  int kt0 = rank ? half : 0, kn = rank ? ktiles - half : half;
+  int mt, nt;
+  tj_h_tile_at(blockIdx.y * (gridDim.x / 2) + blockIdx.x / 2, gridDim.y,
+               gridDim.x / 2, mt, nt);
+  int m0 = mt * TJ_H_BM, n0 = nt * BN;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0)
+      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, kn, m0, n0, kt0,
+                               0);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  float d[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; i++)
+    d[i] = 0.0f;
+  tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, kn, 0);
+  /* Consumer thread t holds the same accumulator elements in both blocks:
+   * its four floats i..i+3 go to slot (i / 4) * 256 + t. */
+  unsigned t = threadIdx.x - 128;
+  if (rank == 1) {
+    unsigned rpart = tj_h_map_rank(part, 0), rgot = tj_h_map_rank(got, 0);
+#pragma unroll
+    for (int i = 0; i < BN / 2; i += 4)
+      tj_h_send4(rpart + ((i / 4) * 256 + t) * 16, d[i], d[i + 1], d[i + 2],
+                 d[i + 3], rgot);
+    return;
+  }
+  tj_h_bar_wait(got, 0);
+#pragma unroll
+  for (int i = 0; i < BN / 2; i += 4) {
+    float a, b, c, e;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(a), "=f"(b), "=f"(c), "=f"(e)
+                 : "r"(part + ((i / 4) * 256 + t) * 16)
+                 : "memory");
+    d[i] += a;
+    d[i + 1] += b;
+    d[i + 2] += c;
+    d[i + 3] += e;
+  }
+  tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta, m0 + 64 * (wg - 1), n0);
+}
+
 /* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
  * on every run; then alpha and beta as tj_h_store2 applies them. */
 __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
@@ -615,6 +720,9 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_H_PERSISTENT_BODY(bn, stages) \
   tj_h_gemm_persistent<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, \
                                    ldc)
+#define TJ_H_CLUSTER_K2_BODY(bn, stages) \
+  tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, \
+                                   ldc)
 #else
 /* Not sm_90a: the entries exist (every arch compiles every embedded
  * kernel) but must never run; tj_gemm_f16 does not launch them there. */
@@ -626,6 +734,15 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_H_SPLIT_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_REDUCE_BODY() TJ_H_BODY(0, 0)
 #define TJ_H_PERSISTENT_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#endif
+
+/* A cluster of two blocks along x (NVRTC knows the attribute; other
+ * compilers see the trapping stub, launched never). */
+#if defined(__CUDACC__)
+#define TJ_H_CLUSTER2 __cluster_dims__(2, 1, 1)
+#else
+#define TJ_H_CLUSTER2
 #endif
 
 /* contract
@@ -734,4 +851,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_pers
  */
 extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x64(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
   TJ_H_BODY(64, 8);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (2 * ceil(N / 64), ceil(M / 128), 1)
+ *   shared     230544
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      split-K in a cluster of two blocks (compiled in): blocks 2n
+ *              and 2n + 1 take the first and second half of K for tile n
+ *              of the grid's rows; the second sends its fp32 sums to the
+ *              first's shared memory, which adds them and writes C.  The
+ *              shared size holds the 8 stages and those sums (128 x 64
+ *              floats).  Otherwise as gemm_f16_sm90a_128x64.  sm_90a only
+ *              (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90a_128x64_cluster_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_H_CLUSTER_K2_BODY(64, 8);
 }

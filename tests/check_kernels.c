@@ -345,6 +345,7 @@ START_TEST(block_sizes_match_the_kernel_sources)
       {"gemm_f16_sm90a_128x256_persistent", 384},
       {"gemm_f16_sm90a_128x128_persistent", 384},
       {"gemm_f16_sm90a_128x64", 384},
+      {"gemm_f16_sm90a_128x64_cluster_k2", 384},
       {"gemm_f16_sm90a_splitk_reduce", 256}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     const tj__embedded_kernel *e = tj__embedded_find(want[i].entry);
@@ -427,7 +428,12 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
                      "gemm_f16_sm90a_128x256_persistent");
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_sm90a_128x128");
     ck_assert_str_eq(entry_for(rt, 1024, 1024, 1024), "gemm_f16_sm90a_128x64");
-    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x64");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
+                     "gemm_f16_sm90a_128x64_cluster_k2");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 1984), "gemm_f16_sm90a_128x64");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 2048),
+                     "gemm_f16_sm90a_128x64_cluster_k2");
+    ck_assert_str_eq(entry_for(rt, 256, 4096, 2048), "gemm_f16_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 4096, 11008),
                      "gemm_f16_sm90a_128x128_splitk");
     ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
@@ -448,6 +454,11 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     setenv("TJ_GEMM_SM90A_TILE", "64", 1);
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x64");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x64");
+    setenv("TJ_GEMM_SM90A_TILE", "64k2", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                     "gemm_f16_sm90a_128x64_cluster_k2");
     setenv("TJ_GEMM_SM90A_TILE", "96", 1);
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
@@ -748,7 +759,7 @@ START_TEST(sm90a_entries_compile_for_sm90a)
     }
     tj_runtime_close(rt);
   }
-  ck_assert_int_eq(entries, 7);
+  ck_assert_int_eq(entries, 8);
   tj_cache *c = NULL;
   ck_assert_int_eq(tj_cache_open(&c, db, 0), TJ_OK);
   arch_rows n = {0, 0};

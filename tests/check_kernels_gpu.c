@@ -757,10 +757,13 @@ START_TEST(gemm_hopper_persistent_shapes)
 }
 END_TEST
 
-/* TJ_GEMM_SM90A_TILE=64: the narrow tile, at the same shapes. */
+/* TJ_GEMM_SM90A_TILE=64: the narrow tile, at the same shapes; 64k2: the
+ * same tile with K split across a cluster of two blocks (K = 1 leaves the
+ * second block of each pair nothing: it sends zeros). */
 START_TEST(gemm_hopper_narrow_tile_shapes)
 {
   hopper_forced_shapes("64", "0", "gemm_f16_sm90a_128x64");
+  hopper_forced_shapes("64k2", "0", "gemm_f16_sm90a_128x64_cluster_k2");
 }
 END_TEST
 

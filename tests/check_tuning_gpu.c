@@ -117,8 +117,9 @@ START_TEST(first_use_tunes_records_and_agrees)
   static const char *const entries[] = {
     "gemm_f16_sm90a_128x256", "gemm_f16_sm90a_128x128",
     "gemm_f16_sm90a_128x128_splitk", "gemm_f16_sm90a_splitk_reduce",
-    "gemm_f16_sm90a_128x256_persistent", "gemm_f16_sm90a_128x64"};
-  for (int i = 0; i < 6; i++) {
+    "gemm_f16_sm90a_128x256_persistent", "gemm_f16_sm90a_128x64",
+    "gemm_f16_sm90a_128x64_cluster_k2"};
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
     tj_kernel *k;
     CHECK_TJ(rt, tj_kernel_get(rt, entries[i], &k));
   }

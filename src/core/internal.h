@@ -440,16 +440,19 @@ typedef struct tj__gemm_env {
   int sm90a_off;    /* TJ_GEMM_SM90A=0: no Hopper kernel */
   int forced_split; /* TJ_GEMM_SPLITK: 1 to 64; 0: none */
   int tune;         /* TOKITAI_JIT_TUNE=1, no TJ_NO_TUNING: first-use tuning */
-  int tile;         /* TJ_GEMM_SM90A_TILE: 64, 128, 256; 0: the rule's */
+  int tile;         /* TJ_GEMM_SM90A_TILE: 64 (and 64k2), 128, 256; 0: the
+                       rule's */
   int persistent;   /* TJ_GEMM_PERSISTENT: 1, 0; -1: the rule's */
   int skinny_tc;    /* TJ_GEMM_SKINNY_TC: 0, 1; -1: the rule's */
+  int tile_k2;      /* TJ_GEMM_SM90A_TILE=64k2 (1) or another tile (0): the
+                       128 x 64 tile split across a cluster of two; -1: the
+                       rule's */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 
 /* ------------------------------------------------------------ gemm_tune.c
  * The GEMM's configurations, shape classes and tuning (the header of
  * src/ops/gemm_tune.c says how and why). */
-
 
 /* One configuration of the Hopper GEMM that a decision may name. */
 typedef struct tj__gemm_config {
@@ -459,6 +462,7 @@ typedef struct tj__gemm_config {
   int split;         /* K parts (1: none) */
   int first_use;     /* in the small set a first-use tune may time */
   int persistent;    /* one block per SM walking the tiles */
+  int cluster_k2;    /* K split across a cluster of two blocks */
 } tj__gemm_config;
 /* The table, and one by name (NULL when this library has none). */
 const tj__gemm_config *tj__gemm_configs(size_t *n);

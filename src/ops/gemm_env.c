@@ -8,8 +8,10 @@
  *   TJ_GEMM_SM90A=0        no Hopper kernel (kernels_api.c, sm90a_fits)
  *   TJ_GEMM_SPLITK=n       force n K parts, 1 to 64 (plan_sm90a and
  *                          plan_skinny_tc; 1: never split)
- *   TJ_GEMM_SM90A_TILE=64, 128 or 256
- *                          the Hopper tile of unsplit calls (plan_sm90a)
+ *   TJ_GEMM_SM90A_TILE=64, 64k2, 128 or 256
+ *                          the Hopper tile of unsplit calls, 64k2 the
+ *                          128 x 64 one split across a cluster of two
+ *                          (plan_sm90a)
  *   TJ_GEMM_PERSISTENT=1 or 0
  *                          that tile's persistent entry, or never
  *                          (plan_sm90a)
@@ -44,9 +46,12 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   }
   env->tune = !(flags & TJ_NO_TUNING) &&
               zero_or_one(getenv("TOKITAI_JIT_TUNE")) == 1;
+  env->tile_k2 = -1;
   if (tile && (strcmp(tile, "64") == 0 || strcmp(tile, "128") == 0 ||
-               strcmp(tile, "256") == 0))
+               strcmp(tile, "256") == 0 || strcmp(tile, "64k2") == 0)) {
     env->tile = atoi(tile);
+    env->tile_k2 = strcmp(tile, "64k2") == 0;
+  }
   env->persistent = zero_or_one(getenv("TJ_GEMM_PERSISTENT"));
   env->skinny_tc = zero_or_one(getenv("TJ_GEMM_SKINNY_TC"));
 }

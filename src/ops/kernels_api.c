@@ -62,6 +62,9 @@
 #define SM90A_BM 128
 #define SM90A_SHARED(bn, stages) \
   ((stages) * (SM90A_BM + (bn)) * 64 * 2 + 1024 + 16 * (stages))
+/* gemm_f16_sm90a_128x64_cluster_k2: the 8 stages of 128 x 64, a barrier,
+ * and the other block's fp32 sums of the tile. */
+#define SM90A_SHARED_K2 (SM90A_SHARED(64, 8) + 16 + SM90A_BM * 64 * 4)
 /* Split-K (gemm_f16_sm90a_128x128_splitk, then ..._splitk_reduce with
  * 256 threads a block): only while the 128 x 128 tiles leave SMs idle, and
  * with SM90A_SPLIT_MIN_KTILES k-tiles of 64 or more per split, so that
@@ -534,6 +537,16 @@ static gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
                      SM90A_SHARED(128, 5), split, kper, PATH_SM90A, 0};
 }
 
+/* The 128 x 64 tile with K split across a cluster of two blocks. */
+static gemm_plan plan_cluster_k2(int M, int N)
+{
+  unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
+  unsigned tn = (unsigned)((N - 1) / 64 + 1);
+  return (gemm_plan){"gemm_f16_sm90a_128x64_cluster_k2", {2 * tn, mt, 1},
+                     {SM90A_THREADS, 1, 1}, SM90A_SHARED_K2, 1, 0, PATH_SM90A,
+                     0};
+}
+
 /* An unsplit plan of entry with bn-column tiles; persistent: one block
  * per SM (at most) walking the tiles. */
 static gemm_plan plan_tile(const char *entry, int bn, int persistent, int M,
@@ -554,6 +567,8 @@ static gemm_plan plan_tile(const char *entry, int bn, int persistent, int M,
 /* The plan of one configuration of the tuning table. */
 static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
 {
+  if (c->cluster_k2)
+    return plan_cluster_k2(M, N);
   if (c->split > 1)
     return plan_split((unsigned)((N - 1) / 128 + 1),
                       (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
@@ -572,15 +587,20 @@ static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
  *     128 x 64 tiles would leave 3/4 of the SMs idle; else the
  *     128 x 64 tile where its tiles still fit in one wave (1024^3: 0.90x
  *     against 0.72x with 128 x 128; 128 x 4096 x 4096: 0.83x against 0.75x
- *     split 4); else 128 x 128 (128 x 11008 x 4096: 0.91x, 0.81x with 64).
+ *     split 4); else 128 x 128 (128 x 11008 x 4096: 0.91x, 0.81x with 64);
+ *   - 128 x 64 tiles that fill at most half the SMs, with 32 k-tiles or
+ *     more, split K across a cluster of two blocks (128 x 4096 x 4096: 64
+ *     tiles on 128 SMs; the partial sums go through shared memory, no
+ *     workspace, no second launch).
  * For measuring and for stepping around it, read at open (rt->gemm_env):
  * TJ_GEMM_SPLITK=n forces a split, TJ_GEMM_SM90A_TILE=64, 128 or 256 the
- * tile width of unsplit calls, TJ_GEMM_PERSISTENT=1 (0) the tile's
+ * tile width of unsplit calls (64k2: the cluster-split 128 x 64), TJ_GEMM_PERSISTENT=1 (0) the tile's
  * persistent entry (never).  rt NULL: the rule alone.
  */
 static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
 {
-  static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1};
+  static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1,
+                                    .tile_k2 = -1};
   const tj__gemm_env *env = rt ? &rt->gemm_env : &none;
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
@@ -604,6 +624,13 @@ static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
     bn = M > SM90A_SPLIT_ROWS && (unsigned long long)slim * mt <= SM90A_SMS
              ? 64 : 128;
   }
+  /* 128 x 64 tiles that fill at most half the SMs, with K long enough
+   * for two halves: each tile's K split across a cluster of two blocks. */
+  if (bn == 64 && (env->tile_k2 == 1 ||
+                   (env->tile_k2 < 0 && !env->tile &&
+                    (unsigned long long)slim * mt * 2 <= SM90A_SMS &&
+                    ktiles >= 2 * SM90A_SPLIT_MIN_KTILES)))
+    return plan_cluster_k2(M, N);
   if (env->persistent >= 0)
     persistent = env->persistent;
   const char *entry = bn == 64    ? "gemm_f16_sm90a_128x64"

@@ -87,6 +87,9 @@ static const verify_kind kinds[] = {
     /* The persistent pair and the narrow tile: where TJ_GEMM_PERSISTENT=1
      * and TJ_GEMM_SM90A_TILE=64 ask for them. */
     {"gemm_f16_sm90a_128x64", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
+    /* The narrow tile split across a cluster of two: where
+     * TJ_GEMM_SM90A_TILE=64k2 asks (squares have tiles enough). */
+    {"gemm_f16_sm90a_128x64_cluster_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x256_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x128_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
 };
