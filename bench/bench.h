@@ -94,7 +94,9 @@ double bench_time_gpu(void (*fn)(void *), void *ctx, int reps);
 /* The same with L2 emptied before each rep (see bench_util.c). */
 double bench_time_gpu_flushed(void (*fn)(void *), void *ctx, int reps);
 
-void bench_header(bench_results *r);
+/* The run's header: the GPU, the compiler, the date.  Without a GPU it
+ * dies when need_gpu is set, else says so (device "none", arch ""). */
+void bench_header(bench_results *r, int need_gpu);
 void bench_write_json(const bench_results *r, const char *path);
 void bench_memory_bound(tj_runtime *rt, int quick, bench_record_fn record);
 void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record);

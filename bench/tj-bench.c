@@ -5,15 +5,19 @@
  * ratios taken in the same run.  Nothing here is asserted: this is a
  * program that prints figures, not a test.
  *
- *   tj-bench [--json FILE] [--quick] [--pilot PATH] [--only SECTION]
- *            [--cluster N]
+ *   tj-bench [--json FILE] [--quick] [--pilot PATH] [--arch ARCH]
+ *            [--only SECTION] [--cluster N]
  *
  * Sections: cold compile (each in a new process with an empty driver
  * cache, and again with it warm), warm start in a new process with its
  * breakdown (TOKITAI_JIT_TRACE), N processes cold-starting at once (the
  * cluster: 8, 32, 64, or N alone, the pilots' five kernels each; with the remote
  * tier when TOKITAI_JIT_REMOTE is set, and then a remote hit's latency
- * against a per-user hit's), hot in-memory hit,
+ * against a per-user hit's), `tokitai-jit --warm -j N` for N = 1, 2, 4,
+ * ... up to the processors online (jobs: wall time, speed-up against
+ * N = 1, compiles; the command is $TJ_BENCH_CLI or the one beside
+ * tj-bench or in its build tree; the device's arch, or --arch ARCH, which
+ * with --only jobs needs no GPU), hot in-memory hit,
  * launch cost against a raw hipModuleLaunchKernel, memory-bound kernels
  * against a device-to-device copy, GEMM against the vendor BLAS, and the
  * pilots' process-per-call way against the host-buffer call.
@@ -22,6 +26,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -48,11 +53,12 @@ static void record(const char *section, const char *name, double value,
 
 /* ------------------------------------------------------------ children */
 
-/* argv run as this program again, its environment with extra (NULL
+/* argv run as the program at path, its environment with extra (NULL
  * ended; "NAME=value" replaces NAME).  *pid; the read end of its stdout
  * (with its stderr when want_err) in *fd. */
-static int spawn_child(char *const argv[], const char *const *extra,
-                       int want_err, pid_t *pid, int *fd)
+static int spawn_program(const char *path, char *const argv[],
+                         const char *const *extra, int want_err, pid_t *pid,
+                         int *fd)
 {
   int fds[2];
   if (pipe(fds) != 0)
@@ -82,7 +88,7 @@ static int spawn_child(char *const argv[], const char *const *extra,
   if (want_err)
     posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
-  int rc = posix_spawn(pid, "/proc/self/exe", &fa, NULL, argv, env);
+  int rc = posix_spawn(pid, path, &fa, NULL, argv, env);
   posix_spawn_file_actions_destroy(&fa);
   free(env);
   close(fds[1]);
@@ -92,6 +98,13 @@ static int spawn_child(char *const argv[], const char *const *extra,
   }
   *fd = fds[0];
   return 0;
+}
+
+/* The same with this program again (a --child-* side). */
+static int spawn_child(char *const argv[], const char *const *extra,
+                       int want_err, pid_t *pid, int *fd)
+{
+  return spawn_program("/proc/self/exe", argv, extra, want_err, pid, fd);
 }
 
 /* Everything a child wrote, up to len - 1 bytes, and its exit status. */
@@ -108,15 +121,24 @@ static int reap_child(pid_t pid, int fd, char *out, size_t len)
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static int run_child_env(char *const argv[], const char *const *extra,
-                         int want_err, char *line, size_t len)
+/* Run the program at path to its end: its exit status (-1: it could not
+ * be started, or did not exit), what it wrote in line. */
+static int run_program_env(const char *path, char *const argv[],
+                           const char *const *extra, int want_err, char *line,
+                           size_t len)
 {
   pid_t pid;
   int fd;
   line[0] = '\0';
-  if (spawn_child(argv, extra, want_err, &pid, &fd) != 0)
+  if (spawn_program(path, argv, extra, want_err, &pid, &fd) != 0)
     return -1;
   return reap_child(pid, fd, line, len);
+}
+
+static int run_child_env(char *const argv[], const char *const *extra,
+                         int want_err, char *line, size_t len)
+{
+  return run_program_env("/proc/self/exe", argv, extra, want_err, line, len);
 }
 
 /* A fresh empty directory under dir for the driver's compute cache
@@ -339,6 +361,107 @@ static void cluster(const char *dir, int quick, int only_size)
     remote_latency(dir);
 }
 
+/* The tokitai-jit command this benchmark runs: $TJ_BENCH_CLI, else the
+ * one next to tj-bench, else the build tree's (tj-bench is bench/tj-bench
+ * there, the command ./tokitai-jit, a libtool wrapper that finds its
+ * library).  0 with its path in out; -1 when there is none. */
+static int find_cli(char *out, size_t len)
+{
+  const char *given = getenv("TJ_BENCH_CLI");
+  if (given && *given) {
+    if (access(given, X_OK) != 0)
+      die("TJ_BENCH_CLI=%s: %s", given, strerror(errno));
+    snprintf(out, len, "%s", given);
+    return 0;
+  }
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    return -1;
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  if (!slash)
+    return -1;
+  *slash = '\0';
+  static const char *const where[] = {"", "/.."};
+  for (size_t i = 0; i < sizeof where / sizeof where[0]; i++) {
+    int w = snprintf(out, len, "%s%s/tokitai-jit", self, where[i]);
+    if (w > 0 && (size_t)w < len && access(out, X_OK) == 0)
+      return 0;
+  }
+  return -1;
+}
+
+/* The rows a cache holds and the compiles that made them. */
+static void cache_counts(const char *path, double *entries, double *compiles)
+{
+  tj_cache *c = NULL;
+  tj_cache_stats st;
+  if (tj_cache_open(&c, path, TJ_CACHE_READONLY) != TJ_OK ||
+      tj_cache_get_stats(c, &st) != TJ_OK)
+    die("cannot read %s", path);
+  *entries = (double)st.entries;
+  *compiles = (double)st.misses;
+  tj_cache_close(c);
+}
+
+/* --warm on several cores, as a user runs it: `tokitai-jit --warm --arch
+ * ARCH -j N --quiet` into a new empty cache with a new empty driver cache
+ * (and no remote tier), for N = 1, 2, 4, ... and the processors online;
+ * with --quick N = 1 and that count only.  The wall time of each, its
+ * speed-up against N = 1, and the compiles it ran (every embedded kernel
+ * the arch has, each once, whatever N). */
+static void parallel_warm(const char *dir, const char *arch, int quick)
+{
+  char cli[PATH_MAX];
+  if (find_cli(cli, sizeof cli) != 0) {
+    printf("jobs: skipped: no tokitai-jit next to tj-bench or in the build "
+           "tree (set TJ_BENCH_CLI)\n");
+    return;
+  }
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  cpus = cpus < 1 ? 1 : cpus > 256 ? 256 : cpus; /* -j takes 1 to 256 */
+  printf("jobs (%s --warm --arch %s -j N, each into a new empty cache)\n",
+         cli, arch);
+  record("jobs", "processors online", (double)cpus, "cpus");
+  long ns[16];
+  int count = 0;
+  for (long n = 1; n < cpus && count < 15; n *= 2)
+    if (!quick || n == 1)
+      ns[count++] = n;
+  ns[count++] = cpus;
+  double base = 0;
+  for (int i = 0; i < count; i++) {
+    char drv[512], env[600], cache[600], jobs[24], out[4096], label[96];
+    fresh_dir(dir, "driver-jobs", (int)ns[i], drv, sizeof drv);
+    snprintf(env, sizeof env, "CUDA_CACHE_PATH=%s", drv);
+    snprintf(cache, sizeof cache, "%s/jobs-%ld.db", dir, ns[i]);
+    snprintf(jobs, sizeof jobs, "%ld", ns[i]);
+    const char *extra[] = {env, "TOKITAI_JIT_REMOTE=", NULL};
+    char *argv[] = {"tokitai-jit", "--warm", "--arch", (char *)arch, "-j",
+                    jobs, "--quiet", "--cache", cache, NULL};
+    double t0 = now_ms();
+    int rc = run_program_env(cli, argv, extra, 1, out, sizeof out);
+    double ms = now_ms() - t0, entries, compiles;
+    if (rc != 0)
+      die("%s --warm --arch %s -j %s --quiet --cache %s: exit %d: %s", cli,
+          arch, jobs, cache, rc, out);
+    cache_counts(cache, &entries, &compiles);
+    if (i == 0)
+      base = ms;
+    snprintf(label, sizeof label, "-j %ld --warm", ns[i]);
+    record("jobs", label, ms, "ms");
+    snprintf(label, sizeof label, "-j %ld speed-up against -j 1", ns[i]);
+    record("jobs", label, base / ms, "x");
+    snprintf(label, sizeof label, "-j %ld compiles", ns[i]);
+    record("jobs", label, compiles, "compiles");
+    if (entries != compiles) {
+      snprintf(label, sizeof label, "-j %ld cache entries", ns[i]);
+      record("jobs", label, entries, "entries");
+    }
+  }
+}
+
 /* The child side of the warm-start measurement: a fresh process, a cache
  * that holds the kernel.  Device initialisation is timed on its own. */
 static int child_warm(const char *cache, const char *kernel)
@@ -483,11 +606,13 @@ int main(int argc, char **argv)
     return child_node(argv[2]);
   if (argc == 4 && strcmp(argv[1], "--child-get") == 0)
     return child_get(argv[2], argv[3]);
-  const char *json = NULL, *pilot = NULL, *only = NULL;
+  const char *json = NULL, *pilot = NULL, *only = NULL, *arch = NULL;
   int quick = 0, cluster_size = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
       json = argv[++i];
+    else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc)
+      arch = argv[++i];
     else if (strcmp(argv[i], "--pilot") == 0 && i + 1 < argc)
       pilot = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0)
@@ -499,8 +624,8 @@ int main(int argc, char **argv)
       i++;
     else {
       fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH] "
-              "[--only start|cluster|launch|memory|gemm|pilot] "
-              "[--cluster N (1 to 64)]\n");
+              "[--arch ARCH] [--only start|cluster|jobs|launch|memory|gemm|"
+              "pilot] [--cluster N (1 to 64)]\n");
       return 2;
     }
   }
@@ -511,13 +636,25 @@ int main(int argc, char **argv)
   snprintf(cache, sizeof cache, "%s/cache.db", dir);
 
 #define WANT(section) (!only || strcmp(only, section) == 0)
-  bench_header(&R);
+  /* --only jobs --arch ARCH compiles only: it runs on a machine without
+   * a GPU too. */
+  int gpu = !(only && strcmp(only, "jobs") == 0 && arch);
+  bench_header(&R, gpu);
+  if (!gpu) /* the JSON's arch: the one compiled for */
+    snprintf(R.arch, sizeof R.arch, "%s", arch);
   if (WANT("start")) {
     warm_start(cache, quick);
     cold_compile(dir, quick);
   }
   if (WANT("cluster"))
     cluster(dir, quick, cluster_size);
+  if (WANT("jobs"))
+    parallel_warm(dir, arch ? arch : R.arch, quick);
+  if (!gpu) {
+    if (json)
+      bench_write_json(&R, json);
+    return 0;
+  }
   tj_options o = {0};
   o.cache_path = cache;
   /* TJ_BENCH_CACHE: a cache whose tuning decisions (tokitai-jit --tune)

@@ -435,6 +435,12 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
                      "gemm_f16_sm90a_128x64_cluster_k2");
     ck_assert_str_eq(entry_for(rt, 256, 4096, 2048), "gemm_f16_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 4096, 11008),
+                     "gemm_f16_sm90a_128x64_cluster_k2");
+    ck_assert_str_eq(entry_for(rt, 192, 2048, 11008),
+                     "gemm_f16_sm90a_128x64_cluster_k2");
+    ck_assert_str_eq(entry_for(rt, 128, 2048, 11008),
+                     "gemm_f16_sm90a_128x128_splitk");
+    ck_assert_str_eq(entry_for(rt, 64, 4096, 11008),
                      "gemm_f16_sm90a_128x128_splitk");
     ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
                      "gemm_f16_sm90a_128x128_splitk");
@@ -528,7 +534,8 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   tj_runtime *rt = open_for_arch("sm_90", NULL);
   ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 1);
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
-  ck_assert_int_eq(split_for(rt, 128, 4096, 11008), 4);
+  ck_assert_int_eq(split_for(rt, 128, 4096, 11008), 1); /* cluster_k2 */
+  ck_assert_int_eq(split_for(rt, 64, 4096, 11008), 4);
   ck_assert_int_eq(split_for(rt, 128, 512, 11008), 10);
   ck_assert_int_eq(split_for(rt, 130, 1000, 2048), 2);
   ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 4);

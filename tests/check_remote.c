@@ -2,7 +2,8 @@
  * check_remote.c: the remote tier on real Redis servers and one compile
  * per key.  The suite starts its own redis-server instances on free
  * loopback ports (--save "" --appendonly no, in a temporary directory)
- * and stops them; it is skipped (77) when redis-server is not installed
+ * and stops them (and they die with the test however it ends, stopped
+ * or not); it is skipped (77) when redis-server is not installed
  * or the library was built without hiredis.  Every process stands for a
  * machine: its own empty per-user cache, one shared remote.  Compiles
  * are counted through the tj_stats each process sends back.
@@ -14,6 +15,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <xxhash.h>
@@ -60,6 +62,17 @@ static redisContext *admin(int port)
   return c;
 }
 
+/* For a child of the test's process, which must not outlive it however
+ * the test ends: a failed assertion _exits that process and a case's
+ * timeout kills it, before any cleanup of its own could run.  SIGKILL
+ * needs no SIGCONT, so a stopped server goes too. */
+static void die_with(pid_t parent)
+{
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent)
+    _exit(127);
+}
+
 static void sleep_ms(long ms)
 {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -69,6 +82,7 @@ static void sleep_ms(long ms)
 /* A redis-server on a free loopback port, answering PING. */
 static void start_server(redis_server *s, const char *dir)
 {
+  pid_t test = getpid();
   for (int attempt = 0; attempt < 5; attempt++) {
     char port[16];
     s->port = free_port();
@@ -76,6 +90,7 @@ static void start_server(redis_server *s, const char *dir)
     s->pid = fork();
     ck_assert_int_ge(s->pid, 0);
     if (s->pid == 0) {
+      die_with(test);
       int null = open("/dev/null", O_WRONLY);
       dup2(null, 1);
       execlp("redis-server", "redis-server", "--port", port, "--bind",
@@ -111,6 +126,33 @@ static void stop_server(redis_server *s)
     waitpid(s->pid, NULL, 0);
     s->pid = 0;
   }
+}
+
+/* kill -STOP, returning once it is stopped: from here on the kernel
+ * still completes connections into its backlog and takes in what
+ * clients send, and nothing answers. */
+static void pause_server(const redis_server *s)
+{
+  int status = 0;
+  ck_assert_int_eq(kill(s->pid, SIGSTOP), 0);
+  ck_assert_int_eq(waitpid(s->pid, &status, WUNTRACED), s->pid);
+  ck_assert(WIFSTOPPED(status));
+}
+
+static void resume_server(const redis_server *s)
+{
+  ck_assert_int_eq(kill(s->pid, SIGCONT), 0);
+}
+
+/* A shutdown as an operator's: SIGTERM, and the server exits 0. */
+static void shut_down_server(redis_server *s)
+{
+  int status = -1;
+  ck_assert_int_eq(kill(s->pid, SIGTERM), 0);
+  ck_assert_int_eq(waitpid(s->pid, &status, 0), s->pid);
+  s->pid = 0;
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "redis-server ended with status 0x%x", status);
 }
 
 static char *spec_of(const redis_server *s, int n, const char *suffix)
@@ -217,6 +259,7 @@ static void herd_start(herd *h, int n, const char *dir, const char *spec,
   h->n = n;
   ck_assert_int_eq(pipe(h->go), 0);
   ck_assert_int_eq(pipe(h->out), 0);
+  pid_t test = getpid();
   for (int i = 0; i < n; i++) {
     char name[32];
     snprintf(name, sizeof name, "c%d.db", shared ? 0 : i);
@@ -224,6 +267,7 @@ static void herd_start(herd *h, int n, const char *dir, const char *spec,
     h->pids[i] = fork();
     ck_assert_int_ge(h->pids[i], 0);
     if (h->pids[i] == 0) {
+      die_with(test);
       close(h->go[1]);
       close(h->out[0]);
       child(i, cache, spec, h->go[0], h->out[1], user_kernel);
@@ -513,7 +557,9 @@ END_TEST
 
 /* A server that accepts connections (the kernel does, into the listen
  * backlog) and never answers: each process waits out one operation
- * timeout, turns the tier off and compiles. */
+ * timeout, turns the tier off and compiles.  A redis-server stopped
+ * before the run is this to a client; one stopped mid-run is the case
+ * after it. */
 START_TEST(a_server_that_never_answers_is_given_up)
 {
   char *dir = test_tmpdir();
@@ -546,6 +592,111 @@ START_TEST(a_server_that_never_answers_is_given_up)
     ck_assert_msg(strstr(h.got[i].msg, "did not answer in time"), "%s",
                   h.got[i].msg);
   }
+  free(dir);
+}
+END_TEST
+
+/* The pid of the process that holds a lease on s (its token is
+ * "PID-NONCE"), 0 when none is held; *value set when a value is there. */
+static pid_t lease_holder(const redis_server *s, int *value)
+{
+  redisReply *keys = ask(s, "KEYS " TJ__REMOTE_NAMESPACE "*");
+  pid_t pid = 0;
+  *value = 0;
+  for (size_t i = 0; i < keys->elements; i++) {
+    const char *name = keys->element[i]->str;
+    if (strncmp(name, TJ__REMOTE_NAMESPACE "code:",
+                strlen(TJ__REMOTE_NAMESPACE "code:")) == 0) {
+      *value = 1;
+      continue;
+    }
+    redisReply *v = ask(s, "GET %s", name);
+    if (v->type == REDIS_REPLY_STRING) /* else it expired meanwhile */
+      pid = (pid_t)strtol(v->str, NULL, 10);
+    freeReplyObject(v);
+  }
+  freeReplyObject(keys);
+  return pid;
+}
+
+/* A real server that answered at first and then stops (kill -STOP: a
+ * stalled host, a paused VM) while one process holds the compile lease,
+ * the others poll it, and late ones connect.  Each process meets the
+ * silence at most once: one operation timeout, the tier off with one
+ * warning, and it compiles here.  Nobody waits on the lease: its bound
+ * is an hour here, so a process that did would outlast the case's
+ * timeout.  Then the server resumes, serves a new process, and shuts
+ * down as usual. */
+START_TEST(a_server_stopped_while_a_lease_is_held_costs_one_timeout)
+{
+  char *dir = test_tmpdir();
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  setenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS", "200", 1);
+  setenv("TOKITAI_JIT_LEASE_WAIT_MS", "3600000", 1);
+  herd h;
+  herd_start(&h, PROCS, dir, spec, 0, 0);
+  unsetenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS");
+  unsetenv("TOKITAI_JIT_LEASE_WAIT_MS");
+  herd_go(&h);
+  /* Stop it once a lease shows that a compile is under way; a value
+   * there first means the compile ended between two looks. */
+  pid_t holder = 0;
+  int value = 0;
+  for (int i = 0; i < 20000 && !holder && !value; i++) {
+    holder = lease_holder(&s, &value);
+    if (!holder && !value)
+      sleep_ms(1);
+  }
+  ck_assert_msg(holder > 0, "no lease seen (%s)",
+                value ? "the value came first" : "nothing happened");
+  pause_server(&s);
+  herd_wait(&h);
+  int met = 0, held = -1;
+  for (int i = 0; i < PROCS; i++) {
+    const report *r = &h.got[i];
+    if (h.pids[i] == holder)
+      held = i;
+    ck_assert_uint_eq(r->st.remote_errors, 0);
+    ck_assert_uint_le(r->st.remote_timeouts, 1);
+    ck_assert_uint_eq(r->st.compiles + r->st.remote_hits, 1);
+    if (r->st.remote_timeouts) { /* no hit after it: compiled here */
+      met++;
+      ck_assert_uint_eq(r->st.compiles, 1);
+      ck_assert_msg(strstr(r->msg, "did not answer in time"),
+                    "process %d: '%s'", i, r->msg);
+    } else {
+      ck_assert_msg(!r->msg[0], "process %d: '%s'", i, r->msg);
+    }
+  }
+  printf("remote: a server stopped while process %d held the lease: %d of "
+         "%d succeeded, %d met the silence, %llu compiles, %llu remote "
+         "hits\n", held, h.ok, PROCS, met, (unsigned long long)h.compiles,
+         (unsigned long long)h.remote_hits);
+  ck_assert_int_eq(h.ok, PROCS);
+  ck_assert_int_ge(held, 0);
+  ck_assert_uint_eq(h.got[held].st.compiles, 1);
+  ck_assert_int_ge(met, 1);
+  /* Resumed, it answers a new process: the tier is off only for the
+   * processes that met the silence. */
+  resume_server(&s);
+  char *late = test_path(dir, "late.db");
+  tj_runtime *rt = open_remote(late, spec);
+  tj_kernel *k;
+  tj_stats st;
+  ck_assert_ptr_nonnull(rt);
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_runtime_get_stats(rt, &st);
+  ck_assert_msg(!tj_errmsg(rt)[0], "%s", tj_errmsg(rt));
+  tj_runtime_close(rt);
+  printf("remote: resumed, a new process %s\n",
+         st.remote_hits ? "took add_i32 from it" : "compiled add_i32");
+  ck_assert_uint_eq(st.remote_errors + st.remote_timeouts, 0);
+  ck_assert_uint_eq(st.remote_hits + st.compiles, 1);
+  shut_down_server(&s);
+  free(late);
+  free(spec);
   free(dir);
 }
 END_TEST
@@ -715,6 +866,8 @@ int main(void)
   tcase_add_test(tc, a_server_that_never_answers_is_given_up);
   tcase_add_test(tc, a_tampered_value_is_never_loaded);
   tcase_add_test(tc, a_read_only_client_writes_nothing);
+  tc = test_case(s, "stalls", 120);
+  tcase_add_test(tc, a_server_stopped_while_a_lease_is_held_costs_one_timeout);
   return run_suite(s);
 }
 

@@ -588,10 +588,12 @@ static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
  *     128 x 64 tile where its tiles still fit in one wave (1024^3: 0.90x
  *     against 0.72x with 128 x 128; 128 x 4096 x 4096: 0.83x against 0.75x
  *     split 4); else 128 x 128 (128 x 11008 x 4096: 0.91x, 0.81x with 64);
- *   - 128 x 64 tiles that fill at most half the SMs, with 32 k-tiles or
- *     more, split K across a cluster of two blocks (128 x 4096 x 4096: 64
- *     tiles on 128 SMs; the partial sums go through shared memory, no
- *     workspace, no second launch).
+ *   - first, more than 64 rows in 128 x 64 tiles that fill between a
+ *     quarter and a half of the SMs, with 32 k-tiles or more: K split
+ *     across a cluster of two
+ *     blocks (the partial sums go through shared memory, no workspace, no
+ *     second launch): 128 x 4096 x 4096 0.94x against 0.82x unsplit,
+ *     128 x 4096 x 11008 0.98x against 0.92x split 4 (bench/RESULTS.md).
  * For measuring and for stepping around it, read at open (rt->gemm_env):
  * TJ_GEMM_SPLITK=n forces a split, TJ_GEMM_SM90A_TILE=64, 128 or 256 the
  * tile width of unsplit calls (64k2: the cluster-split 128 x 64), TJ_GEMM_PERSISTENT=1 (0) the tile's
@@ -608,6 +610,17 @@ static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
   unsigned long long tiles128 = (unsigned long long)narrow * mt;
   int ktiles = (K - 1) / 64 + 1;
   int forced = env->forced_split;
+  /* More than 64 rows in 128 x 64 tiles that fill a quarter to a half of
+   * the SMs, K long enough for two halves: each tile's K split across a cluster of
+   * two blocks, ahead of split-K (128 x 4096 x 11008: 0.98x against 0.92x
+   * split 4). */
+  if (forced <= 1 &&
+      (env->tile_k2 == 1 ||
+       (env->tile_k2 < 0 && !env->tile && M > SM90A_SPLIT_ROWS &&
+        (unsigned long long)slim * mt * 2 <= SM90A_SMS &&
+        (unsigned long long)slim * mt * 4 >= SM90A_SMS &&
+        ktiles >= 2 * SM90A_SPLIT_MIN_KTILES)))
+    return plan_cluster_k2(M, N);
   int split = forced ? forced : tj__gemm_sm90a_split((long long)tiles128,
                                                      ktiles, SM90A_SMS);
   if (!forced && split > 1 && M > SM90A_SPLIT_ROWS &&
@@ -624,13 +637,6 @@ static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
     bn = M > SM90A_SPLIT_ROWS && (unsigned long long)slim * mt <= SM90A_SMS
              ? 64 : 128;
   }
-  /* 128 x 64 tiles that fill at most half the SMs, with K long enough
-   * for two halves: each tile's K split across a cluster of two blocks. */
-  if (bn == 64 && (env->tile_k2 == 1 ||
-                   (env->tile_k2 < 0 && !env->tile &&
-                    (unsigned long long)slim * mt * 2 <= SM90A_SMS &&
-                    ktiles >= 2 * SM90A_SPLIT_MIN_KTILES)))
-    return plan_cluster_k2(M, N);
   if (env->persistent >= 0)
     persistent = env->persistent;
   const char *entry = bn == 64    ? "gemm_f16_sm90a_128x64"
