@@ -85,7 +85,11 @@ static inline double maximum(const double *v, int n)
 }
 
 /* Milliseconds of one call of fn(ctx) on the GPU, median of reps, timed
- * with events after one warm-up call. */
+ * with events after one warm-up call; between(between_ctx, rep), unless
+ * NULL, runs before each rep, outside the events (a flush of L2). */
+double bench_time_gpu_between(void (*fn)(void *), void *ctx, int reps,
+                              void (*between)(void *, int), void *between_ctx);
+/* The same with nothing between the reps. */
 double bench_time_gpu(void (*fn)(void *), void *ctx, int reps);
 /* The same with L2 emptied before each rep (see bench_util.c). */
 double bench_time_gpu_flushed(void (*fn)(void *), void *ctx, int reps);

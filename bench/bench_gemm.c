@@ -157,35 +157,20 @@ typedef struct clean_flush {
   void *scratch, *a, *c; /* 8192 x 16384 halves; 16384; 8192 */
 } clean_flush;
 
-static double time_clean_flushed(const clean_flush *f, void (*fn)(void *),
+static void clean_flush_run(void *ctx, int rep)
+{
+  const clean_flush *f = ctx;
+  (void)rep;
+  CHECK(hipMemset(f->scratch, 0, (size_t)256 << 20));
+  if (tj_gemm_f16(f->rt, NULL, 1, 8192, 16384, 1.0f, f->a, 16384,
+                  f->scratch, 8192, 0.0f, f->c, 8192) != TJ_OK)
+    die("clean flush: %s", tj_errmsg(f->rt));
+}
+
+static double time_clean_flushed(clean_flush *f, void (*fn)(void *),
                                  void *ctx, int reps)
 {
-  hipEvent_t a, b;
-  CHECK(hipEventCreate(&a));
-  CHECK(hipEventCreate(&b));
-  fn(ctx);
-  CHECK(hipDeviceSynchronize());
-  double *ms = calloc((size_t)reps, sizeof *ms);
-  if (!ms)
-    die("out of host memory");
-  for (int i = 0; i < reps; i++) {
-    float t = 0;
-    CHECK(hipMemset(f->scratch, 0, (size_t)256 << 20));
-    if (tj_gemm_f16(f->rt, NULL, 1, 8192, 16384, 1.0f, f->a, 16384,
-                    f->scratch, 8192, 0.0f, f->c, 8192) != TJ_OK)
-      die("clean flush: %s", tj_errmsg(f->rt));
-    CHECK(hipEventRecord(a, NULL));
-    fn(ctx);
-    CHECK(hipEventRecord(b, NULL));
-    CHECK(hipEventSynchronize(b));
-    CHECK(hipEventElapsedTime(&t, a, b));
-    ms[i] = t;
-  }
-  double m = median(ms, reps);
-  free(ms);
-  hipEventDestroy(a);
-  hipEventDestroy(b);
-  return m;
+  return bench_time_gpu_between(fn, ctx, reps, clean_flush_run, f);
 }
 
 /* Every shape is timed with L2 emptied first: B of 1 x 4096 x 4096 is
@@ -235,7 +220,7 @@ static double time_with_env(gemm_ctx *g, const char *name, const char *value,
 }
 
 static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
-                        const clean_flush *clean, bench_record_fn record)
+                        clean_flush *clean, bench_record_fn record)
 {
   double flop = 2.0 * g->m * (double)g->n * g->k;
   double bytes = 2.0 * ((double)g->m * g->k + (double)g->k * g->n +

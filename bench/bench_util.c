@@ -1,26 +1,21 @@
 /* bench_util.c: timing, the run's header, and the JSON file. */
 #include "bench.h"
 
-/* Time fn, median of reps; with flush, a 256 MiB memset before each rep
- * (outside the events) leaves nothing of the last rep's data in L2 (50 MiB
- * on an H200), so that a kernel whose data would fit there is timed
- * against memory, as it runs in a real program. */
-static double time_gpu(void (*fn)(void *), void *ctx, int reps, int flush)
+double bench_time_gpu_between(void (*fn)(void *), void *ctx, int reps,
+                              void (*between)(void *, int), void *between_ctx)
 {
-  void *scratch = NULL;
-  size_t scratch_bytes = (size_t)256 << 20;
-  if (flush)
-    CHECK(hipMalloc(&scratch, scratch_bytes));
   hipEvent_t a, b;
   CHECK(hipEventCreate(&a));
   CHECK(hipEventCreate(&b));
   fn(ctx); /* warm-up: first-touch and clocks */
   CHECK(hipDeviceSynchronize());
   double *ms = calloc((size_t)reps, sizeof *ms);
+  if (!ms)
+    die("out of host memory");
   for (int i = 0; i < reps; i++) {
     float t = 0;
-    if (flush)
-      CHECK(hipMemset(scratch, i & 0xff, scratch_bytes));
+    if (between)
+      between(between_ctx, i);
     CHECK(hipEventRecord(a, NULL));
     fn(ctx);
     CHECK(hipEventRecord(b, NULL));
@@ -32,18 +27,31 @@ static double time_gpu(void (*fn)(void *), void *ctx, int reps, int flush)
   free(ms);
   hipEventDestroy(a);
   hipEventDestroy(b);
-  hipFree(scratch);
   return m;
 }
 
 double bench_time_gpu(void (*fn)(void *), void *ctx, int reps)
 {
-  return time_gpu(fn, ctx, reps, 0);
+  return bench_time_gpu_between(fn, ctx, reps, NULL, NULL);
 }
 
+#define FLUSH_BYTES ((size_t)256 << 20)
+
+static void memset_scratch(void *scratch, int rep)
+{
+  CHECK(hipMemset(scratch, rep & 0xff, FLUSH_BYTES));
+}
+
+/* A 256 MiB memset before each rep leaves nothing of the last rep's data
+ * in L2 (50 MiB on an H200), so that a kernel whose data would fit there
+ * is timed against memory, as it runs in a real program. */
 double bench_time_gpu_flushed(void (*fn)(void *), void *ctx, int reps)
 {
-  return time_gpu(fn, ctx, reps, 1);
+  void *scratch = NULL;
+  CHECK(hipMalloc(&scratch, FLUSH_BYTES));
+  double m = bench_time_gpu_between(fn, ctx, reps, memset_scratch, scratch);
+  hipFree(scratch);
+  return m;
 }
 
 void bench_header(bench_results *r, int need_gpu)

@@ -451,33 +451,27 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_tc_n32");
     /* Forced tile and persistence (read at open). */
     setenv("TJ_GEMM_PERSISTENT", "0", 1);
-    tj_runtime_close(rt);
-    rt = open_for_arch(archs[i], NULL);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
     setenv("TJ_GEMM_PERSISTENT", "1", 1);
-    tj_runtime_close(rt);
-    rt = open_for_arch(archs[i], NULL);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x128_persistent");
     setenv("TJ_GEMM_SM90A_TILE", "64", 1);
-    tj_runtime_close(rt);
-    rt = open_for_arch(archs[i], NULL);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x64");
     setenv("TJ_GEMM_SM90A_TILE", "64k2", 1);
-    tj_runtime_close(rt);
-    rt = open_for_arch(archs[i], NULL);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x64_cluster_k2");
     setenv("TJ_GEMM_SM90A_TILE", "96", 1);
-    tj_runtime_close(rt);
-    rt = open_for_arch(archs[i], NULL);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x128_persistent");
     unsetenv("TJ_GEMM_SM90A_TILE");
     unsetenv("TJ_GEMM_PERSISTENT");
-    tj_runtime_close(rt);
-    rt = open_for_arch(archs[i], NULL);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     /* K and N odd: rows of A and B are not 16 bytes apart. */
     ck_assert_str_eq(entry_for(rt, 4096, 4095, 4096), "gemm_f16");
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4097), "gemm_f16");
@@ -491,12 +485,10 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     setenv("TJ_GEMM_SM90A", "0", 1);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x256_persistent");
-    tj_runtime_close(rt);
-    rt = open_for_arch(archs[i], NULL);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
-    tj_runtime_close(rt);
     setenv("TJ_GEMM_SM90A", "1", 1);
-    rt = open_for_arch(archs[i], NULL);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x256_persistent");
     unsetenv("TJ_GEMM_SM90A");
@@ -517,21 +509,6 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
   }
 }
 END_TEST
-
-/* Close rt and open another compile-only sm_90 runtime, which reads the
- * environment again. */
-/* The GEMM's environment is read at open: close and open again. */
-#define REOPEN(rt, arch)                                                    \
-  do {                                                                      \
-    tj_runtime_close(rt);                                                   \
-    (rt) = open_for_arch((arch), NULL);                                     \
-  } while (0)
-
-static tj_runtime *reopen_sm90(tj_runtime *rt)
-{
-  tj_runtime_close(rt);
-  return open_for_arch("sm_90", NULL);
-}
 
 /* tj_gemm_f16_split on (M, N, K), dense, as entry_for. */
 static int split_for(tj_runtime *rt, int M, int N, int K)
@@ -573,22 +550,22 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
    * one empties none, 1 turns it off, nonsense is ignored. */
   setenv("TJ_GEMM_SPLITK", "3", 1); /* read at open: not yet */
   ck_assert_int_eq(split_for(rt, 17, 8, 8), 1);
-  rt = reopen_sm90(rt);
+  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 8, 8), 3);
   ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                    "gemm_f16_sm90a_128x128_splitk");
   setenv("TJ_GEMM_SPLITK", "16", 1);
-  rt = reopen_sm90(rt);
+  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 200, 200, 17 * 64), 9);
   setenv("TJ_GEMM_SPLITK", "1", 1);
-  rt = reopen_sm90(rt);
+  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 1);
   ck_assert_str_eq(entry_for(rt, 17, 4096, 4096), "gemm_f16_sm90a_128x128");
   setenv("TJ_GEMM_SPLITK", "65", 1);
-  rt = reopen_sm90(rt);
+  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 4);
   setenv("TJ_GEMM_SPLITK", "2x", 1);
-  rt = reopen_sm90(rt);
+  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 4);
   unsetenv("TJ_GEMM_SPLITK");
   tj_runtime_close(rt);
@@ -662,17 +639,17 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
     /* Forced: within what K allows (whole 64-row stages, none empty);
      * the environment is read at open. */
     setenv("TJ_GEMM_SPLITK", "4", 1);
-    REOPEN(rt, archs[i]);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_int_eq(split_for(rt, 4, 4096, 4096), 4);
     ck_assert_int_eq(split_for(rt, 4, 4096, 200), 4);
     ck_assert_int_eq(split_for(rt, 4, 4096, 100), 2);
     ck_assert_int_eq(split_for(rt, 4, 4096, 64), 1);
     setenv("TJ_GEMM_SPLITK", "1", 1);
-    REOPEN(rt, archs[i]);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 1);
     unsetenv("TJ_GEMM_SPLITK");
     setenv("TJ_GEMM_SKINNY_TC", "0", 1);
-    REOPEN(rt, archs[i]);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
     ck_assert_str_eq(entry_for(rt, 3, 4096, 4096), "gemm_skinny_f16_m4");
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
@@ -680,7 +657,7 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
                      hopper ? "gemm_f16_sm90a_128x128_splitk" : "gemm_f16");
     ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 1);
     setenv("TJ_GEMM_SKINNY_TC", "1", 1);
-    REOPEN(rt, archs[i]);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_tc_n32");
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_tc_n32");
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_skinny_f16_tc_n32");

@@ -11,13 +11,6 @@
 #include <math.h>
 #include <sys/wait.h>
 
-#define CHECK_TJ(rt, call)                                                   \
-  do {                                                                       \
-    int rc_ = (call);                                                        \
-    ck_assert_msg(rc_ == TJ_OK, "%s: %s: %s", #call, tj_err_name(rc_),       \
-                  tj_errmsg(rt));                                            \
-  } while (0)
-
 /* ------------------------------------------------------- data */
 
 static void random_f16(uint16_t *p, size_t n, double lo, double hi, uint64_t seed)
@@ -796,7 +789,7 @@ START_TEST(gemm_hopper_is_deterministic_and_switchable)
   }
   ck_assert(memcmp(C1, C2, nc * 2) == 0);
   setenv("TJ_GEMM_SM90A", "0", 1); /* read at open */
-  rt = reopen_gpu(rt);
+  rt = test_reopen(rt, open_gpu());
   ck_assert_str_eq(gemm_case_entry(rt, &g), "gemm_f16");
   unsetenv("TJ_GEMM_SM90A");
   hipFree(dA);
@@ -899,7 +892,7 @@ START_TEST(gemm_skinny_tc_split_and_wide_shapes)
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (cases[i].force) { /* read at open */
       setenv("TJ_GEMM_SPLITK", cases[i].force, 1);
-      rt = reopen_gpu(rt);
+      rt = test_reopen(rt, open_gpu());
     }
     if (tc) {
       ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g), cases[i].entry);
@@ -908,7 +901,7 @@ START_TEST(gemm_skinny_tc_split_and_wide_shapes)
     run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
     if (cases[i].force) {
       unsetenv("TJ_GEMM_SPLITK");
-      rt = reopen_gpu(rt);
+      rt = test_reopen(rt, open_gpu());
     }
   }
   CHECK_HIP(hipStreamDestroy(stream));
@@ -939,7 +932,7 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
         float beta = with_c ? 0.5f : 0.0f;
         if (forces[f]) { /* read at open */
           setenv("TJ_GEMM_SPLITK", forces[f], 1);
-          rt = reopen_gpu(rt);
+          rt = test_reopen(rt, open_gpu());
         }
         random_f16(C0, (size_t)M * N, -1, 1, 17);
         void *dA = dev_poisoned((size_t)M * K * 2), *dB = dev_poisoned((size_t)K * N * 2);
@@ -951,7 +944,7 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
         get(C, dC, (size_t)M * N * 2);
         if (forces[f]) {
           unsetenv("TJ_GEMM_SPLITK");
-          rt = reopen_gpu(rt);
+          rt = test_reopen(rt, open_gpu());
         }
         for (int i = 0; i < M * N; i++) {
           uint16_t want = with_c ? tj_f32_to_f16(0.5f * tj_f16_to_f32(C0[i])) : 0;
@@ -967,6 +960,47 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
 }
 END_TEST
 
+/* A * B (M x N x K, A and B random from seed and seed + 1) three times,
+ * into C poisoned each time: twice as rt plans it, which must give the
+ * same bits, then unsplit (TJ_GEMM_SPLITK=1, read at open), within the
+ * oracle's bounds of the first (a different order of sums).  rt is
+ * reopened for the third: the runtime to use and close after. */
+static tj_runtime *split_is_deterministic_and_near_unsplit(tj_runtime *rt,
+                                                           int M, int N, int K,
+                                                           uint64_t seed)
+{
+  size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
+  uint16_t *C[3] = {xmalloc(nc * 2), xmalloc(nc * 2), xmalloc(nc * 2)};
+  random_f16(A, na, -1, 1, seed);
+  random_f16(B, nb, -1, 1, seed + 1);
+  void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
+  void *dC = dev_poisoned(nc * 2);
+  for (int rep = 0; rep < 3; rep++) {
+    if (rep == 2) { /* read at open */
+      setenv("TJ_GEMM_SPLITK", "1", 1);
+      rt = test_reopen(rt, open_gpu());
+    }
+    CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
+    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f, dC, N));
+    CHECK_HIP(hipStreamSynchronize(NULL));
+    get(C[rep], dC, nc * 2);
+  }
+  unsetenv("TJ_GEMM_SPLITK");
+  rt = test_reopen(rt, open_gpu());
+  ck_assert_msg(memcmp(C[0], C[1], nc * 2) == 0, "%dx%dx%d: two runs differ", M, N, K);
+  for (size_t i = 0; i < nc; i++) {
+    double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
+    ck_assert_msg(fabs(a - b) <= 0x1p-9 * fabs(b) + 2e-3,
+                  "%dx%dx%d: C[%zu]: split %g, unsplit %g", M, N, K, i, a, b);
+  }
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  free(A); free(B); free(C[0]); free(C[1]); free(C[2]);
+  return rt;
+}
+
 /* The same product twice gives the same bits, unsplit (16 x 4096 x 4096,
  * issue 14's shape) and split (16 x 1024 x 4096: 5 parts); and the split
  * result is within the oracle's bounds of the unsplit one
@@ -979,38 +1013,10 @@ START_TEST(gemm_skinny_tc_is_deterministic)
   static const int shapes[][3] = {{16, 4096, 4096}, {16, 1024, 4096}};
   for (int s = 0; s < 2; s++) {
     int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-    uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
-    uint16_t *C[3] = {xmalloc(nc * 2), xmalloc(nc * 2), xmalloc(nc * 2)};
-    random_f16(A, na, -1, 1, 41);
-    random_f16(B, nb, -1, 1, 42);
-    void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
-    void *dC = dev_poisoned(nc * 2);
     gemm_case g = {M, N, K, K, N, N, 1.0f, 0.0f, 0};
     if (skinny_tc_device(rt))
       ck_assert_int_eq(gemm_case_split(rt, &g), s == 0 ? 1 : 5);
-    for (int rep = 0; rep < 3; rep++) {
-      if (rep == 2) { /* read at open */
-        setenv("TJ_GEMM_SPLITK", "1", 1);
-        rt = reopen_gpu(rt);
-      }
-      CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
-      CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f, dC, N));
-      CHECK_HIP(hipStreamSynchronize(NULL));
-      get(C[rep], dC, nc * 2);
-    }
-    unsetenv("TJ_GEMM_SPLITK");
-    rt = reopen_gpu(rt);
-    ck_assert_msg(memcmp(C[0], C[1], nc * 2) == 0, "%dx%dx%d: two runs differ", M, N, K);
-    for (size_t i = 0; i < nc; i++) {
-      double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
-      ck_assert_msg(fabs(a - b) <= 0x1p-9 * fabs(b) + 2e-3,
-                    "C[%zu]: split %g, unsplit %g", i, a, b);
-    }
-    hipFree(dA);
-    hipFree(dB);
-    hipFree(dC);
-    free(A); free(B); free(C[0]); free(C[1]); free(C[2]);
+    rt = split_is_deterministic_and_near_unsplit(rt, M, N, K, 41);
   }
   tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SKINNY_TC");
@@ -1046,7 +1052,7 @@ START_TEST(gemm_split_k_shapes)
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (cases[i].force) { /* read at open */
       setenv("TJ_GEMM_SPLITK", cases[i].force, 1);
-      rt = reopen_gpu(rt);
+      rt = test_reopen(rt, open_gpu());
     }
     if (hopper) {
       ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g),
@@ -1056,7 +1062,7 @@ START_TEST(gemm_split_k_shapes)
     run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
     if (cases[i].force) {
       unsetenv("TJ_GEMM_SPLITK");
-      rt = reopen_gpu(rt);
+      rt = test_reopen(rt, open_gpu());
     }
   }
   CHECK_HIP(hipStreamDestroy(stream));
@@ -1071,36 +1077,9 @@ START_TEST(gemm_split_k_is_deterministic)
 {
   tj_runtime *rt = open_gpu();
   gemm_case g = {128, 1024, 4096, 4096, 1024, 1024, 1.0f, 0.0f, 0};
-  size_t na = 128 * 4096, nb = 4096 * 1024, nc = 128 * 1024;
-  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
-  uint16_t *C[3] = {xmalloc(nc * 2), xmalloc(nc * 2), xmalloc(nc * 2)};
-  random_f16(A, na, -1, 1, 31);
-  random_f16(B, nb, -1, 1, 32);
-  void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
-  void *dC = dev_poisoned(nc * 2);
   if (strcmp(tj_runtime_arch(rt), "sm_90") == 0)
     ck_assert_int_eq(gemm_case_split(rt, &g), 4);
-  for (int rep = 0; rep < 3; rep++) {
-    if (rep == 2) { /* read at open */
-      setenv("TJ_GEMM_SPLITK", "1", 1);
-      rt = reopen_gpu(rt);
-    }
-    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, g.M, g.N, g.K, 1.0f, dA, g.lda, dB,
-                             g.ldb, 0.0f, dC, g.ldc));
-    CHECK_HIP(hipStreamSynchronize(NULL));
-    get(C[rep], dC, nc * 2);
-  }
-  unsetenv("TJ_GEMM_SPLITK");
-  ck_assert(memcmp(C[0], C[1], nc * 2) == 0);
-  for (size_t i = 0; i < nc; i++) {
-    double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
-    ck_assert_msg(fabs(a - b) <= 0x1p-9 * fabs(b) + 2e-3,
-                  "C[%zu]: split %g, unsplit %g", i, a, b);
-  }
-  hipFree(dA);
-  hipFree(dB);
-  hipFree(dC);
-  free(A); free(B); free(C[0]); free(C[1]); free(C[2]);
+  rt = split_is_deterministic_and_near_unsplit(rt, g.M, g.N, g.K, 31);
   tj_runtime_close(rt);
 }
 END_TEST

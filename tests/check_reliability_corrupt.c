@@ -240,6 +240,17 @@ START_TEST(a_directory_where_the_file_should_be)
 }
 END_TEST
 
+/* A child of the race below: add_i32 on the cache at path. */
+static int open_the_corrupt_file(int p, void *path)
+{
+  struct arch_job j = {path, TEST_ARCH, 1, -100, ""};
+  rel_compile_all(&j);
+  if (j.rc != TJ_OK)
+    fprintf(stderr, "corrupt race child %d: %s: %s\n", p, tj_strerror(j.rc),
+            j.msg);
+  return j.rc == TJ_OK ? 0 : 1;
+}
+
 /* Processes that all find the same corrupt file at once: it is moved aside
  * exactly once, and all of them end up on the one new file. */
 START_TEST(processes_race_on_a_corrupt_file)
@@ -252,31 +263,7 @@ START_TEST(processes_race_on_a_corrupt_file)
     junk[i] = (unsigned char)rel_rand(&rng);
   ck_assert_int_eq(rel_write_file(path, junk, n), 0);
   free(junk);
-  int go[2];
-  ck_assert_int_eq(pipe(go), 0);
-  pid_t *pids = calloc((size_t)S.procs, sizeof *pids);
-  for (int p = 0; p < S.procs; p++) {
-    ck_assert_int_ge(pids[p] = fork(), 0);
-    if (pids[p] == 0) {
-      char c;
-      close(go[1]);
-      if (read(go[0], &c, 1) < 0)
-        _exit(3);
-      struct arch_job j = {path, TEST_ARCH, 1, -100, ""};
-      rel_compile_all(&j);
-      if (j.rc != TJ_OK)
-        fprintf(stderr, "corrupt race child: %s: %s\n", tj_strerror(j.rc), j.msg);
-      free(pids); free(path); free(dir);
-      _exit(j.rc == TJ_OK ? 0 : 1);
-    }
-  }
-  close(go[1]);
-  for (int p = 0; p < S.procs; p++) {
-    int status = 0;
-    ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d", p);
-  }
-  close(go[0]);
+  ck_assert_int_eq(rel_race(open_the_corrupt_file, path), S.procs);
   char aside[4096], integrity[256];
   snprintf(aside, sizeof aside, "%s.corrupt-*", path);
   ck_assert_int_eq(test_count_matches(aside), 1);
@@ -284,7 +271,7 @@ START_TEST(processes_race_on_a_corrupt_file)
   ck_assert_msg(tsql_integrity(path, integrity, sizeof integrity), "%s", integrity);
   printf("reliability: %d processes opening one corrupt file at once: moved "
          "aside once, all on the one new file\n", S.procs);
-  free(pids); free(path); free(dir);
+  free(path); free(dir);
 }
 END_TEST
 

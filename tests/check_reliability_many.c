@@ -11,14 +11,19 @@
 #include <pthread.h>
 #include <sys/wait.h>
 
-/* A child: waits for the start signal, then both archs at once. */
-static int racer(const char *path, int go_fd, int kernels)
+/* What a racer of the fresh-cache race needs. */
+struct race_two_archs {
+  const char *path;
+  int kernels;
+};
+
+/* A child: both archs at once. */
+static int racer(int p, void *ctx)
 {
-  char c;
-  if (read(go_fd, &c, 1) < 0)
-    return 3;
-  struct arch_job jobs[2] = {{path, TEST_ARCH, kernels, -100, ""},
-                             {path, TEST_ARCH2, kernels, -100, ""}};
+  const struct race_two_archs *r = ctx;
+  (void)p;
+  struct arch_job jobs[2] = {{r->path, TEST_ARCH, r->kernels, -100, ""},
+                             {r->path, TEST_ARCH2, r->kernels, -100, ""}};
   pthread_t th[2];
   for (int a = 0; a < 2; a++)
     pthread_create(&th[a], NULL, rel_compile_all, &jobs[a]);
@@ -39,25 +44,9 @@ static int kernels_per_arch(void)
 START_TEST(processes_race_on_a_fresh_cache_for_two_archs)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  int kernels = kernels_per_arch(), go[2], ok = 0;
-  ck_assert_int_eq(pipe(go), 0);
-  pid_t *pids = calloc((size_t)S.procs, sizeof *pids);
-  for (int p = 0; p < S.procs; p++) {
-    ck_assert_int_ge(pids[p] = fork(), 0);
-    if (pids[p] == 0) {
-      close(go[1]);
-      int rc = racer(path, go[0], kernels);
-      free(pids); free(path); free(dir); /* for valgrind in the child */
-      _exit(rc);
-    }
-  }
-  close(go[1]); /* every child's read returns now: they start together */
-  for (int p = 0; p < S.procs; p++) {
-    int status = 0;
-    ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
-    ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  close(go[0]);
+  int kernels = kernels_per_arch();
+  struct race_two_archs r = {path, kernels};
+  int ok = rel_race(racer, &r);
   char integrity[256];
   long long rows = tsql_int(path, "SELECT count(*) FROM code_objects");
   long long keys = tsql_int(path, "SELECT count(DISTINCT key) FROM code_objects");
@@ -83,7 +72,7 @@ START_TEST(processes_race_on_a_fresh_cache_for_two_archs)
     ck_assert_uint_eq(st.cache_hits, (uint64_t)kernels);
     tj_runtime_close(rt);
   }
-  free(pids); free(path); free(dir);
+  free(path); free(dir);
 }
 END_TEST
 
@@ -230,12 +219,10 @@ END_TEST
 /* A child: replaces the decision of each class in turn (its own config,
  * measured line to match) and reads decisions back; every put succeeds
  * and every read is whole, never "database is locked". */
-static int tuning_racer(const char *path, int go_fd, int id)
+static int tuning_racer(int id, void *path)
 {
-  char c, msg[1024];
+  char msg[1024];
   tj__cache *cache = NULL;
-  if (read(go_fd, &c, 1) < 0)
-    return 3;
   CHILD_CHECK(tj__cache_open(path, 0, &cache, msg, sizeof msg) == TJ_OK &&
               cache, "open: %s", msg);
   for (int r = 0; r < TUNING_ROUNDS; r++) {
@@ -260,25 +247,7 @@ static int tuning_racer(const char *path, int go_fd, int id)
 START_TEST(processes_race_on_tuning_decisions)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  int go[2], ok = 0;
-  ck_assert_int_eq(pipe(go), 0);
-  pid_t *pids = calloc((size_t)S.procs, sizeof *pids);
-  for (int p = 0; p < S.procs; p++) {
-    ck_assert_int_ge(pids[p] = fork(), 0);
-    if (pids[p] == 0) {
-      close(go[1]);
-      int rc = tuning_racer(path, go[0], p);
-      free(pids); free(path); free(dir);
-      _exit(rc);
-    }
-  }
-  close(go[1]);
-  for (int p = 0; p < S.procs; p++) {
-    int status = 0;
-    ck_assert_int_eq(waitpid(pids[p], &status, 0), pids[p]);
-    ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  close(go[0]);
+  int ok = rel_race(tuning_racer, path);
   char integrity[256];
   printf("reliability: %d processes x %d tuning decisions on %d classes of "
          "one fresh cache: %d succeeded\n", S.procs, TUNING_ROUNDS,
@@ -291,7 +260,7 @@ START_TEST(processes_race_on_tuning_decisions)
                                   "char(9) || '3' || char(10)"), 0);
   ck_assert_msg(tsql_integrity(path, integrity, sizeof integrity), "%s",
                 integrity);
-  free(pids); free(path); free(dir);
+  free(path); free(dir);
 }
 END_TEST
 

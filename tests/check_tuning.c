@@ -196,9 +196,8 @@ START_TEST(stored_decisions_are_used)
                   "'sm90a_128x128'");
   /* This runtime has met both classes: its memo answers. */
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
-  tj_runtime_close(rt);
   setenv("TOKITAI_JIT_TUNE", "0", 1);
-  rt = open_arch("sm_90", 0);
+  rt = test_reopen(rt, open_arch("sm_90", 0));
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 2);
   ck_assert_str_eq(entry_for(rt, 64, 4096, 4096),
                    "gemm_f16_sm90a_128x128_splitk");
@@ -209,15 +208,13 @@ START_TEST(stored_decisions_are_used)
   /* C unaligned for pairs: another class, no decision. */
   ck_assert_int_eq(tj_gemm_f16_split(rt, 64, 4096, 4096, FAKE(1), 4096,
                                      FAKE(2), 4096, FAKE(3), 4097), 4);
-  tj_runtime_close(rt);
   /* TJ_GEMM_SPLITK still forces; TJ_GEMM_SM90A=0 still turns it off. */
   setenv("TJ_GEMM_SPLITK", "3", 1);
-  rt = open_arch("sm_90", 0);
+  rt = test_reopen(rt, open_arch("sm_90", 0));
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 3);
-  tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SPLITK");
   setenv("TJ_GEMM_SM90A", "0", 1);
-  rt = open_arch("sm_90", 0);
+  rt = test_reopen(rt, open_arch("sm_90", 0));
   ck_assert_str_eq(entry_for(rt, 64, 4096, 4096), "gemm_f16");
   tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SM90A");
@@ -321,33 +318,27 @@ START_TEST(tuning_opt_out_and_environment)
   ck_assert_int_eq(rt->gemm_env.tune, 0);
   setenv("TOKITAI_JIT_TUNE", "1", 1);
   ck_assert_int_eq(rt->gemm_env.tune, 0); /* read at open, not now */
-  tj_runtime_close(rt);
-  rt = open_arch(TEST_ARCH, 0);
+  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
   ck_assert_int_eq(rt->gemm_env.tune, 1);
-  tj_runtime_close(rt);
   setenv("TOKITAI_JIT_TUNE", "0", 1);
-  rt = open_arch(TEST_ARCH, 0);
+  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
   ck_assert_int_eq(rt->gemm_env.tune, 0);
-  tj_runtime_close(rt);
   setenv("TOKITAI_JIT_TUNE", "1", 1);
-  rt = open_arch(TEST_ARCH, TJ_NO_TUNING);
+  rt = test_reopen(rt, open_arch(TEST_ARCH, TJ_NO_TUNING));
   ck_assert_int_eq(rt->gemm_env.tune, 0);
-  tj_runtime_close(rt);
   unsetenv("TOKITAI_JIT_TUNE");
   setenv("TJ_GEMM_SPLITK", "65", 1);
-  rt = open_arch(TEST_ARCH, 0);
+  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
   ck_assert_int_eq(rt->gemm_env.forced_split, 0);
-  tj_runtime_close(rt);
   setenv("TJ_GEMM_SPLITK", "64", 1);
   setenv("TJ_GEMM_SM90A", "0", 1);
-  rt = open_arch(TEST_ARCH, 0);
+  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
   ck_assert_int_eq(rt->gemm_env.forced_split, 64);
   ck_assert_int_eq(rt->gemm_env.sm90a_off, 1);
-  tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SPLITK");
   unsetenv("TJ_GEMM_SM90A");
   /* A compile-only runtime never tunes: tj_gemm_f16_tune says why. */
-  rt = open_arch(TEST_ARCH, 0);
+  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 128, 4096, 4096, NULL, NULL),
                    TJ_ENODEVICE);
   ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "no GPU"));

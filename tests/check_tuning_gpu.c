@@ -14,13 +14,6 @@
 
 #include <math.h>
 
-#define CHECK_TJ(rt, call)                                                   \
-  do {                                                                       \
-    int rc_ = (call);                                                        \
-    ck_assert_msg(rc_ == TJ_OK, "%s: %s: %s", #call, tj_err_name(rc_),       \
-                  tj_errmsg(rt));                                            \
-  } while (0)
-
 static char *dir, *path;
 
 static void setup(void)
@@ -170,9 +163,8 @@ START_TEST(opting_out_records_nothing)
   setenv("TOKITAI_JIT_TUNE", "0", 1);
   tj_runtime *rt = open_tuning();
   gemm_matches_oracle(rt, 256, 512, 1024, 0.0f, 21);
-  tj_runtime_close(rt);
   unsetenv("TOKITAI_JIT_TUNE"); /* the default: off */
-  rt = open_tuning();
+  rt = test_reopen(rt, open_tuning());
   gemm_matches_oracle(rt, 256, 512, 1024, 0.0f, 22);
   tj_runtime_close(rt);
   setenv("TOKITAI_JIT_TUNE", "1", 1);

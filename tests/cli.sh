@@ -5,54 +5,12 @@
 # cleared; every usage error; an empty and a missing cache; JSON parsed by
 # a JSON parser.  Run by `make check` from the build directory.
 # Exit 0 when all passed, 1 when any failed, 77 when the program is absent.
-set -u
-prog=./tokitai-jit
-if [ ! -x "$prog" ]; then
-  echo "cli.sh: $prog is not built here ($(pwd)); skipping"
-  exit 77
-fi
-tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/cli.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/cli_prelude.sh"
 cache=$tmp/cache/cache.db
 TOKITAI_JIT_CACHE=$cache
 export TOKITAI_JIT_CACHE
 unset NO_COLOR
 
-checks=0
-failures=0
-fail() {
-  failures=$((failures + 1))
-  echo "FAIL: $*"
-}
-
-# run STATUS ARG...: run the program, keep its output in $tmp/out and
-# $tmp/err, and check its exit status (a crash is never the status wanted).
-run() {
-  want=$1
-  shift
-  last="tokitai-jit $*"
-  checks=$((checks + 1))
-  "$prog" "$@" >"$tmp/out" 2>"$tmp/err"
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    fail "$last: exit $got, expected $want"
-    sed 's/^/  stdout: /' "$tmp/out"
-    sed 's/^/  stderr: /' "$tmp/err"
-  fi
-  if [ "$want" -ne 0 ] && ! grep -q '^tokitai-jit: ' "$tmp/err"; then
-    fail "$last: no 'tokitai-jit: ' message on stderr"
-  fi
-}
-# out PATTERN / err PATTERN: the last run's stdout / stderr matches.
-out() {
-  grep -Eq -- "$1" "$tmp/out" || { fail "$last: stdout lacks /$1/"; sed 's/^/  stdout: /' "$tmp/out"; }
-}
-err() {
-  grep -Eq -- "$1" "$tmp/err" || { fail "$last: stderr lacks /$1/"; sed 's/^/  stderr: /' "$tmp/err"; }
-}
-no_out() {
-  if grep -Eq -- "$1" "$tmp/out"; then fail "$last: stdout has /$1/"; fi
-}
 absent() {
   if [ -e "$1" ]; then fail "$last created $1"; fi
 }
@@ -859,5 +817,4 @@ if [ -w /dev/full ]; then
   grep -q '^tokitai-jit: write error' "$tmp/err" || fail "no write error message"
 fi
 
-echo "$checks runs, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -7,11 +7,7 @@
 # would abort.  The lists come from tests/check_archs --list (the same
 # defaults as that suite); without it, only a made-up arch is refused.
 # Exit 0 when all passed, 1 when any failed, 77 when the program is absent.
-set -u
-prog=./tokitai-jit
-[ -x "$prog" ] || { echo "cli_archs.sh: $prog is not built here; skipping"; exit 77; }
-tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/cli_archs.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/cli_prelude.sh"
 unset TOKITAI_JIT_CACHE NO_COLOR
 
 if [ -x tests/check_archs ]; then
@@ -34,21 +30,6 @@ row_arch() { case $1:$2 in gemm_f16_sm90a_*:sm_90) echo sm_90a ;; *) echo "$2" ;
 echo "archs: $archs; refused: $refused; $nkernels kernels"
 # An arch as an extended regular expression: gfx90a:xnack+ has a '+'.
 ere() { printf '%s\n' "$1" | sed 's/[][\.*^$+?(){}|]/\\&/g'; }
-
-checks=0 failures=0
-fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
-run() { # run STATUS ARG...: output in $tmp/out, $tmp/err
-  want=$1; shift
-  last="tokitai-jit $*"
-  checks=$((checks + 1))
-  "$prog" "$@" >"$tmp/out" 2>"$tmp/err"
-  got=$?
-  [ "$got" -eq "$want" ] || {
-    fail "$last: exit $got, expected $want"
-    sed 's/^/  stdout: /' "$tmp/out"; sed 's/^/  stderr: /' "$tmp/err"; }
-}
-out() { grep -Eq -- "$1" "$tmp/out" || { fail "$last: stdout lacks /$1/"; sed 's/^/  stdout: /' "$tmp/out"; }; }
-err() { grep -Eq -- "$1" "$tmp/err" || { fail "$last: stderr lacks /$1/"; sed 's/^/  stderr: /' "$tmp/err"; }; }
 
 cache=$tmp/archs/cache.db
 n=0
@@ -83,5 +64,4 @@ for a in $refused; do
   [ ! -e "$tmp/refused-$a" ] || fail "$last created $tmp/refused-$a"
 done
 
-echo "$checks runs, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -5,43 +5,11 @@
 # terminal, and TOKITAI_JIT_TRACE's line.  The sanitizer lanes run it on
 # their build (README.md, "Sanitizers").
 # Exit 0 when all passed, 1 when any failed, 77 when the program is absent.
-set -u
-prog=./tokitai-jit
-if [ ! -x "$prog" ]; then
-  echo "cli_jobs.sh: $prog is not built here ($(pwd)); skipping"
-  exit 77
-fi
-tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/cli_jobs.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/cli_prelude.sh"
 TOKITAI_JIT_CACHE=$tmp/default/cache.db
 export TOKITAI_JIT_CACHE
 unset TOKITAI_JIT_TRACE
 
-checks=0
-failures=0
-fail() {
-  failures=$((failures + 1))
-  echo "FAIL: $*"
-}
-run() {
-  want=$1
-  shift
-  last="tokitai-jit $*"
-  checks=$((checks + 1))
-  "$prog" "$@" >"$tmp/out" 2>"$tmp/err"
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    fail "$last: exit $got, expected $want"
-    sed 's/^/  stdout: /' "$tmp/out"
-    sed 's/^/  stderr: /' "$tmp/err"
-  fi
-}
-err() {
-  grep -Eq -- "$1" "$tmp/err" || { fail "$last: stderr lacks /$1/"; sed 's/^/  stderr: /' "$tmp/err"; }
-}
-out() {
-  grep -Eq -- "$1" "$tmp/out" || { fail "$last: stdout lacks /$1/"; sed 's/^/  stdout: /' "$tmp/out"; }
-}
 quiet_err() {
   if [ -s "$tmp/err" ]; then
     fail "$last: wrote on a stderr that is no terminal"
@@ -175,5 +143,4 @@ TOKITAI_JIT_TRACE=0 "$prog" --warm --arch "$a1" --cache "$tmp/par/cache.db" -j 1
 last="TOKITAI_JIT_TRACE=0 tokitai-jit --warm"
 quiet_err
 
-echo "cli_jobs.sh: $checks checks, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -110,4 +110,9 @@ long rel_check_fake_rows(const char *path, char *why, size_t len);
  * reads the file alone. */
 int rel_write_file(const char *path, const void *data, size_t n);
 
+/* S.procs forked processes, let go at one moment (each waits on a pipe
+ * until the parent closes its end), each exiting with what race(p, ctx)
+ * returns (3 when the wait fails).  How many exited 0. */
+int rel_race(int (*race)(int p, void *ctx), void *ctx);
+
 #endif

@@ -20,6 +20,14 @@
     ck_assert_msg(e_ == hipSuccess, "%s: %s", #call, hipGetErrorString(e_)); \
   } while (0)
 
+/* A tj_ call on rt that must succeed; its message says why it did not. */
+#define CHECK_TJ(rt, call)                                                   \
+  do {                                                                       \
+    int rc_ = (call);                                                        \
+    ck_assert_msg(rc_ == TJ_OK, "%s: %s: %s", #call, tj_err_name(rc_),       \
+                  tj_errmsg(rt));                                            \
+  } while (0)
+
 /* Set once by run_gpu_suite, before any test is forked; read-only after.
  * One cache for the suite, so each forked test does not recompile. */
 static char *gpu_cache_path;
@@ -42,16 +50,6 @@ static inline tj_runtime *open_gpu_on(const char *cache_path)
 static inline tj_runtime *open_gpu(void)
 {
   return open_gpu_on(gpu_cache_path);
-}
-
-/* A new runtime on the GPU (for variables read at open), opened before rt
- * is closed: closing the last runtime of a device releases its context,
- * and with it the test's device memory and streams. */
-static inline tj_runtime *reopen_gpu(tj_runtime *rt)
-{
-  tj_runtime *fresh = open_gpu();
-  tj_runtime_close(rt);
-  return fresh;
 }
 
 /* splitmix64: seeded, so that a failure can be replayed. */

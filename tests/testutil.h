@@ -94,6 +94,17 @@ static inline tj_runtime *open_compile_only(const char *cache_path, unsigned fla
   return rt;
 }
 
+/* fresh in place of rt, for what a runtime reads at open (the GEMM's
+ * variables, TOKITAI_JIT_TUNE): rt = test_reopen(rt, open_gpu()) after a
+ * setenv.  The argument is opened before rt is closed, which a GPU test
+ * needs: closing the last runtime of a device releases its context, and
+ * with it the test's device memory and streams. */
+static inline tj_runtime *test_reopen(tj_runtime *rt, tj_runtime *fresh)
+{
+  tj_runtime_close(rt);
+  return fresh;
+}
+
 /* Is there a GPU a runtime can open?  Asked in a child, so that the
  * calling process never initialises the driver: a CUDA context does not
  * survive the fork() with which Check runs each test. */

@@ -433,27 +433,26 @@ typedef struct tj__once {
  * compiling; 0: compile.  Always end with tj__once_end. */
 int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o);
 void tj__once_end(tj_runtime *rt, tj__once *o);
+/* ------------------------------------------------------------ gemm_env.c
+ * What the environment says about tj_gemm_f16, read once at open (the
+ * header of src/ops/gemm_env.c lists each variable and what reads it). */
+typedef struct tj__gemm_env {
+  int sm90a_off;    /* TJ_GEMM_SM90A=0: no Hopper kernel */
+  int forced_split; /* TJ_GEMM_SPLITK: 1 to 64; 0: none */
+  int tune;         /* TOKITAI_JIT_TUNE=1, no TJ_NO_TUNING: first-use tuning */
+  int tile;         /* TJ_GEMM_SM90A_TILE: 64 (and 64k2), 128, 256; 0: the
+                       rule's */
+  int persistent;   /* TJ_GEMM_PERSISTENT: 1, 0; -1: the rule's */
+  int skinny_tc;    /* TJ_GEMM_SKINNY_TC: 0, 1; -1: the rule's */
+  int tile_k2;      /* TJ_GEMM_SM90A_TILE=64k2 (1) or another tile (0): the
+                       128 x 64 tile split across a cluster of two; -1: the
+                       rule's */
+} tj__gemm_env;
+void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
+
 /* ------------------------------------------------------------ gemm_tune.c
  * The GEMM's configurations, shape classes and tuning (the header of
  * src/ops/gemm_tune.c says how and why). */
-
-/* What the environment says about tj_gemm_f16, read once at open:
- * TJ_GEMM_SM90A=0 (no Hopper kernel), TJ_GEMM_SPLITK=n (force n, 1 to 64),
- * TJ_GEMM_SM90A_TILE and TJ_GEMM_PERSISTENT (kernels_api.c, plan_sm90a),
- * TJ_GEMM_SKINNY_TC=0 or 1 (never or wherever it can: the skinny
- * tensor-core kernel),
- * TOKITAI_JIT_TUNE=0 or TJ_NO_TUNING (no timing on first use). */
-typedef struct tj__gemm_env {
-  int sm90a_off;
-  int forced_split; /* 0: none */
-  int tune;         /* first-use tuning allowed */
-  int tile;         /* TJ_GEMM_SM90A_TILE: 64, 128, 256; 0: the rule's */
-  int persistent;   /* TJ_GEMM_PERSISTENT: 1, 0; -1: the rule's */
-  int skinny_tc;    /* TJ_GEMM_SKINNY_TC: 0, 1; -1: the rule's */
-  int tile_k2;      /* TJ_GEMM_SM90A_TILE=64k2 (1) or 64 (0): the 128 x 64
-                       tile split across a cluster of two; -1: the rule's */
-} tj__gemm_env;
-void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 
 /* One configuration of the Hopper GEMM that a decision may name. */
 typedef struct tj__gemm_config {
@@ -541,7 +540,7 @@ struct tj_runtime {
   int trace;
   double trace_ms[TJ__TRACE_PHASES];
   uint64_t trace_kernels;
-  tj__gemm_env gemm_env; /* read once, at open (gemm_tune.c) */
+  tj__gemm_env gemm_env; /* read once, at open (gemm_env.c) */
   tj__gemm_tuning *gemm; /* decisions met so far, per shape class */
 };
 

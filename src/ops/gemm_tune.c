@@ -150,40 +150,6 @@ void tj__gemm_shape_class(int M, int N, int K, const void *C, int ldc,
   class_name(&k, out);
 }
 
-/* ------------------------------------------------------------ environment */
-
-void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
-{
-  const char *off = getenv("TJ_GEMM_SM90A");
-  const char *split = getenv("TJ_GEMM_SPLITK");
-  const char *tune = getenv("TOKITAI_JIT_TUNE");
-  memset(env, 0, sizeof *env);
-  env->sm90a_off = off && strcmp(off, "0") == 0;
-  if (split && *split) {
-    char *end;
-    long n = strtol(split, &end, 10);
-    if (*end == '\0' && n >= 1 && n <= 64)
-      env->forced_split = (int)n;
-  }
-  /* Opt-in (see the header of this file): TOKITAI_JIT_TUNE=1. */
-  env->tune = !(flags & TJ_NO_TUNING) && tune && strcmp(tune, "1") == 0;
-  const char *tile = getenv("TJ_GEMM_SM90A_TILE");
-  const char *persistent = getenv("TJ_GEMM_PERSISTENT");
-  env->tile_k2 = -1;
-  if (tile && (strcmp(tile, "64") == 0 || strcmp(tile, "128") == 0 ||
-               strcmp(tile, "256") == 0 || strcmp(tile, "64k2") == 0)) {
-    env->tile = atoi(tile);
-    env->tile_k2 = strcmp(tile, "64k2") == 0;
-  }
-  const char *skinny = getenv("TJ_GEMM_SKINNY_TC");
-  env->skinny_tc = skinny && strcmp(skinny, "0") == 0   ? 0
-                   : skinny && strcmp(skinny, "1") == 0 ? 1
-                                                        : -1;
-  env->persistent = persistent && strcmp(persistent, "1") == 0   ? 1
-                    : persistent && strcmp(persistent, "0") == 0 ? 0
-                                                                 : -1;
-}
-
 /* ------------------------------------------------------------ the memo */
 
 enum { MEMO_UNTUNED, MEMO_TUNING, MEMO_DECIDED };

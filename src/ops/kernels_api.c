@@ -601,7 +601,8 @@ static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
  */
 static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
 {
-  static const tj__gemm_env none = {0, 0, 0, 0, -1, -1, -1};
+  static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1,
+                                    .tile_k2 = -1};
   const tj__gemm_env *env = rt ? &rt->gemm_env : &none;
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);

@@ -1,0 +1,57 @@
+/*
+ * gemm_env.c: what the environment says about tj_gemm_f16, read once at
+ * tj_runtime_open into rt->gemm_env, never per call (a program that sets
+ * a variable later opens another runtime to see it).  Each is for
+ * measuring a path against another, or stepping around one; a value this
+ * file does not know is ignored, and the rule runs.
+ *
+ *   TJ_GEMM_SM90A=0        no Hopper kernel (kernels_api.c, sm90a_fits)
+ *   TJ_GEMM_SPLITK=n       force n K parts, 1 to 64 (plan_sm90a and
+ *                          plan_skinny_tc; 1: never split)
+ *   TJ_GEMM_SM90A_TILE=64, 64k2, 128 or 256
+ *                          the Hopper tile of unsplit calls, 64k2 the
+ *                          128 x 64 one split across a cluster of two
+ *                          (plan_sm90a)
+ *   TJ_GEMM_PERSISTENT=1 or 0
+ *                          that tile's persistent entry, or never
+ *                          (plan_sm90a)
+ *   TJ_GEMM_SKINNY_TC=0 or 1
+ *                          the skinny tensor-core kernel never, or
+ *                          wherever it can run (skinny_tc_fits)
+ *   TOKITAI_JIT_TUNE=1     first-use tuning (gemm_tune.c), unless the
+ *                          runtime was opened with TJ_NO_TUNING
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* 0 or 1 when v is exactly that, else -1 (unset or unknown: the rule's). */
+static int zero_or_one(const char *v)
+{
+  return v && strcmp(v, "0") == 0 ? 0 : v && strcmp(v, "1") == 0 ? 1 : -1;
+}
+
+void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
+{
+  const char *split = getenv("TJ_GEMM_SPLITK");
+  const char *tile = getenv("TJ_GEMM_SM90A_TILE");
+  memset(env, 0, sizeof *env);
+  env->sm90a_off = zero_or_one(getenv("TJ_GEMM_SM90A")) == 0;
+  if (split && *split) {
+    char *end;
+    long n = strtol(split, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= 64)
+      env->forced_split = (int)n;
+  }
+  env->tune = !(flags & TJ_NO_TUNING) &&
+              zero_or_one(getenv("TOKITAI_JIT_TUNE")) == 1;
+  env->tile_k2 = -1;
+  if (tile && (strcmp(tile, "64") == 0 || strcmp(tile, "128") == 0 ||
+               strcmp(tile, "256") == 0 || strcmp(tile, "64k2") == 0)) {
+    env->tile = atoi(tile);
+    env->tile_k2 = strcmp(tile, "64k2") == 0;
+  }
+  env->persistent = zero_or_one(getenv("TJ_GEMM_PERSISTENT"));
+  env->skinny_tc = zero_or_one(getenv("TJ_GEMM_SKINNY_TC"));
+}
