@@ -367,21 +367,29 @@ static int read_header(const char *path, unsigned char *h, int n)
   return got;
 }
 
-static int classify_header(const char *path, off_t size, uint32_t *appid)
+/* Fills loc's header, appid and wal from the file's first 100 bytes. */
+static void classify_header(tj__location *loc)
 {
   unsigned char h[100];
-  *appid = 0;
-  if (size == 0)
-    return TJ__HEADER_EMPTY;
-  if (size < (off_t)sizeof h) /* SQLite itself takes 1 byte for empty */
-    return TJ__HEADER_NOT_SQLITE;
-  int n = read_header(path, h, sizeof h);
-  if (n < (int)sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
-    return n < 0 ? TJ__HEADER_UNREADABLE : TJ__HEADER_NOT_SQLITE;
-  *appid = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 |
-           (uint32_t)h[70] << 8 | h[71];
-  return *appid == TJ__CACHE_APP_ID ? TJ__HEADER_OURS
-       : *appid == 0 ? TJ__HEADER_UNMARKED : TJ__HEADER_FOREIGN;
+  loc->appid = 0;
+  loc->wal = 0;
+  loc->header = TJ__HEADER_EMPTY;
+  if (loc->size == 0)
+    return;
+  loc->header = TJ__HEADER_NOT_SQLITE;
+  if (loc->size < (off_t)sizeof h) /* SQLite itself takes 1 byte for empty */
+    return;
+  int n = read_header(loc->path, h, sizeof h);
+  if (n < (int)sizeof h || memcmp(h, "SQLite format 3", 16) != 0) {
+    loc->header = n < 0 ? TJ__HEADER_UNREADABLE : TJ__HEADER_NOT_SQLITE;
+    return;
+  }
+  loc->appid = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 |
+               (uint32_t)h[70] << 8 | h[71];
+  /* The file format's read and write versions: 2 for WAL, 1 for legacy. */
+  loc->wal = h[18] == 2 && h[19] == 2;
+  loc->header = loc->appid == TJ__CACHE_APP_ID ? TJ__HEADER_OURS
+              : loc->appid == 0 ? TJ__HEADER_UNMARKED : TJ__HEADER_FOREIGN;
 }
 
 /* Why a file we may not write is read-only, for messages. */
@@ -504,7 +512,7 @@ int tj__location_open(const char *path, unsigned flags, tj__location *loc,
   if (rc == TJ_OK)
     rc = check_database(dirfd, loc, flags, msg, len);
   if (rc == TJ_OK)
-    loc->header = classify_header(loc->path, loc->size, &loc->appid);
+    classify_header(loc);
   if (dirfd >= 0)
     close(dirfd);
   free(dir);
@@ -582,7 +590,7 @@ int tj__location_open_system(const char *path, tj__location *loc, char *msg,
     loc->dev = st.st_dev;
     loc->ino = st.st_ino;
     loc->size = st.st_size;
-    loc->header = classify_header(real, st.st_size, &loc->appid);
+    classify_header(loc);
     snprintf(loc->readonly_why, sizeof loc->readonly_why, "it is a system "
              "cache");
     real = dir = name = NULL;
@@ -601,7 +609,7 @@ int tj__location_reread_header(tj__location *loc)
   if (stat(loc->path, &st) != 0 || st.st_dev != loc->dev || st.st_ino != loc->ino)
     return -1;
   loc->size = st.st_size;
-  loc->header = classify_header(loc->path, loc->size, &loc->appid);
+  classify_header(loc);
   return 0;
 }
 
