@@ -81,6 +81,7 @@ typedef struct tj__location {
   char *path;  /* absolute, directory resolved: the name SQLite is given */
   char *dir;   /* the resolved directory */
   char *name;  /* the file's name in it */
+  int dirfd;   /* the resolved directory as walked and judged (O_PATH), or -1 */
   dev_t dev;   /* the database file as judged */
   ino_t ino;
   off_t size;

@@ -458,7 +458,9 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
 {
   static const char *const sides[] = {"-wal", "-shm", "-journal", ".lock"};
   char name[NAME_MAX + 16], path[PATH_MAX + 16];
-  int dirfd = open(loc->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  /* The directory as walked and judged, when tj__location_open kept it. */
+  int dirfd = loc->dirfd >= 0 ? loc->dirfd
+            : open(loc->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   int rc = dirfd >= 0 ? TJ_OK : TJ_EIO;
   for (size_t i = 0; rc == TJ_OK && i < sizeof sides / sizeof sides[0]; i++) {
     struct stat st;
@@ -472,7 +474,7 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
   if (rc == TJ_EIO)
     snprintf(msg, len, "cannot check the files of cache %s: %s", loc->path,
              strerror(errno));
-  if (dirfd >= 0)
+  if (dirfd >= 0 && dirfd != loc->dirfd)
     close(dirfd);
   return rc;
 }
@@ -481,14 +483,15 @@ int tj__location_open(const char *path, unsigned flags, tj__location *loc,
                       char *msg, size_t len)
 {
   memset(loc, 0, sizeof *loc);
+  loc->dirfd = -1;
   char *dir = NULL, *name = NULL;
   int rc = split(path, &dir, &name, msg, len);
   if (rc != TJ_OK)
     return rc;
-  struct stat st;
-  if (!(flags & TJ_CACHE_READONLY) && stat(dir, &st) != 0 && errno == ENOENT)
-    rc = make_dirs(dir, flags, msg, len);
-  char *real = rc == TJ_OK ? realpath(dir, NULL) : NULL;
+  char *real = realpath(dir, NULL);
+  if (!real && errno == ENOENT && !(flags & TJ_CACHE_READONLY) &&
+      (rc = make_dirs(dir, flags, msg, len)) == TJ_OK)
+    real = realpath(dir, NULL);
   if (rc == TJ_OK && !real) {
     int e = errno;
     snprintf(msg, len, e == ENOENT ? "no cache at %s" : "cannot use cache "
@@ -513,6 +516,10 @@ int tj__location_open(const char *path, unsigned flags, tj__location *loc,
     rc = check_database(dirfd, loc, flags, msg, len);
   if (rc == TJ_OK)
     classify_header(loc);
+  if (rc == TJ_OK) {
+    loc->dirfd = dirfd; /* for tj__location_check_side_files */
+    dirfd = -1;
+  }
   if (dirfd >= 0)
     close(dirfd);
   free(dir);
@@ -559,6 +566,7 @@ int tj__location_open_system(const char *path, tj__location *loc, char *msg,
                              size_t len)
 {
   memset(loc, 0, sizeof *loc);
+  loc->dirfd = -1;
   msg[0] = '\0';
   struct stat st;
   /* Absent is the common case: one stat, and nothing else. */
@@ -615,10 +623,13 @@ int tj__location_reread_header(tj__location *loc)
 
 void tj__location_free(tj__location *loc)
 {
+  if (loc->dirfd >= 0)
+    close(loc->dirfd);
   free(loc->path);
   free(loc->dir);
   free(loc->name);
   memset(loc, 0, sizeof *loc);
+  loc->dirfd = -1;
 }
 
 /* ------------------------------------------------------- the defaults */

@@ -26,13 +26,14 @@ static const struct {
   int lazy;
   const char *sql;
 } stmts[] = {
-    /* One statement for a hit: the code is read only when its sizes are
-     * what judge_row passes (length() and typeof() read no blob). */
+    /* One statement for a hit: the code is read only when it is a blob
+     * of at most TJ_CACHE_MAX_CODE_BYTES (?2); length() and typeof() read
+     * none.  Each expression costs its preparation (a third of this one's
+     * went to a second CASE), so the sizes are judged in C. */
     {offsetof(tj__cache, get), 0,
-     "SELECT code_size, CASE typeof(code) WHEN 'blob' THEN length(code) "
-     "ELSE -1 END, code_hash, kernel, arch, platform, compiler, options, "
-     "entries, compile_ms, CASE WHEN typeof(code) = 'blob' AND "
-     "length(code) = code_size AND code_size <= ?2 THEN code END "
+     "SELECT code_size, length(code), code_hash, kernel, arch, platform, "
+     "compiler, options, entries, compile_ms, CASE WHEN typeof(code) = "
+     "'blob' AND length(code) <= ?2 THEN code END "
      "FROM code_objects WHERE key = ?1"},
     {offsetof(tj__cache, put), 1,
      "INSERT OR IGNORE INTO code_objects (key, kernel, arch, platform, "
@@ -137,6 +138,7 @@ static int judge_row(sqlite3_stmt *st, const tj__cache_row *want,
 {
   sqlite3_int64 declared = sqlite3_column_int64(st, 0);
   const unsigned char *h = sqlite3_column_text(st, 2);
+  /* A code that is no blob is read as none (take_code: failed hash). */
   *n = sqlite3_column_int64(st, 1);
   *stored = strdup(h ? (const char *)h : "");
   /* A module's row names the entries of whichever request stored it, and
