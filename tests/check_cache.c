@@ -86,7 +86,7 @@ static long file_size(const char *path)
  * close that stored a row folds it in at once. */
 START_TEST(hit_counts_stay_in_a_short_wal)
 {
-  enum { PROCESSES = 40, MAX_FRAMES = 20 };
+  enum { PROCESSES = 40, MAX_FRAMES = 12 };
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   char *wal = test_path(dir, "cache.db-wal");
   const char *key = "0123456789abcdef0123456789abcdef";
