@@ -74,6 +74,46 @@ START_TEST(round_trip_and_insert_or_ignore)
 }
 END_TEST
 
+static long file_size(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* A close that recorded only hits leaves them in the WAL (no checkpoint
+ * and its fsyncs), and the WAL is folded in again once it grows: it never
+ * holds more than a few processes' hit counts, and none are lost.  A
+ * close that stored a row folds it in at once. */
+START_TEST(hit_counts_stay_in_a_short_wal)
+{
+  enum { PROCESSES = 40, MAX_FRAMES = 12 };
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  char *wal = test_path(dir, "cache.db-wal");
+  const char *key = "0123456789abcdef0123456789abcdef";
+  tj__cache *c = open_ok(path, 0);
+  tj__cache_row r = row_for(key);
+  ck_assert_int_eq(tj__cache_put(c, &r), TJ_OK);
+  tj__cache_close(c);
+  ck_assert_int_eq(file_size(wal), 0);
+  int folded = 0;
+  for (int i = 0; i < PROCESSES; i++) {
+    c = open_ok(path, 0);
+    const char *keys[] = {key};
+    uint64_t hits[] = {1};
+    ck_assert_int_eq(tj__cache_record_usage(c, keys, hits, 1, 0), TJ_OK);
+    tj__cache_close(c);
+    long size = file_size(wal);
+    if (i == 0)
+      ck_assert_int_gt(size, 0); /* not folded in by a hit-only close */
+    ck_assert_int_le(size, 32 + MAX_FRAMES * (24 + 4096));
+    folded += size == 0;
+  }
+  ck_assert_int_gt(folded, 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects"), PROCESSES);
+  free(wal); free(path); free(dir);
+}
+END_TEST
+
 START_TEST(uses_wal_journal)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
@@ -283,6 +323,7 @@ int main(void)
   tcase_add_test(tc, creates_private_directory_and_file);
   tcase_add_test(tc, round_trip_and_insert_or_ignore);
   tcase_add_test(tc, uses_wal_journal);
+  tcase_add_test(tc, hit_counts_stay_in_a_short_wal);
   tcase_add_test(tc, tampered_blob_is_dropped);
   tcase_add_test(tc, refuses_locations_others_can_write);
   tcase_add_test(tc, foreign_files_are_left_alone);

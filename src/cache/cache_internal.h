@@ -44,6 +44,10 @@ struct tj__cache {
   int nowrite; /* a write failed (disk full, I/O): store nothing more */
   int ours;    /* shown to be a tokitai-jit cache: may be moved aside */
   int version; /* the file's schema: CACHE_SCHEMA_VERSION unless read-only */
+  int opened;  /* ours, and opened: a close may checkpoint into it */
+  int wal_frames; /* the WAL's length after this connection's last commit */
+  int wrote;   /* committed more than hit counts (open.c, wal_hook) */
+  int recording_usage; /* the commit under way is only hit counts */
   char readonly_why[128];
   int broken; /* the file failed under us: read nothing more */
   dev_t dev;  /* the file this connection has open, to move aside */
@@ -54,7 +58,7 @@ struct tj__cache {
   /* Recursive: statements are shared by the runtime's threads, and a
    * tj_cache visit callback may call back into the handle mid-scan. */
   pthread_mutex_t lock;
-  sqlite3_stmt *get, *blob, *put, *drop, *use, *miss, *idle, *resources;
+  sqlite3_stmt *get, *put, *drop, *use, *miss, *idle, *resources;
   /* How long each step of the open took (TJ__CACHE_PHASE_*), for
    * TOKITAI_JIT_TRACE: a clock read a step, so always kept. */
   double phase_ms[TJ__CACHE_PHASES];
@@ -77,11 +81,13 @@ typedef struct tj__location {
   char *path;  /* absolute, directory resolved: the name SQLite is given */
   char *dir;   /* the resolved directory */
   char *name;  /* the file's name in it */
+  int dirfd;   /* the resolved directory as walked and judged (O_PATH), or -1 */
   dev_t dev;   /* the database file as judged */
   ino_t ino;
   off_t size;
   int header;  /* TJ__HEADER_* */
   uint32_t appid;
+  int wal;     /* the header says WAL journal (file format 2) */
   char readonly_why[128]; /* "" when we may write the file */
 } tj__location;
 

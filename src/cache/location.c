@@ -367,21 +367,29 @@ static int read_header(const char *path, unsigned char *h, int n)
   return got;
 }
 
-static int classify_header(const char *path, off_t size, uint32_t *appid)
+/* Fills loc's header, appid and wal from the file's first 100 bytes. */
+static void classify_header(tj__location *loc)
 {
   unsigned char h[100];
-  *appid = 0;
-  if (size == 0)
-    return TJ__HEADER_EMPTY;
-  if (size < (off_t)sizeof h) /* SQLite itself takes 1 byte for empty */
-    return TJ__HEADER_NOT_SQLITE;
-  int n = read_header(path, h, sizeof h);
-  if (n < (int)sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
-    return n < 0 ? TJ__HEADER_UNREADABLE : TJ__HEADER_NOT_SQLITE;
-  *appid = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 |
-           (uint32_t)h[70] << 8 | h[71];
-  return *appid == TJ__CACHE_APP_ID ? TJ__HEADER_OURS
-       : *appid == 0 ? TJ__HEADER_UNMARKED : TJ__HEADER_FOREIGN;
+  loc->appid = 0;
+  loc->wal = 0;
+  loc->header = TJ__HEADER_EMPTY;
+  if (loc->size == 0)
+    return;
+  loc->header = TJ__HEADER_NOT_SQLITE;
+  if (loc->size < (off_t)sizeof h) /* SQLite itself takes 1 byte for empty */
+    return;
+  int n = read_header(loc->path, h, sizeof h);
+  if (n < (int)sizeof h || memcmp(h, "SQLite format 3", 16) != 0) {
+    loc->header = n < 0 ? TJ__HEADER_UNREADABLE : TJ__HEADER_NOT_SQLITE;
+    return;
+  }
+  loc->appid = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 |
+               (uint32_t)h[70] << 8 | h[71];
+  /* The file format's read and write versions: 2 for WAL, 1 for legacy. */
+  loc->wal = h[18] == 2 && h[19] == 2;
+  loc->header = loc->appid == TJ__CACHE_APP_ID ? TJ__HEADER_OURS
+              : loc->appid == 0 ? TJ__HEADER_UNMARKED : TJ__HEADER_FOREIGN;
 }
 
 /* Why a file we may not write is read-only, for messages. */
@@ -450,7 +458,9 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
 {
   static const char *const sides[] = {"-wal", "-shm", "-journal", ".lock"};
   char name[NAME_MAX + 16], path[PATH_MAX + 16];
-  int dirfd = open(loc->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  /* The directory as walked and judged, when tj__location_open kept it. */
+  int dirfd = loc->dirfd >= 0 ? loc->dirfd
+            : open(loc->dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   int rc = dirfd >= 0 ? TJ_OK : TJ_EIO;
   for (size_t i = 0; rc == TJ_OK && i < sizeof sides / sizeof sides[0]; i++) {
     struct stat st;
@@ -464,7 +474,7 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
   if (rc == TJ_EIO)
     snprintf(msg, len, "cannot check the files of cache %s: %s", loc->path,
              strerror(errno));
-  if (dirfd >= 0)
+  if (dirfd >= 0 && dirfd != loc->dirfd)
     close(dirfd);
   return rc;
 }
@@ -473,14 +483,15 @@ int tj__location_open(const char *path, unsigned flags, tj__location *loc,
                       char *msg, size_t len)
 {
   memset(loc, 0, sizeof *loc);
+  loc->dirfd = -1;
   char *dir = NULL, *name = NULL;
   int rc = split(path, &dir, &name, msg, len);
   if (rc != TJ_OK)
     return rc;
-  struct stat st;
-  if (!(flags & TJ_CACHE_READONLY) && stat(dir, &st) != 0 && errno == ENOENT)
-    rc = make_dirs(dir, flags, msg, len);
-  char *real = rc == TJ_OK ? realpath(dir, NULL) : NULL;
+  char *real = realpath(dir, NULL);
+  if (!real && errno == ENOENT && !(flags & TJ_CACHE_READONLY) &&
+      (rc = make_dirs(dir, flags, msg, len)) == TJ_OK)
+    real = realpath(dir, NULL);
   if (rc == TJ_OK && !real) {
     int e = errno;
     snprintf(msg, len, e == ENOENT ? "no cache at %s" : "cannot use cache "
@@ -504,7 +515,11 @@ int tj__location_open(const char *path, unsigned flags, tj__location *loc,
   if (rc == TJ_OK)
     rc = check_database(dirfd, loc, flags, msg, len);
   if (rc == TJ_OK)
-    loc->header = classify_header(loc->path, loc->size, &loc->appid);
+    classify_header(loc);
+  if (rc == TJ_OK) {
+    loc->dirfd = dirfd; /* for tj__location_check_side_files */
+    dirfd = -1;
+  }
   if (dirfd >= 0)
     close(dirfd);
   free(dir);
@@ -551,6 +566,7 @@ int tj__location_open_system(const char *path, tj__location *loc, char *msg,
                              size_t len)
 {
   memset(loc, 0, sizeof *loc);
+  loc->dirfd = -1;
   msg[0] = '\0';
   struct stat st;
   /* Absent is the common case: one stat, and nothing else. */
@@ -582,7 +598,7 @@ int tj__location_open_system(const char *path, tj__location *loc, char *msg,
     loc->dev = st.st_dev;
     loc->ino = st.st_ino;
     loc->size = st.st_size;
-    loc->header = classify_header(real, st.st_size, &loc->appid);
+    classify_header(loc);
     snprintf(loc->readonly_why, sizeof loc->readonly_why, "it is a system "
              "cache");
     real = dir = name = NULL;
@@ -601,16 +617,19 @@ int tj__location_reread_header(tj__location *loc)
   if (stat(loc->path, &st) != 0 || st.st_dev != loc->dev || st.st_ino != loc->ino)
     return -1;
   loc->size = st.st_size;
-  loc->header = classify_header(loc->path, loc->size, &loc->appid);
+  classify_header(loc);
   return 0;
 }
 
 void tj__location_free(tj__location *loc)
 {
+  if (loc->dirfd >= 0)
+    close(loc->dirfd);
   free(loc->path);
   free(loc->dir);
   free(loc->name);
   memset(loc, 0, sizeof *loc);
+  loc->dirfd = -1;
 }
 
 /* ------------------------------------------------------- the defaults */

@@ -33,6 +33,17 @@
 #define PROBE_ATTEMPTS 12    /* about 1 s of a busy read-only probe */
 #define ASIDE_KEEP 3         /* moved-aside files kept for a post-mortem */
 #define WAL_LIMIT_BYTES 4194304 /* the WAL is cut back to this after a reset */
+#define WAL_AUTOCHECKPOINT 1000 /* frames: SQLite's own default */
+/* The last close folds the WAL into the file when this connection wrote
+ * anything but hit counts, and otherwise only once the WAL holds this
+ * many frames.  A process that only hit adds two (its hit counts), so one
+ * in four folds it in.  A close that checkpoints pays an fsync of the WAL
+ * and of the file, and the next write an fsync of a new WAL header:
+ * milliseconds, where the rest of a warm start is a fraction of one.  But
+ * the next process to open the file reads every frame back and checksums
+ * it (SQLite rebuilds the WAL index from the WAL): about 5,000
+ * instructions and a read a frame, so the WAL is kept short. */
+#define CLOSE_CHECKPOINT_FRAMES 8
 
 /* ------------------------------------------------------- the handle */
 
@@ -85,6 +96,10 @@ static void cache_free(tj__cache *c)
   if (!c)
     return;
   tj__rows_finalize(c);
+  /* Ours and opened: the last connection to close folds the WAL in,
+   * unless it holds no more than a few processes' hit counts. */
+  if (c->opened && (c->wrote || c->wal_frames >= CLOSE_CHECKPOINT_FRAMES))
+    sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
   sqlite3_close_v2(c->db);
   pthread_mutex_destroy(&c->lock);
   free(c->path);
@@ -249,6 +264,19 @@ static int open_flags(int readonly)
   return flags; /* never SQLITE_OPEN_CREATE: location.c made the file */
 }
 
+/* SQLite's autocheckpoint, which this hook replaces, and a note of the
+ * WAL's length for the close (CLOSE_CHECKPOINT_FRAMES). */
+static int wal_hook(void *ctx, sqlite3 *db, const char *name, int frames)
+{
+  tj__cache *c = ctx;
+  __atomic_store_n(&c->wal_frames, frames, __ATOMIC_RELAXED);
+  if (!c->recording_usage)
+    __atomic_store_n(&c->wrote, 1, __ATOMIC_RELAXED);
+  if (frames >= WAL_AUTOCHECKPOINT)
+    sqlite3_wal_checkpoint(db, name);
+  return SQLITE_OK;
+}
+
 /* Open the connection on the file location.c judged, and note whether
  * SQLite could only open it read-only (a read-only file system or file).
  * Until the file is known to be ours, closing must not checkpoint into it.
@@ -261,6 +289,7 @@ static int connect_db(tj__cache *c, const tj__location *loc)
   sqlite3_busy_timeout(c->db, BUSY_TIMEOUT_MS);
   sqlite3_extended_result_codes(c->db, 1);
   sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+  sqlite3_wal_hook(c->db, wal_hook, c);
   /* Never delete the WAL or shared memory by name at close: once the file
    * has been moved aside, that name belongs to its replacement. */
   int persist = 1;
@@ -278,13 +307,25 @@ static int connect_db(tj__cache *c, const tj__location *loc)
   return SQLITE_OK;
 }
 
-static int set_journal(tj__cache *c, const tj__location *loc)
+/* WAL, or a rollback journal on a network file system.  The mode is kept
+ * in the file, so a file whose header already says it (the warm start) is
+ * not asked again: setting it has this connection read the schema twice. */
+static int set_journal_mode(tj__cache *c, const tj__location *loc, int always)
 {
-  (void)loc;
-  char sql[160];
-  snprintf(sql, sizeof sql, "PRAGMA journal_mode = %s; "
-           "PRAGMA synchronous = NORMAL; PRAGMA journal_size_limit = %d",
-           tj__location_is_network(c->path) ? "DELETE" : "WAL", WAL_LIMIT_BYTES);
+  int network = tj__location_is_network(c->path);
+  if (!always && loc->wal == !network)
+    return SQLITE_OK;
+  return tj__sql_exec(c->db, network ? "PRAGMA journal_mode = DELETE"
+                                     : "PRAGMA journal_mode = WAL");
+}
+
+/* The connection's own settings, which the file does not keep; run once
+ * the statements have read the schema (synchronous needs it). */
+static int set_sync(tj__cache *c)
+{
+  char sql[96];
+  snprintf(sql, sizeof sql, "PRAGMA synchronous = NORMAL; "
+           "PRAGMA journal_size_limit = %d", WAL_LIMIT_BYTES);
   return tj__sql_exec(c->db, sql);
 }
 
@@ -362,8 +403,11 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
              CACHE_SCHEMA_VERSION);
     return NEWER;
   }
-  if (rc == SQLITE_OK && !c->readonly) {
-    rc = set_journal(c, loc);
+  /* A file of ours at this schema (the warm start) has nothing to
+   * migrate: the write transaction that would check is skipped. */
+  int current = id == TJ__ID_OURS && version == CACHE_SCHEMA_VERSION;
+  if (rc == SQLITE_OK && !c->readonly && !current) {
+    rc = set_journal_mode(c, loc, 1);
     phase_done(c, TJ__CACHE_PHASE_JOURNAL, &t);
     if (rc == SQLITE_OK)
       rc = tj__schema_migrate(c->db, &version, &gap, what, sizeof what);
@@ -386,9 +430,15 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
   if (rc == SQLITE_OK)
     rc = tj__rows_prepare(c);
   phase_done(c, TJ__CACHE_PHASE_PREPARE, &t);
-  if (rc == SQLITE_OK) /* ours: let the last close fold the WAL in again */
-    sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
-  return rc == SQLITE_OK ? OPENED : open_failed(c, rc, version, gap, msg, len);
+  if (rc == SQLITE_OK && !c->readonly && current)
+    rc = set_journal_mode(c, loc, 0);
+  if (rc == SQLITE_OK && !c->readonly)
+    rc = set_sync(c);
+  phase_done(c, TJ__CACHE_PHASE_JOURNAL, &t);
+  if (rc != SQLITE_OK)
+    return open_failed(c, rc, version, gap, msg, len);
+  c->opened = 1; /* ours: the last close may fold the WAL in again */
+  return OPENED;
 }
 
 /*

@@ -17,22 +17,24 @@
 #include <string.h>
 #include <time.h>
 
-/* The statements a hit and the close need are prepared at open; those of
- * a store, a drop and an eviction on their first use, since a warm start
- * makes none (preparing them was a third of the cache open's
- * instructions; bench/RESULTS.md). */
+/* The statements a hit needs are prepared at open; the others (a store,
+ * a drop, an eviction, recording use at close) on their first use, since
+ * a warm start makes none or makes them once (preparing them was a third
+ * of the cache open's instructions; bench/RESULTS.md). */
 static const struct {
   size_t offset;
   int lazy;
   const char *sql;
 } stmts[] = {
+    /* One statement for a hit: the code is read only when it is a blob
+     * of at most TJ_CACHE_MAX_CODE_BYTES (?2); length() and typeof() read
+     * none.  Each expression costs its preparation (a third of this one's
+     * went to a second CASE), so the sizes are judged in C. */
     {offsetof(tj__cache, get), 0,
-     "SELECT code_size, CASE typeof(code) WHEN 'blob' THEN length(code) "
-     "ELSE -1 END, code_hash, kernel, arch, platform, compiler, options, "
-     "entries, compile_ms FROM code_objects WHERE key = ?1"},
-    {offsetof(tj__cache, blob), 0,
-     "SELECT code FROM code_objects WHERE key = ?1 AND code_hash = ?2 AND "
-     "length(code) = ?3"},
+     "SELECT code_size, length(code), code_hash, kernel, arch, platform, "
+     "compiler, options, entries, compile_ms, CASE WHEN typeof(code) = "
+     "'blob' AND length(code) <= ?2 THEN code END "
+     "FROM code_objects WHERE key = ?1"},
     {offsetof(tj__cache, put), 1,
      "INSERT OR IGNORE INTO code_objects (key, kernel, arch, platform, "
      "compiler, options, code, code_hash, code_size, compile_ms, created, "
@@ -42,9 +44,9 @@ static const struct {
     {offsetof(tj__cache, drop), 1,
      "DELETE FROM code_objects WHERE key = ?1 AND "
      "coalesce(code_hash, '') = ?2"},
-    {offsetof(tj__cache, use), 0,
+    {offsetof(tj__cache, use), 1,
      "UPDATE code_objects SET hits = hits + ?2, last_used = ?3 WHERE key = ?1"},
-    {offsetof(tj__cache, miss), 0,
+    {offsetof(tj__cache, miss), 1,
      "UPDATE counters SET value = value + ?1 WHERE name = 'misses'"},
     /* The one age rule of every eviction (evict.c). */
     {offsetof(tj__cache, idle), 1,
@@ -86,7 +88,6 @@ int tj__rows_need(tj__cache *c, sqlite3_stmt **st)
 void tj__rows_finalize(tj__cache *c)
 {
   sqlite3_finalize(c->get);
-  sqlite3_finalize(c->blob);
   sqlite3_finalize(c->put);
   sqlite3_finalize(c->drop);
   sqlite3_finalize(c->use);
@@ -137,6 +138,7 @@ static int judge_row(sqlite3_stmt *st, const tj__cache_row *want,
 {
   sqlite3_int64 declared = sqlite3_column_int64(st, 0);
   const unsigned char *h = sqlite3_column_text(st, 2);
+  /* A code that is no blob is read as none (take_code: failed hash). */
   *n = sqlite3_column_int64(st, 1);
   *stored = strdup(h ? (const char *)h : "");
   /* A module's row names the entries of whichever request stored it, and
@@ -151,31 +153,22 @@ static int judge_row(sqlite3_stmt *st, const tj__cache_row *want,
   return tj__rows_judge_code(NULL, *n, declared, *stored, 0);
 }
 
-/* The blob of the judged row, if it is still that row and whole. */
-static int take_blob(tj__cache *c, const char *key, const char *stored,
-                     sqlite3_int64 n, void **code, size_t *size, int *dropped)
+/* The code of the row c->get stepped to and judge_row passed, checked
+ * against its hash and copied.  TJ_OK, TJ_ENOENT with *dropped set, or
+ * TJ_ENOMEM. */
+static int take_code(sqlite3_stmt *st, const char *stored, sqlite3_int64 n,
+                     void **code, size_t *size, int *dropped)
 {
-  int rc = TJ_ENOENT;
-  sqlite3_bind_text(c->blob, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_text(c->blob, 2, stored, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(c->blob, 3, n);
-  int step = tj__sql_step(c->blob);
-  if (step == SQLITE_ROW) {
-    const void *blob = sqlite3_column_blob(c->blob, 0);
-    *dropped = tj__rows_judge_code(blob, sqlite3_column_bytes(c->blob, 0),
-                                   n, stored, 1);
-    if (!*dropped && !(*code = malloc((size_t)n)))
-      rc = TJ_ENOMEM;
-    else if (!*dropped) {
-      memcpy(*code, blob, (size_t)n);
-      *size = (size_t)n;
-      rc = TJ_OK;
-    }
-  }
-  tj__sql_reset(c->blob);
-  if (step != SQLITE_ROW && step != SQLITE_DONE && !tj__sql_is_busy(step))
-    rc = tj__cache_failed(c, step, 1);
-  return rc;
+  const void *blob = sqlite3_column_blob(st, 10);
+  *dropped = tj__rows_judge_code(blob, sqlite3_column_bytes(st, 10), n,
+                                 stored, 1);
+  if (*dropped)
+    return TJ_ENOENT;
+  if (!(*code = malloc((size_t)n)))
+    return TJ_ENOMEM;
+  memcpy(*code, blob, (size_t)n);
+  *size = (size_t)n;
+  return TJ_OK;
 }
 
 /* Whether SQLite finds the file's structure whole.  A row that fails its
@@ -237,20 +230,27 @@ static int copy_columns(sqlite3_stmt *st, tj__found *f)
 }
 
 /* Step c->get for want: TJ_OK with the row judged (*dropped) and, when it
- * passed, *stored, *n and f's columns set; TJ_ENOENT, or TJ_ECACHE. */
+ * passed, *stored and f's columns and code set; TJ_ENOENT, TJ_ENOMEM, or
+ * TJ_ECACHE. */
 static int find_row(tj__cache *c, const tj__cache_row *want, char **stored,
-                    sqlite3_int64 *n, tj__found *f, int *dropped)
+                    tj__found *f, int *dropped)
 {
   int rc = TJ_ENOENT;
+  sqlite3_int64 n = 0;
   sqlite3_bind_text(c->get, 1, want->key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(c->get, 2, (sqlite3_int64)TJ_CACHE_MAX_CODE_BYTES);
   int step = tj__sql_step(c->get);
   if (step == SQLITE_ROW) {
     rc = TJ_OK;
-    *dropped = judge_row(c->get, want, stored, n);
+    *dropped = judge_row(c->get, want, stored, &n);
     if (!*stored)
       rc = TJ_ENOMEM;
     else if (!*dropped)
       rc = copy_columns(c->get, f);
+    if (rc == TJ_OK && !*dropped)
+      rc = take_code(c->get, *stored, n, &f->code, &f->size, dropped);
+    if (rc == TJ_ENOENT && *dropped)
+      rc = TJ_OK; /* judged: the caller drops it */
   }
   tj__sql_reset(c->get);
   if (step != SQLITE_ROW && step != SQLITE_DONE && !tj__sql_is_busy(step))
@@ -270,7 +270,6 @@ int tj__cache_find(tj__cache *c, const tj__cache_row *want, tj__found *f,
                    int *dropped)
 {
   char *stored = NULL;
-  sqlite3_int64 n = 0;
   memset(f, 0, sizeof *f);
   *dropped = 0;
   pthread_mutex_lock(&c->lock);
@@ -278,9 +277,7 @@ int tj__cache_find(tj__cache *c, const tj__cache_row *want, tj__found *f,
     pthread_mutex_unlock(&c->lock);
     return TJ_ENOENT;
   }
-  int rc = find_row(c, want, &stored, &n, f, dropped);
-  if (rc == TJ_OK && !*dropped)
-    rc = take_blob(c, want->key, stored, n, &f->code, &f->size, dropped);
+  int rc = find_row(c, want, &stored, f, dropped);
   if (*dropped && rc != TJ_ECACHE && rc != TJ_ENOMEM)
     rc = *dropped != TJ__DROP_HASH || file_is_whole(c)
              ? drop_judged(c, want->key, stored)
@@ -407,7 +404,8 @@ int tj__cache_end_write(tj__cache *c, int rc)
 static int record_rows(tj__cache *c, const char *const *keys,
                        const uint64_t *hits, size_t n, uint64_t misses)
 {
-  int ok = 1;
+  int ok = (n == 0 || tj__rows_need(c, &c->use) == SQLITE_OK) &&
+           (misses == 0 || tj__rows_need(c, &c->miss) == SQLITE_OK);
   for (size_t i = 0; i < n && ok; i++) {
     sqlite3_bind_text(c->use, 1, keys[i], -1, SQLITE_STATIC);
     sqlite3_bind_int64(c->use, 2, (sqlite3_int64)hits[i]);
@@ -429,9 +427,11 @@ int tj__cache_record_usage(tj__cache *c, const char *const *keys,
   if (tj__cache_readonly(c) || (n == 0 && misses == 0))
     return TJ_OK;
   pthread_mutex_lock(&c->lock);
+  c->recording_usage = 1; /* a commit the close need not fold in (open.c) */
   int ok = tj__sql_begin(c->db, 1) == SQLITE_OK &&
            record_rows(c, keys, hits, n, misses) &&
            tj__sql_commit(c->db) == SQLITE_OK;
+  c->recording_usage = 0;
   if (!ok)
     tj__cache_note_error(c, 0);
   tj__sql_rollback(c->db);

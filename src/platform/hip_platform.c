@@ -274,6 +274,7 @@ size_t tj__compiler_archs(const char *const **names)
 }
 
 #if defined(TJ_PLATFORM_AMD)
+#include <dlfcn.h>
 /* comgr 2.6 (ROCm 6.0, Debian 13) moved its header into amd_comgr/ and
  * left a wrapper at the old place that warns; comgr 2.4 has only that. */
 #if defined(HAVE_AMD_COMGR_AMD_COMGR_H)
@@ -393,6 +394,27 @@ int tj__function_resources(void *function, tj_kernel_resources *out)
   return TJ_OK;
 }
 
+/* The HIP version of the loaded libamdhip64, from its file name as
+ * packaged (libamdhip64.so.5.2.21153 is HIP 50221153), or 0.  Asking the
+ * runtime (hipRuntimeGetVersion) initialises HIP, which a runtime that
+ * only compiles never needs: more instructions than the rest of a warm
+ * start's identity together.  The name is only a label: the library
+ * itself is named by its build id in the digest. */
+static int hip_version_from_file(void)
+{
+  Dl_info info;
+  int maj, min, patch, end = 0;
+  if (!dladdr((void *)hipRuntimeGetVersion, &info) || !info.dli_fname)
+    return 0;
+  char *real = realpath(info.dli_fname, NULL);
+  const char *name = real ? base_name(real) : "";
+  int ok = sscanf(name, "libamdhip64.so.%d.%d.%d%n", &maj, &min, &patch,
+                  &end) == 3 && name[end] == '\0' && maj > 0 && maj < 100 &&
+           min >= 0 && min < 100 && patch >= 0 && patch < 100000;
+  free(real);
+  return ok ? maj * 10000000 + min * 100000 + patch : 0;
+}
+
 static void compute_fingerprint(char *buf, size_t len)
 {
   int rmaj = 0, rmin = 0, hip = 0;
@@ -402,7 +424,7 @@ static void compute_fingerprint(char *buf, size_t len)
   /* The loaded library's version, not HIP_VERSION (the headers this was
    * built with): 5.2 and 5.7 share the soname, and hipRTC says 9.0 in
    * both.  Needs no GPU. */
-  if (hipRuntimeGetVersion(&hip) != hipSuccess)
+  if (!(hip = hip_version_from_file()) && hipRuntimeGetVersion(&hip) != hipSuccess)
     hip = HIP_VERSION;
   snprintf(buf, len, "hiprtc %d.%d, comgr %zu.%zu (HIP %d) %s", rmaj, rmin,
            cmaj, cmin, hip, compiler_libraries_digest());
