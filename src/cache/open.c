@@ -555,8 +555,19 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
                          : -1;
   /* The header was read before the lock: a file that was being made then
    * is whole now. */
-  if (rc == TJ_OK && !fresh && loc.header != TJ__HEADER_OURS)
-    (void)tj__location_reread_header(&loc);
+  int replaced = rc == TJ_OK && !fresh && loc.header != TJ__HEADER_OURS &&
+                 tj__location_reread_header(&loc) != 0;
+  /* Replaced since it was judged: moved aside by another process, whose
+   * new file the header may even have been read from (the read goes by
+   * name, after the stat).  Judge the new one: a stale verdict of "not an
+   * SQLite database" here refused a good cache as foreign (4 processes
+   * racing on one corrupt file, 1 in 40 of them). */
+  if (replaced) {
+    *o = VANISHED;
+    tj__location_unlock(lock);
+    tj__location_free(&loc);
+    return TJ_OK;
+  }
   if (rc == TJ_OK)
     rc = judge_file(&loc, &ours, msg, len);
   if (rc == TJ_OK && (flags & TJ_CACHE_READONLY) && access(loc.path, R_OK) != 0) {
