@@ -737,9 +737,10 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #endif
 
-/* A cluster of two blocks along x (NVRTC knows the attribute; other
- * compilers see the trapping stub, launched never). */
-#if defined(__CUDACC__)
+/* A cluster of two blocks along x: NVRTC for sm_90 and later (it refuses
+ * the attribute for older archs, which get the trapping stub, as does
+ * every other compiler: launched never). */
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define TJ_H_CLUSTER2 __cluster_dims__(2, 1, 1)
 #else
 #define TJ_H_CLUSTER2
