@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <spawn.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -492,6 +493,65 @@ static int child_warm(const char *cache, const char *kernel)
   return rc == TJ_OK ? 0 : 1;
 }
 
+/* The floor under a warm start's cache work: what SQLite itself does for
+ * a hit in a new process (open the file, read its schema for the first
+ * statement, the hit's query and its blob), with none of the library's
+ * checks.  The statement is rows.c's hit statement.  After the same device
+ * initialisation as child_warm, so that both start from the same heap. */
+static int child_floor(const char *cache, const char *key)
+{
+  tj__device dev;
+  char err[256];
+  int n = 0, gpu;
+  tj__device_count(&n);
+  /* Without a GPU (to try it by hand), from a smaller heap. */
+  if ((gpu = n > 0) && tj__device_open(0, &dev, err, sizeof err) != TJ_OK)
+    return 1;
+  double t0 = now_ms();
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_open_v2(cache, &db, SQLITE_OPEN_READWRITE, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v3(db, "SELECT code_size, length(code), code_hash, "
+                            "kernel, arch, platform, compiler, options, "
+                            "entries, compile_ms, CASE WHEN typeof(code) = "
+                            "'blob' AND length(code) <= ?2 THEN code END FROM "
+                            "code_objects WHERE key = ?1", -1,
+                            SQLITE_PREPARE_PERSISTENT, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, TJ_CACHE_MAX_CODE_BYTES);
+    rc = sqlite3_step(st);
+  }
+  int bytes = rc == SQLITE_ROW && sqlite3_column_blob(st, 10) ?
+              sqlite3_column_bytes(st, 10) : 0;
+  double t1 = now_ms();
+  printf("%.6f %d\n", t1 - t0, bytes);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  if (gpu)
+    tj__device_close(&dev);
+  return bytes > 0 ? 0 : 1;
+}
+
+/* The key of kernel's one row in a cache that holds nothing else. */
+static void floor_key(const char *cache, const char *kernel, char *key,
+                      size_t len)
+{
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  key[0] = '\0';
+  if (sqlite3_open_v2(cache, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "SELECT key FROM code_objects WHERE kernel = ?1",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, kernel, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+      snprintf(key, len, "%s", (const char *)sqlite3_column_text(st, 0));
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
 static void warm_start(const char *cache, int quick)
 {
   printf("warm start (new process, kernel in the cache)\n");
@@ -513,7 +573,22 @@ static void warm_start(const char *cache, int quick)
     "load"};
   double init[RUNS], warm[RUNS], t[PHASES][RUNS];
   int runs = quick ? 3 : RUNS, traced = 0;
+  /* SQLite's own part of a hit, alone, in a new process run in turn with
+   * each warm start (the floor under this library's cache open while it
+   * keeps SQLite). */
+  char key[TJ__KEY_HEX];
+  double floor_ms[RUNS];
+  int floors = 0;
+  floor_key(cache, kernel, key, sizeof key);
   for (int i = 0; i < runs; i++) {
+    if (key[0]) {
+      char fl[256];
+      char *fargv[] = {"tj-bench", "--child-floor", (char *)cache, key, NULL};
+      int bytes = 0;
+      if (run_child_env(fargv, NULL, 0, fl, sizeof fl) == 0 &&
+          sscanf(fl, "%lf %d", &floor_ms[floors], &bytes) == 2 && bytes > 0)
+        floors++;
+    }
     char line[4096];
     char *argv[] = {"tj-bench", "--child-warm", (char *)cache, (char *)kernel, NULL};
     const char *extra[] = {"TOKITAI_JIT_TRACE=1", NULL};
@@ -538,6 +613,9 @@ static void warm_start(const char *cache, int quick)
   record("warm_start", "device init (median)", median(init, runs), "ms");
   record("warm_start", "open + get from cache (median)", median(warm, runs), "ms");
   record("warm_start", "open + get from cache (min)", minimum(warm, runs), "ms");
+  if (floors)
+    record("warm_start", "SQLite alone: open, schema, hit query (median)",
+           median(floor_ms, floors), "ms");
   /* Where it went, from TOKITAI_JIT_TRACE (its clock reads included). */
   for (int p = 0; traced && p < PHASES; p++) {
     char label[96];
@@ -600,6 +678,8 @@ int main(int argc, char **argv)
 {
   if (argc == 4 && strcmp(argv[1], "--child-warm") == 0)
     return child_warm(argv[2], argv[3]);
+  if (argc == 4 && strcmp(argv[1], "--child-floor") == 0)
+    return child_floor(argv[2], argv[3]);
   if (argc == 3 && strcmp(argv[1], "--child-cold") == 0)
     return child_cold(argv[2]);
   if (argc == 3 && strcmp(argv[1], "--child-node") == 0)
