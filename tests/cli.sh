@@ -79,6 +79,8 @@ case $platform in
 esac
 kernels=$("$prog" --list-kernels | grep -E '^[A-Za-z0-9_]+$')
 nkernels=$(echo "$kernels" | wc -l | tr -d ' ')
+# A compile covers a whole kernels/ file: --warm compiles once per file.
+nfiles=$("$prog" --list-kernels --json | grep -o '"file": "[^"]*"' | sort -u | wc -l | tr -d ' ')
 # The arch a kernel's row names: the Hopper GEMM is sm_90a code, compiled
 # for sm_90a on a runtime for sm_90 (kernels/gemm_f16_sm90a.hip).
 row_arch() { case $1:$2 in gemm_f16_sm90a_*:sm_90) echo sm_90a ;; *) echo "$2" ;; esac; }
@@ -230,10 +232,10 @@ else
 fi
 
 run 0 --warm --arch "$arch"
-out "^warmed $nkernels kernels for $arch in $cache: $nkernels compiled"
+out "^warmed $nkernels kernels for $arch in $cache: $nfiles compiled \([^)]*\), $((nkernels - nfiles)) stored with their file, 0 already cached\$"
 if [ -s "$tmp/err" ]; then fail "$last: progress or messages on a stderr that is no terminal"; fi
 run 0 --warm --arch "$arch" add_i32
-out '0 compiled .*, 1 already cached'
+out '0 compiled .*, 0 stored with their file, 1 already cached'
 
 # ------------------------------------------------------------ looking
 run 0 --list-cache
