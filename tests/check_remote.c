@@ -217,9 +217,15 @@ typedef struct report {
   char msg[200];
 } report;
 
-/* A child: wait for the start, get add_i32 (and the user kernel), report. */
+/* What the children get: add_i32, with the user kernel, or one of the
+ * entries of kernels/gelu_f16.hip, child by child. */
+enum { ADD, ADD_AND_USER, GELU_FILE };
+static const char *const gelu_entries[] = {"gelu_fwd_f16", "gelu_bwd_f16",
+                                           "gelu_fwd_bwd_f16"};
+
+/* A child: wait for the start, get its kernels, report. */
 static void child(int index, const char *cache, const char *spec, int go,
-                  int out, int user_kernel)
+                  int out, int what)
 {
   char c;
   report rep = {0};
@@ -228,8 +234,10 @@ static void child(int index, const char *cache, const char *spec, int go,
     _exit(3);
   tj_runtime *rt = open_remote(cache, spec);
   tj_kernel *k;
-  rep.ok = rt && tj_kernel_get(rt, "add_i32", &k) == TJ_OK &&
-           (!user_kernel ||
+  const char *name = what == GELU_FILE ? gelu_entries[index % 3]
+                                              : "add_i32";
+  rep.ok = rt && tj_kernel_get(rt, name, &k) == TJ_OK &&
+           (what != ADD_AND_USER ||
             tj_kernel_compile(rt, user_source, "remote_k", NULL, &k) == TJ_OK);
   if (rt) {
     snprintf(rep.msg, sizeof rep.msg, "%s", tj_errmsg(rt));
@@ -250,10 +258,10 @@ typedef struct herd {
   uint64_t compiles, remote_hits, errors, timeouts, drops;
 } herd;
 
-/* n children, each with its own cache under dir (or all on one cache
- * when shared is set), blocked until herd_go. */
+/* n children getting what (ADD, ...), each with its own cache under dir
+ * (or all on one cache when shared is set), blocked until herd_go. */
 static void herd_start(herd *h, int n, const char *dir, const char *spec,
-                       int shared, int user_kernel)
+                       int shared, int what)
 {
   memset(h, 0, sizeof *h);
   h->n = n;
@@ -270,7 +278,7 @@ static void herd_start(herd *h, int n, const char *dir, const char *spec,
       die_with(test);
       close(h->go[1]);
       close(h->out[0]);
-      child(i, cache, spec, h->go[0], h->out[1], user_kernel);
+      child(i, cache, spec, h->go[0], h->out[1], what);
     }
     free(cache);
   }
@@ -446,7 +454,7 @@ START_TEST(a_cluster_compiles_each_key_once)
     start_server(&s[i], dir);
   char *spec = spec_of(s, MAX_SERVERS, "");
   herd h;
-  herd_start(&h, PROCS, dir, spec, 0, 1);
+  herd_start(&h, PROCS, dir, spec, 0, ADD_AND_USER);
   herd_go(&h);
   herd_wait(&h);
   long long values = keys_matching(s, MAX_SERVERS, "tokitai-jit:v1:code:*");
@@ -503,12 +511,49 @@ START_TEST(a_cluster_compiles_each_key_once)
 }
 END_TEST
 
+/* Machines each asking for another entry of one kernels/ file: the
+ * compile is leased under the file's key, and stores and publishes every
+ * entry of the file, so the cluster compiles the file once and every
+ * other machine takes its own entry's value from the tier. */
+START_TEST(a_cluster_compiles_each_file_once)
+{
+  enum { N = 12 };
+  char *dir = test_tmpdir();
+  redis_server s[MAX_SERVERS];
+  for (int i = 0; i < MAX_SERVERS; i++)
+    start_server(&s[i], dir);
+  char *spec = spec_of(s, MAX_SERVERS, "");
+  herd h;
+  herd_start(&h, N, dir, spec, 0, GELU_FILE);
+  herd_go(&h);
+  herd_wait(&h);
+  long long values = keys_matching(s, MAX_SERVERS, "tokitai-jit:v1:code:*");
+  long long leases = keys_matching(s, MAX_SERVERS, "tokitai-jit:v1:lease:*");
+  printf("remote: %d processes asking for the 3 entries of gelu_f16.hip: "
+         "%d succeeded, %llu compiles, %llu remote hits; %lld values\n", N,
+         h.ok, (unsigned long long)h.compiles,
+         (unsigned long long)h.remote_hits, values);
+  ck_assert_int_eq(h.ok, N);
+  ck_assert_uint_eq(h.compiles, 1);
+  ck_assert_uint_eq(h.remote_hits, N - 1);
+  ck_assert_uint_eq(h.errors + h.timeouts + h.drops, 0);
+  ck_assert_int_eq(values, 3);
+  ck_assert_int_eq(leases, 0);
+  for (int i = 0; i < N; i++)
+    ck_assert_msg(!h.got[i].msg[0], "process %d: %s", i, h.got[i].msg);
+  for (int i = 0; i < MAX_SERVERS; i++)
+    stop_server(&s[i]);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
 START_TEST(processes_sharing_a_cache_compile_each_key_once)
 {
   char *dir = test_tmpdir();
   herd h;
   enum { N = 8 };
-  herd_start(&h, N, dir, NULL, 1, 1);
+  herd_start(&h, N, dir, NULL, 1, ADD_AND_USER);
   herd_go(&h);
   herd_wait(&h);
   printf("remote: %d processes on one per-user cache, no remote: %d "
@@ -529,7 +574,7 @@ START_TEST(a_server_killed_mid_run_costs_only_compiles)
     start_server(&s[i], dir);
   char *spec = spec_of(s, 2, "");
   herd h;
-  herd_start(&h, PROCS, dir, spec, 0, 0);
+  herd_start(&h, PROCS, dir, spec, 0, ADD);
   herd_go(&h);
   /* Kill both once a lease shows that a compile is under way. */
   int seen = 0;
@@ -576,7 +621,7 @@ START_TEST(a_server_that_never_answers_is_given_up)
   setenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS", "200", 1);
   enum { N = 8 };
   herd h;
-  herd_start(&h, N, dir, spec, 0, 0);
+  herd_start(&h, N, dir, spec, 0, ADD);
   herd_go(&h);
   herd_wait(&h);
   unsetenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS");
@@ -636,7 +681,7 @@ START_TEST(a_server_stopped_while_a_lease_is_held_costs_one_timeout)
   setenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS", "200", 1);
   setenv("TOKITAI_JIT_LEASE_WAIT_MS", "3600000", 1);
   herd h;
-  herd_start(&h, PROCS, dir, spec, 0, 0);
+  herd_start(&h, PROCS, dir, spec, 0, ADD);
   unsetenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS");
   unsetenv("TOKITAI_JIT_LEASE_WAIT_MS");
   herd_go(&h);
@@ -861,6 +906,7 @@ int main(void)
   tcase_add_test(tc, a_value_with_any_byte_changed_is_refused);
   tc = test_case(s, "servers", 240);
   tcase_add_test(tc, a_cluster_compiles_each_key_once);
+  tcase_add_test(tc, a_cluster_compiles_each_file_once);
   tcase_add_test(tc, processes_sharing_a_cache_compile_each_key_once);
   tcase_add_test(tc, a_server_killed_mid_run_costs_only_compiles);
   tcase_add_test(tc, a_server_that_never_answers_is_given_up);

@@ -17,6 +17,16 @@ static tj_kernel *get_ok(tj_runtime *rt, const char *name)
   return k;
 }
 
+/* The embedded entries whose names start with prefix: the entries of one
+ * kernels/ file, for the files below. */
+static long long entries_named(const char *prefix)
+{
+  long long n = 0;
+  for (size_t i = 0; i < tj_embedded_count(); i++)
+    n += strncmp(tj_embedded_name(i), prefix, strlen(prefix)) == 0;
+  return n;
+}
+
 START_TEST(second_runtime_reads_the_cache)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
@@ -30,9 +40,11 @@ START_TEST(second_runtime_reads_the_cache)
   snprintf(first_key, sizeof first_key, "%s", first.key);
   size_t first_size = first.code_size;
   tj_runtime_close(rt); /* info's pointers belong to the runtime */
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
+  /* Its row, and one for each other entry of its file (the same code). */
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"),
+                   entries_named("gelu_"));
   ck_assert_int_eq(tsql_int(path, "SELECT value FROM counters WHERE name='misses'"), 1);
-  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects"), 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT sum(hits) FROM code_objects"), 0);
 
   rt = open_compile_only(path, 0);
   tj_kernel *k = get_ok(rt, "gelu_bwd_f16");
@@ -47,7 +59,9 @@ START_TEST(second_runtime_reads_the_cache)
   ck_assert_uint_eq(st.cache_hits, 1);
   ck_assert_uint_eq(st.memory_hits, 1);
   tj_runtime_close(rt);
-  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects"), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects WHERE "
+                                  "kernel = 'gelu_bwd_f16'"), 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT sum(hits) FROM code_objects"), 1);
   free(path); free(dir);
 }
 END_TEST
@@ -140,18 +154,111 @@ START_TEST(tampered_code_is_recompiled)
 }
 END_TEST
 
+/* hipRTC and NVRTC compile a whole kernels/ file: one compile of an entry
+ * stores the code object under every entry of its file, each with its own
+ * key and row, and another entry of the file is a hit.  An entry of
+ * another file still compiles. */
+START_TEST(an_entry_brings_the_rest_of_its_file)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  long long skinny = entries_named("gemm_skinny_f16_");
+  ck_assert_int_ge(skinny, 2);
+  tj_runtime *rt = open_compile_only(path, 0);
+  tj_kernel_info m1, m4, add;
+  tj_kernel_info_get(get_ok(rt, "gemm_skinny_f16_m1"), &m1);
+  ck_assert_int_eq(m1.origin, TJ_FROM_COMPILER);
+  tj_kernel_info_get(get_ok(rt, "gemm_skinny_f16_m4"), &m4);
+  ck_assert_int_eq(m4.origin, TJ_FROM_CACHE);
+  ck_assert_str_ne(m4.key, m1.key);
+  ck_assert_uint_eq(m4.code_size, m1.code_size);
+  ck_assert(memcmp(m4.code, m1.code, m1.code_size) == 0);
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, 1);
+  ck_assert_uint_eq(st.cache_hits, 1);
+  char m4_key[33], row[64];
+  snprintf(m4_key, sizeof m4_key, "%s", m4.key);
+  tj_kernel_info_get(get_ok(rt, "add_i32"), &add);
+  ck_assert_int_eq(add.origin, TJ_FROM_COMPILER);
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, 2);
+  tj_runtime_close(rt);
+  /* One row per entry: its own key and kernel, the one code object. */
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"),
+                   skinny + 1);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(DISTINCT key) FROM code_objects "
+                                  "WHERE kernel GLOB 'gemm_skinny_f16_*'"),
+                   skinny);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(DISTINCT code_hash) FROM "
+                                  "code_objects WHERE kernel GLOB "
+                                  "'gemm_skinny_f16_*'"), 1);
+  ck_assert_int_eq(tsql_text(path, "SELECT key FROM code_objects WHERE "
+                      "kernel = 'gemm_skinny_f16_m4'", row, sizeof row), 0);
+  ck_assert_str_eq(row, m4_key);
+  /* Every row is what its own columns say: --verify-cache finds none bad. */
+  tj_cache *c = NULL;
+  uint64_t bad = 1;
+  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_verify(c, 0, NULL, NULL, &bad), TJ_OK);
+  ck_assert_uint_eq(bad, 0);
+  tj_cache_close(c);
+  /* A new runtime finds a sibling it never compiled. */
+  rt = open_compile_only(path, 0);
+  tj_kernel_info_get(get_ok(rt, "gemm_skinny_f16_m2"), &m4);
+  ck_assert_int_eq(m4.origin, TJ_FROM_CACHE);
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, 0);
+  tj_runtime_close(rt);
+  free(path); free(dir);
+}
+END_TEST
+
+/* A sibling row the cache has already is left as it was: the compile of
+ * an entry whose own row went (evicted, say) stores only that row. */
+START_TEST(a_sibling_row_already_there_is_kept)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(path, 0);
+  get_ok(rt, "gelu_fwd_f16");
+  get_ok(rt, "gelu_bwd_f16"); /* a hit: counted at close */
+  tj_runtime_close(rt);
+  long long rows = tsql_int(path, "SELECT count(*) FROM code_objects");
+  ck_assert_int_eq(rows, entries_named("gelu_"));
+  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects WHERE "
+                                  "kernel = 'gelu_bwd_f16'"), 1);
+  long long bwd = tsql_int(path, "SELECT rowid FROM code_objects WHERE "
+                                 "kernel = 'gelu_bwd_f16'");
+  tsql_exec(path, "DELETE FROM code_objects WHERE kernel = 'gelu_fwd_f16'");
+  rt = open_compile_only(path, 0);
+  tj_kernel_info info;
+  tj_kernel_info_get(get_ok(rt, "gelu_fwd_f16"), &info);
+  ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, 1);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), rows);
+  ck_assert_int_eq(tsql_int(path, "SELECT rowid FROM code_objects WHERE "
+                                  "kernel = 'gelu_bwd_f16'"), bwd);
+  ck_assert_int_eq(tsql_int(path, "SELECT hits FROM code_objects WHERE "
+                                  "kernel = 'gelu_bwd_f16'"), 1);
+  free(path); free(dir);
+}
+END_TEST
+
 struct race {
   tj_runtime *rt;
   pthread_barrier_t *start;
   tj_kernel *got;
   int rc;
+  const char *name; /* NULL: gelu_fwd_f16 */
 };
 
 static void *race_get(void *arg)
 {
   struct race *r = arg;
   pthread_barrier_wait(r->start);
-  r->rc = tj_kernel_get(r->rt, "gelu_fwd_f16", &r->got);
+  r->rc = tj_kernel_get(r->rt, r->name ? r->name : "gelu_fwd_f16", &r->got);
   return NULL;
 }
 
@@ -165,7 +272,7 @@ START_TEST(threads_share_one_build)
   pthread_t th[THREADS];
   struct race r[THREADS];
   for (int i = 0; i < THREADS; i++) {
-    r[i] = (struct race){rt, &start, NULL, -100};
+    r[i] = (struct race){rt, &start, NULL, -100, NULL};
     ck_assert_int_eq(pthread_create(&th[i], NULL, race_get, &r[i]), 0);
   }
   for (int i = 0; i < THREADS; i++)
@@ -180,6 +287,45 @@ START_TEST(threads_share_one_build)
   ck_assert_uint_eq(st.memory_hits, THREADS - 1);
   pthread_barrier_destroy(&start);
   tj_runtime_close(rt);
+}
+END_TEST
+
+/* Threads asking at once for different entries of one file compile the
+ * file once: the compile is leased under the file's key, and whoever
+ * waited finds its own entry's row. */
+START_TEST(threads_asking_for_one_file_compile_it_once)
+{
+  static const char *const names[] = {"gelu_fwd_f16", "gelu_bwd_f16",
+                                      "gelu_fwd_bwd_f16"};
+  enum { THREADS = 3 };
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(path, 0);
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, THREADS);
+  pthread_t th[THREADS];
+  struct race r[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    r[i] = (struct race){rt, &start, NULL, -100, names[i]};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, race_get, &r[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(th[i], NULL);
+  int compiled = 0;
+  for (int i = 0; i < THREADS; i++) {
+    tj_kernel_info info;
+    ck_assert_int_eq(r[i].rc, TJ_OK);
+    tj_kernel_info_get(r[i].got, &info);
+    ck_assert_str_eq(info.entry, names[i]);
+    compiled += info.origin == TJ_FROM_COMPILER;
+  }
+  ck_assert_int_eq(compiled, 1);
+  tj_stats st;
+  tj_runtime_stats(rt, &st);
+  ck_assert_uint_eq(st.compiles, 1);
+  ck_assert_uint_eq(st.cache_hits, THREADS - 1);
+  pthread_barrier_destroy(&start);
+  tj_runtime_close(rt);
+  free(path); free(dir);
 }
 END_TEST
 
@@ -293,6 +439,9 @@ int main(void)
   tcase_add_test(tc, processes_racing_on_a_fresh_cache);
   tcase_add_test(tc, tampered_code_is_recompiled);
   tcase_add_test(tc, threads_share_one_build);
+  tcase_add_test(tc, an_entry_brings_the_rest_of_its_file);
+  tcase_add_test(tc, a_sibling_row_already_there_is_kept);
+  tcase_add_test(tc, threads_asking_for_one_file_compile_it_once);
   tcase_add_test(tc, bad_arguments_get_codes_and_messages);
   tcase_add_test(tc, bad_options_are_refused);
   tcase_add_test(tc, disabled_cache_writes_no_file);

@@ -24,6 +24,8 @@ fi
 # The names: the lines of --list-kernels that start a kernel's block.
 kernels=$("$prog" --list-kernels | grep -E '^[A-Za-z_][A-Za-z0-9_]*$')
 nkernels=$(echo "$kernels" | wc -l | tr -d ' ')
+# A compile covers a whole kernels/ file: --warm compiles once per file.
+nfiles=$("$prog" --list-kernels --json | grep -o '"file": "[^"]*"' | sort -u | wc -l | tr -d ' ')
 # The arch a kernel's row names: the Hopper GEMM is sm_90a code, compiled
 # for sm_90a on a runtime for sm_90 (kernels/gemm_f16_sm90a.hip).
 row_arch() { case $1:$2 in gemm_f16_sm90a_*:sm_90) echo sm_90a ;; *) echo "$2" ;; esac; }
@@ -36,9 +38,9 @@ n=0
 for a in $archs; do
   n=$((n + 1))
   run 0 --warm --arch "$a" --cache "$cache"
-  out "^warmed $nkernels kernels for $a in $cache: $nkernels compiled"
+  out "^warmed $nkernels kernels for $a in $cache: $nfiles compiled \([^)]*\), $((nkernels - nfiles)) stored with their file, 0 already cached\$"
   run 0 --warm --arch "$a" --cache "$cache"
-  out "0 compiled.*, $nkernels already cached"
+  out "0 compiled.*, 0 stored with their file, $nkernels already cached"
   run 0 --list-cache --cache "$cache"
   for k in $kernels; do
     ra=$(row_arch "$k" "$a")

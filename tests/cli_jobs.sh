@@ -41,7 +41,10 @@ if [ -e "$tmp/default" ]; then fail "a usage error created the cache"; fi
 
 # ------------------------------------------------------------ the same rows
 # Two archs, two kernels: four compiles, in two workers and in one
-# process; the rows (key, kernel, arch) are the same.
+# process; the rows (key, kernel, arch) are the same: for each arch,
+# add_i32's and one for every entry of gelu_fwd_f16's file, stored with
+# its compile.
+ngelu=$("$prog" --list-kernels --json | grep -c '"file": "gelu_f16.hip"')
 # shellcheck disable=SC2086
 run 0 --warm --arch "$a1" --arch "$a2" --cache "$tmp/par/cache.db" -j 2 $kernels
 quiet_err
@@ -59,7 +62,7 @@ rows() {
 rows "$tmp/par/cache.db" >"$tmp/par.rows"
 rows "$tmp/ser/cache.db" >"$tmp/ser.rows"
 checks=$((checks + 1))
-if [ "$(wc -l <"$tmp/par.rows")" -ne 4 ] || ! cmp -s "$tmp/par.rows" "$tmp/ser.rows"; then
+if [ "$(wc -l <"$tmp/par.rows")" -ne $((2 * (1 + ngelu))) ] || ! cmp -s "$tmp/par.rows" "$tmp/ser.rows"; then
   fail "-j 2 and -j 1 stored different rows:"
   diff "$tmp/par.rows" "$tmp/ser.rows"
 fi
@@ -75,7 +78,13 @@ out ', 0 bad$'
 # Warm again in parallel: everything is cached, nothing compiles.
 # shellcheck disable=SC2086
 run 0 --warm --arch "$a1" --arch "$a2" --cache "$tmp/par/cache.db" -j 2 $kernels
-out ': 0 compiled .*, 4 already cached$'
+out ': 0 compiled .*, 0 stored with their file, 4 already cached$'
+# Entries of one file in two workers: the file compiles once, in the
+# first round; the other entry is stored with it, whatever -j.
+for j in 2 1; do
+  run 0 --warm --arch "$a1" --cache "$tmp/file$j/cache.db" -j $j gelu_bwd_f16 gelu_fwd_f16 add_i32
+  out ": 2 compiled \([^)]*\), 1 stored with their file, 0 already cached$"
+done
 # A failure in a worker is the command's: a bad kernel name is refused
 # before anything starts; --quiet prints only errors.
 run 1 --warm --arch "$a1" --cache "$tmp/par/cache.db" -j 2 add_i32 no_such_kernel

@@ -366,9 +366,10 @@ int tj__cache_put(tj__cache *c, const tj__cache_row *r)
   return tj__cache_put_origin(c, r, TJ__ORIGIN_COMPILED);
 }
 
-int tj__cache_put_origin(tj__cache *c, const tj__cache_row *r,
-                         const char *origin)
+static int put_row(tj__cache *c, const tj__cache_row *r, const char *origin,
+                   int *inserted)
 {
+  *inserted = 0;
   if (c->readonly || r->code_size > TJ_CACHE_MAX_CODE_BYTES)
     return TJ_OK; /* one that large would never be loaded */
   char hash[TJ__KEY_HEX];
@@ -378,12 +379,26 @@ int tj__cache_put_origin(tj__cache *c, const tj__cache_row *r,
     pthread_mutex_unlock(&c->lock);
     return TJ_OK;
   }
-  int inserted, rc = tj__sql_begin(c->db, 1);
+  int rc = tj__sql_begin(c->db, 1);
   if (rc == SQLITE_OK)
-    rc = insert_row(c, r, hash, origin, &inserted);
+    rc = insert_row(c, r, hash, origin, inserted);
   int out = tj__cache_end_write(c, rc);
+  if (out != TJ_OK || rc != SQLITE_OK)
+    *inserted = 0; /* rolled back */
   pthread_mutex_unlock(&c->lock);
   return out;
+}
+
+int tj__cache_put_origin(tj__cache *c, const tj__cache_row *r,
+                         const char *origin)
+{
+  int inserted;
+  return put_row(c, r, origin, &inserted);
+}
+
+int tj__cache_put_new(tj__cache *c, const tj__cache_row *r, int *inserted)
+{
+  return put_row(c, r, TJ__ORIGIN_COMPILED, inserted);
 }
 
 int tj__cache_end_write(tj__cache *c, int rc)

@@ -189,6 +189,10 @@ typedef struct cli_jobs {
   void (*label)(void *ctx, size_t job, char *buf, size_t len); /* "gelu_f16
                                                   * for gfx90a", for progress */
   void *ctx;
+  /* The jobs run are first to njobs - 1: a later call takes up where an
+   * earlier one stopped (--warm compiles each file before the entries
+   * that come with it); progress counts from first. */
+  size_t first;
 } cli_jobs;
 
 typedef struct cli_pool cli_pool;
@@ -198,8 +202,9 @@ typedef struct cli_pool cli_pool;
  * only when out of memory. */
 cli_pool *cli_pool_start(const cli_options *o, size_t njobs, cli_job_fn run,
                          void (*worker_exit)(void *ctx), void *ctx);
-/* Every job, in the workers or (without any) here, each result in res[i]
- * whatever the order they finish in; a progress line on a terminal. */
+/* Every job from jobs->first, in the workers or (without any) here, each
+ * result in res[i] whatever the order they finish in; a progress line on
+ * a terminal. */
 void cli_pool_run(cli_pool *p, const struct cli_jobs *jobs, cli_job_result *res);
 /* How many workers p has: 0 when the jobs run in the command itself. */
 int cli_pool_workers(const cli_pool *p);

@@ -250,22 +250,62 @@ int cli_info(const cli_options *o)
 
 /* ------------------------------------------------------------ --warm */
 
-/* Job i is kernel i % nkernels for arch i / nkernels: the order of the
- * output whatever the order the compiles end in. */
+/* Kernel number i is kernel i % nkernels for arch i / nkernels: the order
+ * of the output whatever the order the compiles end in.
+ *
+ * The library compiles a whole kernels/ file at once and stores its code
+ * under every entry of the file, so the jobs run in two rounds: first
+ * one entry of each file for each arch (in parallel), then the rest,
+ * which the first round has put in the cache.  Job j runs kernel number
+ * order[j]; the first round is jobs 0 to nfirst - 1. */
 typedef struct warm_plan {
   const cli_options *o;
   const char *const *kernels;
   size_t nkernels;
+  size_t *order;        /* job -> kernel number */
+  size_t *lead;         /* kernel number -> its file's first-round number */
+  size_t nfirst;
   tj_runtime *rts[CLI_MAX_ARCHS]; /* the command's, one per arch */
   int nrts;
   /* In a worker process: its own compile-only runtimes, by arch. */
   tj_runtime *own[CLI_MAX_ARCHS];
   int nown;
-  size_t compiled, cached, failed;
+  size_t compiled, with_file, cached, failed;
   double compile_ms;
   char (*keys)[33];     /* of the kernels compiled: each must be stored */
   char why[1024];       /* the runtime's warning after the last compile */
 } warm_plan;
+
+/* The kernels/ file an embedded kernel comes from ("" when unknown: then
+ * it is its own file). */
+static const char *kernel_file(const char *name)
+{
+  const contract *c = find_contract(name);
+  return c && c->file ? c->file : "";
+}
+
+/* w->lead and w->order for total kernel numbers; before the workers are
+ * forked, since they read them.  -1 when out of memory. */
+static int plan_rounds(warm_plan *w, size_t total)
+{
+  w->order = calloc(total + 1, sizeof *w->order);
+  w->lead = calloc(total + 1, sizeof *w->lead);
+  if (!w->order || !w->lead)
+    return -1;
+  for (size_t i = 0; i < total; i++) {
+    size_t base = i - i % w->nkernels, j = base;
+    const char *file = kernel_file(w->kernels[i % w->nkernels]);
+    while (j < i && (!*file || strcmp(kernel_file(w->kernels[j - base]), file)))
+      j++;
+    w->lead[i] = j;
+    if (j == i)
+      w->order[w->nfirst++] = i;
+  }
+  for (size_t i = 0, n = w->nfirst; i < total; i++)
+    if (w->lead[i] != i)
+      w->order[n++] = i;
+  return 0;
+}
 
 /* One runtime per arch, all opened before anything compiles, so that a
  * bad arch stops the command before it has done half its work. */
@@ -298,17 +338,24 @@ static int open_warm_runtimes(const cli_options *o, warm_plan *w)
   return EXIT_OK;
 }
 
+/* The arch of kernel number i. */
+static const char *warm_arch_of(const warm_plan *w, size_t i)
+{
+  return tj_runtime_arch(w->rts[i / w->nkernels]);
+}
+
 static const char *warm_arch(void *ctx, size_t job)
 {
   warm_plan *w = ctx;
-  return tj_runtime_arch(w->rts[job / w->nkernels]);
+  return warm_arch_of(w, w->order[job]);
 }
 
 static void warm_label(void *ctx, size_t job, char *buf, size_t len)
 {
   warm_plan *w = ctx;
-  snprintf(buf, len, "%s for %s", w->kernels[job % w->nkernels],
-           warm_arch(ctx, job));
+  size_t i = w->order[job];
+  snprintf(buf, len, "%s for %s", w->kernels[i % w->nkernels],
+           warm_arch_of(w, i));
 }
 
 /* A worker's compile-only runtime for arch: the key is the one the
@@ -339,15 +386,15 @@ static void warm_worker_exit(void *ctx)
   w->nown = 0;
 }
 
-/* res->out: after a compile, the runtime's warning (a store that failed),
- * which check_stored gives as the reason a row is missing. */
-static void warm_job(void *ctx, size_t job, const char *arch, int in_worker,
+/* Kernel number i.  res->out: after a compile, the runtime's warning (a
+ * store that failed), which check_stored gives as the reason a row is
+ * missing. */
+static void warm_one(warm_plan *w, size_t i, const char *arch, int in_worker,
                      cli_job_result *res)
 {
-  warm_plan *w = ctx;
-  const char *name = w->kernels[job % w->nkernels];
+  const char *name = w->kernels[i % w->nkernels];
   tj_runtime *rt = in_worker ? worker_runtime(w, arch, res)
-                             : w->rts[job / w->nkernels];
+                             : w->rts[i / w->nkernels];
   tj_kernel *k;
   tj_kernel_info info;
   if (!rt)
@@ -369,6 +416,13 @@ static void warm_job(void *ctx, size_t job, const char *arch, int in_worker,
     res->out = strdup(tj_errmsg(rt));
 }
 
+static void warm_job(void *ctx, size_t job, const char *arch, int in_worker,
+                     cli_job_result *res)
+{
+  warm_plan *w = ctx;
+  warm_one(w, w->order[job], arch, in_worker, res);
+}
+
 /* The workers compiled for the GPU's arch without a GPU; the kernels of
  * --warm without --arch are also loaded on it here, from the cache (a
  * compile here would mean the worker's row did not serve, and counts). */
@@ -379,7 +433,7 @@ static void warm_load_here(warm_plan *w, cli_job_result *res, size_t total)
     if (res[i].status != TJ_OK)
       continue;
     memset(&here, 0, sizeof here);
-    warm_job(w, i, warm_arch(w, i), 0, &here);
+    warm_one(w, i, warm_arch_of(w, i), 0, &here);
     if (here.status == TJ_OK && here.origin == TJ_FROM_CACHE) {
       cli_job_result_free(&here);
       continue;
@@ -396,6 +450,10 @@ static void warm_tally(warm_plan *w, cli_job_result *res, size_t total)
     if (r->status != TJ_OK) {
       cli_error("%s", r->err ? r->err : tj_strerror(r->status));
       w->failed++;
+    } else if (r->origin == TJ_FROM_CACHE && w->lead[i] != i &&
+               res[w->lead[i]].status == TJ_OK &&
+               res[w->lead[i]].origin != TJ_FROM_CACHE) {
+      w->with_file++; /* stored by the compile of its file's first entry */
     } else if (r->origin == TJ_FROM_CACHE) {
       w->cached++;
     } else {
@@ -452,20 +510,27 @@ static void warm_summary(const warm_plan *w, const char *path)
   printf("warmed %zu %s for ", w->nkernels, w->nkernels == 1 ? "kernel" : "kernels");
   for (int i = 0; i < w->nrts; i++)
     printf("%s%s", i ? ", " : "", tj_runtime_arch(w->rts[i]));
-  printf(" in %s: %zu compiled (%s), %zu already cached", path, w->compiled,
-         ms, w->cached);
+  printf(" in %s: %zu compiled (%s), %zu stored with their file, %zu "
+         "already cached", path, w->compiled, ms, w->with_file, w->cached);
   if (w->failed)
     printf(", %zu failed", w->failed);
   putchar('\n');
 }
 
-/* Compile every job, in worker processes when -j allows, and load them
- * here when they are for this machine's GPU. */
-static void warm_all(warm_plan *w, cli_pool *pool, cli_job_result *res)
+/* Compile every job, in worker processes when -j allows, one entry of
+ * each file first and then the rest (see warm_plan), and load them here
+ * when they are for this machine's GPU.  res ends in kernel-number order. */
+static void warm_all(warm_plan *w, cli_pool *pool, cli_job_result *res,
+                     cli_job_result *by_job)
 {
   size_t total = w->nkernels * (size_t)w->nrts;
-  cli_jobs jobs = {total, warm_job, warm_arch, warm_label, w};
-  cli_pool_run(pool, &jobs, res);
+  cli_jobs jobs = {w->nfirst, warm_job, warm_arch, warm_label, w, 0};
+  cli_pool_run(pool, &jobs, by_job);
+  jobs.first = jobs.njobs;
+  jobs.njobs = total;
+  cli_pool_run(pool, &jobs, by_job);
+  for (size_t j = 0; j < total; j++)
+    res[w->order[j]] = by_job[j];
   if (cli_pool_workers(pool) && w->o->narchs == 0)
     warm_load_here(w, res, total);
   warm_tally(w, res, total);
@@ -487,15 +552,18 @@ int cli_warm(const cli_options *o)
     w.kernels = all;
   }
   size_t total = w.nkernels * (size_t)(o->narchs ? o->narchs : 1);
+  int planned = plan_rounds(&w, total) == 0;
   /* The workers first: before this process opens a runtime or a GPU. */
   cli_pool *pool = cli_pool_start(o, total, warm_job, warm_worker_exit, &w);
   cli_job_result *res = calloc(total + 1, sizeof *res);
+  cli_job_result *by_job = calloc(total + 1, sizeof *by_job);
   w.keys = calloc(total + 1, sizeof *w.keys);
-  int rc = pool && res && w.keys ? open_warm_runtimes(o, &w) : EXIT_FAIL;
-  if (!pool || !res || !w.keys)
+  int ok = planned && pool && res && by_job && w.keys;
+  int rc = ok ? open_warm_runtimes(o, &w) : EXIT_FAIL;
+  if (!ok)
     cli_error("out of memory");
   if (rc == EXIT_OK)
-    warm_all(&w, pool, res);
+    warm_all(&w, pool, res, by_job);
   cli_pool_finish(pool);
   if (rc == EXIT_OK)
     rc = check_stored(o, &w, tj_runtime_cache_path(w.rts[0]));
@@ -504,7 +572,10 @@ int cli_warm(const cli_options *o)
   for (size_t i = 0; res && i < total; i++)
     cli_job_result_free(&res[i]);
   free(res);
+  free(by_job); /* its results moved to res */
   free(w.keys);
+  free(w.order);
+  free(w.lead);
   for (int a = 0; a < w.nrts; a++)
     tj_runtime_close(w.rts[a]); /* records the hits and misses */
   return rc == EXIT_OK && !w.failed ? EXIT_OK : EXIT_FAIL;

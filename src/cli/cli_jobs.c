@@ -268,7 +268,7 @@ static void progress_clear(progress *g)
 static void run_here(cli_pool *p, const cli_jobs *jobs, cli_job_result *res)
 {
   progress g = {p->o, jobs, now_s(), 0};
-  for (size_t i = 0; i < jobs->njobs; i++) {
+  for (size_t i = jobs->first; i < jobs->njobs; i++) {
     progress_show(&g, i, (long)i);
     jobs->run(jobs->ctx, i, jobs->arch(jobs->ctx, i), 0, &res[i]);
   }
@@ -363,7 +363,7 @@ static void run_in_workers(cli_pool *p, const cli_jobs *jobs,
                            cli_job_result *res)
 {
   progress g = {p->o, jobs, now_s(), 0};
-  size_t next = 0, done = 0;
+  size_t next = jobs->first, done = jobs->first;
   struct pollfd fds[MAX_WORKERS];
   int who[MAX_WORKERS];
   while (done < jobs->njobs) {
@@ -406,7 +406,7 @@ static void run_in_workers(cli_pool *p, const cli_jobs *jobs,
 
 void cli_pool_run(cli_pool *p, const cli_jobs *jobs, cli_job_result *res)
 {
-  for (size_t i = 0; i < jobs->njobs; i++)
+  for (size_t i = jobs->first; i < jobs->njobs; i++)
     memset(&res[i], 0, sizeof res[i]);
   if (p->nworkers == 0) {
     run_here(p, jobs, res);

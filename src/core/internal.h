@@ -162,6 +162,9 @@ int tj__cache_get_entries(tj__cache *c, const tj__cache_row *want,
                           char **entries);
 /* INSERT OR IGNORE one row, in its own transaction. */
 int tj__cache_put(tj__cache *c, const tj__cache_row *row);
+/* The same, saying whether the row is new: *inserted is 0 when a row was
+ * at its key already, or nothing was written (read-only, failed). */
+int tj__cache_put_new(tj__cache *c, const tj__cache_row *row, int *inserted);
 
 /* ---- the cache layers (src/cache/layers.h drives these) */
 

@@ -447,22 +447,40 @@ int tj__runtime_may_compile(tj_runtime *rt, const char *what)
   return TJ_OK;
 }
 
-void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
-                       const char *what)
+/* A failed store costs only the next process a compile: the code in
+ * hand is good, so warn (the cache says so once) and go on. */
+static int store_failed(tj_runtime *rt, const char *what)
 {
-  /* A failed store costs only the next process a compile: the code in
-   * hand is good, so warn (the cache says so once) and go on. */
-  tj__layers_publish(rt->layers, row); /* the remote tier, when there is one */
-  if (tj__cache_put(rt->cache, row) != TJ_OK) {
-    tj__warn(rt, "could not store %s in the cache: %s", what,
-             tj__cache_errmsg(rt->cache));
-    return;
-  }
-  /* A compile is when an upgrade shows: rows of the old compiler can
-   * never be hit again and go once they have idled long enough. */
+  tj__warn(rt, "could not store %s in the cache: %s", what,
+           tj__cache_errmsg(rt->cache));
+  return TJ_ECACHE;
+}
+
+/* After a compile's stores.  A compile is when an upgrade shows: rows of
+ * the old compiler can never be hit again and go once they have idled
+ * long enough. */
+static void tidy_after_store(tj_runtime *rt)
+{
   tj__cache_evict_foreign(rt->cache, rt->compiler, TJ__CACHE_FOREIGN_IDLE,
                           NULL);
   tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
+}
+
+/* A row compiled here: to the remote tier (when there is one), and into
+ * the per-user cache.  TJ_OK when it was stored. */
+static int store_compiled(tj_runtime *rt, const tj__cache_row *row,
+                          const char *what)
+{
+  tj__layers_publish(rt->layers, row);
+  return tj__cache_put(rt->cache, row) == TJ_OK ? TJ_OK
+                                                : store_failed(rt, what);
+}
+
+void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
+                       const char *what)
+{
+  if (store_compiled(rt, row, what) == TJ_OK)
+    tidy_after_store(rt);
 }
 
 /* ------------------------------------------------------- an embedded kernel */
@@ -478,6 +496,10 @@ typedef struct build_request {
   const char *arch;     /* what it is compiled for: rt->arch, or an
                          * embedded kernel's arch-specific target */
   int cache_only;       /* a miss in the cache is TJ_ENOENT, not a compile */
+  /* The first entry of the file (below), and its key: what a compile of
+   * the file is leased under.  Set before a compile. */
+  const char *file_entry;
+  char file_key[TJ__KEY_HEX];
 } build_request;
 
 static void compute_key(tj_runtime *rt, build_request *req)
@@ -502,6 +524,114 @@ static int from_cache(build_request *req, tj_kernel *k)
   return rc;
 }
 
+/*
+ * An embedded kernel written for an arch-specific target (sm_90a: wgmma,
+ * setmaxnreg) is compiled for it on a runtime for its base arch (sm_90),
+ * and the key and the cache row say sm_90a, since that code runs on no
+ * other arch.  Elsewhere it is compiled for the runtime's arch, where its
+ * entries are stubs that the library never launches.
+ */
+static const char *embedded_arch(const tj_runtime *rt,
+                                 const tj__embedded_kernel *e)
+{
+  size_t n = e->arch ? strlen(e->arch) : 0;
+  if (n > 1 && strlen(rt->arch) == n - 1 &&
+      strncmp(rt->arch, e->arch, n - 1) == 0)
+    return e->arch;
+  return rt->arch;
+}
+
+/* ------------------------------------------------------- the entries of one file
+ * hipRTC and NVRTC compile a whole kernels/ file, so the code object of
+ * one entry holds every entry of its file.  Each entry keeps its own key
+ * and row (--list-cache, verify and the hit path see no difference), but
+ * a compile stores its code object under the key of every sibling too,
+ * and is leased under the key of the file's first entry: a process, a
+ * machine or a cluster compiles each file once, not once per entry. */
+
+/* Whether the code object compiled for req also holds e: an entry of the
+ * same file (the table shares one source among a file's entries) for the
+ * same target.  Every embedded entry is compiled with the same options,
+ * req->options. */
+static int same_code_object(const build_request *req,
+                            const tj__embedded_kernel *e)
+{
+  return e->source == req->source && e->source_len == req->source_len &&
+         strcmp(embedded_arch(req->rt, e), req->arch) == 0;
+}
+
+static void key_of_entry(const build_request *req, const char *entry,
+                         char key[TJ__KEY_HEX])
+{
+  tj__key_of_kernel(req->source, req->source_len, entry, req->options,
+                    req->arch, TJ__PLATFORM, req->rt->compiler, key);
+}
+
+/* req->file_entry and req->file_key: the file's first entry (req's own
+ * when its source is no embedded file's). */
+static void find_file_key(build_request *req)
+{
+  req->file_entry = req->entry;
+  memcpy(req->file_key, req->key, sizeof req->file_key);
+  for (size_t i = 0; i < tj__embedded_kernel_count; i++) {
+    const tj__embedded_kernel *e = &tj__embedded_kernels[i];
+    if (!same_code_object(req, e))
+      continue;
+    if (strcmp(e->entry, req->entry) != 0) {
+      req->file_entry = e->entry;
+      key_of_entry(req, e->entry, req->file_key);
+    }
+    return;
+  }
+}
+
+/* A sibling's row: stored as a compile's is, but where the per-user
+ * cache had it already (INSERT OR IGNORE kept the old row) it is not
+ * published again: whoever stored it did.  The row at the file's key is
+ * published in any case, since other machines waiting on the file's
+ * lease watch the remote tier for it. */
+static void store_sibling(build_request *req, const tj__embedded_kernel *e,
+                          const tj_kernel *k, double ms, int watched)
+{
+  tj_runtime *rt = req->rt;
+  char key[TJ__KEY_HEX];
+  int inserted = 0;
+  key_of_entry(req, e->entry, key);
+  tj__cache_row row = {key, e->entry, req->arch, TJ__PLATFORM, rt->compiler,
+                       req->options, k->code, k->code_size, ms, NULL};
+  if (tj__cache_put_new(rt->cache, &row, &inserted) != TJ_OK)
+    store_failed(rt, e->entry);
+  if (inserted || watched)
+    tj__layers_publish(rt->layers, &row);
+}
+
+/* Store the compiled row and its siblings', the row at the file's key
+ * last: a machine waiting on the file's lease looks for its own entry
+ * once that one is in the remote tier, and finds it there.  Sibling
+ * stores are not compiles: tj_stats.compiles counted the one compile. */
+static void store_file(build_request *req, const tj_kernel *k, double ms)
+{
+  tj_runtime *rt = req->rt;
+  const tj__embedded_kernel *watched = NULL; /* NULL: req's own row */
+  for (size_t i = 0; i < tj__embedded_kernel_count; i++) {
+    const tj__embedded_kernel *e = &tj__embedded_kernels[i];
+    if (!same_code_object(req, e) || strcmp(e->entry, req->entry) == 0)
+      continue;
+    if (strcmp(e->entry, req->file_entry) == 0)
+      watched = e;
+    else
+      store_sibling(req, e, k, ms, 0);
+  }
+  tj__cache_row row = {req->key, req->entry, req->arch, TJ__PLATFORM,
+                       rt->compiler, req->options, k->code, k->code_size, ms,
+                       NULL};
+  int rc = store_compiled(rt, &row, req->entry);
+  if (watched)
+    store_sibling(req, watched, k, ms, 1);
+  if (rc == TJ_OK)
+    tidy_after_store(rt);
+}
+
 static int from_compiler(build_request *req, tj_kernel *k)
 {
   tj_runtime *rt = req->rt;
@@ -518,12 +648,8 @@ static int from_compiler(build_request *req, tj_kernel *k)
   k->code_size = res.size;
   k->origin = TJ_FROM_COMPILER;
   k->compile_ms = res.ms;
-  if (rt->cache) {
-    tj__cache_row row = {req->key, req->entry, req->arch, TJ__PLATFORM,
-                         rt->compiler, req->options, k->code, k->code_size,
-                         res.ms, NULL};
-    tj__runtime_store(rt, &row, req->entry);
-  }
+  if (rt->cache)
+    store_file(req, k, res.ms);
   return TJ_OK;
 }
 
@@ -549,10 +675,11 @@ static int build_kernel(void *ctx, tj_kernel **out)
   rc = from_cache(req, k);
   trace_add(rt, TJ__TRACE_LOOKUP, t0);
   t0 = trace_start(rt);
-  if (rc == TJ_ENOENT && !req->cache_only) { /* one compile per key */
+  if (rc == TJ_ENOENT && !req->cache_only) { /* one compile per file */
     tj__once once;
-    if (tj__once_begin(rt, req->key, &once))
-      rc = from_cache(req, k);
+    find_file_key(req);
+    if (tj__once_begin(rt, req->file_key, &once))
+      rc = from_cache(req, k); /* its own key: the holder stored them all */
     if (rc == TJ_ENOENT)
       rc = from_compiler(req, k);
     tj__once_end(rt, &once);
@@ -596,23 +723,6 @@ static int get_or_build(build_request *req, int kind, const char *name,
 
 /* ------------------------------------------------------- public getters */
 
-/*
- * An embedded kernel written for an arch-specific target (sm_90a: wgmma,
- * setmaxnreg) is compiled for it on a runtime for its base arch (sm_90),
- * and the key and the cache row say sm_90a, since that code runs on no
- * other arch.  Elsewhere it is compiled for the runtime's arch, where its
- * entries are stubs that the library never launches.
- */
-static const char *embedded_arch(const tj_runtime *rt,
-                                 const tj__embedded_kernel *e)
-{
-  size_t n = e->arch ? strlen(e->arch) : 0;
-  if (n > 1 && strlen(rt->arch) == n - 1 &&
-      strncmp(rt->arch, e->arch, n - 1) == 0)
-    return e->arch;
-  return rt->arch;
-}
-
 /* tj_kernel_get, or fail with the name unknown or the kernel neither in
  * memory nor in the cache: cache_only never compiles. */
 static int embedded_get(tj_runtime *rt, const char *name, int cache_only,
@@ -629,7 +739,7 @@ static int embedded_get(tj_runtime *rt, const char *name, int cache_only,
                     "(tokitai-jit --list-kernels names them)", name);
   /* The key is computed only on a miss: a hit is a lookup by name. */
   build_request req = {rt, e->source, e->source_len, e->file, e->entry, "", "",
-                       embedded_arch(rt, e), cache_only};
+                       embedded_arch(rt, e), cache_only, NULL, ""};
   return get_or_build(&req, KIND_EMBEDDED, name, out);
 }
 
