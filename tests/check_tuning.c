@@ -457,17 +457,17 @@ START_TEST(every_configuration_compiles)
                   "%s: no such symbol in its code", entries[j]);
   }
   tj_runtime_close(rt);
-  /* The heuristic's choices are in the table (a first use times them
-   * first). */
-  ck_assert_str_eq(tj__gemm_heuristic(64, 4096, 4096)->name,
+  /* The heuristic's choices on an H200's 132 SMs are in the table (a
+   * first use times them first). */
+  ck_assert_str_eq(tj__gemm_heuristic(132, 64, 4096, 4096)->name,
                    "sm90a_128x128_split4");
-  ck_assert_str_eq(tj__gemm_heuristic(128, 4096, 4096)->name,
+  ck_assert_str_eq(tj__gemm_heuristic(132, 128, 4096, 4096)->name,
                    "sm90a_128x64_cluster_k2");
-  ck_assert_str_eq(tj__gemm_heuristic(1024, 1024, 1024)->name,
+  ck_assert_str_eq(tj__gemm_heuristic(132, 1024, 1024, 1024)->name,
                    "sm90a_128x64");
-  ck_assert_str_eq(tj__gemm_heuristic(4096, 4096, 4096)->name,
+  ck_assert_str_eq(tj__gemm_heuristic(132, 4096, 4096, 4096)->name,
                    "sm90a_128x256_persistent");
-  ck_assert_str_eq(tj__gemm_heuristic(128, 11008, 4096)->name,
+  ck_assert_str_eq(tj__gemm_heuristic(132, 128, 11008, 4096)->name,
                    "sm90a_128x128");
 }
 END_TEST

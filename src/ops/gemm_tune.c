@@ -252,7 +252,7 @@ static int applies(const tune_job *j, const tj__gemm_config *c)
  * for the call anyway). */
 static int candidates(const tune_job *j, const tj__gemm_config **out)
 {
-  const tj__gemm_config *h = tj__gemm_heuristic(j->M, j->N, j->K);
+  const tj__gemm_config *h = tj__gemm_heuristic(j->sms, j->M, j->N, j->K);
   int n = 0;
   if (h)
     out[n++] = h;
@@ -343,7 +343,7 @@ static int time_all(tune_job *j)
   int nc = candidates(j, cand), n = 0, nev = 0, rc = TJ_OK;
   if (!t)
     return tj__fail(j->rt, TJ_ENOMEM, "out of memory");
-  const tj__gemm_config *h = tj__gemm_heuristic(j->M, j->N, j->K);
+  const tj__gemm_config *h = tj__gemm_heuristic(j->sms, j->M, j->N, j->K);
   j->complete = 1;
   for (int i = 0; i < nc; i++) {
     if (!j->ahead && cand[i] != h && !built(j->rt, cand[i]))
@@ -419,7 +419,7 @@ static int tune(tune_job *j, tj__device_props *props)
   if (tj__device_query(rt->device.ordinal, props, 0) != TJ_OK)
     return tj__fail(rt, TJ_EDEVICE, "%s: could not ask the device about "
                     "itself", j->fn);
-  j->sms = props->compute_units > 0 ? props->compute_units : 132;
+  j->sms = rt->sms;
   void *scratch = NULL;
   size_t bytes = (size_t)j->M * (size_t)j->N * 2;
   if (tj__alloc_async(&rt->device, &scratch, bytes, j->stream) != TJ_OK)
