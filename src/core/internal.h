@@ -487,6 +487,9 @@ const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, void *stream,
                                          const void *A, int lda,
                                          const void *B, int ldb,
                                          const void *C, int ldc);
+/* The timed rounds of a tune (ahead: --tune) with left ms of its budget
+ * and rounds of round_ms; exposed for its tests. */
+int tj__gemm_tune_rounds(int ahead, double left, double round_ms);
 
 /* kernels_api.c, for the tuner: the configuration the heuristic picks for
  * an sm_90 GEMM on a device of sms SMs (NULL where it picks none in the
