@@ -417,7 +417,9 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
   const char *archs[] = {"sm_90", "sm_90a"};
   const uint16_t *a8 = (const uint16_t *)((uintptr_t)FAKE(1) + 8);
   const uint16_t *b8 = (const uint16_t *)((uintptr_t)FAKE(2) + 8);
-  for (size_t i = 0; i < (TJ_PLATFORM_IS_NVIDIA ? 2 : 0); i++) {
+  /* Only NVIDIA has sm_90 (written so that the bound is no constant 0,
+   * which -Wtype-limits on AMD calls always false). */
+  for (size_t i = 0; TJ_PLATFORM_IS_NVIDIA && i < 2; i++) {
     tj_runtime *rt = open_for_arch(archs[i], NULL);
     /* The rule in plan_sm90a, as measured on the H200. */
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
@@ -668,6 +670,71 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
   ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_skinny_f16_m4");
   ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16");
   tj_runtime_close(rt);
+}
+END_TEST
+
+/* tj__gemm_f16_grid on (M, N, K), dense, as entry_for. */
+static tj_dim3 grid_for(tj_runtime *rt, int M, int N, int K)
+{
+  return tj__gemm_f16_grid(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
+}
+
+/* The plans fill the device's SMs, not an H200's: a compile-only runtime
+ * plans for the H200's 132 (the answers above), and one that says its
+ * device has 114 (an H100 PCIe; a runtime on a device takes the count
+ * from it) reaches every threshold with fewer tiles. */
+START_TEST(gemm_plans_fill_the_devices_sms)
+{
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return;
+  tj_runtime *rt = open_for_arch("sm_90", NULL);
+  ck_assert_int_eq(rt->sms, 132);
+  for (int sms = 132; sms >= 114; sms -= 18) {
+    int h200 = sms == 132;
+    rt->sms = sms;
+    /* Persistent: one block per SM. */
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                     "gemm_f16_sm90a_128x256_persistent");
+    ck_assert_uint_eq(grid_for(rt, 4096, 4096, 4096).x, (unsigned)sms);
+    /* 121 tiles of 128 x 128: a wave on 114 SMs, not on 132. */
+    ck_assert_str_eq(entry_for(rt, 1408, 1408, 4096),
+                     h200 ? "gemm_f16_sm90a_128x128"
+                          : "gemm_f16_sm90a_128x256_persistent");
+    /* Split-K: 32 tiles make 132 / 32 = 4 parts, 114 / 32 = 3. */
+    ck_assert_int_eq(split_for(rt, 64, 4096, 4096), h200 ? 4 : 3);
+    ck_assert_uint_eq(grid_for(rt, 64, 4096, 4096).z, h200 ? 4u : 3u);
+    /* The cluster of two: 128 x 64 tiles filling a quarter to a half of
+     * the SMs (64 tiles: 132's, not 114's; 30 tiles: 114's, not 132's). */
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
+                     h200 ? "gemm_f16_sm90a_128x64_cluster_k2"
+                          : "gemm_f16_sm90a_128x64");
+    ck_assert_str_eq(entry_for(rt, 128, 1920, 4096),
+                     h200 ? "gemm_f16_sm90a_128x128_splitk"
+                          : "gemm_f16_sm90a_128x64_cluster_k2");
+    ck_assert_int_eq(split_for(rt, 128, 1920, 4096), h200 ? 4 : 1);
+    /* The skinny tensor-core path: 125 strips of 64 columns fill 114 SMs,
+     * not 132; 32 strips of 32 split K 5 ways on 132, 4 on 114; 57 strips
+     * are half of 114 (no split), and split 3 ways on 132. */
+    ck_assert_str_eq(entry_for(rt, 4, 8000, 4096),
+                     h200 ? "gemm_skinny_f16_tc_n32"
+                          : "gemm_skinny_f16_tc_n64");
+    ck_assert_str_eq(entry_for(rt, 1, 8000, 4096),
+                     h200 ? "gemm_skinny_f16_m1" : "gemm_skinny_f16_tc_n64");
+    ck_assert_int_eq(split_for(rt, 4, 1024, 4096), h200 ? 5 : 4);
+    ck_assert_uint_eq(grid_for(rt, 4, 1024, 4096).y, h200 ? 5u : 4u);
+    ck_assert_int_eq(split_for(rt, 4, 57 * 32, 4096), h200 ? 3 : 1);
+  }
+  tj_dim3 refused = grid_for(rt, 0, 4096, 4096);
+  ck_assert_uint_eq(refused.x, 0);
+  ck_assert_str_eq(tj_errmsg(rt), "tj__gemm_f16_grid: M=0 must be at least 1");
+  tj_runtime_close(rt);
+  /* The heuristic the tuner times first follows the same count. */
+  ck_assert_str_eq(tj__gemm_heuristic(132, 128, 4096, 4096)->name,
+                   "sm90a_128x64_cluster_k2");
+  ck_assert_str_eq(tj__gemm_heuristic(114, 128, 4096, 4096)->name,
+                   "sm90a_128x64");
+  ck_assert_str_eq(tj__gemm_heuristic(114, 64, 4096, 4096)->name,
+                   "sm90a_128x128_split3");
 }
 END_TEST
 
@@ -1009,6 +1076,7 @@ int main(void)
   tcase_add_test(args, verify_knows_every_embedded_kernel);
   tcase_add_test(args, gemm_dispatch_takes_the_hopper_path_where_it_fits);
   tcase_add_test(args, gemm_split_k_only_where_tiles_are_too_few);
+  tcase_add_test(args, gemm_plans_fill_the_devices_sms);
   tcase_add_test(args, driver_table_takes_hopper_entries_as_optional);
   /* Real NVRTC compiles of the Hopper kernel: 14, each of the whole file
    * (7 entries), 5 to 7 s each on two busy cores. */

@@ -677,6 +677,10 @@ START_TEST(gemm_hopper_path_shapes)
 {
   tj_runtime *rt = open_gpu();
   int hopper = strcmp(tj_runtime_arch(rt), "sm_90") == 0;
+  /* The plans fill this device's SMs (an H200's 132 only without one). */
+  tj_device_info dev;
+  ck_assert_int_eq(tj_device_get_info(0, &dev), TJ_OK);
+  ck_assert_int_eq(rt->sms, dev.compute_units);
   static const gemm_case cases[] = {
       {17, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0},
       {17, 24, 40, 40, 24, 24, 1.0f, 0.5f, 0},
@@ -800,6 +804,17 @@ START_TEST(gemm_hopper_is_deterministic_and_switchable)
 }
 END_TEST
 
+/* rt closed and a GPU runtime opened in its place, with TJ_GEMM_SPLITK
+ * (read at open) set to force, or unset where force is NULL. */
+static tj_runtime *reopen_with_split(tj_runtime *rt, const char *force)
+{
+  if (force)
+    setenv("TJ_GEMM_SPLITK", force, 1);
+  else
+    unsetenv("TJ_GEMM_SPLITK");
+  return test_reopen(rt, open_gpu());
+}
+
 /* tj_gemm_f16_split for g, asked as gemm_case_entry asks. */
 static int gemm_case_split(tj_runtime *rt, const gemm_case *g)
 {
@@ -866,13 +881,14 @@ END_TEST
  * 5), forced ones (TJ_GEMM_SPLITK) with K not a multiple of the parts
  * (5 asked of 700 rows gives 4 parts of 192),
  * alpha == 0 and beta over the partials, and strips of 64 columns once
- * there are 132 of them, aligned and not. */
+ * there are 132 of them, aligned and not (the plans checked on an H200's
+ * 132 SMs). */
 START_TEST(gemm_skinny_tc_split_and_wide_shapes)
 {
   /* the tensor-core path wherever it can run (read at open) */
   setenv("TJ_GEMM_SKINNY_TC", "1", 1);
   tj_runtime *rt = open_gpu();
-  int tc = skinny_tc_device(rt);
+  int tc = skinny_tc_device(rt) && gpu_has_h200_sms(rt);
   hipStream_t stream;
   CHECK_HIP(hipStreamCreate(&stream));
   static const struct {
@@ -890,19 +906,15 @@ START_TEST(gemm_skinny_tc_split_and_wide_shapes)
       {{5, 8449, 300, 300, 8449, 8449, -1.0f, 0.0f, 0}, "2", "gemm_skinny_f16_tc_n64", 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    if (cases[i].force) { /* read at open */
-      setenv("TJ_GEMM_SPLITK", cases[i].force, 1);
-      rt = test_reopen(rt, open_gpu());
-    }
+    if (cases[i].force)
+      rt = reopen_with_split(rt, cases[i].force);
     if (tc) {
       ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g), cases[i].entry);
       ck_assert_int_eq(gemm_case_split(rt, &cases[i].g), cases[i].split);
     }
     run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
-    if (cases[i].force) {
-      unsetenv("TJ_GEMM_SPLITK");
-      rt = test_reopen(rt, open_gpu());
-    }
+    if (cases[i].force)
+      rt = reopen_with_split(rt, NULL);
   }
   CHECK_HIP(hipStreamDestroy(stream));
   tj_runtime_close(rt);
@@ -930,10 +942,8 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
         if (!tc && M > 8)
           continue;
         float beta = with_c ? 0.5f : 0.0f;
-        if (forces[f]) { /* read at open */
-          setenv("TJ_GEMM_SPLITK", forces[f], 1);
-          rt = test_reopen(rt, open_gpu());
-        }
+        if (forces[f])
+          rt = reopen_with_split(rt, forces[f]);
         random_f16(C0, (size_t)M * N, -1, 1, 17);
         void *dA = dev_poisoned((size_t)M * K * 2), *dB = dev_poisoned((size_t)K * N * 2);
         void *dC = dev_poisoned((size_t)M * N * 2);
@@ -942,10 +952,8 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
         CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 0.0f, dA, K, dB, N, beta, dC, N));
         CHECK_HIP(hipDeviceSynchronize());
         get(C, dC, (size_t)M * N * 2);
-        if (forces[f]) {
-          unsetenv("TJ_GEMM_SPLITK");
-          rt = test_reopen(rt, open_gpu());
-        }
+        if (forces[f])
+          rt = reopen_with_split(rt, NULL);
         for (int i = 0; i < M * N; i++) {
           uint16_t want = with_c ? tj_f32_to_f16(0.5f * tj_f16_to_f32(C0[i])) : 0;
           ck_assert_msg(C[i] == want, "M=%d split %s beta %g: C[%d] = 0x%04x, want 0x%04x",
@@ -977,17 +985,14 @@ static tj_runtime *split_is_deterministic_and_near_unsplit(tj_runtime *rt,
   void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
   void *dC = dev_poisoned(nc * 2);
   for (int rep = 0; rep < 3; rep++) {
-    if (rep == 2) { /* read at open */
-      setenv("TJ_GEMM_SPLITK", "1", 1);
-      rt = test_reopen(rt, open_gpu());
-    }
+    if (rep == 2)
+      rt = reopen_with_split(rt, "1");
     CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
     CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f, dC, N));
     CHECK_HIP(hipStreamSynchronize(NULL));
     get(C[rep], dC, nc * 2);
   }
-  unsetenv("TJ_GEMM_SPLITK");
-  rt = test_reopen(rt, open_gpu());
+  rt = reopen_with_split(rt, NULL);
   ck_assert_msg(memcmp(C[0], C[1], nc * 2) == 0, "%dx%dx%d: two runs differ", M, N, K);
   for (size_t i = 0; i < nc; i++) {
     double a = tj_f16_to_f32(C[0][i]), b = tj_f16_to_f32(C[2][i]);
@@ -1014,7 +1019,7 @@ START_TEST(gemm_skinny_tc_is_deterministic)
   for (int s = 0; s < 2; s++) {
     int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
     gemm_case g = {M, N, K, K, N, N, 1.0f, 0.0f, 0};
-    if (skinny_tc_device(rt))
+    if (skinny_tc_device(rt) && (s == 0 || gpu_has_h200_sms(rt)))
       ck_assert_int_eq(gemm_case_split(rt, &g), s == 0 ? 1 : 5);
     rt = split_is_deterministic_and_near_unsplit(rt, M, N, K, 41);
   }
@@ -1050,20 +1055,16 @@ START_TEST(gemm_split_k_shapes)
       {{33, 100, 130, 136, 104, 100, 1.0f, -0.5f, 0}, "64", 64},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    if (cases[i].force) { /* read at open */
-      setenv("TJ_GEMM_SPLITK", cases[i].force, 1);
-      rt = test_reopen(rt, open_gpu());
-    }
-    if (hopper) {
+    if (cases[i].force)
+      rt = reopen_with_split(rt, cases[i].force);
+    if (hopper && (cases[i].force || gpu_has_h200_sms(rt))) {
       ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g),
                        "gemm_f16_sm90a_128x128_splitk");
       ck_assert_int_eq(gemm_case_split(rt, &cases[i].g), cases[i].split);
     }
     run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
-    if (cases[i].force) {
-      unsetenv("TJ_GEMM_SPLITK");
-      rt = test_reopen(rt, open_gpu());
-    }
+    if (cases[i].force)
+      rt = reopen_with_split(rt, NULL);
   }
   CHECK_HIP(hipStreamDestroy(stream));
   tj_runtime_close(rt);

@@ -71,6 +71,19 @@ static void refused(const char *label, const char *path, const void *bytes,
   ck_assert_msg(test_count_matches(beside) == 0, "%s: files beside it", label);
 }
 
+/* A cache holding add_i32 (left at path, whole) and its bytes with every
+ * byte from `from` on drawn from seed: from 100, ours by its header and
+ * the rest garbage; from 4096, page 1 (header and schema) intact. */
+static unsigned char *garbled_cache_bytes(const char *path, size_t *n,
+                                          size_t from, uint64_t seed)
+{
+  unsigned char *b = rel_valid_cache_bytes(path, n);
+  ck_assert_uint_gt(*n, from);
+  for (size_t i = from; i < *n; i++)
+    b[i] = (unsigned char)rel_rand(&seed);
+  return b;
+}
+
 START_TEST(random_bytes_and_foreign_files)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
@@ -129,11 +142,8 @@ START_TEST(garbage_pages_behind_a_valid_header)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   size_t n;
-  unsigned char *b = rel_valid_cache_bytes(path, &n);
+  unsigned char *b = garbled_cache_bytes(path, &n, 4096, 99);
   ck_assert_uint_gt(n, 8192);
-  uint64_t rng = 99;
-  for (size_t i = 4096; i < n; i++)
-    b[i] = (unsigned char)rel_rand(&rng);
   survive("garbage after page 1", path, b, n, 1, "moved it to");
   /* Flipped bytes in the middle only: the table pages, not the schema. */
   free(b);
@@ -154,12 +164,9 @@ START_TEST(damage_found_after_open_warns_once)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   size_t n;
-  unsigned char *b = rel_valid_cache_bytes(path, &n);
+  unsigned char *b = garbled_cache_bytes(path, &n, 4096, 7);
   tj_runtime *rt = rel_open(path, TEST_ARCH, 0); /* opens the good file */
   ck_assert_ptr_nonnull(rt);
-  uint64_t rng = 7;
-  for (size_t i = 4096; i < n; i++)
-    b[i] = (unsigned char)rel_rand(&rng);
   int fd = open(path, O_WRONLY);
   ck_assert_int_eq(pwrite(fd, b + 4096, n - 4096, 4096), (ssize_t)(n - 4096));
   close(fd);
@@ -259,10 +266,7 @@ START_TEST(opening_never_judges_a_file_moved_aside_meanwhile)
 {
   char *dir0 = test_tmpdir(), *seed = test_path(dir0, "cache.db");
   size_t n;
-  unsigned char *junk = rel_valid_cache_bytes(seed, &n);
-  uint64_t rng = 5;
-  for (size_t i = 100; i < n; i++) /* ours by its header, the rest garbage */
-    junk[i] = (unsigned char)rel_rand(&rng);
+  unsigned char *junk = garbled_cache_bytes(seed, &n, 100, 5);
   enum { ROUNDS = 20 };
   for (int r = 0; r < ROUNDS; r++) {
     char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
@@ -296,10 +300,7 @@ START_TEST(processes_race_on_a_corrupt_file)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   size_t n;
-  unsigned char *junk = rel_valid_cache_bytes(path, &n);
-  uint64_t rng = 3;
-  for (size_t i = 100; i < n; i++) /* ours by its header, the rest garbage */
-    junk[i] = (unsigned char)rel_rand(&rng);
+  unsigned char *junk = garbled_cache_bytes(path, &n, 100, 3);
   ck_assert_int_eq(rel_write_file(path, junk, n), 0);
   free(junk);
   ck_assert_int_eq(rel_race(open_the_corrupt_file, path), S.procs);

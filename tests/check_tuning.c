@@ -175,6 +175,25 @@ START_TEST(shape_classes)
 }
 END_TEST
 
+/* A first use runs the timed rounds that fit what is left of its 1 s
+ * budget after the warm-up, from 1 to 10: never 3 where only 1 fits (the
+ * old floor overran the budget by two rounds); --tune from 5 to 50. */
+START_TEST(tune_rounds_keep_to_the_budget)
+{
+  ck_assert_int_eq(tj__gemm_tune_rounds(0, 950.0, 100.0), 9);
+  ck_assert_int_eq(tj__gemm_tune_rounds(0, 950.0, 1.0), 10);
+  ck_assert_int_eq(tj__gemm_tune_rounds(0, 250.0, 100.0), 2);
+  ck_assert_int_eq(tj__gemm_tune_rounds(0, 150.0, 100.0), 1);
+  ck_assert_int_eq(tj__gemm_tune_rounds(0, 50.0, 100.0), 1);
+  ck_assert_int_eq(tj__gemm_tune_rounds(0, -300.0, 100.0), 1);
+  ck_assert_int_eq(tj__gemm_tune_rounds(0, 950.0, 0.0), 10);
+  ck_assert_int_eq(tj__gemm_tune_rounds(1, 800.0, 400.0), 5);
+  ck_assert_int_eq(tj__gemm_tune_rounds(1, 800.0, 10.0), 50);
+  ck_assert_int_eq(tj__gemm_tune_rounds(1, 800.0, 0.0), 50);
+  ck_assert_int_eq(tj__gemm_tune_rounds(1, 800.0, 100.0), 8);
+}
+END_TEST
+
 /* ------------------------------------------------------------ decisions */
 
 /* A decision in the cache is what a later runtime runs: here the split
@@ -457,17 +476,17 @@ START_TEST(every_configuration_compiles)
                   "%s: no such symbol in its code", entries[j]);
   }
   tj_runtime_close(rt);
-  /* The heuristic's choices are in the table (a first use times them
-   * first). */
-  ck_assert_str_eq(tj__gemm_heuristic(64, 4096, 4096)->name,
+  /* The heuristic's choices on an H200's 132 SMs are in the table (a
+   * first use times them first). */
+  ck_assert_str_eq(tj__gemm_heuristic(132, 64, 4096, 4096)->name,
                    "sm90a_128x128_split4");
-  ck_assert_str_eq(tj__gemm_heuristic(128, 4096, 4096)->name,
+  ck_assert_str_eq(tj__gemm_heuristic(132, 128, 4096, 4096)->name,
                    "sm90a_128x64_cluster_k2");
-  ck_assert_str_eq(tj__gemm_heuristic(1024, 1024, 1024)->name,
+  ck_assert_str_eq(tj__gemm_heuristic(132, 1024, 1024, 1024)->name,
                    "sm90a_128x64");
-  ck_assert_str_eq(tj__gemm_heuristic(4096, 4096, 4096)->name,
+  ck_assert_str_eq(tj__gemm_heuristic(132, 4096, 4096, 4096)->name,
                    "sm90a_128x256_persistent");
-  ck_assert_str_eq(tj__gemm_heuristic(128, 11008, 4096)->name,
+  ck_assert_str_eq(tj__gemm_heuristic(132, 128, 11008, 4096)->name,
                    "sm90a_128x128");
 }
 END_TEST
@@ -480,6 +499,7 @@ int main(void)
   tcase_add_test(tc, table_is_made_and_migrated);
   tcase_add_test(tc, readonly_schema_3_has_no_decisions);
   tcase_add_test(tc, shape_classes);
+  tcase_add_test(tc, tune_rounds_keep_to_the_budget);
   tcase_add_test(tc, list_tuning_explains_and_clear_forgets);
   tc = test_case(s, "decisions", 60);
   tcase_add_checked_fixture(tc, setup, teardown);

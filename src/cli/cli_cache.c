@@ -356,7 +356,10 @@ static void print_stats(const char *path, const tj_cache_stats *s)
   cli_format_size(s->remote_bytes_in, in, sizeof in);
   cli_format_size(s->remote_bytes_out, out, sizeof out);
   cli_field("remote tier", "%s", remote && *remote ? remote : "none (TOKITAI_JIT_REMOTE is unset)");
-  cli_field("remote hits", "%" PRIu64, s->remote_hits);
+  /* Loads of rows copied from the tier: among the hits above, as
+   * tj_stats counts them among cache_hits. */
+  cli_field("remote hits", "%" PRIu64 " (among the hits above)",
+            s->remote_hits);
   cli_field("remote misses", "%" PRIu64, s->remote_misses);
   cli_field("remote errors", "%" PRIu64 " (timeouts included)",
             s->remote_errors);

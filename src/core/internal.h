@@ -490,11 +490,15 @@ const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, void *stream,
                                          const void *A, int lda,
                                          const void *B, int ldb,
                                          const void *C, int ldc);
+/* The timed rounds of a tune (ahead: --tune) with left ms of its budget
+ * and rounds of round_ms; exposed for its tests. */
+int tj__gemm_tune_rounds(int ahead, double left, double round_ms);
 
 /* kernels_api.c, for the tuner: the configuration the heuristic picks for
- * an sm_90 GEMM (NULL where it picks none in the table), and one launch
+ * an sm_90 GEMM on a device of sms SMs (NULL where it picks none in the
+ * table), and one launch
  * of cfg, on stream, as tj_gemm_f16 would launch it (workspace included). */
-const tj__gemm_config *tj__gemm_heuristic(int M, int N, int K);
+const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K);
 /* Whether rt runs an M-row GEMM with suitable A and B on the Hopper
  * kernel (the one with configurations to tune). */
 int tj__gemm_tunable(const tj_runtime *rt, int M);
@@ -518,10 +522,19 @@ enum {
   TJ__TRACE_PHASES
 };
 
+/* The multiprocessors a compile-only runtime plans GEMMs for: an H200's
+ * 132, the GPU the plan rules were measured on, so that
+ * tj_gemm_f16_kernel and tj_gemm_f16_split answer without a GPU as they
+ * did before the count came from the device. */
+#define TJ__FALLBACK_SMS 132
+
 struct tj_runtime {
   unsigned flags;
   int compile_only;      /* no device: compile and cache only */
   tj__device device;     /* open when !compile_only */
+  int sms;               /* the device's multiprocessors (SMs on NVIDIA, CUs
+                            on AMD), which the GEMM's plans fill;
+                            TJ__FALLBACK_SMS when compile-only */
   char arch[256];
   char compiler[160];
   char *cache_path;
@@ -604,6 +617,13 @@ int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms);
 /* The skinny tensor-core path's split of K for tiles strips of C on a GPU
  * of sms SMs (1: none); kernels_api.c, exposed for its tests. */
 int tj__gemm_skinny_split(long long tiles, int K, int sms);
+/* The grid of the first launch tj_gemm_f16 would make for these arguments,
+ * planned as tj_gemm_f16_kernel plans (for tests of the plans' grids:
+ * persistent ones are one block per SM); {0, 0, 0}, with tj_errmsg, for
+ * arguments it would refuse. */
+tj_dim3 tj__gemm_f16_grid(tj_runtime *rt, int M, int N, int K,
+                          const uint16_t *A, int lda, const uint16_t *B,
+                          int ldb, const uint16_t *C, int ldc);
 
 /* ------------------------------------------------------------ verify.c */
 

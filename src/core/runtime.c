@@ -101,6 +101,7 @@ static int open_device(tj_runtime *rt, const tj_options *o)
     return TJ_OK;
   }
   rt->compile_only = 0;
+  rt->sms = props.compute_units > 0 ? props.compute_units : TJ__FALLBACK_SMS;
   if (!o->arch)
     snprintf(rt->arch, sizeof rt->arch, "%s", props.arch);
   return TJ_OK;
@@ -217,6 +218,7 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   pthread_mutex_init(&rt->lock, NULL);
   rt->msg_serial = tj__runtime_serial();
   rt->compile_only = 1; /* until a device is open */
+  rt->sms = TJ__FALLBACK_SMS;
   *out = rt;
   if (opts && tj__struct_in(&o, opts, sizeof o,
                             TJ__FIRST_SIZE(tj_options, cache_max_bytes)) != TJ_OK)

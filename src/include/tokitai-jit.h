@@ -608,16 +608,19 @@ TJ_EXPORT int tj_module_get_info(const tj_module *module,
 typedef struct tj_stats {
   uint64_t memory_hits;  /* answered from the in-memory table */
   uint64_t cache_hits;   /* loaded from a cache: any layer below the
-                            in-memory table (per-user, system, remote) */
+                            in-memory table (per-user, system, remote);
+                            system_hits and remote_hits are among them */
   uint64_t compiles;     /* compiled in this process */
   uint64_t cache_drops;  /* rows dropped because their code failed its
                             hash, and remote values that failed a check */
   double compile_ms;     /* total compile time */
   /* Added after 0.1: the hits of each layer below the per-user cache,
-   * included in cache_hits (so per-user hits are cache_hits minus them). */
+   * system_hits and remote_hits, each also counted in cache_hits (so
+   * per-user hits are cache_hits - system_hits - remote_hits). */
   uint64_t system_hits;      /* found in a read-only system cache */
   /* The remote tier (tj_options.remote), all 0 without one. */
-  uint64_t remote_hits;      /* values fetched, checked, used */
+  uint64_t remote_hits;      /* values fetched, checked, used; also in
+                                cache_hits */
   uint64_t remote_misses;    /* lookups that found no usable value */
   uint64_t remote_errors;    /* failures that turned the tier off (0 or 1) */
   uint64_t remote_timeouts;  /* timeouts that turned it off (0 or 1) */

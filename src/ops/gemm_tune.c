@@ -29,8 +29,10 @@
  * First use (off by default: TOKITAI_JIT_TUNE=1 turns it on).  The first
  * tj_gemm_f16 of a shape class with no decision times a small set (the
  * unsplit tiles marked first_use and a few splits, the heuristic's choice
- * first) within TUNE_BUDGET_MS of wall time, and records the winner.  It
- * compiles nothing the call would not: a configuration whose kernels are
+ * first) within TUNE_BUDGET_MS of wall time (overrunning it by at most
+ * the warm-up and one timed round: tj__gemm_tune_rounds), and records
+ * the winner.  It compiles nothing the call would not: a configuration
+ * whose kernels are
  * not built yet (in the runtime or the cache) is not timed, since one
  * compile of this file costs 1.4-1.9 s on an H200, more than the whole
  * budget, and a decision is recorded only when the whole set was timed;
@@ -61,8 +63,9 @@
 #include <string.h>
 #include <time.h>
 
-#define TUNE_BUDGET_MS 1000.0 /* a first-use tune's wall time */
-#define TUNE_MIN_RUNS 3
+#define TUNE_BUDGET_MS 1000.0 /* a first-use tune's wall time (see
+                                 tj__gemm_tune_rounds for what it may
+                                 overrun by) */
 #define TUNE_MAX_RUNS 10
 #define AHEAD_RUN_MS 200.0    /* --tune: time spent on each candidate */
 #define AHEAD_MIN_RUNS 5
@@ -252,7 +255,7 @@ static int applies(const tune_job *j, const tj__gemm_config *c)
  * for the call anyway). */
 static int candidates(const tune_job *j, const tj__gemm_config **out)
 {
-  const tj__gemm_config *h = tj__gemm_heuristic(j->M, j->N, j->K);
+  const tj__gemm_config *h = tj__gemm_heuristic(j->sms, j->M, j->N, j->K);
   int n = 0;
   if (h)
     out[n++] = h;
@@ -324,6 +327,25 @@ static int cmp_timed(const void *a, const void *b)
 }
 
 /*
+ * How many timed rounds fit left ms, a round taking round_ms (the warm-up
+ * round's GPU time; 0: unknown, the most).  Ahead of time (--tune, which
+ * has no budget but AHEAD_RUN_MS a candidate) from AHEAD_MIN_RUNS to
+ * AHEAD_MAX_RUNS.  A first use: as many as fit, to TUNE_MAX_RUNS, and
+ * at least one, so that there is a winner to record; so a first use can
+ * overrun TUNE_BUDGET_MS by the warm-up round and one timed round (two
+ * launches of each candidate, plus loading the kernels the warm-up
+ * loads), never by more, and a tune whose warm-up alone spent the budget
+ * decides on one launch of each.
+ */
+int tj__gemm_tune_rounds(int ahead, double left, double round_ms)
+{
+  int lo = ahead ? AHEAD_MIN_RUNS : 1;
+  int hi = ahead ? AHEAD_MAX_RUNS : TUNE_MAX_RUNS;
+  double fit = round_ms > 0 ? left / round_ms : hi;
+  return fit < lo ? lo : fit > hi ? hi : (int)fit;
+}
+
+/*
  * Time the candidates; j->t gets them, fastest first.  A first use skips
  * those not built (but the heuristic's, which the call builds anyway).
  * First a warm-up round, which loads each candidate's kernels and sizes
@@ -333,7 +355,8 @@ static int cmp_timed(const void *a, const void *b)
  * after another let the first, at idle clocks, lose to a slower one (a
  * first use recorded split 2 for 128 x 11008 x 4096 on the H200, which
  * then ran at 0.68x cuBLAS against 0.91x for 128 x 128).  The median of
- * each.  A first use keeps within TUNE_BUDGET_MS in all.
+ * each.  A first use runs the rounds that fit what is left of
+ * TUNE_BUDGET_MS (tj__gemm_tune_rounds), at least one.
  */
 static int time_all(tune_job *j)
 {
@@ -343,7 +366,7 @@ static int time_all(tune_job *j)
   int nc = candidates(j, cand), n = 0, nev = 0, rc = TJ_OK;
   if (!t)
     return tj__fail(j->rt, TJ_ENOMEM, "out of memory");
-  const tj__gemm_config *h = tj__gemm_heuristic(j->M, j->N, j->K);
+  const tj__gemm_config *h = tj__gemm_heuristic(j->sms, j->M, j->N, j->K);
   j->complete = 1;
   for (int i = 0; i < nc; i++) {
     if (!j->ahead && cand[i] != h && !built(j->rt, cand[i]))
@@ -361,12 +384,9 @@ static int time_all(tune_job *j)
   double round_ms = 0;
   for (int i = 0; i < n && rc == TJ_OK; i++)
     round_ms += t[i][0];
-  double budget = j->ahead ? AHEAD_RUN_MS * n
-                           : TUNE_BUDGET_MS - (now_ms() - start);
-  int lo = j->ahead ? AHEAD_MIN_RUNS : TUNE_MIN_RUNS;
-  int hi = j->ahead ? AHEAD_MAX_RUNS : TUNE_MAX_RUNS;
-  int rounds = round_ms > 0 ? (int)(budget / round_ms) : hi;
-  rounds = rounds < lo ? lo : rounds > hi ? hi : rounds;
+  double left = j->ahead ? AHEAD_RUN_MS * n
+                         : TUNE_BUDGET_MS - (now_ms() - start);
+  int rounds = tj__gemm_tune_rounds(j->ahead, left, round_ms);
   for (int r = 0; r < rounds && rc == TJ_OK; r++)
     rc = time_round(j, use, n, ev, t, r);
   for (int i = 0; i < n && rc == TJ_OK; i++)
@@ -419,7 +439,7 @@ static int tune(tune_job *j, tj__device_props *props)
   if (tj__device_query(rt->device.ordinal, props, 0) != TJ_OK)
     return tj__fail(rt, TJ_EDEVICE, "%s: could not ask the device about "
                     "itself", j->fn);
-  j->sms = props->compute_units > 0 ? props->compute_units : 132;
+  j->sms = rt->sms;
   void *scratch = NULL;
   size_t bytes = (size_t)j->M * (size_t)j->N * 2;
   if (tj__alloc_async(&rt->device, &scratch, bytes, j->stream) != TJ_OK)

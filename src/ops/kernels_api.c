@@ -44,14 +44,13 @@
 /* gemm_skinny_f16.hip's tensor-core entries (NVIDIA sm_80 and later): for
  * M <= 16, 128 threads and 60 KiB of dynamic shared memory a block, one
  * block per strip of C (table skinny_tc below) and K-range; K is split
- * only while the strips are fewer than half the SMs of an H200, into
+ * only while the strips are fewer than half the device's SMs (rt->sms), into
  * parts of SKINNY_TC_MIN_KROWS rows or more (8 pipeline stages), added by
  * ..._tc_reduce (256 threads) in a fixed order. */
 #define SKINNY_TC_MAX_M 16
 #define SKINNY_TC_THREADS 128u
 #define SKINNY_TC_SHARED 61440u
 #define SKINNY_TC_BK 64
-#define SKINNY_TC_SMS 132
 #define SKINNY_TC_MIN_KROWS 512
 #define SKINNY_TC_SPLIT_MAX 16
 #define SKINNY_TC_REDUCE_THREADS 256u
@@ -66,11 +65,11 @@
  * and the other block's fp32 sums of the tile. */
 #define SM90A_SHARED_K2 (SM90A_SHARED(64, 8) + 16 + SM90A_BM * 64 * 4)
 /* Split-K (gemm_f16_sm90a_128x128_splitk, then ..._splitk_reduce with
- * 256 threads a block): only while the 128 x 128 tiles leave SMs idle, and
+ * 256 threads a block): only while the 128 x 128 tiles leave SMs idle (of
+ * rt->sms: the device's count, an H200's 132 without one), and
  * with SM90A_SPLIT_MIN_KTILES k-tiles of 64 or more per split, so that
  * each block runs its 5-stage pipeline a few times over and the fp32
  * partials stay small beside the work they save. */
-#define SM90A_SMS 132
 #define SM90A_SPLIT_MIN_KTILES 16
 #define SM90A_SPLIT_MAX 16
 #define SM90A_FORCED_SPLIT_MAX 64
@@ -399,22 +398,30 @@ typedef struct gemm_plan {
 
 /*
  * The skinny tensor-core entries, tried in order: the first whose strips
- * of tile_n columns number at least min_tiles takes the call.  64-column
- * strips read A half as often per byte of B, but only once they alone
- * fill the SMs (N > 8384 on an H200); else 32-column strips, with
+ * of tile_n columns number at least the SMs (where fill says so) takes
+ * the call.  64-column strips read A half as often per byte of B, but
+ * only once they alone fill the SMs (N > 8384 on an H200's 132, N > 7232
+ * on an H100 PCIe's 114); else 32-column strips, with
  * split-K where even those are too few.  Each row is one compiled code
  * object, so the tuning table can pick among them by name.
  */
 typedef struct skinny_tc_config {
   const char *entry;
   int tile_n;
-  long long min_tiles;
+  int fill; /* 1: only where its strips number rt->sms or more */
 } skinny_tc_config;
 
 static const skinny_tc_config skinny_tc[] = {
-    {"gemm_skinny_f16_tc_n64", 64, SKINNY_TC_SMS},
+    {"gemm_skinny_f16_tc_n64", 64, 1},
     {"gemm_skinny_f16_tc_n32", 32, 0},
 };
+
+/* Whether c's strips of N columns are enough for it on rt's SMs. */
+static int skinny_tc_takes(const skinny_tc_config *c, const tj_runtime *rt,
+                           int N)
+{
+  return !c->fill || (long long)((N - 1) / c->tile_n + 1) >= rt->sms;
+}
 
 static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
                       const void *B, int ldb);
@@ -438,8 +445,7 @@ static int skinny_tc_fits(const tj_runtime *rt, int M, int N, const void *A,
   if (M > SKINNY_TC_MAX_M || strncmp(rt->arch, "sm_", 3) != 0 ||
       strtol(rt->arch + 3, NULL, 10) < 80)
     return 0;
-  if (rt->gemm_env.skinny_tc == 1 ||
-      (long long)((N - 1) / skinny_tc[0].tile_n + 1) >= skinny_tc[0].min_tiles)
+  if (rt->gemm_env.skinny_tc == 1 || skinny_tc_takes(&skinny_tc[0], rt, N))
     return 1;
   if (M == 1)
     return 0;
@@ -464,12 +470,12 @@ int tj__gemm_skinny_split(long long tiles, int K, int sms)
 static gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
 {
   const skinny_tc_config *c = &skinny_tc[0];
-  while ((long long)((N - 1) / c->tile_n + 1) < c->min_tiles)
+  while (!skinny_tc_takes(c, rt, N))
     c++;
   unsigned tiles = (unsigned)((N - 1) / c->tile_n + 1);
   int split = rt->gemm_env.forced_split;
   if (split == 0)
-    split = tj__gemm_skinny_split(tiles, K, SKINNY_TC_SMS);
+    split = tj__gemm_skinny_split(tiles, K, rt->sms);
   int kper = K, ktiles = (K - 1) / SKINNY_TC_BK + 1;
   if (split > 1) {
     kper = ((ktiles - 1) / split + 1) * SKINNY_TC_BK;
@@ -548,15 +554,15 @@ static gemm_plan plan_cluster_k2(int M, int N)
 }
 
 /* An unsplit plan of entry with bn-column tiles; persistent: one block
- * per SM (at most) walking the tiles. */
-static gemm_plan plan_tile(const char *entry, int bn, int persistent, int M,
-                           int N)
+ * per SM (at most, of sms) walking the tiles. */
+static gemm_plan plan_tile(const char *entry, int bn, int persistent, int sms,
+                           int M, int N)
 {
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned tn = (unsigned)((N - 1) / bn + 1);
   if (persistent) {
     unsigned long long tiles = (unsigned long long)tn * mt;
-    unsigned grid = tiles < SM90A_SMS ? (unsigned)tiles : SM90A_SMS;
+    unsigned grid = tiles < (unsigned)sms ? (unsigned)tiles : (unsigned)sms;
     return (gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
                        sm90a_shared_of(bn), 1, 0, PATH_SM90A, 0};
   }
@@ -564,8 +570,9 @@ static gemm_plan plan_tile(const char *entry, int bn, int persistent, int M,
                      sm90a_shared_of(bn), 1, 0, PATH_SM90A, 0};
 }
 
-/* The plan of one configuration of the tuning table. */
-static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
+/* The plan of one configuration of the tuning table, on sms SMs. */
+static gemm_plan plan_config(const tj__gemm_config *c, int sms, int M, int N,
+                             int K)
 {
   if (c->cluster_k2)
     return plan_cluster_k2(M, N);
@@ -573,7 +580,7 @@ static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
     return plan_split((unsigned)((N - 1) / 128 + 1),
                       (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
                       c->split);
-  return plan_tile(c->entry, c->bn, c->persistent, M, N);
+  return plan_tile(c->entry, c->bn, c->persistent, sms, M, N);
 }
 
 /*
@@ -597,13 +604,17 @@ static gemm_plan plan_config(const tj__gemm_config *c, int M, int N, int K)
  * For measuring and for stepping around it, read at open (rt->gemm_env):
  * TJ_GEMM_SPLITK=n forces a split, TJ_GEMM_SM90A_TILE=64, 128 or 256 the
  * tile width of unsplit calls (64k2: the cluster-split 128 x 64), TJ_GEMM_PERSISTENT=1 (0) the tile's
- * persistent entry (never).  rt NULL: the rule alone.
+ * persistent entry (never).  env NULL: the rule alone.  sms: the device's
+ * (rt->sms); the figures above are the H200's 132, and a GPU with fewer
+ * SMs reaches each threshold with fewer tiles.
  */
-static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
+static gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
+                            int K)
 {
   static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1,
                                     .tile_k2 = -1};
-  const tj__gemm_env *env = rt ? &rt->gemm_env : &none;
+  if (!env)
+    env = &none;
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
   unsigned slim = (unsigned)((N - 1) / 64 + 1);
@@ -617,24 +628,25 @@ static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
   if (forced <= 1 &&
       (env->tile_k2 == 1 ||
        (env->tile_k2 < 0 && !env->tile && M > SM90A_SPLIT_ROWS &&
-        (unsigned long long)slim * mt * 2 <= SM90A_SMS &&
-        (unsigned long long)slim * mt * 4 >= SM90A_SMS &&
+        (unsigned long long)slim * mt * 2 <= (unsigned long long)sms &&
+        (unsigned long long)slim * mt * 4 >= (unsigned long long)sms &&
         ktiles >= 2 * SM90A_SPLIT_MIN_KTILES)))
     return plan_cluster_k2(M, N);
   int split = forced ? forced : tj__gemm_sm90a_split((long long)tiles128,
-                                                     ktiles, SM90A_SMS);
+                                                     ktiles, sms);
   if (!forced && split > 1 && M > SM90A_SPLIT_ROWS &&
       ktiles / split < SM90A_SPLIT_KEEP_KTILES &&
-      (unsigned long long)slim * mt * 4 >= SM90A_SMS)
+      (unsigned long long)slim * mt * 4 >= (unsigned long long)sms)
     split = 1;
   if (split > 1)
     return plan_split(narrow, mt, ktiles, split);
   int bn = env->tile, persistent = 0;
-  if (!bn && tiles128 >= SM90A_SMS) {
+  if (!bn && tiles128 >= (unsigned long long)sms) {
     bn = 256;
     persistent = 1;
   } else if (!bn) {
-    bn = M > SM90A_SPLIT_ROWS && (unsigned long long)slim * mt <= SM90A_SMS
+    bn = M > SM90A_SPLIT_ROWS && (unsigned long long)slim * mt <=
+                                     (unsigned long long)sms
              ? 64 : 128;
   }
   if (env->persistent >= 0)
@@ -646,7 +658,7 @@ static gemm_plan plan_sm90a(const tj_runtime *rt, int M, int N, int K)
                                   : (persistent
                                          ? "gemm_f16_sm90a_128x256_persistent"
                                          : "gemm_f16_sm90a_128x256");
-  return plan_tile(entry, bn, persistent && bn != 64, M, N);
+  return plan_tile(entry, bn, persistent && bn != 64, sms, M, N);
 }
 
 int tj__gemm_tunable(const tj_runtime *rt, int M)
@@ -654,9 +666,9 @@ int tj__gemm_tunable(const tj_runtime *rt, int M)
   return sm90a_fits(rt, M, NULL, 8, NULL, 8);
 }
 
-const tj__gemm_config *tj__gemm_heuristic(int M, int N, int K)
+const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K)
 {
-  gemm_plan p = plan_sm90a(NULL, M, N, K);
+  gemm_plan p = plan_sm90a(NULL, sms, M, N, K);
   size_t n;
   const tj__gemm_config *c = tj__gemm_configs(&n);
   for (size_t i = 0; i < n; i++)
@@ -689,7 +701,8 @@ static gemm_plan plan_gemm(tj_runtime *rt, void *stream, int may_tune, int M,
         rt->gemm_env.forced_split ? NULL
         : tj__gemm_decision(rt, stream, may_tune, M, N, K, A, lda, B, ldb, C,
                             ldc);
-    return c ? plan_config(c, M, N, K) : plan_sm90a(rt, M, N, K);
+    return c ? plan_config(c, rt->sms, M, N, K)
+             : plan_sm90a(&rt->gemm_env, rt->sms, M, N, K);
   }
   return (gemm_plan){"gemm_f16", {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
                      {GEMM_THREADS, 1, 1}, 0, 1, 0, PATH_PLAIN, 0};
@@ -808,8 +821,8 @@ int tj__gemm_run_config(tj_runtime *rt, const char *fn,
                         int N, int K, float alpha, const void *A, int lda,
                         const void *B, int ldb, float beta, void *C, int ldc)
 {
-  return launch_sm90a(rt, fn, plan_config(cfg, M, N, K), stream, M, N, K,
-                      alpha, A, lda, B, ldb, beta, C, ldc);
+  return launch_sm90a(rt, fn, plan_config(cfg, rt->sms, M, N, K), stream, M,
+                      N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* The skinny tensor-core path: the partials (split > 1) into a
@@ -879,6 +892,17 @@ int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K, const uint16_t *A,
           TJ_OK)
     return 0;
   return plan_gemm(rt, NULL, 0, M, N, K, A, lda, B, ldb, C, ldc).split;
+}
+
+tj_dim3 tj__gemm_f16_grid(tj_runtime *rt, int M, int N, int K,
+                          const uint16_t *A, int lda, const uint16_t *B,
+                          int ldb, const uint16_t *C, int ldc)
+{
+  if (!tj__runtime_usable(rt) ||
+      check_gemm(rt, "tj__gemm_f16_grid", M, N, K, A, lda, B, ldb, C, ldc) !=
+          TJ_OK)
+    return (tj_dim3){0, 0, 0};
+  return plan_gemm(rt, NULL, 0, M, N, K, A, lda, B, ldb, C, ldc).grid;
 }
 
 int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
