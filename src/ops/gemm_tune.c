@@ -45,10 +45,13 @@
  * The likely cause: candidates were timed one after another, the first
  * (the heuristic's) right after a compile had left the GPU idle at low
  * clocks.  They are now timed in rounds, each candidate once a round
- * (time_all); until an H200 run shows first use agreeing with --tune,
- * --tune is the way to make decisions.  When on, it is not done, and the
- * heuristic runs,
- * when the caller opts out (TJ_NO_TUNING), when the
+ * (time_all), and each launch after TUNE_FLUSH_BYTES written, so that it
+ * reads A and B from memory as the benchmark's runs do: timed back to
+ * back, the H200 (9f2cb3c) chose 128 x 128 for 1024^3 and 128 x 64 for
+ * 128 x 4096 x 4096 at first use, which the benchmark then ran at 0.68x
+ * and 0.83x cuBLAS against 0.87x and 0.93x for the heuristic's choices.
+ * When on, it is not done, and the heuristic runs, when the caller opts
+ * out (TJ_NO_TUNING), when the
  * runtime has no device, when the cache is disabled or read-only (the
  * decision would be lost: ship decisions made by --tune instead), and
  * while the stream is being captured into a graph.  The tune reads A and
@@ -71,6 +74,10 @@
 #define AHEAD_MIN_RUNS 5
 #define AHEAD_MAX_RUNS 50
 #define TUNE_ATTEMPTS 3       /* first-use tunes of one class per runtime */
+/* Written before each timed launch, so that every candidate reads A and B
+ * from memory, as the benchmark times them (bench/bench_util.c): more
+ * than twice the L2 of any Hopper GPU (50 MiB on an H100 and an H200). */
+#define TUNE_FLUSH_BYTES ((size_t)128 << 20)
 #define MAX_CANDIDATES 24
 #define CLASS_EXACT 64
 
@@ -223,6 +230,7 @@ typedef struct tune_job {
   const void *A, *B;
   int lda, ldb;
   void *C; /* scratch, ldc = N */
+  void *flush; /* TUNE_FLUSH_BYTES to write before each launch; NULL: none */
   int ahead;
   int sms;
   timed t[MAX_CANDIDATES];
@@ -285,21 +293,28 @@ static double median_of(double *ms, int n)
 }
 
 /* One round: each of the n configs c launched once on the job's stream,
- * between consecutive events; their times into ms[i][round]. */
+ * after the flush (when there is one) and between its own pair of events
+ * (ev[2i], ev[2i + 1]); their times into ms[i][round]. */
 static int time_round(tune_job *j, const tj__gemm_config **c, int n,
                       hipEvent_t *ev, double (*ms)[AHEAD_MAX_RUNS], int round)
 {
-  int rc = hipEventRecord(ev[0], (hipStream_t)j->stream) == hipSuccess
-               ? TJ_OK : TJ_EDEVICE;
-  for (int i = 0; i < n && rc == TJ_OK; i++)
-    if ((rc = run_once(j, c[i])) == TJ_OK &&
-        hipEventRecord(ev[i + 1], (hipStream_t)j->stream) != hipSuccess)
+  hipStream_t s = (hipStream_t)j->stream;
+  int rc = TJ_OK;
+  for (int i = 0; i < n && rc == TJ_OK; i++) {
+    if (j->flush &&
+        tj__memset_async(j->flush, round & 0xff, TUNE_FLUSH_BYTES, s) != TJ_OK)
       rc = TJ_EDEVICE;
-  if (rc == TJ_OK && hipEventSynchronize(ev[n]) != hipSuccess)
+    if (rc == TJ_OK && hipEventRecord(ev[2 * i], s) != hipSuccess)
+      rc = TJ_EDEVICE;
+    if (rc == TJ_OK && (rc = run_once(j, c[i])) == TJ_OK &&
+        hipEventRecord(ev[2 * i + 1], s) != hipSuccess)
+      rc = TJ_EDEVICE;
+  }
+  if (rc == TJ_OK && n > 0 && hipEventSynchronize(ev[2 * n - 1]) != hipSuccess)
     rc = TJ_EDEVICE;
   for (int i = 0; i < n && rc == TJ_OK; i++) {
     float f = 0;
-    if (hipEventElapsedTime(&f, ev[i], ev[i + 1]) != hipSuccess)
+    if (hipEventElapsedTime(&f, ev[2 * i], ev[2 * i + 1]) != hipSuccess)
       rc = TJ_EDEVICE;
     ms[i][round] = f;
   }
@@ -362,7 +377,7 @@ static int time_all(tune_job *j)
 {
   const tj__gemm_config *cand[MAX_CANDIDATES], *use[MAX_CANDIDATES];
   double (*t)[AHEAD_MAX_RUNS] = calloc(MAX_CANDIDATES, sizeof *t);
-  hipEvent_t ev[MAX_CANDIDATES + 1];
+  hipEvent_t ev[2 * MAX_CANDIDATES];
   int nc = candidates(j, cand), n = 0, nev = 0, rc = TJ_OK;
   if (!t)
     return tj__fail(j->rt, TJ_ENOMEM, "out of memory");
@@ -374,9 +389,9 @@ static int time_all(tune_job *j)
     else
       use[n++] = cand[i];
   }
-  while (nev <= n && hipEventCreate(&ev[nev]) == hipSuccess)
+  while (nev < 2 * n && hipEventCreate(&ev[nev]) == hipSuccess)
     nev++;
-  if (nev <= n)
+  if (nev < 2 * n)
     rc = tj__fail(j->rt, TJ_EDEVICE, "%s: no events to time with", j->fn);
   double start = now_ms();
   if (rc == TJ_OK)
@@ -446,7 +461,16 @@ static int tune(tune_job *j, tj__device_props *props)
     return tj__fail(rt, TJ_ENOMEM, "%s: no device memory (%zu bytes) for the "
                     "tuner's scratch output", j->fn, bytes);
   j->C = scratch;
+  /* Without memory for the flush the candidates are timed back to back,
+   * A and B staying in L2 from one launch to the next (the measured
+   * order can then differ from the benchmark's: bench/RESULTS.md). */
+  if (tj__alloc_async(&rt->device, &j->flush, TUNE_FLUSH_BYTES, j->stream) !=
+      TJ_OK)
+    j->flush = NULL;
   int rc = time_all(j);
+  if (j->flush && tj__free_async(j->flush, j->stream) != TJ_OK && rc == TJ_OK)
+    rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the tuner's flush buffer "
+                  "failed", j->fn);
   if (tj__free_async(scratch, j->stream) != TJ_OK && rc == TJ_OK)
     rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the tuner's scratch output "
                   "failed", j->fn);
@@ -466,8 +490,8 @@ static const tj__gemm_config *first_use(tj_runtime *rt, void *stream, int M,
   const tj__gemm_config *best = NULL;
   if (!j)
     return NULL;
-  *j = (tune_job){rt, "tj_gemm_f16", stream, M, N, K, A, B, lda, ldb, NULL,
-                  0, 0, {{0}}, 0, 0};
+  *j = (tune_job){.rt = rt, .fn = "tj_gemm_f16", .stream = stream, .M = M,
+                  .N = N, .K = K, .A = A, .B = B, .lda = lda, .ldb = ldb};
   int rc = tune(j, &props);
   if (rc == TJ_OK && j->complete && j->n >= 2) {
     best = j->t[0].config;
@@ -626,8 +650,8 @@ int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K, tj_tuning_visit fn,
   tune_job *j = calloc(1, sizeof *j);
   if (!j)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
-  *j = (tune_job){rt, name, NULL, M, N, K, NULL, NULL, lda, ldb, NULL, 1, 0,
-                  {{0}}, 0, 0};
+  *j = (tune_job){.rt = rt, .fn = name, .M = M, .N = N, .K = K, .lda = lda,
+                  .ldb = ldb, .ahead = 1};
   void *a = NULL, *b = NULL;
   tj__device_props props;
   char cls[TJ__SHAPE_CLASS_MAX];

@@ -370,6 +370,12 @@ int tj__free_async(void *p, void *stream)
   return TJ_EDEVICE;
 }
 
+int tj__memset_async(void *p, int value, size_t bytes, void *stream)
+{
+  return hipMemsetAsync(p, value, bytes, (hipStream_t)stream) == hipSuccess
+             ? TJ_OK : TJ_EDEVICE;
+}
+
 int tj__stream_capturing(void *stream)
 {
   hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
@@ -884,6 +890,16 @@ int tj__free_async(void *p, void *stream)
     return TJ_EDEVICE;
   return cu->cuMemFreeAsync((CUdeviceptr)(uintptr_t)p, (CUstream)stream) ==
                  CUDA_SUCCESS
+             ? TJ_OK : TJ_EDEVICE;
+}
+
+int tj__memset_async(void *p, int value, size_t bytes, void *stream)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  if (!cu || !cu->cuMemsetD8Async)
+    return TJ_EDEVICE;
+  return cu->cuMemsetD8Async((CUdeviceptr)(uintptr_t)p, (unsigned char)value,
+                             bytes, (CUstream)stream) == CUDA_SUCCESS
              ? TJ_OK : TJ_EDEVICE;
 }
 

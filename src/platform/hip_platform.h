@@ -114,7 +114,8 @@ typedef struct tj__cuda_api {
   X(cuMemPoolSetAttribute, (CUmemoryPool, CUmemPool_attribute, void *))        \
   X(cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))  \
   X(cuMemFreeAsync, (CUdeviceptr, CUstream))                                  \
-  X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *))
+  X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *))                 \
+  X(cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream))
 #define TJ__CUDA_FIELD(name, args) CUresult (*name) args;
   TJ__CUDA_FUNCS(TJ__CUDA_FIELD)
   TJ__CUDA_OPTIONAL_FUNCS(TJ__CUDA_FIELD)
@@ -293,6 +294,9 @@ int tj__hopper_driver(void);
 int tj__alloc_async(tj__device *dev, void **p, size_t bytes,
                     void *stream);
 int tj__free_async(void *p, void *stream);
+/* bytes of device memory at p set to value, ordered on stream (NULL: the
+ * default stream).  TJ_EDEVICE where the driver cannot. */
+int tj__memset_async(void *p, int value, size_t bytes, void *stream);
 /* Whether work queued on stream (NULL: the default stream) is being
  * captured into a graph, where it would be recorded and not run (so it
  * cannot be timed): 1 captured, 0 not, -1 when the driver cannot say. */
