@@ -337,7 +337,9 @@ TJ_EXPORT int tj_kernel_get(tj_runtime *rt, const char *name,
  * and that cannot end the host program, write or read files the cache key
  * cannot see, or retarget the code; anything else is TJ_EINVAL, named in
  * tj_errmsg, before the compiler runs.  Accepted, AMD (clang in comgr):
- * -D and -U (-DX=1 or -D X=1), -I with an absolute directory, -O0..-O3,
+ * -D and -U (-DX=1 or -D X=1), -I, -isystem, -iquote and -idirafter
+ * with an absolute directory (every header they reach is hashed into the
+ * key), -O0..-O3,
  * -Os, -Oz, -std=c++NN, -w, -W<warning> (-Wall, -Wno-..., -Werror=...),
  * -pedantic, -g, -g0, -gline-tables-only, the floating-point, unrolling and
  * vectorising -f flags and their -fno- forms (-ffast-math, -ffp-contract=,
@@ -350,7 +352,7 @@ TJ_EXPORT int tj_kernel_get(tj_runtime *rt, const char *name,
  * --diag-error/suppress/warn=, -opt-info=inline, --split-compile=, and the
  * other documented true/false switches.  Refused, for example: -mllvm,
  * -Xclang, -v, -###, --help, --version, @file, -o, -save-temps, --time,
- * -include, -isystem, --offload-arch, -march, --gpu-architecture, -arch,
+ * -include, -isystem (NVIDIA), --offload-arch, -march, --gpu-architecture, -arch,
  * -x, -fgpu-rdc, -rdc, -dlto, and input file names.
  *
  * The environment: a build (compile or cache lookup) is refused, TJ_EINVAL,

@@ -8,6 +8,9 @@
  * compiler could exit() on, that would write or read a file the key cannot
  * see, or retarget the code, whether as an option or hidden as the value
  * of the option before it (values never start with '-' or '@').
+ * -isystem, -iquote and -idirafter with an absolute directory are
+ * accepted on AMD: every header they reach is hashed into the key
+ * (src/core/headers.c), as with -I.
  */
 #include "internal.h"
 
@@ -17,7 +20,7 @@
 
 static const char *const never_exact[] = {
   "-mllvm", "-Xclang", "-o", "-v", "-###", "-help", "--help", "--version",
-  "-save-temps", "-include", "-isystem", "-E", "-S", "-c", "-x", "-",
+  "-save-temps", "-include", "-E", "-S", "-c", "-x", "-",
   "--", "-arch", "-Xptxas", "-working-directory", NULL,
 };
 static const char *const never_prefix[] = {
