@@ -257,7 +257,7 @@ static int lookup(const char *sys, const tj__cache_row *want, char *msg,
 {
   tj__layers *l = NULL;
   tj__lookup got;
-  ck_assert_int_eq(tj__layers_open(NULL, sys, 0, &l), TJ_OK);
+  ck_assert_int_eq(tj__layers_open(NULL, NULL, NULL, sys, 0, &l), TJ_OK);
   int rc = tj__layers_get(l, want, KERNEL, &got);
   snprintf(msg, len, "%s", got.warning);
   ck_assert_int_eq(got.layer, rc == TJ_OK ? TJ__LAYER_SYSTEM : TJ__LAYER_NONE);

@@ -165,6 +165,7 @@ START_TEST(damage_found_after_open_warns_once)
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   size_t n;
   unsigned char *b = garbled_cache_bytes(path, &n, 4096, 7);
+  tsql_remove_code(path); /* so that the runtime opens the SQLite file */
   tj_runtime *rt = rel_open(path, TEST_ARCH, 0); /* opens the good file */
   ck_assert_ptr_nonnull(rt);
   int fd = open(path, O_WRONLY);

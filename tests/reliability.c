@@ -1,5 +1,6 @@
 /* reliability.c: see reliability.h. */
 #include "reliability.h"
+#include "testsql.h"
 #include "embedded.h"
 
 #include <fcntl.h>
@@ -196,6 +197,7 @@ long rel_check_fake_rows(const char *path, char *why, size_t len)
 int rel_write_file(const char *path, const void *data, size_t n)
 {
   char side[4096];
+  tsql_remove_code(path); /* new bytes: what they hold is what is read */
   snprintf(side, sizeof side, "%s-wal", path);
   unlink(side);
   snprintf(side, sizeof side, "%s-shm", path);

@@ -5,7 +5,9 @@
 #include "testutil.h"
 #include "internal.h" /* tj__hash_hex: the hash the cache stores */
 
+#include <dirent.h>
 #include <sqlite3.h>
+#include <tokitai-jit/cache.h>
 
 /* sql prepared on path opened read-only, or NULL (said on stderr). */
 static sqlite3_stmt *prepare_readonly(const char *path, const char *sql)
@@ -59,6 +61,30 @@ void tsql_exec(const char *path, const char *sql)
   ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK, "%s: %s",
                 sql, sqlite3_errmsg(db));
   sqlite3_close(db);
+  tsql_remove_code(path);
+}
+
+void tsql_remove_code(const char *path)
+{
+  char dir[4096], file[4400];
+  snprintf(dir, sizeof dir, "%s.code", path);
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+      unlink(file);
+  }
+  if (d)
+    closedir(d);
+  rmdir(dir);
+}
+
+void tsql_fold_hits(const char *path)
+{
+  tj_cache *c = NULL;
+  ck_assert_msg(tj_cache_open(&c, path, 0) == TJ_OK, "%s: %s", path,
+                tj_cache_errmsg(c));
+  tj_cache_close(c);
 }
 
 long long tsql_bad_rows(const char *path)

@@ -16,11 +16,14 @@
  *   admin.c     the public tj_cache_* API
  *   layers.c    the lookup chain: per-user, system caches, remote (layers.h)
  *   merge.c     copying the rows of one file into another (tj_cache_merge)
+ *   record.c    a row as a self-describing byte string (record.h)
+ *   codestore.c the code directory a warm start reads (codestore.h)
  */
 #ifndef TJ_CACHE_INTERNAL_H
 #define TJ_CACHE_INTERNAL_H
 
 #include "internal.h"
+#include "codestore.h"
 
 #include <sqlite3.h>
 
@@ -59,6 +62,10 @@ struct tj__cache {
    * tj_cache visit callback may call back into the handle mid-scan. */
   pthread_mutex_t lock;
   sqlite3_stmt *get, *put, *drop, *use, *miss, *idle, *resources;
+  /* The code directory beside a per-user file opened for writing: every
+   * row stored gets its file there, every row deleted loses it
+   * (codestore.h).  NULL for a read-only handle or a system cache. */
+  tj__codestore *store;
   /* How long each step of the open took (TJ__CACHE_PHASE_*), for
    * TOKITAI_JIT_TRACE: a clock read a step, so always kept. */
   double phase_ms[TJ__CACHE_PHASES];
@@ -108,6 +115,10 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
 struct stat;
 int tj__location_check_file(const struct stat *st, const char *path,
                             unsigned flags, char *msg, size_t len);
+/* Judge a directory of the cache's own (its code directory) as the cache
+ * directory is judged: ours, and nobody else may add or replace entries. */
+int tj__location_check_dir(const struct stat *st, const char *dir,
+                           unsigned flags, char *msg, size_t len);
 /* Read the header of loc's file again (another process may have been
  * making it when it was first read).  -1 when the name no longer leads to
  * the judged file; loc is then as it was. */
@@ -209,8 +220,15 @@ int tj__rows_judge_code(const void *code, int64_t size, int64_t declared,
 int tj__rows_insert(tj__cache *c, const tj__cache_row *r, const char *origin,
                     int *inserted);
 /* Delete the row at key only if it still has hash ("" for none): a racing
- * writer may have replaced it.  SQLite result codes. */
+ * writer may have replaced it.  Its code file goes too.  SQLite result
+ * codes. */
 int tj__rows_drop(tj__cache *c, const char *key, const char *hash);
+/* After rows were deleted: remove the code files whose rows are gone
+ * (codestore.h).  Called with c->lock held, outside a transaction. */
+void tj__rows_sweep_code(tj__cache *c);
+/* Fold the hits noted in the code directory into the rows (a writable
+ * handle, at open).  Quiet: usage only orders evictions. */
+void tj__rows_fold_hits(tj__cache *c);
 
 /* ------------------------------------------------------------ resources.c */
 

@@ -5,7 +5,8 @@
  * tj_cache_evict's, run one statement (c->idle, rows.c): a row is older
  * than N seconds when it was last used at or before now - N.  Ages are
  * whole seconds, so a row used at any moment of the current second is
- * older than 0 s, and "older than 0 s" empties the cache.
+ * older than 0 s, and "older than 0 s" empties the cache.  The code
+ * files of the rows deleted go with them (tj__rows_sweep_code).
  */
 #include "cache_internal.h"
 
@@ -25,11 +26,14 @@ static int evict_idle(tj__cache *c, int64_t max_age, const char *compiler,
   if (compiler)
     sqlite3_bind_text(c->idle, 2, compiler, -1, SQLITE_STATIC);
   int rc = tj__sql_step(c->idle);
+  int gone = rc == SQLITE_DONE ? sqlite3_changes(c->db) : 0;
   if (rc == SQLITE_DONE)
-    *n += (uint64_t)sqlite3_changes(c->db);
+    *n += (uint64_t)gone;
   else
     tj__cache_note_error(c, 0);
   tj__sql_reset(c->idle);
+  if (gone > 0)
+    tj__rows_sweep_code(c);
   return rc == SQLITE_DONE ? TJ_OK : TJ_ECACHE;
 }
 
@@ -119,6 +123,8 @@ static int trim_to(tj__cache *c, int64_t max_bytes, uint64_t *n)
     tj__cache_note_error(c, 0);
   tj__sql_rollback(c->db);
   free(ids);
+  if (rc == SQLITE_OK && victims > 0)
+    tj__rows_sweep_code(c);
   if (rc == SQLITE_OK)
     *n += victims;
   return rc == SQLITE_OK ? TJ_OK : TJ_ECACHE;

@@ -3,6 +3,8 @@
  * the per-user file, then the read-only system caches, then the remote
  * tier.  What each layer may be trusted with:
  *
+ *  - the per-user code directory is read first (codestore.h): a file
+ *    there passes record.c's checks against the request or is a miss;
  *  - the per-user file and each system cache are judged where they lie
  *    (location.c) and every row they give is checked by rows.c: its
  *    columns against the request, its blob against its stored XXH3-128
@@ -16,6 +18,7 @@
  * is a miss with one warning, never the reason a request fails.
  */
 #include "cache_internal.h"
+#include "codestore.h"
 #include "layers.h"
 
 #include <stdarg.h>
@@ -27,7 +30,9 @@
 #define MAX_SYSTEM_CACHES 16
 
 struct tj__layers {
-  tj__cache *user;                  /* borrowed */
+  tj__cache *(*user)(void *ctx);    /* the per-user file, opened on demand */
+  void *user_ctx;
+  tj__codestore *code;              /* borrowed; NULL for none */
   uint64_t max_bytes;
   char *paths[MAX_SYSTEM_CACHES];   /* as configured */
   int npaths;
@@ -42,6 +47,11 @@ struct tj__layers {
 };
 
 /* ------------------------------------------------------- configuration */
+
+static tj__cache *user_of(const tj__layers *l)
+{
+  return l->user ? l->user(l->user_ctx) : NULL;
+}
 
 /* Add each non-empty element of the colon-separated list; a path given
  * twice is looked at once. */
@@ -60,14 +70,17 @@ static int add_paths(tj__layers *l, const char *list)
   return TJ_OK;
 }
 
-int tj__layers_open(tj__cache *user, const char *system, uint64_t max_bytes,
-                    tj__layers **out)
+int tj__layers_open(tj__cache *(*user)(void *ctx), void *ctx,
+                    tj__codestore *code, const char *system,
+                    uint64_t max_bytes, tj__layers **out)
 {
   tj__layers *l = calloc(1, sizeof *l);
   *out = NULL;
   if (!l)
     return TJ_ENOMEM;
   l->user = user;
+  l->user_ctx = ctx;
+  l->code = code;
   l->max_bytes = max_bytes;
   pthread_mutex_init(&l->lock, NULL);
   int rc = system ? add_paths(l, system) : add_paths(l, getenv(SYSTEM_ENV));
@@ -139,9 +152,10 @@ static int is_user_file(const tj__layers *l, dev_t dev, ino_t ino)
 {
   dev_t udev;
   ino_t uino;
-  if (!l->user)
+  tj__cache *user = user_of(l);
+  if (!user)
     return 0;
-  tj__cache_identity(l->user, &udev, &uino);
+  tj__cache_identity(user, &udev, &uino);
   return udev == dev && uino == ino;
 }
 
@@ -182,30 +196,49 @@ static void open_system(tj__layers *l, tj__lookup *out)
 static void copy_up(tj__layers *l, const tj__cache_row *want,
                     const tj__found *f, const char *origin, tj__lookup *out)
 {
-  if (!l->user || tj__cache_readonly(l->user))
+  tj__cache *user = user_of(l);
+  if (!user || tj__cache_readonly(user))
     return;
   tj__cache_row row = {want->key, f->kernel, want->arch, want->platform,
                        want->compiler, want->options, f->code, f->size,
                        f->compile_ms, f->entries};
-  if (tj__cache_put_origin(l->user, &row, origin) != TJ_OK) {
+  if (tj__cache_put_origin(user, &row, origin) != TJ_OK) {
     warn(out, "could not copy %s into the cache: %s", want->key,
-         tj__cache_errmsg(l->user));
+         tj__cache_errmsg(user));
     return;
   }
-  tj__cache_trim(l->user, -1, l->max_bytes, NULL);
+  tj__cache_trim(user, -1, l->max_bytes, NULL);
+}
+
+/* The code directory: a file that fails a check was removed, and is said;
+ * the SQLite file is asked next. */
+static int from_code(tj__layers *l, const tj__cache_row *want,
+                     const char *what, tj__lookup *out)
+{
+  char msg[768];
+  if (!l->code)
+    return TJ_ENOENT;
+  int rc = tj__codestore_get(l->code, want, &out->found, msg, sizeof msg);
+  if (rc == TJ_ECACHE)
+    warn(out, "%s (for %s); not loaded", msg, what);
+  return rc == TJ_ECACHE ? TJ_ENOENT : rc;
 }
 
 static int from_user(tj__layers *l, const tj__cache_row *want,
                      const char *what, tj__lookup *out)
 {
-  if (!l->user)
+  int rc = from_code(l, want, what, out);
+  if (rc != TJ_ENOENT)
+    return rc;
+  tj__cache *user = user_of(l);
+  if (!user)
     return TJ_ENOENT;
-  int rc = tj__cache_find(l->user, want, &out->found, &out->user_dropped);
+  rc = tj__cache_find(user, want, &out->found, &out->user_dropped);
   if (out->user_dropped)
     warn(out, "cache row %s for %s %s; dropped and recompiling", want->key,
          what, tj__cache_drop_reason(out->user_dropped));
   if (rc == TJ_ECACHE) /* the file failed under us: said once, then a miss */
-    warn(out, "%s", tj__cache_errmsg(l->user));
+    warn(out, "%s", tj__cache_errmsg(user));
   return rc == TJ_ECACHE ? TJ_ENOENT : rc;
 }
 

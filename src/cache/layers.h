@@ -41,16 +41,19 @@ typedef struct tj__remote_tier {
 } tj__remote_tier;
 
 /*
- * The layers over user (the runtime's per-user cache, borrowed; NULL when
- * it could not be opened).  system: the system caches, colon-separated
+ * The layers over the runtime's per-user cache: code, its code directory
+ * (borrowed; NULL for none), read first, and the SQLite file, which
+ * user(ctx) gives (borrowed; NULL when there is none), opening it on the
+ * first call that needs it, so that a hit in code opens no SQLite.  system: the system caches, colon-separated
  * (tj_options.system_caches); NULL for $TOKITAI_JIT_SYSTEM_CACHE and then
  * the installed default, "" for none.  Nothing is opened here: the system
  * caches are opened on the first lookup that misses the per-user file, so
  * a warm start never touches them.  max_bytes: the per-user cache's size
  * limit, applied after a copy.  TJ_OK or TJ_ENOMEM.
  */
-int tj__layers_open(tj__cache *user, const char *system, uint64_t max_bytes,
-                    tj__layers **out);
+int tj__layers_open(tj__cache *(*user)(void *ctx), void *ctx,
+                    struct tj__codestore *code, const char *system,
+                    uint64_t max_bytes, tj__layers **out);
 /* Close the system caches and the remote tier (not the per-user cache). */
 void tj__layers_close(tj__layers *l);
 /* Fill the remote slot (the layers own it from now on). */

@@ -150,6 +150,12 @@ static int check_cache_dir(const struct stat *st, const char *dir,
   return TJ_OK;
 }
 
+int tj__location_check_dir(const struct stat *st, const char *dir,
+                           unsigned flags, char *msg, size_t len)
+{
+  return check_cache_dir(st, dir, flags, msg, len);
+}
+
 static const char *kind_of(mode_t m)
 {
   return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO"

@@ -101,6 +101,7 @@ static void cache_free(tj__cache *c)
   if (c->opened && (c->wrote || c->wal_frames >= CLOSE_CHECKPOINT_FRAMES))
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
   sqlite3_close_v2(c->db);
+  tj__codestore_close(c->store);
   pthread_mutex_destroy(&c->lock);
   free(c->path);
   free(c);
@@ -532,6 +533,20 @@ static tj__cache *cache_for(const tj__location *loc, unsigned flags, int ours)
   return c;
 }
 
+/* The code directory of a file opened for writing, made when absent.  A
+ * refused one is said and not used: warm starts then read SQLite. */
+static void open_store(tj__cache *c, const tj__location *loc, char *msg,
+                       size_t len)
+{
+  char why[512] = "";
+  int rc = tj__codestore_open(loc->dirfd, loc->dir, loc->name, c->flags, 1,
+                              &c->store, why, sizeof why);
+  size_t used = strlen(msg);
+  if (rc != TJ_OK && rc != TJ_ENOENT && why[0])
+    snprintf(msg + used, len - used, "%s%s; code is read from the SQLite file "
+             "alone", used ? "; " : "", why);
+}
+
 /* One attempt: TJ_OK with *out or with *o saying what went wrong. */
 static int open_once(const char *path, unsigned flags, tj__cache **out,
                      enum open_outcome *o, tj__cache *failed, char *msg,
@@ -581,6 +596,14 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
   if (c) {
     c->phase_ms[TJ__CACHE_PHASE_LOCATION] = ms_now() - t0;
     *o = try_open(c, &loc, msg, len);
+    if (*o == OPENED && !c->readonly && c->version == CACHE_SCHEMA_VERSION)
+      open_store(c, &loc, msg, len);
+    else if (*o == OPENED) { /* only to read the hits noted there */
+      char quiet[512];
+      tj__codestore_open(loc.dirfd, loc.dir, loc.name,
+                         c->flags | TJ_CACHE_READONLY, 0, &c->store, quiet,
+                         sizeof quiet);
+    }
     if (*o == OPENED)
       *out = c;
     else {
@@ -624,6 +647,7 @@ int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
     if (*out) {
       if ((*out)->found_readonly)
         note_found_readonly(*out, msg, msglen);
+      tj__rows_fold_hits(*out);
       return TJ_OK;
     }
     int moved = 0;
@@ -641,6 +665,28 @@ int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
     return TJ_OK;
   }
   return TJ_OK;
+}
+
+/* ------------------------------------------------------- warm starts */
+
+int tj__cache_open_code(const char *path, unsigned flags, tj__codestore **store,
+                        char *resolved, size_t rlen)
+{
+  tj__location loc;
+  char msg[1024];
+  *store = NULL;
+  if (tj__location_open(path, flags, &loc, msg, sizeof msg) != TJ_OK)
+    return TJ_ENOENT;
+  int rc = TJ_ENOENT;
+  /* Our mark on the file: anything else is the whole open's to judge. */
+  if (loc.header == TJ__HEADER_OURS &&
+      tj__codestore_open(loc.dirfd, loc.dir, loc.name, flags, 0, store, msg,
+                         sizeof msg) == TJ_OK) {
+    snprintf(resolved, rlen, "%s", loc.path);
+    rc = TJ_OK;
+  }
+  tj__location_free(&loc);
+  return rc;
 }
 
 /* ------------------------------------------------------- system caches */

@@ -1,19 +1,10 @@
 /*
  * remote.c: the remote tier on Redis (remote.h says what it promises).
  *
- * A value is immutable and says what it is, so that a reader trusts
- * nothing but its own checks:
- *
- *   "TJREMOTE"          8 bytes of magic
- *   version             u32, 1
- *   key, kernel, arch, platform, compiler, options, entries, code_hash
- *                       each a u32 length and its bytes
- *   compile_ms          the IEEE double's 8 bytes
- *   code_size           u64, then exactly that many bytes of code
- *   check               u64, XXH3-64 of every byte before it
- *
- * All integers little-endian.  The check catches a value damaged anywhere
- * (the code's own hash covers only the code); neither is a signature.  A reader asks for at most the largest value
+ * A value is immutable and says what it is (record.h: magic "TJREMOTE",
+ * the key echoed, every column, the code and its hash, a check over it
+ * all), so that a reader trusts nothing but its own checks.  A reader
+ * asks for at most the largest value
  * that could pass (GETRANGE), so a huge value costs it no more memory than
  * a good one.  Whoever can write to the servers chooses the code that
  * matches a key: the servers must be writable by trusted users only, as a
@@ -26,11 +17,11 @@
  * its own making, so that the host program never sees one.
  */
 #include "config.h"
+#include "record.h"
 #include "remote.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,14 +34,8 @@
 #endif
 
 #define MAGIC "TJREMOTE"
-#define FORMAT_VERSION 1u
-#define MAX_FIELD (64u << 10)  /* a key, arch, compiler, options... */
-#define MAX_ENTRIES (4u << 20) /* a module's entries lines */
-#define NFIELDS 8
 /* The most a value that can pass may hold. */
-#define MAX_VALUE \
-  (8 + 4 + 4ull * NFIELDS + 7ull * MAX_FIELD + MAX_ENTRIES + 24 + \
-   TJ_CACHE_MAX_CODE_BYTES)
+#define MAX_VALUE TJ__RECORD_MAX_BYTES
 
 typedef struct server {
   char host[256];
@@ -278,122 +263,16 @@ void tj__remote_get_counters(const tj__remote *r, tj__remote_counters *c)
 
 /* ------------------------------------------------------- values */
 
-static unsigned char *put_u32(unsigned char *p, uint32_t v)
-{
-  for (int i = 0; i < 4; i++)
-    *p++ = (unsigned char)(v >> (8 * i));
-  return p;
-}
-
-static unsigned char *put_u64(unsigned char *p, uint64_t v)
-{
-  for (int i = 0; i < 8; i++)
-    *p++ = (unsigned char)(v >> (8 * i));
-  return p;
-}
-
-static uint64_t get_le(const unsigned char *p, int n)
-{
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; i--)
-    v = v << 8 | p[i];
-  return v;
-}
-
+/* The value format is record.c's, under this tier's magic. */
 unsigned char *tj__remote_encode(const tj__cache_row *row, size_t *len)
 {
-  char hash[TJ__KEY_HEX];
-  tj__hash_hex(row->code, row->code_size, hash);
-  const char *f[NFIELDS] = {row->key, row->kernel, row->arch, row->platform,
-                            row->compiler, row->options,
-                            row->entries ? row->entries : "", hash};
-  size_t n = 8 + 4 + 24 + row->code_size;
-  for (int i = 0; i < NFIELDS; i++)
-    n += 4 + strlen(f[i]);
-  unsigned char *b = malloc(n), *p = b;
-  if (!b)
-    return NULL;
-  memcpy(p, MAGIC, 8);
-  p = put_u32(p + 8, FORMAT_VERSION);
-  for (int i = 0; i < NFIELDS; i++) {
-    size_t l = strlen(f[i]);
-    p = put_u32(p, (uint32_t)l);
-    memcpy(p, f[i], l);
-    p += l;
-  }
-  uint64_t ms;
-  double d = row->compile_ms;
-  memcpy(&ms, &d, sizeof ms);
-  p = put_u64(p, ms);
-  p = put_u64(p, row->code_size);
-  memcpy(p, row->code, row->code_size);
-  p += row->code_size;
-  put_u64(p, XXH3_64bits(b, (size_t)(p - b)));
-  *len = n;
-  return b;
-}
-
-/* A field of b equal to want (NULL: anything).  0 when it is not, or
- * overruns, or is longer than max. */
-static int take_field(const unsigned char **p, const unsigned char *end,
-                      const char *want, size_t max, const unsigned char **s,
-                      size_t *n)
-{
-  if (end - *p < 4)
-    return 0;
-  uint64_t l = get_le(*p, 4);
-  if (l > max || (uint64_t)(end - *p - 4) < l)
-    return 0;
-  *s = *p + 4;
-  *n = (size_t)l;
-  *p += 4 + l;
-  if (memchr(*s, '\0', *n))
-    return 0;
-  return !want || (strlen(want) == *n && memcmp(want, *s, *n) == 0);
+  return tj__record_encode(MAGIC, row, len);
 }
 
 int tj__remote_decode(const unsigned char *b, size_t len,
-                       const tj__cache_row *want, tj__remote_value *v)
+                      const tj__cache_row *want, tj__remote_value *v)
 {
-  const unsigned char *p = b, *end = b + len, *s[NFIELDS];
-  size_t n[NFIELDS];
-  if (len < 20 || memcmp(b, MAGIC, 8) != 0 ||
-      get_le(b + 8, 4) != FORMAT_VERSION ||
-      get_le(end - 8, 8) != XXH3_64bits(b, len - 8))
-    return -1;
-  end -= 8;
-  p += 12;
-  const char *expect[NFIELDS] = {want->key, want->kernel, want->arch,
-                                 want->platform, want->compiler, want->options,
-                                 NULL, NULL};
-  for (int i = 0; i < NFIELDS; i++)
-    if (!take_field(&p, end, expect[i], i == 6 ? MAX_ENTRIES : MAX_FIELD,
-                    &s[i], &n[i]))
-      return -1;
-  if (end - p < 16 || n[7] != TJ__KEY_HEX - 1)
-    return -1;
-  uint64_t bits = get_le(p, 8), size = get_le(p + 8, 8);
-  double ms;
-  memcpy(&ms, &bits, sizeof ms);
-  p += 16;
-  if (!isfinite(ms) || ms < 0 || size == 0 || size > TJ_CACHE_MAX_CODE_BYTES ||
-      size != (uint64_t)(end - p))
-    return -1;
-  char hash[TJ__KEY_HEX];
-  tj__hash_hex(p, (size_t)size, hash);
-  if (memcmp(hash, s[7], TJ__KEY_HEX - 1) != 0)
-    return -1;
-  v->code = malloc((size_t)size);
-  v->kernel = strndup((const char *)s[1], n[1]);
-  v->entries = strndup((const char *)s[6], n[6]);
-  if (!v->code || !v->kernel || !v->entries) {
-    tj__found_free(v);
-    return -2;
-  }
-  memcpy(v->code, p, (size_t)size);
-  v->size = (size_t)size;
-  v->compile_ms = ms;
-  return 0;
+  return tj__record_decode(MAGIC, b, len, want, v);
 }
 
 /* ------------------------------------------------------- commands */

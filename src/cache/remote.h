@@ -65,8 +65,7 @@ int tj__remote_take_warning(tj__remote *r, char *out, size_t len);
 void tj__remote_get_counters(const tj__remote *r, tj__remote_counters *c);
 
 /* A value fetched and checked, every field equal to what was asked: the
- * row's code and columns as a cache lookup gives them (code_hash is left
- * empty).  Free it with tj__found_free. */
+ * row's code and columns as a cache lookup gives them.  Free it with tj__found_free. */
 typedef tj__found tj__remote_value;
 
 /*

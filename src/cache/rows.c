@@ -45,7 +45,8 @@ static const struct {
      "DELETE FROM code_objects WHERE key = ?1 AND "
      "coalesce(code_hash, '') = ?2"},
     {offsetof(tj__cache, use), 1,
-     "UPDATE code_objects SET hits = hits + ?2, last_used = ?3 WHERE key = ?1"},
+     "UPDATE code_objects SET hits = hits + ?2, last_used = "
+     "max(last_used, ?3) WHERE key = ?1"},
     {offsetof(tj__cache, miss), 1,
      "UPDATE counters SET value = value + ?1 WHERE name = 'misses'"},
     /* The one age rule of every eviction (evict.c). */
@@ -195,7 +196,28 @@ int tj__rows_drop(tj__cache *c, const char *key, const char *hash)
   sqlite3_bind_text(c->drop, 2, hash ? hash : "", -1, SQLITE_STATIC);
   int rc = tj__sql_step(c->drop);
   tj__sql_reset(c->drop);
+  if (rc == SQLITE_DONE)
+    tj__codestore_drop(c->store, key);
   return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int row_exists(void *ctx, const char *key)
+{
+  sqlite3_stmt *st = ctx;
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  int rc = tj__sql_step(st);
+  tj__sql_reset(st);
+  return rc != SQLITE_DONE; /* kept unless surely gone */
+}
+
+void tj__rows_sweep_code(tj__cache *c)
+{
+  sqlite3_stmt *st = NULL;
+  if (!c->store || tj__sql_prepare(c->db, "SELECT 1 FROM code_objects WHERE "
+                                   "key = ?1", 0, &st) != SQLITE_OK)
+    return;
+  tj__codestore_sweep(c->store, row_exists, st);
+  sqlite3_finalize(st);
 }
 
 /* Delete only the row we judged.  A row that cannot be deleted would be
@@ -285,6 +307,14 @@ int tj__cache_find(tj__cache *c, const tj__cache_row *want, tj__found *f,
   pthread_mutex_unlock(&c->lock);
   if (rc == TJ_OK)
     snprintf(f->code_hash, sizeof f->code_hash, "%s", stored);
+  /* A row without its code file (stored before there were any, or its
+   * file removed): the next warm start reads the file. */
+  if (rc == TJ_OK && c->store && !tj__cache_readonly(c)) {
+    tj__cache_row row = {want->key, f->kernel, want->arch, want->platform,
+                         want->compiler, want->options, f->code, f->size,
+                         f->compile_ms, f->entries};
+    tj__codestore_put(c->store, &row);
+  }
   free(stored);
   if (rc != TJ_OK)
     tj__found_free(f);
@@ -385,6 +415,8 @@ static int put_row(tj__cache *c, const tj__cache_row *r, const char *origin,
   int out = tj__cache_end_write(c, rc);
   if (out != TJ_OK || rc != SQLITE_OK)
     *inserted = 0; /* rolled back */
+  else /* after the commit: a file never stands for a row not there */
+    tj__codestore_put(c->store, r);
   pthread_mutex_unlock(&c->lock);
   return out;
 }
@@ -417,14 +449,15 @@ int tj__cache_end_write(tj__cache *c, int rc)
 }
 
 static int record_rows(tj__cache *c, const char *const *keys,
-                       const uint64_t *hits, size_t n, uint64_t misses)
+                       const uint64_t *hits, const int64_t *when, size_t n,
+                       uint64_t misses)
 {
   int ok = (n == 0 || tj__rows_need(c, &c->use) == SQLITE_OK) &&
            (misses == 0 || tj__rows_need(c, &c->miss) == SQLITE_OK);
   for (size_t i = 0; i < n && ok; i++) {
     sqlite3_bind_text(c->use, 1, keys[i], -1, SQLITE_STATIC);
     sqlite3_bind_int64(c->use, 2, (sqlite3_int64)hits[i]);
-    sqlite3_bind_int64(c->use, 3, (sqlite3_int64)time(NULL));
+    sqlite3_bind_int64(c->use, 3, when ? when[i] : (sqlite3_int64)time(NULL));
     ok = tj__sql_step(c->use) == SQLITE_DONE;
     tj__sql_reset(c->use);
   }
@@ -444,7 +477,7 @@ int tj__cache_record_usage(tj__cache *c, const char *const *keys,
   pthread_mutex_lock(&c->lock);
   c->recording_usage = 1; /* a commit the close need not fold in (open.c) */
   int ok = tj__sql_begin(c->db, 1) == SQLITE_OK &&
-           record_rows(c, keys, hits, n, misses) &&
+           record_rows(c, keys, hits, NULL, n, misses) &&
            tj__sql_commit(c->db) == SQLITE_OK;
   c->recording_usage = 0;
   if (!ok)
@@ -452,4 +485,31 @@ int tj__cache_record_usage(tj__cache *c, const char *const *keys,
   tj__sql_rollback(c->db);
   pthread_mutex_unlock(&c->lock);
   return ok ? TJ_OK : TJ_ECACHE;
+}
+
+void tj__rows_fold_hits(tj__cache *c)
+{
+  char (*keys)[TJ__KEY_HEX] = NULL;
+  uint64_t *hits = NULL;
+  int64_t *when = NULL;
+  size_t n = 0;
+  if (!c->store || tj__cache_readonly(c) ||
+      tj__codestore_take_hits(c->store, &keys, &hits, &when, &n) != TJ_OK ||
+      n == 0)
+    return;
+  const char **names = malloc(n * sizeof *names);
+  for (size_t i = 0; names && i < n; i++)
+    names[i] = keys[i];
+  pthread_mutex_lock(&c->lock);
+  c->recording_usage = 1;
+  if (names && tj__sql_begin(c->db, 1) == SQLITE_OK &&
+      record_rows(c, names, hits, when, n, 0))
+    tj__sql_commit(c->db);
+  c->recording_usage = 0;
+  tj__sql_rollback(c->db);
+  pthread_mutex_unlock(&c->lock);
+  free(names);
+  free(keys);
+  free(hits);
+  free(when);
 }

@@ -7,6 +7,7 @@
 #include "cache_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The columns every scan reads, in the order row_entry expects (each row's
@@ -26,6 +27,29 @@ static const char *text_or_empty(sqlite3_stmt *st, int col)
 {
   const unsigned char *s = sqlite3_column_text(st, col);
   return s ? (const char *)s : "";
+}
+
+/* Hits that runtimes reading only code files noted and no writer has
+ * folded into the rows yet (codestore.h): counted as the rows' own. */
+typedef struct pending {
+  char (*keys)[TJ__KEY_HEX];
+  uint64_t *hits;
+  int64_t *when;
+  size_t n;
+} pending;
+
+static void pending_read(tj__cache *c, pending *p)
+{
+  if (tj__codestore_peek_hits(c->store, &p->keys, &p->hits, &p->when,
+                              &p->n) != TJ_OK)
+    p->n = 0;
+}
+
+static void pending_free(pending *p)
+{
+  free(p->keys);
+  free(p->hits);
+  free(p->when);
 }
 
 static void row_entry(sqlite3_stmt *st, tj_cache_entry *e)
@@ -78,8 +102,12 @@ int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx)
   if (rc == SQLITE_OK && c->version >= 3) /* else no resources to list */
     rc = tj__sql_prepare(c->db, tj__resources_select_sql, 0, &res);
   tj_cache_entry e;
+  pending p;
+  pending_read(c, &p);
   while (rc == SQLITE_OK && (rc = tj__sql_step(st)) == SQLITE_ROW) {
     row_entry(st, &e);
+    for (size_t i = 0; i < p.n; i++)
+      e.hits += strcmp(p.keys[i], e.key) == 0 ? p.hits[i] : 0;
     tj_cache_kernel *ks = NULL;
     int n = 0;
     if (res && (rc = tj__resources_get(res, e.key, &ks, &n)) != SQLITE_OK)
@@ -90,6 +118,7 @@ int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx)
     tj__resources_free(ks, n);
   }
   int out = rc == SQLITE_DONE ? TJ_OK : tj__cache_note_error(c, TJ_ECACHE);
+  pending_free(&p);
   sqlite3_finalize(res);
   sqlite3_finalize(st);
   pthread_mutex_unlock(&c->lock);
@@ -124,6 +153,11 @@ int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out)
     out->system_hits = (uint64_t)sqlite3_column_double(st, 7);
   }
   sqlite3_finalize(st);
+  pending p;
+  pending_read(c, &p);
+  for (size_t i = 0; i < p.n; i++)
+    out->hits += p.hits[i];
+  pending_free(&p);
   memset(out->remote, 0, sizeof out->remote);
   if (rc == SQLITE_ROW && remote_sums(c, out->remote) != SQLITE_OK)
     rc = SQLITE_ERROR;
@@ -236,8 +270,10 @@ int tj__cache_clear(tj__cache *c)
   tj__sql_rollback(c->db);
   /* Give the space back to the file system.  Best effort: a process
    * reading the file meanwhile only delays it to a later clear. */
-  if (rc == SQLITE_OK)
+  if (rc == SQLITE_OK) {
+    tj__rows_sweep_code(c);
     tj__sql_try(c->db, "VACUUM; PRAGMA wal_checkpoint(TRUNCATE)");
+  }
   pthread_mutex_unlock(&c->lock);
   return rc == SQLITE_OK ? TJ_OK : TJ_ECACHE;
 }

@@ -122,6 +122,7 @@ typedef struct tj__cache_row {
 /* The default cache path (see tokitai-jit.h), malloc'd; NULL when none can
  * be formed (no HOME). */
 char *tj__cache_default_path(void);
+struct tj__codestore; /* codestore.h */
 /*
  * Open (creating as needed) the cache at path.  TJ_OK with *out set, or
  * TJ_OK with *out NULL and a warning in msg when the cache cannot be used
@@ -131,6 +132,17 @@ char *tj__cache_default_path(void);
  */
 int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
                    char *msg, size_t msglen);
+/*
+ * A warm start's open: judge the location at path as tj__cache_open does
+ * and, when the file carries our mark and has a code directory
+ * (codestore.h), open only that directory.  TJ_OK with *store (the path
+ * SQLite would be given in resolved): the caller may leave the SQLite
+ * file closed until it needs more than a hit.  Anything else (TJ_ENOENT):
+ * open it with tj__cache_open, which judges it again and says why.
+ */
+int tj__cache_open_code(const char *path, unsigned flags,
+                        struct tj__codestore **store, char *resolved,
+                        size_t rlen);
 void tj__cache_close(tj__cache *c);
 /* The steps of a cache open, as TOKITAI_JIT_TRACE names them: judging the
  * location (paths, owners, modes, the header, the lock), SQLite's open,
@@ -538,7 +550,14 @@ struct tj_runtime {
   char arch[256];
   char compiler[160];
   char *cache_path;
-  tj__cache *cache;      /* the per-user file; NULL without one */
+  /* The per-user file; NULL without one.  Opened when first needed
+   * (tj__runtime_cache) where the code directory stands in for it at
+   * open: a warm start then never opens SQLite. */
+  tj__cache *cache;
+  struct tj__codestore *code; /* that directory (codestore.h), or NULL */
+  int cache_deferred;    /* atomic: rt->cache is still to be opened */
+  pthread_mutex_t cache_lock; /* orders that open */
+  double code_open_ms;   /* the location judged for the directory */
   struct tj__layers *layers; /* it and the layers below (layers.h); NULL
                                 with TJ_CACHE_DISABLE */
   uint64_t cache_max_bytes;
@@ -559,6 +578,10 @@ struct tj_runtime {
   tj__gemm_env gemm_env; /* read once, at open (gemm_env.c) */
   tj__gemm_tuning *gemm; /* decisions met so far, per shape class */
 };
+
+/* rt's per-user cache, opened now if its open was deferred (a warning if
+ * it cannot be); NULL without one.  Thread-safe. */
+tj__cache *tj__runtime_cache(tj_runtime *rt);
 
 /* tj_kernel_get without compiling: the embedded kernel from the runtime's
  * memory or its cache; TJ_ENOENT when it would have to be compiled (the

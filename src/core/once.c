@@ -66,7 +66,7 @@ int tj__remote_setup(tj_runtime *rt, const char *spec)
   /* The tier sits under the per-user cache, where its hits land: without
    * one (TJ_CACHE_DISABLE, or a cache that could not be opened, which
    * has said so) it is off too. */
-  if (!spec || !*spec || !rt->cache)
+  if (!spec || !*spec || !tj__runtime_cache(rt))
     return TJ_OK;
   tj__remote_settings set;
   tj__remote_settings_env(&set, why, sizeof why);
@@ -194,8 +194,9 @@ int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o)
   o->fd = -1;
   snprintf(o->key, sizeof o->key, "%s", key);
   int waited = 0, again = 0;
-  if (rt->cache && !tj__cache_readonly(rt->cache)) {
-    o->fd = tj__lease_take(tj__cache_file(rt->cache), rt->flags, key,
+  tj__cache *c = tj__runtime_cache(rt);
+  if (c && !tj__cache_readonly(c)) {
+    o->fd = tj__lease_take(tj__cache_file(c), rt->flags, key,
                            rt->lease_wait_ms, &waited);
     again = o->fd >= 0 || waited;
   }

@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "embedded.h"
 #include "codeobj.h"
+#include "codestore.h"
 #include "layers.h"
 
 #include <ctype.h>
@@ -55,7 +56,9 @@ static void trace_print(const tj_runtime *rt)
       t[TJ__TRACE_DEVICE] + t[TJ__TRACE_CACHE];
   char parts[512] = "";
   size_t used = 0;
-  tj__cache_open_phases(rt->cache, cache);
+  tj__cache_open_phases(rt->code ? NULL : rt->cache, cache);
+  if (rt->code) /* the SQLite file was not opened at open */
+    cache[TJ__CACHE_PHASE_LOCATION] = rt->code_open_ms;
   for (int i = 0; i < TJ__CACHE_PHASES && used < sizeof parts; i++)
     used += (size_t)snprintf(parts + used, sizeof parts - used, "%s%s %.3f",
                              i ? ", " : "", tj__cache_phase_names[i], cache[i]);
@@ -107,6 +110,48 @@ static int open_device(tj_runtime *rt, const tj_options *o)
   return TJ_OK;
 }
 
+/* The per-user file's code directory, when the file carries our mark and
+ * has one: then a warm start reads its kernels there, and the SQLite file
+ * is opened only when something needs more than a hit (a compile, a
+ * tuning decision, a drop).  1 when it stands in for the file. */
+static int open_code(tj_runtime *rt)
+{
+  char resolved[4096];
+  double t0 = ms_now();
+  if (tj__cache_open_code(rt->cache_path, rt->flags, &rt->code, resolved,
+                          sizeof resolved) != TJ_OK)
+    return 0;
+  rt->code_open_ms = ms_now() - t0;
+  __atomic_store_n(&rt->cache_deferred, 1, __ATOMIC_RELEASE);
+  return 1;
+}
+
+tj__cache *tj__runtime_cache(tj_runtime *rt)
+{
+  if (!__atomic_load_n(&rt->cache_deferred, __ATOMIC_ACQUIRE))
+    return rt->cache;
+  pthread_mutex_lock(&rt->cache_lock);
+  if (rt->cache_deferred) {
+    char msg[1024];
+    tj__cache *c = NULL;
+    int rc = tj__cache_open(rt->cache_path, rt->flags, &c, msg, sizeof msg);
+    if (rc != TJ_OK)
+      tj__warn(rt, "%s; running without the cache file",
+               msg[0] ? msg : tj_strerror(rc));
+    else if (msg[0])
+      tj__warn(rt, "%s", msg);
+    rt->cache = c;
+    __atomic_store_n(&rt->cache_deferred, 0, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&rt->cache_lock);
+  return rt->cache;
+}
+
+static tj__cache *user_cache(void *ctx)
+{
+  return tj__runtime_cache(ctx);
+}
+
 static int open_user_cache(tj_runtime *rt, const tj_options *o)
 {
   rt->cache_path = o->cache_path ? strdup(o->cache_path) : tj__cache_default_path();
@@ -115,6 +160,8 @@ static int open_user_cache(tj_runtime *rt, const tj_options *o)
                  "$HOME are unset); running without a cache");
     return TJ_OK;
   }
+  if (open_code(rt))
+    return TJ_OK;
   char msg[1024];
   int rc = tj__cache_open(rt->cache_path, rt->flags, &rt->cache, msg, sizeof msg);
   if (rc != TJ_OK)
@@ -131,7 +178,7 @@ static int open_cache(tj_runtime *rt, const tj_options *o)
   if (rt->flags & TJ_CACHE_DISABLE)
     return TJ_OK;
   int rc = open_user_cache(rt, o);
-  if (rc == TJ_OK && tj__layers_open(rt->cache, o->system_caches,
+  if (rc == TJ_OK && tj__layers_open(user_cache, rt, rt->code, o->system_caches,
                                      rt->cache_max_bytes, &rt->layers) != TJ_OK)
     rc = tj__fail(rt, TJ_ENOMEM, "out of memory");
   return rc;
@@ -216,6 +263,7 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   if (!rt)
     return TJ_ENOMEM;
   pthread_mutex_init(&rt->lock, NULL);
+  pthread_mutex_init(&rt->cache_lock, NULL);
   rt->msg_serial = tj__runtime_serial();
   rt->compile_only = 1; /* until a device is open */
   rt->sms = TJ__FALLBACK_SMS;
@@ -303,8 +351,12 @@ void tj_runtime_close(tj_runtime *rt)
     tj__device_make_current(&rt->device);
   tj__modtable_free(rt->table, free_kernel, &u);
   double t0 = trace_start(rt);
+  /* Hits are counted in the SQLite file; a process that never opened it
+   * notes them in the code directory for the next one that does. */
   if (rt->cache)
     tj__cache_record_usage(rt->cache, u.keys, u.hits, u.n, rt->stats.compiles);
+  else if (rt->code)
+    tj__codestore_note_hits(rt->code, u.keys, u.hits, u.n);
   for (size_t i = 0; i < u.n; i++)
     free((char *)u.keys[i]);
   free(u.keys);
@@ -316,6 +368,7 @@ void tj_runtime_close(tj_runtime *rt)
     trace_print(rt); /* the cache's open steps are read from it */
   }
   tj__cache_close(rt->cache);
+  tj__codestore_close(rt->code);
   if (!rt->compile_only)
     tj__device_close(&rt->device);
   tj__gemm_tuning_free(rt->gemm);
@@ -324,6 +377,7 @@ void tj_runtime_close(tj_runtime *rt)
   free(rt->env_refusal);
   tj__messages_release(rt);
   pthread_mutex_destroy(&rt->lock);
+  pthread_mutex_destroy(&rt->cache_lock);
   free(rt);
 }
 
@@ -346,7 +400,8 @@ const char *tj_runtime_compiler(const tj_runtime *rt)
 }
 const char *tj_runtime_cache_path(const tj_runtime *rt)
 {
-  return tj__runtime_usable(rt) && rt->cache ? rt->cache_path : NULL;
+  return tj__runtime_usable(rt) && (rt->cache || rt->code) ? rt->cache_path
+                                                            : NULL;
 }
 
 int tj_runtime_get_stats(const tj_runtime *rt, tj_stats *stats)
@@ -454,7 +509,7 @@ int tj__runtime_may_compile(tj_runtime *rt, const char *what)
 static int store_failed(tj_runtime *rt, const char *what)
 {
   tj__warn(rt, "could not store %s in the cache: %s", what,
-           tj__cache_errmsg(rt->cache));
+           tj__cache_errmsg(tj__runtime_cache(rt)));
   return TJ_ECACHE;
 }
 
@@ -463,9 +518,9 @@ static int store_failed(tj_runtime *rt, const char *what)
  * long enough. */
 static void tidy_after_store(tj_runtime *rt)
 {
-  tj__cache_evict_foreign(rt->cache, rt->compiler, TJ__CACHE_FOREIGN_IDLE,
-                          NULL);
-  tj__cache_trim(rt->cache, -1, rt->cache_max_bytes, NULL);
+  tj__cache *c = tj__runtime_cache(rt);
+  tj__cache_evict_foreign(c, rt->compiler, TJ__CACHE_FOREIGN_IDLE, NULL);
+  tj__cache_trim(c, -1, rt->cache_max_bytes, NULL);
 }
 
 /* A row compiled here: to the remote tier (when there is one), and into
@@ -474,8 +529,8 @@ static int store_compiled(tj_runtime *rt, const tj__cache_row *row,
                           const char *what)
 {
   tj__layers_publish(rt->layers, row);
-  return tj__cache_put(rt->cache, row) == TJ_OK ? TJ_OK
-                                                : store_failed(rt, what);
+  return tj__cache_put(tj__runtime_cache(rt), row) == TJ_OK
+             ? TJ_OK : store_failed(rt, what);
 }
 
 void tj__runtime_store(tj_runtime *rt, const tj__cache_row *row,
@@ -601,7 +656,7 @@ static void store_sibling(build_request *req, const tj__embedded_kernel *e,
   key_of_entry(req, e->entry, key);
   tj__cache_row row = {key, e->entry, req->arch, TJ__PLATFORM, rt->compiler,
                        req->options, k->code, k->code_size, ms, NULL};
-  if (tj__cache_put_new(rt->cache, &row, &inserted) != TJ_OK)
+  if (tj__cache_put_new(tj__runtime_cache(rt), &row, &inserted) != TJ_OK)
     store_failed(rt, e->entry);
   if (inserted || watched)
     tj__layers_publish(rt->layers, &row);
@@ -650,7 +705,7 @@ static int from_compiler(build_request *req, tj_kernel *k)
   k->code_size = res.size;
   k->origin = TJ_FROM_COMPILER;
   k->compile_ms = res.ms;
-  if (rt->cache)
+  if (tj__runtime_cache(rt))
     store_file(req, k, res.ms);
   return TJ_OK;
 }

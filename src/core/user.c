@@ -449,7 +449,7 @@ static int from_compiler(const request *r, tj_module *m)
   for (int i = 0; lowered && i < r->nexprs; i++)
     free(lowered[i]);
   free(lowered);
-  if (rc == TJ_OK && rt->cache)
+  if (rc == TJ_OK && tj__runtime_cache(rt))
     store(r, m);
   return rc;
 }

@@ -434,14 +434,15 @@ static void record(tune_job *j, const char *cls, const char *device,
 {
   char *lines = measured_lines(j);
   tj_runtime *rt = j->rt;
-  if (!lines || !rt->cache)
+  tj__cache *c = tj__runtime_cache(rt);
+  if (!lines || !c)
     goto out;
   tj__tuning_row row = {"gemm_f16", rt->arch, TJ__PLATFORM, rt->compiler,
                         cls, j->t[0].config->name, j->M, j->N, j->K, device,
                         j->t[0].runs, lines, origin, 0};
-  if (tj__cache_tuning_put(rt->cache, &row) != TJ_OK)
+  if (tj__cache_tuning_put(c, &row) != TJ_OK)
     tj__warn(rt, "could not store the tuning decision for gemm_f16 %s: %s",
-             cls, tj__cache_errmsg(rt->cache));
+             cls, tj__cache_errmsg(c));
 out:
   free(lines);
 }
@@ -515,13 +516,14 @@ static int stored_decision(tj_runtime *rt, const char *cls,
   char *config = NULL;
   int bad = 0;
   *c = NULL;
-  if (!rt->cache)
+  tj__cache *cache = tj__runtime_cache(rt);
+  if (!cache)
     return 0;
   tj__tuning_row want = {"gemm_f16", rt->arch, TJ__PLATFORM, rt->compiler,
                          cls, NULL, 0, 0, 0, NULL, 0, NULL, NULL, 0};
-  int rc = tj__cache_tuning_get(rt->cache, &want, &config, &bad);
+  int rc = tj__cache_tuning_get(cache, &want, &config, &bad);
   if (rc == TJ_ECACHE)
-    tj__warn(rt, "%s", tj__cache_errmsg(rt->cache));
+    tj__warn(rt, "%s", tj__cache_errmsg(cache));
   if (rc != TJ_OK)
     return 0; /* none, or damaged: a tune replaces it */
   *c = tj__gemm_config_find(config);
@@ -530,10 +532,12 @@ static int stored_decision(tj_runtime *rt, const char *cls,
 }
 
 /* Whether this runtime may ever time on first use. */
-static int may_ever_tune(const tj_runtime *rt)
+static int may_ever_tune(tj_runtime *rt)
 {
-  return rt->gemm_env.tune && !rt->compile_only && rt->cache &&
-         !tj__cache_readonly(rt->cache);
+  if (!rt->gemm_env.tune || rt->compile_only)
+    return 0;
+  tj__cache *c = tj__runtime_cache(rt);
+  return c && !tj__cache_readonly(c);
 }
 
 const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, void *stream,
