@@ -53,6 +53,7 @@ struct tj__cache {
   int recording_usage; /* the commit under way is only hit counts */
   char readonly_why[128];
   int broken; /* the file failed under us: read nothing more */
+  int held;   /* registered with tj__location_hold */
   dev_t dev;  /* the file this connection has open, to move aside */
   ino_t ino;  /* only that one and never its replacement */
   char nowrite_msg[512], broken_msg[512]; /* each written once */
@@ -98,6 +99,11 @@ typedef struct tj__location {
   char readonly_why[128]; /* "" when we may write the file */
 } tj__location;
 
+/* A flag for tj__location_open beside the TJ_CACHE_* ones: a look for a
+ * warm start that opens no SQLite connection, which leaves readonly_why
+ * unasked. */
+#define TJ__LOCATION_QUICK 0x80000000u
+
 /* Resolve path, make its directories (unless TJ_CACHE_READONLY), judge the
  * directories and the database file, creating an empty one (mode 0600, or
  * 0660 with TJ_CACHE_GROUP) when absent and allowed, and read its header.
@@ -119,6 +125,10 @@ int tj__location_check_file(const struct stat *st, const char *path,
  * directory is judged: ours, and nobody else may add or replace entries. */
 int tj__location_check_dir(const struct stat *st, const char *dir,
                            unsigned flags, char *msg, size_t len);
+/* A connection of this process on the file (dev, ino) opens (delta 1) or
+ * closes (-1): while one is open, the file's header is read through
+ * SQLite's VFS, whose closes keep the connection's POSIX locks. */
+void tj__location_hold(dev_t dev, ino_t ino, int delta);
 /* Read the header of loc's file again (another process may have been
  * making it when it was first read).  -1 when the name no longer leads to
  * the judged file; loc is then as it was. */

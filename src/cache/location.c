@@ -38,6 +38,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -89,11 +90,21 @@ static int group_is_private(gid_t gid)
   return 1;
 }
 
+/* The effective uid, asked once per walk (a system call a directory
+ * otherwise): tj__location_open sets it for its thread while it runs. */
+static __thread int walk_uid_set;
+static __thread uid_t walk_uid;
+
+static uid_t my_euid(void)
+{
+  return walk_uid_set ? walk_uid : geteuid();
+}
+
 /* An owner we trust: ourselves, root, or (TJ_CACHE_GROUP) one of our
  * groups, since the caller said that it trusts its members. */
 static int trusted_owner(const struct stat *st, unsigned flags, int root_ok)
 {
-  return st->st_uid == geteuid() || (root_ok && st->st_uid == 0) ||
+  return st->st_uid == my_euid() || (root_ok && st->st_uid == 0) ||
          ((flags & TJ_CACHE_GROUP) && in_my_groups(st->st_gid));
 }
 
@@ -373,6 +384,88 @@ static int read_header(const char *path, unsigned char *h, int n)
   return got;
 }
 
+/*
+ * The files this process has SQLite connections on, which may hold POSIX
+ * locks on them (connect_db and the probe, open.c, say so here).  A
+ * header read through SQLite's VFS costs ten system calls, the biggest
+ * share of a warm start's location check; a plain open, read and close
+ * costs four, but its close would drop every POSIX lock this process
+ * holds on the file.  So the plain read is taken only under this lock,
+ * for a file no connection of this process has open; the connections
+ * register under it before they open.  A descriptor that turns out to be
+ * of a held file (replaced under us by one this process has open) is
+ * parked until that file is let go, as SQLite parks its own.
+ */
+#define HELD_MAX 32
+#define PARKED_MAX 4
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct held_file {
+  dev_t dev;
+  ino_t ino;
+  int n;                  /* connections open on it */
+  int parked[PARKED_MAX]; /* descriptors to close once n is 0 */
+  int nparked;
+} held[HELD_MAX];
+static int held_full; /* more files than slots: always read through SQLite */
+
+static struct held_file *held_find(dev_t dev, ino_t ino)
+{
+  for (int i = 0; i < HELD_MAX; i++)
+    if ((held[i].n > 0 || held[i].nparked > 0) && held[i].dev == dev &&
+        held[i].ino == ino)
+      return &held[i];
+  return NULL;
+}
+
+void tj__location_hold(dev_t dev, ino_t ino, int delta)
+{
+  pthread_mutex_lock(&held_lock);
+  struct held_file *h = held_find(dev, ino);
+  for (int i = 0; !h && delta > 0 && i < HELD_MAX; i++)
+    if (held[i].n == 0 && held[i].nparked == 0) {
+      h = &held[i];
+      h->dev = dev;
+      h->ino = ino;
+    }
+  if (!h && delta > 0)
+    held_full = 1;
+  if (h) {
+    h->n += delta;
+    if (h->n <= 0) {
+      h->n = 0;
+      while (h->nparked > 0)
+        close(h->parked[--h->nparked]);
+    }
+  }
+  pthread_mutex_unlock(&held_lock);
+}
+
+/* read_header without SQLite when no connection of ours holds the file. */
+static int read_header_quick(const tj__location *loc, unsigned char *h, int n)
+{
+  pthread_mutex_lock(&held_lock);
+  if (held_full || (loc->dev == 0 && loc->ino == 0) ||
+      held_find(loc->dev, loc->ino)) {
+    pthread_mutex_unlock(&held_lock);
+    return read_header(loc->path, h, n);
+  }
+  int fd = loc->dirfd >= 0
+               ? openat(loc->dirfd, loc->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+               : open(loc->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  ssize_t got = fd >= 0 && fstat(fd, &st) == 0 ? pread(fd, h, (size_t)n, 0) : -1;
+  struct held_file *other = fd >= 0 && got >= 0 ? held_find(st.st_dev, st.st_ino)
+                                                : NULL;
+  if (other && other->nparked < PARKED_MAX)
+    other->parked[other->nparked++] = fd;
+  else if (fd >= 0 && !other)
+    close(fd);
+  /* else: a descriptor of a held file with no room to park it stays open
+   * for the life of the process rather than drop that file's locks */
+  pthread_mutex_unlock(&held_lock);
+  return (int)got;
+}
+
 /* Fills loc's header, appid and wal from the file's first 100 bytes. */
 static void classify_header(tj__location *loc)
 {
@@ -385,7 +478,7 @@ static void classify_header(tj__location *loc)
   loc->header = TJ__HEADER_NOT_SQLITE;
   if (loc->size < (off_t)sizeof h) /* SQLite itself takes 1 byte for empty */
     return;
-  int n = read_header(loc->path, h, sizeof h);
+  int n = read_header_quick(loc, h, sizeof h);
   if (n < (int)sizeof h || memcmp(h, "SQLite format 3", 16) != 0) {
     loc->header = n < 0 ? TJ__HEADER_UNREADABLE : TJ__HEADER_NOT_SQLITE;
     return;
@@ -429,8 +522,9 @@ static int check_database(int dirfd, tj__location *loc, unsigned flags,
       loc->dev = st.st_dev;
       loc->ino = st.st_ino;
       loc->size = st.st_size;
-      readonly_reason(dirfd, loc->name, loc->readonly_why,
-                      sizeof loc->readonly_why);
+      if (!(flags & TJ__LOCATION_QUICK))
+        readonly_reason(dirfd, loc->name, loc->readonly_why,
+                        sizeof loc->readonly_why);
       return TJ_OK;
     }
     if (errno != ENOENT) {
@@ -485,8 +579,21 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
   return rc;
 }
 
+static int location_open(const char *path, unsigned flags, tj__location *loc,
+                         char *msg, size_t len);
+
 int tj__location_open(const char *path, unsigned flags, tj__location *loc,
                       char *msg, size_t len)
+{
+  walk_uid = geteuid();
+  walk_uid_set = 1;
+  int rc = location_open(path, flags, loc, msg, len);
+  walk_uid_set = 0;
+  return rc;
+}
+
+static int location_open(const char *path, unsigned flags, tj__location *loc,
+                         char *msg, size_t len)
 {
   memset(loc, 0, sizeof *loc);
   loc->dirfd = -1;

@@ -101,6 +101,8 @@ static void cache_free(tj__cache *c)
   if (c->opened && (c->wrote || c->wal_frames >= CLOSE_CHECKPOINT_FRAMES))
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
   sqlite3_close_v2(c->db);
+  if (c->held)
+    tj__location_hold(c->dev, c->ino, -1);
   tj__codestore_close(c->store);
   pthread_mutex_destroy(&c->lock);
   free(c->path);
@@ -284,6 +286,10 @@ static int wal_hook(void *ctx, sqlite3 *db, const char *name, int frames)
  * SQLITE_CANTOPEN when the name no longer leads to the judged file. */
 static int connect_db(tj__cache *c, const tj__location *loc)
 {
+  tj__location_hold(loc->dev, loc->ino, 1);
+  c->held = 1;
+  c->dev = loc->dev;
+  c->ino = loc->ino;
   int rc = sqlite3_open_v2(c->path, &c->db, open_flags(c->readonly), NULL);
   if (rc != SQLITE_OK)
     return rc;
@@ -456,6 +462,7 @@ static int probe(const tj__location *loc, char *msg, size_t len)
   enum tj__identity id = TJ__ID_FOREIGN;
   int version = 0;
   char what[512] = "";
+  tj__location_hold(loc->dev, loc->ino, 1);
   int rc = sqlite3_open_v2(loc->path, &db, open_flags(1), NULL);
   if (rc == SQLITE_OK) {
     sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
@@ -475,6 +482,7 @@ static int probe(const tj__location *loc, char *msg, size_t len)
     out = TJ_ECACHE;
   }
   sqlite3_close(db);
+  tj__location_hold(loc->dev, loc->ino, -1);
   return out;
 }
 
@@ -675,7 +683,8 @@ int tj__cache_open_code(const char *path, unsigned flags, tj__codestore **store,
   tj__location loc;
   char msg[1024];
   *store = NULL;
-  if (tj__location_open(path, flags, &loc, msg, sizeof msg) != TJ_OK)
+  if (tj__location_open(path, flags | TJ__LOCATION_QUICK, &loc, msg,
+                        sizeof msg) != TJ_OK)
     return TJ_ENOENT;
   int rc = TJ_ENOENT;
   /* Our mark on the file: anything else is the whole open's to judge. */

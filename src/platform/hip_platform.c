@@ -952,25 +952,41 @@ static const char *const *platform_library_prefixes(void)
   return prefixes;
 }
 
+/* len bytes at off of the file, from head (the file's first got bytes)
+ * when they lie there, else read: a warm start reads the library's first
+ * 4 KiB once, where its headers and notes usually are. */
+static int read_at(int fd, const unsigned char *head, size_t got, void *buf,
+                   size_t len, uint64_t off)
+{
+  if (off <= got && len <= got - off) {
+    memcpy(buf, head + off, len);
+    return 1;
+  }
+  return pread(fd, buf, len, (off_t)off) == (ssize_t)len;
+}
+
 /* The GNU build id of a library that is not loaded yet, read from its
  * file: its ELF header, program headers and notes, a few KiB at most. */
 static int file_build_id(const char *path, char *out, size_t outlen)
 {
   int fd = open(path, O_RDONLY | O_CLOEXEC), found = 0;
   ElfW(Ehdr) eh;
+  unsigned char head[4096];
   if (fd < 0)
     return 0;
-  if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+  ssize_t r = pread(fd, head, sizeof head, 0);
+  size_t got = r > 0 ? (size_t)r : 0;
+  if (read_at(fd, head, got, &eh, sizeof eh, 0) &&
       memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
       eh.e_phentsize == sizeof(ElfW(Phdr)) && eh.e_phnum < 64) {
     ElfW(Phdr) ph[64];
     size_t n = (size_t)eh.e_phnum * sizeof ph[0];
-    if (pread(fd, ph, n, (off_t)eh.e_phoff) == (ssize_t)n)
+    if (read_at(fd, head, got, ph, n, eh.e_phoff))
       for (int i = 0; i < eh.e_phnum && !found; i++) {
         unsigned char notes[4096];
         size_t len = ph[i].p_filesz < sizeof notes ? ph[i].p_filesz : sizeof notes;
         if (ph[i].p_type == PT_NOTE &&
-            pread(fd, notes, len, (off_t)ph[i].p_offset) == (ssize_t)len)
+            read_at(fd, head, got, notes, len, ph[i].p_offset))
           found = note_build_id(notes, notes + len, out, outlen);
       }
   }
