@@ -130,6 +130,31 @@ START_TEST(a_warm_start_reads_the_code_file_alone)
 }
 END_TEST
 
+/* Rows a merge copies get their files with them: the first warm start
+ * after `tokitai-jit --merge` into a per-user cache reads no SQLite. */
+START_TEST(merged_rows_get_their_code_files)
+{
+  char key[TJ__KEY_HEX];
+  char *src = filled_cache(key), *dir = test_tmpdir();
+  char *target = test_path(dir, "cache.db");
+  tj_cache *c = NULL;
+  tj_cache_merge_stats st;
+  ck_assert_int_eq(tj_cache_open(&c, target, 0), TJ_OK);
+  ck_assert_int_eq(tj_cache_merge(c, src, &st), TJ_OK);
+  ck_assert_uint_eq(st.copied, rows(src));
+  tj_cache_close(c);
+  ck_assert_uint_eq((uint64_t)code_files(target), rows(target));
+  warm w = get_warm(target);
+  ck_assert_uint_eq(w.st.cache_hits, 1);
+  ck_assert_uint_eq(w.st.compiles, 0);
+  ck_assert_msg(!w.opened_sqlite, "the first start after a merge opened SQLite");
+  free(w.code);
+  free(target);
+  free(dir);
+  free(src);
+}
+END_TEST
+
 /* Every byte position class of a record: magic, version, the key echoed,
  * a column, the code, the check at the end. */
 START_TEST(a_damaged_code_file_is_never_loaded)
@@ -431,6 +456,7 @@ static Suite *suite(void)
   tcase_add_test(tc, a_cache_without_code_files_gains_them);
   tcase_add_test(tc, a_foreign_file_beside_a_code_directory_is_refused);
   tcase_add_test(tc, a_module_warm_start_reads_its_code_file);
+  tcase_add_test(tc, merged_rows_get_their_code_files);
   return s;
 }
 

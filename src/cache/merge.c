@@ -120,27 +120,42 @@ static int row_copy(sqlite3_stmt *st, merge_row *r)
   return TJ_OK;
 }
 
+static tj__cache_row batch_row(const merge_row *m)
+{
+  tj__cache_row r = {m->text[0], m->text[1], m->text[2], m->text[3],
+                     m->text[4], m->text[5], m->code, m->size,
+                     m->compile_ms, m->text[7]};
+  return r;
+}
+
 /* Insert the batch in one write transaction, through sql.c's retry path. */
 static int write_batch(tj__cache *t, merge_row *rows, int nrows,
                        tj__merge_counts *n)
 {
   uint64_t copied = 0;
+  unsigned char inserted[BATCH_ROWS] = {0};
   pthread_mutex_lock(&t->lock);
   int rc = tj__sql_begin(t->db, 1);
   for (int i = 0; rc == SQLITE_OK && i < nrows; i++) {
-    merge_row *m = &rows[i];
-    tj__cache_row r = {m->text[0], m->text[1], m->text[2], m->text[3],
-                       m->text[4], m->text[5], m->code, m->size,
-                       m->compile_ms, m->text[7]};
-    int inserted = 0;
-    rc = tj__rows_insert(t, &r, TJ__ORIGIN_MERGED, &inserted);
-    copied += inserted != 0;
+    tj__cache_row r = batch_row(&rows[i]);
+    int ins = 0;
+    rc = tj__rows_insert(t, &r, TJ__ORIGIN_MERGED, &ins);
+    inserted[i] = ins != 0;
+    copied += inserted[i];
   }
   if (rc == SQLITE_OK)
     rc = tj__sql_commit(t->db);
   if (rc != SQLITE_OK)
     tj__cache_note_error(t, 0);
   tj__sql_rollback(t->db);
+  /* After the commit, as every write does: the rows' code files, so that
+   * the first warm start after a merge reads them as it reads the rest
+   * (a file never stands for a row that is not there). */
+  for (int i = 0; rc == SQLITE_OK && i < nrows; i++)
+    if (inserted[i]) {
+      tj__cache_row r = batch_row(&rows[i]);
+      tj__codestore_put(t->store, &r);
+    }
   pthread_mutex_unlock(&t->lock);
   if (rc != SQLITE_OK)
     return TJ_ECACHE;
