@@ -165,6 +165,38 @@ __device__ __forceinline__ void tj_h_tma_load(unsigned dst, const tj_tmap *map,
                : "memory");
 }
 
+/* The same box multicast: written at dst, and its bytes counted toward
+ * bar, in every block of the cluster that mask names (the same shared
+ * offsets in each). */
+__device__ __forceinline__ void tj_h_tma_load_mc(unsigned dst,
+                                                 const tj_tmap *map, int x,
+                                                 int y, unsigned bar,
+                                                 unsigned short mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], "
+               "[%4], %5;" ::"r"(dst),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
+               "r"(bar), "h"(mask)
+               : "memory");
+}
+
+/* An arrival on the barrier at a cluster address (another block's). */
+__device__ __forceinline__ void tj_h_bar_arrive_remote(unsigned bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];"
+               ::"r"(bar)
+               : "memory");
+}
+
+/* A consumer warp giving a stage back: to its own block's producer, and
+ * with a multicast pair (peer: the stage's empty barrier in the other
+ * block, as a cluster address) to the other's, whose loads write here. */
+template <int MC>
+__device__ __forceinline__ void tj_h_release(unsigned bar, unsigned peer) {
+  tj_h_bar_arrive(bar);
+  if (MC)
+    tj_h_bar_arrive_remote(peer);
+}
+
 /* A wgmma shared-memory descriptor: start address, leading and stride
  * byte offsets (all in 16-byte units), 128-byte swizzle (mode 1). */
 __device__ __forceinline__ unsigned long long tj_h_desc(unsigned addr,
@@ -330,13 +362,20 @@ __device__ __forceinline__ void tj_h_store2(__half *C, int ldc, int M, int N,
   }
 }
 
-template <int BN, int STAGES>
+/* MC: one block of a multicast pair (rank 0 or 1 of a cluster of two
+ * whose tiles share their B columns): it loads its own A box and the B
+ * boxes j with j % 2 == rank, each into both blocks; the full barrier
+ * still counts the whole stage, half of B arriving from the other block.
+ * a_live 0: the tile lies below M (the second of a pair on an odd tile
+ * row count), so no A is loaded and the stage counts only B. */
+template <int BN, int STAGES, int MC = 0>
 __device__ __forceinline__ void tj_h_produce(const tj_tmap *ta,
                                              const tj_tmap *tb, unsigned sa,
                                              unsigned sb, unsigned full,
                                              unsigned empty, int ktiles,
                                              int m0, int n0, int kt0,
-                                             int it0) {
+                                             int it0, unsigned rank = 0,
+                                             int a_live = 1) {
   for (int kt = 0; kt < ktiles; kt++) {
     /* it: the block's k-tile count so far, which a persistent block runs
      * on across its tiles, so stages and phases carry over. */
@@ -345,21 +384,27 @@ __device__ __forceinline__ void tj_h_produce(const tj_tmap *ta,
      * first, so the first pass over the stages does not wait. */
     tj_h_bar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
     unsigned bar = full + 8 * s;
-    tj_h_bar_expect(bar, TJ_H_STAGE_BYTES(BN));
+    tj_h_bar_expect(bar, a_live ? TJ_H_STAGE_BYTES(BN) : TJ_H_BK * BN * 2);
     int k = (kt0 + kt) * TJ_H_BK;
-    tj_h_tma_load(sa + s * (TJ_H_BM * TJ_H_BK * 2), ta, k, m0, bar);
-    for (int j = 0; j < BN / 64; j++)
-      tj_h_tma_load(sb + s * (TJ_H_BK * BN * 2) + j * (TJ_H_BK * 128), tb,
-                    n0 + 64 * j, k, bar);
+    if (a_live)
+      tj_h_tma_load(sa + s * (TJ_H_BM * TJ_H_BK * 2), ta, k, m0, bar);
+    for (int j = 0; j < BN / 64; j++) {
+      unsigned dst = sb + s * (TJ_H_BK * BN * 2) + j * (TJ_H_BK * 128);
+      if (!MC)
+        tj_h_tma_load(dst, tb, n0 + 64 * j, k, bar);
+      else if ((unsigned)(j & 1) == rank)
+        tj_h_tma_load_mc(dst, tb, n0 + 64 * j, k, bar, 3);
+    }
   }
 }
 
 /* One consumer warpgroup: rows [64 * cw, 64 * cw + 64) of the tile. */
-template <int BN, int STAGES>
+template <int BN, int STAGES, int MC = 0>
 __device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
                                              unsigned sa, unsigned sb,
                                              unsigned full, unsigned empty,
-                                             int ktiles, int it0) {
+                                             int ktiles, int it0,
+                                             unsigned peer_empty = 0) {
   for (int kt = 0; kt < ktiles; kt++) {
     int it = it0 + kt, s = it % STAGES;
     tj_h_bar_wait(full + 8 * s, (it / STAGES) & 1);
@@ -380,8 +425,10 @@ __device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
     /* Keep this k-tile's wgmma group running while the previous one's
      * stage goes back to the producer; each warp says so for itself. */
     tj_h_wgmma_wait_one();
-    if (kt > 0 && threadIdx.x % 32 == 0)
-      tj_h_bar_arrive(empty + 8 * ((it - 1) % STAGES));
+    if (kt > 0 && threadIdx.x % 32 == 0) {
+      unsigned off = 8 * ((it - 1) % STAGES);
+      tj_h_release<MC>(empty + off, peer_empty + off);
+    }
   }
   tj_h_wgmma_wait_all();
 }
@@ -464,7 +511,7 @@ struct tj_h_stages {
 /* Lay out the stages and initialise the barriers; every thread calls it
  * (it ends in __syncthreads). */
 template <int BN, int STAGES>
-__device__ __forceinline__ tj_h_stages tj_h_setup() {
+__device__ __forceinline__ tj_h_stages tj_h_setup(unsigned releases = 8) {
   extern __shared__ unsigned char tj_h_smem[];
   tj_h_stages st;
   /* The swizzle repeats every 1024 bytes and TMA and wgmma both assume a
@@ -476,7 +523,8 @@ __device__ __forceinline__ tj_h_stages tj_h_setup() {
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; s++) {
       tj_h_bar_init(st.full + 8 * s, 1);
-      tj_h_bar_init(st.empty + 8 * s, 8); /* a warp of each consumer */
+      /* a warp of each consumer (of both blocks of a multicast pair) */
+      tj_h_bar_init(st.empty + 8 * s, releases);
     }
     /* Make the initialised barriers visible to the async proxy (TMA). */
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -686,6 +734,73 @@ __device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
   tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta, m0 + 64 * (wg - 1), n0);
 }
 
+/* Persistent in clusters of two that share B (TMA multicast): cluster c
+ * of the grid walks pairs of tiles c, c + gridDim.x / 2, ... in the
+ * banded order over pair rows; block rank r of the cluster computes tile
+ * row 2 * pair row + r of the pair's tile column.  Each block fetches its
+ * own A and half of the B tile, multicast into both, so the two fetch
+ * B's boxes once between them (cuBLAS's nvjet kernels for these shapes
+ * run in clusters of two as well; bench/RESULTS.md, sixth round).  A
+ * stage goes back to a producer when the consumers of both blocks are
+ * done with it (16 arrivals), since each producer writes into both; and
+ * neither block leaves before the other, whose consumers still arrive on
+ * its barriers. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_gemm_persistent_mc2(
+    const tj_tmap *ta, const tj_tmap *tb, int M, int N, int K, float alpha,
+    float beta, __half *C, int ldc) {
+  tj_h_stages st = tj_h_setup<BN, STAGES>(16);
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  /* The other block's barriers are initialised before anything of ours
+   * reaches them. */
+  tj_h_cluster_sync();
+  unsigned rank = tj_h_cluster_rank();
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
+  int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
+  int pairs_m = (tiles_m + 1) / 2, pairs = pairs_m * tiles_n;
+  int first = blockIdx.x / 2, step = gridDim.x / 2;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      int it = 0;
+      for (int p = first; p < pairs; p += step, it += ktiles) {
+        int pm, nt;
+        tj_h_tile_at(p, pairs_m, tiles_n, pm, nt);
+        int m0 = (2 * pm + (int)rank) * TJ_H_BM;
+        tj_h_produce<BN, STAGES, 1>(ta, tb, sa, sb, full, empty, ktiles, m0,
+                                    nt * BN, 0, it, rank, m0 < M);
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    unsigned peer_empty = tj_h_map_rank(empty, rank ^ 1u);
+    int it = 0;
+    float d[BN / 2];
+    for (int p = first; p < pairs; p += step, it += ktiles) {
+      int pm, nt;
+      tj_h_tile_at(p, pairs_m, tiles_n, pm, nt);
+#pragma unroll
+      for (int i = 0; i < BN / 2; i++)
+        d[i] = 0.0f;
+      tj_h_consume<BN, STAGES, 1>(d, wg - 1, sa, sb, full, empty, ktiles, it,
+                                  peer_empty);
+      if (threadIdx.x % 32 == 0) {
+        unsigned off = 8 * ((it + ktiles - 1) % STAGES);
+        tj_h_release<1>(empty + off, peer_empty + off);
+      }
+      /* Rows past M (the second tile of an odd pair row) store nothing. */
+      tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta,
+                        (2 * pm + (int)rank) * TJ_H_BM + 64 * (wg - 1),
+                        nt * BN);
+    }
+  }
+  /* Every thread of both blocks, the producer's idle ones included (not
+   * .aligned: warp 0's thread 0 comes from its loop, the rest at once). */
+  asm volatile("barrier.cluster.arrive.release;\n"
+               "barrier.cluster.wait.acquire;" ::: "memory");
+}
+
 /* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
  * on every run; then alpha and beta as tj_h_store2 applies them. */
 __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
@@ -723,6 +838,9 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) \
   tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, \
                                    ldc)
+#define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
+  tj_h_gemm_persistent_mc2<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, \
+                                       C, ldc)
 #else
 /* Not sm_90a: the entries exist (every arch compiles every embedded
  * kernel) but must never run; tj_gemm_f16 does not launch them there. */
@@ -735,6 +853,7 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_H_REDUCE_BODY() TJ_H_BODY(0, 0)
 #define TJ_H_PERSISTENT_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_H_PERSISTENT_MC2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #endif
 
 /* A cluster of two blocks along x: NVRTC for sm_90 and later (it refuses
@@ -870,4 +989,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x64(const
  */
 extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90a_128x64_cluster_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
   TJ_H_CLUSTER_K2_BODY(64, 8);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (2 * min(ceil(ceil(M / 128) / 2) * ceil(N / 256), SMs / 2),
+ *              1, 1)
+ *   shared     197696
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      persistent in clusters of two (compiled in) that share each
+ *              B tile by TMA multicast: cluster c walks the pairs of 128 x
+ *              256 tiles (tile rows 2p and 2p + 1 of one tile column) c, +
+ *              gridDim.x / 2, ...; gridDim.x must be even (any even width
+ *              from 2 is correct).  Otherwise as gemm_f16_sm90a_128x256.
+ *              sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_mc2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_H_PERSISTENT_MC2_BODY(256, 4);
 }

@@ -346,6 +346,7 @@ START_TEST(block_sizes_match_the_kernel_sources)
       {"gemm_f16_sm90a_128x128_persistent", 384},
       {"gemm_f16_sm90a_128x64", 384},
       {"gemm_f16_sm90a_128x64_cluster_k2", 384},
+      {"gemm_f16_sm90a_128x256_mc2", 384},
       {"gemm_f16_sm90a_splitk_reduce", 256}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     const tj__embedded_kernel *e = tj__embedded_find(want[i].entry);
@@ -473,6 +474,19 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
                      "gemm_f16_sm90a_128x128_persistent");
     unsetenv("TJ_GEMM_SM90A_TILE");
     unsetenv("TJ_GEMM_PERSISTENT");
+    /* Multicast pairs take the persistent 128 x 256 tile's calls, and
+     * only those. */
+    setenv("TJ_GEMM_MULTICAST", "1", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                     "gemm_f16_sm90a_128x256_mc2");
+    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_sm90a_128x128");
+    ck_assert_str_eq(entry_for(rt, 1024, 1024, 1024), "gemm_f16_sm90a_128x64");
+    setenv("TJ_GEMM_MULTICAST", "0", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                     "gemm_f16_sm90a_128x256_persistent");
+    unsetenv("TJ_GEMM_MULTICAST");
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     /* K and N odd: rows of A and B are not 16 bytes apart. */
     ck_assert_str_eq(entry_for(rt, 4096, 4095, 4096), "gemm_f16");
@@ -833,7 +847,7 @@ START_TEST(sm90a_entries_compile_for_sm90a)
     }
     tj_runtime_close(rt);
   }
-  ck_assert_int_eq(entries, 8);
+  ck_assert_int_eq(entries, 9);
   tj_cache *c = NULL;
   ck_assert_int_eq(tj_cache_open(&c, db, 0), TJ_OK);
   arch_rows n = {0, 0};

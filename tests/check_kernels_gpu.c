@@ -761,6 +761,19 @@ START_TEST(gemm_hopper_persistent_shapes)
 }
 END_TEST
 
+/* The persistent 128 x 256 tile in multicast pairs (clusters of two
+ * sharing B): one tile row (the pair's second tile wholly below M, so it
+ * loads no A and stores nothing), odd tile row counts (1537: 13), and
+ * more pairs than clusters (2304 x 4352: 153 pairs on 66 clusters), each
+ * against the oracle. */
+START_TEST(gemm_hopper_multicast_shapes)
+{
+  setenv("TJ_GEMM_MULTICAST", "1", 1);
+  hopper_forced_shapes("256", "1", "gemm_f16_sm90a_128x256_mc2");
+  unsetenv("TJ_GEMM_MULTICAST");
+}
+END_TEST
+
 /* TJ_GEMM_SM90A_TILE=64: the narrow tile, at the same shapes; 64k2: the
  * same tile with K split across a cluster of two blocks (K = 1 leaves the
  * second block of each pair nothing: it sends zeros). */
@@ -1139,6 +1152,7 @@ int main(void)
   tcase_add_test(gemm, gemm_host_call);
   tcase_add_test(gemm, gemm_hopper_path_shapes);
   tcase_add_test(gemm, gemm_hopper_persistent_shapes);
+  tcase_add_test(gemm, gemm_hopper_multicast_shapes);
   tcase_add_test(gemm, gemm_hopper_narrow_tile_shapes);
   tcase_add_test(gemm, gemm_hopper_is_deterministic_and_switchable);
   tcase_add_test(gemm, gemm_split_k_shapes);

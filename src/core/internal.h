@@ -462,6 +462,8 @@ typedef struct tj__gemm_env {
   int tile_k2;      /* TJ_GEMM_SM90A_TILE=64k2 (1) or another tile (0): the
                        128 x 64 tile split across a cluster of two; -1: the
                        rule's */
+  int multicast;    /* TJ_GEMM_MULTICAST: 1, 0; -1: the rule's (the 128 x
+                       256 persistent tile in clusters of two sharing B) */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 
@@ -478,6 +480,7 @@ typedef struct tj__gemm_config {
   int first_use;     /* in the small set a first-use tune may time */
   int persistent;    /* one block per SM walking the tiles */
   int cluster_k2;    /* K split across a cluster of two blocks */
+  int mc2;           /* persistent in clusters of two sharing B (multicast) */
 } tj__gemm_config;
 /* The table, and one by name (NULL when this library has none). */
 const tj__gemm_config *tj__gemm_configs(size_t *n);

@@ -18,6 +18,10 @@
  *   TJ_GEMM_SKINNY_TC=0 or 1
  *                          the skinny tensor-core kernel never, or
  *                          wherever it can run (skinny_tc_fits)
+ *   TJ_GEMM_MULTICAST=1 or 0
+ *                          the persistent 128 x 256 tile in clusters of
+ *                          two sharing B (gemm_f16_sm90a_128x256_mc2), or
+ *                          never (plan_sm90a)
  *   TOKITAI_JIT_TUNE=1     first-use tuning (gemm_tune.c), unless the
  *                          runtime was opened with TJ_NO_TUNING
  */
@@ -54,4 +58,5 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   }
   env->persistent = zero_or_one(getenv("TJ_GEMM_PERSISTENT"));
   env->skinny_tc = zero_or_one(getenv("TJ_GEMM_SKINNY_TC"));
+  env->multicast = zero_or_one(getenv("TJ_GEMM_MULTICAST"));
 }

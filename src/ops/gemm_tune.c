@@ -85,17 +85,18 @@
 
 #define SPLIT(n)                                                            \
   {"sm90a_128x128_split" #n, "gemm_f16_sm90a_128x128_splitk", 128, n,       \
-   (n) == 2 || (n) == 4 || (n) == 8, 0, 0}
+   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0}
 static const tj__gemm_config configs[] = {
-  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0},
+  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0, 0},
   {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 1,
-   1, 0},
-  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0, 0},
+   1, 0, 0},
+  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0, 0, 0},
   {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
-   1, 0},
-  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0, 0},
+   1, 0, 0},
+  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0, 0, 0},
   {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 64, 1, 1, 0,
-   1},
+   1, 0},
+  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1},
   SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
   SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
   SPLIT(15), SPLIT(16),

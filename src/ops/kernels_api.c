@@ -553,6 +553,21 @@ static gemm_plan plan_cluster_k2(int M, int N)
                      0};
 }
 
+/* The 128 x 256 tile, persistent in clusters of two that share B: one
+ * cluster per pair of tile rows (of one tile column), at most one block
+ * an SM, an even grid. */
+static gemm_plan plan_mc2(int sms, int M, int N)
+{
+  unsigned long long pairs = (unsigned long long)((M - 1) / SM90A_BM / 2 + 1) *
+                             (unsigned long long)((N - 1) / 256 + 1);
+  unsigned clusters = sms / 2 < 1 ? 1 : (unsigned)sms / 2;
+  if (pairs < clusters)
+    clusters = (unsigned)pairs;
+  return (gemm_plan){"gemm_f16_sm90a_128x256_mc2", {2 * clusters, 1, 1},
+                     {SM90A_THREADS, 1, 1}, sm90a_shared_of(256), 1, 0,
+                     PATH_SM90A, 0};
+}
+
 /* An unsplit plan of entry with bn-column tiles; persistent: one block
  * per SM (at most, of sms) walking the tiles. */
 static gemm_plan plan_tile(const char *entry, int bn, int persistent, int sms,
@@ -576,6 +591,8 @@ static gemm_plan plan_config(const tj__gemm_config *c, int sms, int M, int N,
 {
   if (c->cluster_k2)
     return plan_cluster_k2(M, N);
+  if (c->mc2)
+    return plan_mc2(sms, M, N);
   if (c->split > 1)
     return plan_split((unsigned)((N - 1) / 128 + 1),
                       (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
@@ -612,7 +629,7 @@ static gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
                             int K)
 {
   static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1,
-                                    .tile_k2 = -1};
+                                    .tile_k2 = -1, .multicast = -1};
   if (!env)
     env = &none;
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
@@ -651,6 +668,8 @@ static gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
   }
   if (env->persistent >= 0)
     persistent = env->persistent;
+  if (bn == 256 && persistent && env->multicast == 1)
+    return plan_mc2(sms, M, N);
   const char *entry = bn == 64    ? "gemm_f16_sm90a_128x64"
                       : bn == 128 ? (persistent
                                          ? "gemm_f16_sm90a_128x128_persistent"
