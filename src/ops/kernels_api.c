@@ -621,7 +621,8 @@ static gemm_plan plan_config(const tj__gemm_config *c, int sms, int M, int N,
  * For measuring and for stepping around it, read at open (rt->gemm_env):
  * TJ_GEMM_SPLITK=n forces a split, TJ_GEMM_SM90A_TILE=64, 128 or 256 the
  * tile width of unsplit calls (64k2: the cluster-split 128 x 64), TJ_GEMM_PERSISTENT=1 (0) the tile's
- * persistent entry (never).  env NULL: the rule alone.  sms: the device's
+ * persistent entry (never), TJ_GEMM_MULTICAST=1 (0) the persistent
+ * 128 x 256 tile in multicast pairs (never).  env NULL: the rule alone.  sms: the device's
  * (rt->sms); the figures above are the H200's 132, and a GPU with fewer
  * SMs reaches each threshold with fewer tiles.
  */
@@ -668,6 +669,14 @@ static gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
   }
   if (env->persistent >= 0)
     persistent = env->persistent;
+  /* In multicast pairs only where TJ_GEMM_MULTICAST=1 asks.  Measured on
+   * the H200 in two calls (bench/RESULTS.md, sixth round), more than one
+   * wave of these tiles ran faster paired (8192^3 0.966-0.970x cuBLAS
+   * against 0.941-0.948; 4096 x 4096 x 11008 0.966-0.968 against
+   * 0.943-0.956; 4096 x 11008 x 4096 0.943-0.950 against 0.932-0.940;
+   * 4096^3 0.900-0.904 against 0.898-0.899) and one wave slower (2048^3:
+   * 0.801 against 0.818); the rule takes them once check_kernels_gpu's
+   * Hopper case has passed on a GPU with the pairs in it. */
   if (bn == 256 && persistent && env->multicast == 1)
     return plan_mc2(sms, M, N);
   const char *entry = bn == 64    ? "gemm_f16_sm90a_128x64"
