@@ -252,6 +252,10 @@ static double now_ms(void)
  * use: eight), and the parts make no more than two waves. */
 static int applies(const tune_job *j, const tj__gemm_config *c)
 {
+  /* The multicast pairs only where TJ_GEMM_MULTICAST=1 lets calls run
+   * them (opt-in until the GPU suite has passed with them). */
+  if (c->mc2 && j->rt->gemm_env.multicast != 1)
+    return 0;
   if (c->split == 1)
     return j->ahead || c->first_use;
   long long tiles = (long long)((j->M - 1) / 128 + 1) * ((j->N - 1) / 128 + 1);
