@@ -12,7 +12,7 @@ static const unsigned char blob[] = "\x7f" "ELF pretend code object";
 static tj__cache_row row_for(const char *key)
 {
   tj__cache_row r = {key, "k", "gfx90a", "amd", "hiprtc", "", blob,
-                     sizeof blob, 12.5};
+                     sizeof blob, 12.5, NULL};
   return r;
 }
 

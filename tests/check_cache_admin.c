@@ -24,7 +24,7 @@ static void put_row(const char *path, const char *key, const char *kernel,
   ck_assert_ptr_nonnull(code);
   memset(code, fill, size);
   tj__cache_row r = {key, kernel, "gfx90a", "amd", "hiprtc test", "", code,
-                     size, compile_ms};
+                     size, compile_ms, NULL};
   ck_assert_int_eq(tj__cache_put(c, &r), TJ_OK);
   free(code);
   tj__cache_close(c);
@@ -219,7 +219,7 @@ START_TEST(verify_reports_a_damaged_database)
     snprintf(key, sizeof key, "%032x", i);
     code[0] = (unsigned char)i;
     tj__cache_row r = {key, "k", "gfx90a", "amd", "hiprtc test", "", code,
-                       sizeof code, 1};
+                       sizeof code, 1, NULL};
     ck_assert_int_eq(tj__cache_put(raw, &r), TJ_OK);
   }
   tj__cache_close(raw);
@@ -344,7 +344,7 @@ START_TEST(trim_of_many_rows_keeps_the_newest)
     code[0] = (unsigned char)i;
     code[1] = (unsigned char)(i >> 8);
     tj__cache_row r = {key, kernel, "gfx90a", "amd", "hiprtc test", "", code,
-                       sizeof code, 1};
+                       sizeof code, 1, NULL};
     ck_assert_int_eq(tj__cache_put(raw, &r), TJ_OK);
   }
   tj__cache_close(raw);
@@ -384,7 +384,7 @@ START_TEST(verify_judges_code_as_a_load_does)
   ck_assert_int_eq(tj__cache_open(path, TJ_CACHE_READONLY, &raw, msg,
                                   sizeof msg), TJ_OK);
   tj__cache_row want = {KEY_A, "ka", "gfx90a", "amd", "hiprtc test", "",
-                        NULL, 0, 0};
+                        NULL, 0, 0, NULL};
   ck_assert_int_eq(tj__cache_get(raw, &want, &code, &size, &dropped),
                    TJ_ENOENT);
   ck_assert_int_eq(dropped, TJ__DROP_HASH);
@@ -437,7 +437,7 @@ START_TEST(a_row_without_a_hash_is_dropped_by_load_and_repair)
   tj__cache *raw = NULL;
   ck_assert_int_eq(tj__cache_open(path, 0, &raw, msg, sizeof msg), TJ_OK);
   tj__cache_row want = {KEY_B, "kb", "gfx90a", "amd", "hiprtc test", "",
-                        NULL, 0, 0};
+                        NULL, 0, 0, NULL};
   ck_assert_int_eq(tj__cache_get(raw, &want, &code, &size, &dropped),
                    TJ_ENOENT);
   ck_assert_int_eq(dropped, TJ__DROP_HASH);

@@ -6,8 +6,10 @@ static const char *base_source = "extern \"C\" __global__ void k(int *p) { *p = 
 
 static tj__key_input base_input(void)
 {
-  tj__key_input in = {base_source, strlen(base_source), "k", "-DX=1",
-                      "gfx90a:xnack-", "amd", "hiprtc 9.0, comgr 2.4"};
+  tj__key_input in = {.source = base_source,
+                      .source_len = strlen(base_source), .entry = "k",
+                      .options = "-DX=1", .arch = "gfx90a:xnack-",
+                      .platform = "amd", .compiler = "hiprtc 9.0, comgr 2.4"};
   return in;
 }
 
@@ -78,7 +80,9 @@ END_TEST
 
 START_TEST(encoding_is_length_prefixed)
 {
-  tj__key_input in = {"src", 3, "e", "", "a", "p", "c"};
+  tj__key_input in = {.source = "src", .source_len = 3, .entry = "e",
+                      .options = "", .arch = "a", .platform = "p",
+                      .compiler = "c"};
   size_t n = tj__key_encode(&in, NULL, 0);
   /* version tag + 6 fields, each with an 8-byte length */
   size_t want = 7 * 8 + strlen("tokitai-jit key v3") + 3 + 1 + 0 + 1 + 1 + 1;

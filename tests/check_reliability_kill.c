@@ -39,7 +39,8 @@ static void writer(const char *path, uint64_t seed)
     size_t n;
     rel_fake_key(seed << 32 | i, key);
     unsigned char *blob = rel_fake_blob(key, &n);
-    tj__cache_row r = {key, "fake", TEST_ARCH, "amd", "writer", "", blob, n, 1};
+    tj__cache_row r = {key, "fake", TEST_ARCH, "amd", "writer", "", blob, n,
+                       1, NULL};
     if (tj__cache_put(c, &r) != TJ_OK)
       _exit(4);
     free(blob);

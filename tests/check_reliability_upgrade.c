@@ -46,11 +46,12 @@ static void put_old_row(tj__cache *c, const char *kernel, const char *old,
   static const unsigned char fake[] = "\x7f" "ELF the old compiler's code";
   const tj__embedded_kernel *e = tj__embedded_find(kernel);
   ck_assert_ptr_nonnull(e);
-  tj__key_input in = {e->source, e->source_len, e->entry, "", TEST_ARCH,
-                      tj_platform(), old};
+  tj__key_input in = {.source = e->source, .source_len = e->source_len,
+                      .entry = e->entry, .options = "", .arch = TEST_ARCH,
+                      .platform = tj_platform(), .compiler = old};
   tj__key_compute(&in, key);
   tj__cache_row r = {key, kernel, TEST_ARCH, tj_platform(), old, "", fake,
-                     sizeof fake, 1};
+                     sizeof fake, 1, NULL};
   ck_assert_int_eq(tj__cache_put(c, &r), TJ_OK);
 }
 

@@ -17,7 +17,7 @@ typedef struct failer {
   tj_runtime *rt;
   int which;      /* 0: tj_kernel_get, 1: tj_verify */
   int wrong;      /* rounds whose code or message was not its own */
-  char last[256]; /* the first wrong message, for the report */
+  char last[320]; /* the first wrong message, for the report */
   tj_report *report; /* never written: every call fails */
   pthread_barrier_t *start;
 } failer;
