@@ -125,6 +125,35 @@ START_TEST(test_gemm_beta_zero)
 }
 END_TEST
 
+/* Each output is its dot product taken in k order from 0.0, then alpha
+ * and beta, to the bit: the oracle's loop order and table change how it
+ * gets there, not the sums (odd sizes, padded rows). */
+START_TEST(test_gemm_sums_in_k_order)
+{
+  enum { M = 37, N = 29, K = 53, LDA = 60, LDB = 33, LDC = 31 };
+  static uint16_t a[M * LDA], b[K * LDB], c[M * LDC];
+  static double out[M * N];
+  uint32_t x = 12345;
+  uint16_t *all[3] = {a, b, c};
+  size_t len[3] = {M * LDA, K * LDB, M * LDC};
+  for (int m = 0; m < 3; m++)
+    for (size_t i = 0; i < len[m]; i++) {
+      x = x * 1664525u + 1013904223u;
+      all[m][i] = H((float)((double)(x >> 8) / (1 << 24) * 4.0 - 2.0));
+    }
+  tj__oracle_gemm(M, N, K, 0.75, a, LDA, b, LDB, -1.25, c, LDC, out);
+  for (int m = 0; m < M; m++)
+    for (int n = 0; n < N; n++) {
+      double sum = 0.0;
+      for (int k = 0; k < K; k++)
+        sum += (double)tj_f16_to_f32(a[m * LDA + k]) *
+               (double)tj_f16_to_f32(b[k * LDB + n]);
+      double want = 0.75 * sum + -1.25 * (double)tj_f16_to_f32(c[m * LDC + n]);
+      ck_assert_double_eq(out[m * N + n], want);
+    }
+}
+END_TEST
+
 START_TEST(test_compare_f16)
 {
   uint16_t got[4] = {H(1.0f), H(2.0f), H(3.0f), H(INFINITY)};
@@ -199,6 +228,7 @@ static Suite *oracle_suite(void)
   tcase_add_test(tc, test_add_wraps);
   tcase_add_test(tc, test_gemm_by_hand);
   tcase_add_test(tc, test_gemm_beta_zero);
+  tcase_add_test(tc, test_gemm_sums_in_k_order);
   TCase *cmp = test_case(s, "compare", 60);
   tcase_add_test(cmp, test_compare_f16);
   tcase_add_test(cmp, test_compare_special);
