@@ -189,6 +189,32 @@ __device__ __forceinline__ void tj_h_bar_arrive_remote(unsigned bar) {
                : "memory");
 }
 
+/* The clusters of two (gemm_f16_sm90a_128x64_cluster_k2 and the multicast
+ * pairs): this block's rank, a barrier across both, another block's
+ * shared address. */
+__device__ __forceinline__ unsigned tj_h_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+/* Every thread of both blocks; the barriers initialised before it are
+ * then visible across the cluster. */
+__device__ __forceinline__ void tj_h_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* The address of this block's shared address in block rank's. */
+__device__ __forceinline__ unsigned tj_h_map_rank(unsigned addr,
+                                                  unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(r)
+               : "r"(addr), "r"(rank));
+  return r;
+}
+
 /* A consumer warp giving a stage back: to its own block's producer, and
  * with a multicast pair (peer: the stage's empty barrier in the other
  * block, as a cluster address) to the other's, whose loads write here. */
@@ -585,50 +611,86 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
  * runs on across tiles, so stages and barrier phases carry over: the
  * producer loads the next tile's first stages while the consumers are
  * still in this tile's epilogue, which the one-tile-per-block entries
- * leave to a new block's start. */
-template <int BN, int STAGES>
+ * leave to a new block's start.
+ *
+ * MC: the same in clusters of two that share B (TMA multicast): cluster c
+ * of the grid walks pairs of tiles c, c + gridDim.x / 2, ... in the
+ * banded order over pair rows; block rank r of the cluster computes tile
+ * row 2 * pair row + r of the pair's tile column.  Each block fetches its
+ * own A and half of the B tile, multicast into both, so the two fetch
+ * B's boxes once between them (cuBLAS's nvjet kernels for these shapes
+ * run in clusters of two as well; bench/RESULTS.md, sixth round).  A
+ * stage goes back to a producer when the consumers of both blocks are
+ * done with it (16 arrivals), since each producer writes into both; and
+ * neither block leaves before the other, whose consumers still arrive on
+ * its barriers. */
+
+template <int BN, int STAGES, int MC = 0>
 __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
                                                      const tj_tmap *tb, int M,
                                                      int N, int K, float alpha,
                                                      float beta, __half *C,
                                                      int ldc) {
-  tj_h_stages st = tj_h_setup<BN, STAGES>();
+  const int G = MC ? 2 : 1; /* blocks a group of tiles, tile rows apart */
+  tj_h_stages st = tj_h_setup<BN, STAGES>(8 * G);
   unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  unsigned rank = 0;
+  if (MC) {
+    /* The other block's barriers are initialised before anything of ours
+     * reaches them. */
+    tj_h_cluster_sync();
+    rank = tj_h_cluster_rank();
+  }
   int wg = threadIdx.x / 128;
   int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
   int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
-  int tiles = tiles_m * tiles_n;
+  int groups_m = (tiles_m + G - 1) / G, groups = groups_m * tiles_n;
+  int first = blockIdx.x / G, step = gridDim.x / G;
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (threadIdx.x != 0)
-      return;
-    int it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, it += ktiles) {
-      int mt, nt;
-      tj_h_tile_at(t, tiles_m, tiles_n, mt, nt);
-      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, ktiles,
-                               mt * TJ_H_BM, nt * BN, 0, it);
+    if (threadIdx.x == 0) {
+      int it = 0;
+      for (int t = first; t < groups; t += step, it += ktiles) {
+        int gm, nt;
+        tj_h_tile_at(t, groups_m, tiles_n, gm, nt);
+        int m0 = (G * gm + (int)rank) * TJ_H_BM;
+        /* A pair's second tile wholly below M (an odd tile row count)
+         * loads no A. */
+        tj_h_produce<BN, STAGES, MC>(ta, tb, sa, sb, full, empty, ktiles, m0,
+                                     nt * BN, 0, it, rank, !MC || m0 < M);
+      }
     }
-    return;
-  }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-  int it = 0;
-  float d[BN / 2];
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x, it += ktiles) {
-    int mt, nt;
-    tj_h_tile_at(t, tiles_m, tiles_n, mt, nt);
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    unsigned peer_empty = MC ? tj_h_map_rank(empty, rank ^ 1u) : 0;
+    int it = 0;
+    float d[BN / 2];
+    for (int t = first; t < groups; t += step, it += ktiles) {
+      int gm, nt;
+      tj_h_tile_at(t, groups_m, tiles_n, gm, nt);
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++)
-      d[i] = 0.0f;
-    tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, ktiles, it);
-    /* The tile's last stage goes back too: the next tile reuses it.  (In
-     * tj_h_consume itself this arrive made ptxas serialize the wgmmas of
-     * the one-tile entries.) */
-    if (threadIdx.x % 32 == 0)
-      tj_h_bar_arrive(empty + 8 * ((it + ktiles - 1) % STAGES));
-    tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta,
-                      mt * TJ_H_BM + 64 * (wg - 1), nt * BN);
+      for (int i = 0; i < BN / 2; i++)
+        d[i] = 0.0f;
+      tj_h_consume<BN, STAGES, MC>(d, wg - 1, sa, sb, full, empty, ktiles, it,
+                                   peer_empty);
+      /* The tile's last stage goes back too: the next tile reuses it.  (In
+       * tj_h_consume itself this arrive made ptxas serialize the wgmmas of
+       * the one-tile entries.) */
+      if (threadIdx.x % 32 == 0) {
+        unsigned off = 8 * ((it + ktiles - 1) % STAGES);
+        tj_h_release<MC>(empty + off, peer_empty + off);
+      }
+      /* Rows past M (the second tile of an odd pair row) store nothing. */
+      tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta,
+                        (G * gm + (int)rank) * TJ_H_BM + 64 * (wg - 1),
+                        nt * BN);
+    }
   }
+  /* Every thread of both blocks, the producer's idle ones included (not
+   * .aligned: warp 0's thread 0 comes from its loop, the rest at once). */
+  if (MC)
+    asm volatile("barrier.cluster.arrive.release;\n"
+                 "barrier.cluster.wait.acquire;" ::: "memory");
 }
 
 /* Split-K across a cluster of two blocks: block rank 1 of the pair sends
@@ -638,28 +700,6 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
  * workspace, no second launch.  For shapes whose 128 x 64 tiles fill at
  * most half the SMs (128 x 4096 x 4096: 64 tiles), where one block per
  * tile is held back by what a single SM can load. */
-__device__ __forceinline__ unsigned tj_h_cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-
-/* Every thread of both blocks; the barriers initialised before it are
- * then visible across the cluster. */
-__device__ __forceinline__ void tj_h_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
-/* The address of this block's shared address in block rank's. */
-__device__ __forceinline__ unsigned tj_h_map_rank(unsigned addr,
-                                                  unsigned rank) {
-  unsigned r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(r)
-               : "r"(addr), "r"(rank));
-  return r;
-}
 
 /* Four floats into another block's shared memory, their 16 bytes counted
  * toward its barrier bar (both cluster addresses). */
@@ -736,73 +776,6 @@ __device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
   tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta, m0 + 64 * (wg - 1), n0);
 }
 
-/* Persistent in clusters of two that share B (TMA multicast): cluster c
- * of the grid walks pairs of tiles c, c + gridDim.x / 2, ... in the
- * banded order over pair rows; block rank r of the cluster computes tile
- * row 2 * pair row + r of the pair's tile column.  Each block fetches its
- * own A and half of the B tile, multicast into both, so the two fetch
- * B's boxes once between them (cuBLAS's nvjet kernels for these shapes
- * run in clusters of two as well; bench/RESULTS.md, sixth round).  A
- * stage goes back to a producer when the consumers of both blocks are
- * done with it (16 arrivals), since each producer writes into both; and
- * neither block leaves before the other, whose consumers still arrive on
- * its barriers. */
-template <int BN, int STAGES>
-__device__ __forceinline__ void tj_h_gemm_persistent_mc2(
-    const tj_tmap *ta, const tj_tmap *tb, int M, int N, int K, float alpha,
-    float beta, __half *C, int ldc) {
-  tj_h_stages st = tj_h_setup<BN, STAGES>(16);
-  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
-  /* The other block's barriers are initialised before anything of ours
-   * reaches them. */
-  tj_h_cluster_sync();
-  unsigned rank = tj_h_cluster_rank();
-  int wg = threadIdx.x / 128;
-  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
-  int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
-  int pairs_m = (tiles_m + 1) / 2, pairs = pairs_m * tiles_n;
-  int first = blockIdx.x / 2, step = gridDim.x / 2;
-  if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (threadIdx.x == 0) {
-      int it = 0;
-      for (int p = first; p < pairs; p += step, it += ktiles) {
-        int pm, nt;
-        tj_h_tile_at(p, pairs_m, tiles_n, pm, nt);
-        int m0 = (2 * pm + (int)rank) * TJ_H_BM;
-        tj_h_produce<BN, STAGES, 1>(ta, tb, sa, sb, full, empty, ktiles, m0,
-                                    nt * BN, 0, it, rank, m0 < M);
-      }
-    }
-  } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    unsigned peer_empty = tj_h_map_rank(empty, rank ^ 1u);
-    int it = 0;
-    float d[BN / 2];
-    for (int p = first; p < pairs; p += step, it += ktiles) {
-      int pm, nt;
-      tj_h_tile_at(p, pairs_m, tiles_n, pm, nt);
-#pragma unroll
-      for (int i = 0; i < BN / 2; i++)
-        d[i] = 0.0f;
-      tj_h_consume<BN, STAGES, 1>(d, wg - 1, sa, sb, full, empty, ktiles, it,
-                                  peer_empty);
-      if (threadIdx.x % 32 == 0) {
-        unsigned off = 8 * ((it + ktiles - 1) % STAGES);
-        tj_h_release<1>(empty + off, peer_empty + off);
-      }
-      /* Rows past M (the second tile of an odd pair row) store nothing. */
-      tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta,
-                        (2 * pm + (int)rank) * TJ_H_BM + 64 * (wg - 1),
-                        nt * BN);
-    }
-  }
-  /* Every thread of both blocks, the producer's idle ones included (not
-   * .aligned: warp 0's thread 0 comes from its loop, the rest at once). */
-  asm volatile("barrier.cluster.arrive.release;\n"
-               "barrier.cluster.wait.acquire;" ::: "memory");
-}
-
 /* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
  * on every run; then alpha and beta as tj_h_store2 applies them. */
 __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
@@ -841,8 +814,8 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
   tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, \
                                    ldc)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
-  tj_h_gemm_persistent_mc2<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, \
-                                       C, ldc)
+  tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, alpha, beta, \
+                                      C, ldc)
 #else
 /* Not sm_90a: the entries exist (every arch compiles every embedded
  * kernel) but must never run; tj_gemm_f16 does not launch them there. */
