@@ -577,6 +577,23 @@ static char *sqlite_only_copy(const char *cache)
   return copy;
 }
 
+/* One --child-warm process on cache (traced: with TOKITAI_JIT_TRACE=1,
+ * whose line then follows in line): its device initialisation and its
+ * open + get, in ms; it must have been one cache hit and no compile. */
+static void warm_child(const char *cache, const char *kernel, int traced,
+                       double *init_ms, double *ms, char *line, size_t len)
+{
+  char *argv[] = {"tj-bench", "--child-warm", (char *)cache, (char *)kernel,
+                  NULL};
+  const char *extra[] = {"TOKITAI_JIT_TRACE=1", NULL};
+  unsigned long long hits = 0, compiles = 1;
+  if (run_child_env(argv, traced ? extra : NULL, traced, line, len) != 0 ||
+      sscanf(line, "%lf %lf %llu %llu", init_ms, ms, &hits, &compiles) != 4 ||
+      hits != 1 || compiles != 0)
+    die("warm-start child (%s%s) failed: '%s'", cache,
+        traced ? ", traced" : "", line);
+}
+
 static void warm_start(const char *cache, int quick)
 {
   printf("warm start (new process, kernel in the cache)\n");
@@ -618,19 +635,10 @@ static void warm_start(const char *cache, int quick)
         floors++;
     }
     char line[4096];
-    char *argv[] = {"tj-bench", "--child-warm", (char *)cache, (char *)kernel, NULL};
-    unsigned long long hits = 0, compiles = 1, built = 0;
-    if (run_child_env(argv, NULL, 0, line, sizeof line) != 0 ||
-        sscanf(line, "%lf %lf %llu %llu", &init[i], &warm[i], &hits, &compiles) != 4 ||
-        hits != 1 || compiles != 0)
-      die("warm-start child failed: '%s'", line);
-    const char *extra[] = {"TOKITAI_JIT_TRACE=1", NULL};
+    unsigned long long built = 0;
+    warm_child(cache, kernel, 0, &init[i], &warm[i], line, sizeof line);
     double dev;
-    hits = 0, compiles = 1;
-    if (run_child_env(argv, extra, 1, line, sizeof line) != 0 ||
-        sscanf(line, "%lf %lf %llu %llu", &dev, &traced_ms[i], &hits,
-               &compiles) != 4 || hits != 1 || compiles != 0)
-      die("warm-start child (traced) failed: '%s'", line);
+    warm_child(cache, kernel, 1, &dev, &traced_ms[i], line, sizeof line);
     const char *tr = strstr(line, "tokitai-jit trace: ");
     tr = tr ? strstr(tr, " open ") : NULL;
     double *v[PHASES];
@@ -651,13 +659,8 @@ static void warm_start(const char *cache, int quick)
   double via_sql[RUNS];
   for (int i = 0; i < runs; i++) {
     char line[4096];
-    char *argv[] = {"tj-bench", "--child-warm", sql_only, (char *)kernel, NULL};
-    unsigned long long hits = 0, compiles = 1;
     double dev;
-    if (run_child_env(argv, NULL, 0, line, sizeof line) != 0 ||
-        sscanf(line, "%lf %lf %llu %llu", &dev, &via_sql[i], &hits,
-               &compiles) != 4 || hits != 1 || compiles != 0)
-      die("warm-start child (SQLite path) failed: '%s'", line);
+    warm_child(sql_only, kernel, 0, &dev, &via_sql[i], line, sizeof line);
   }
   free(sql_only);
   record("warm_start", "device init (median)", median(init, runs), "ms");
