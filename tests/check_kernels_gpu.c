@@ -1150,6 +1150,12 @@ int main(void)
   tcase_add_test(gemm, gemm_padded_leading_dimensions);
   tcase_add_test(gemm, gemm_misaligned_on_a_stream);
   tcase_add_test(gemm, gemm_host_call);
+  tcase_add_test(gemm, gemm_split_k_shapes);
+  tcase_add_test(gemm, gemm_split_k_is_deterministic);
+  tcase_add_loop_test(gemm, gemm_skinny_tc_shapes, 0, N_SKINNY_ROWS);
+  tcase_add_test(gemm, gemm_skinny_tc_split_and_wide_shapes);
+  tcase_add_test(gemm, gemm_skinny_tc_alpha_zero_reads_no_operand);
+  tcase_add_test(gemm, gemm_skinny_tc_is_deterministic);
   /* The Hopper paths in a case of their own (CK_RUN_CASE=hopper runs
    * them alone). */
   TCase *hopper = test_case(s, "hopper", 900);
@@ -1158,11 +1164,5 @@ int main(void)
   tcase_add_test(hopper, gemm_hopper_multicast_shapes);
   tcase_add_test(hopper, gemm_hopper_narrow_tile_shapes);
   tcase_add_test(hopper, gemm_hopper_is_deterministic_and_switchable);
-  tcase_add_test(gemm, gemm_split_k_shapes);
-  tcase_add_test(gemm, gemm_split_k_is_deterministic);
-  tcase_add_loop_test(gemm, gemm_skinny_tc_shapes, 0, N_SKINNY_ROWS);
-  tcase_add_test(gemm, gemm_skinny_tc_split_and_wide_shapes);
-  tcase_add_test(gemm, gemm_skinny_tc_alpha_zero_reads_no_operand);
-  tcase_add_test(gemm, gemm_skinny_tc_is_deterministic);
   return run_gpu_suite(s, "the kernel GPU suite");
 }
