@@ -73,7 +73,8 @@
  *
  * Preconditions (tj_gemm_f16 checks them and takes gemm_f16 otherwise)
  *   A and B 16-byte aligned, lda and ldb multiples of 8 (TMA's rules for
- *   a global tensor), M above the skinny bound (8).
+ *   a global tensor); M above 16 for the tiles, M <= 16 for the skinny
+ *   entries (gemm_f16_sm90a_skinny*, below the tiles' code).
  *
  * Toward parity with cuBLAS: the persistent grid, the tuning table and
  *   2-CTA clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2)
@@ -799,6 +800,186 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
   }
 }
 
+/* ------------------------------------------------------- skinny (M <= 16)
+ *
+ * C = alpha * A * B + beta * C for M <= 16 rows, where the work is
+ * reading B once at the memory's rate (issue 14's skinny shapes).  The
+ * product runs transposed, C^T = B^T * A^T, so that wgmma's 64-row side
+ * lies along N and its narrow side (n16) along M: a tile of B, as TMA
+ * loads it for the tiles above (64 k rows x 64 columns, 128-byte
+ * swizzle), is wgmma's A operand read transposed (imm-trans-a 1), and
+ * A's 16 x 64 box (rows past M filled with zeros by TMA) is its B
+ * operand, K-major.  No 128-row tile is wasted on 16 rows.
+ *
+ *   block     one consumer warpgroup (warps 0-3) and a producer warp
+ *             (warp 4, one thread issuing TMA); BN = 128 or 256 columns
+ *             of C (BN / 64 m64 wgmmas per k16 step) and a K-range.
+ *   stages    TJ_S_STAGES of 64 k rows: BN / 4 KiB of B and 2 KiB of A
+ *             each; two 128-column blocks fit an SM, one 256-column
+ *             block.
+ *   split-K   in a cluster of S blocks along x (S compiled in, one entry
+ *             each): block rank r takes the r-th of S K-ranges of the
+ *             strip, writes its fp32 sums to its own shared memory, and
+ *             after a cluster barrier every block adds all S of them for
+ *             its share of the strip's elements, in rank order (the same
+ *             bits on every run), through distributed shared memory: no
+ *             workspace, one launch.
+ *   alpha 0   A and B are not read (no stage is loaded); C = beta * C.
+ */
+#define TJ_S_ROWS 16
+#define TJ_S_STAGES 5
+#define TJ_S_THREADS 160
+#define TJ_S_B_BYTES(bn) (TJ_H_BK * (bn) * 2)
+#define TJ_S_STAGE_BYTES(bn) (TJ_S_B_BYTES(bn) + TJ_S_ROWS * TJ_H_BK * 2)
+/* The stages, 1 KiB for their alignment, the barriers, the fp32 sums. */
+#define TJ_S_SMEM_BYTES(bn)                                         \
+  (TJ_S_STAGES * TJ_S_STAGE_BYTES(bn) + 1024 + 2 * 8 * TJ_S_STAGES + \
+   TJ_S_ROWS * (bn) * 4)
+
+/* wgmma m64n16k16, f32 += f16 * f16, A transposed (MN-major: B's tile),
+ * B K-major (A's box). */
+__device__ __forceinline__ void tj_s_wgmma(float (&d)[8],
+                                           unsigned long long da,
+                                           unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+               "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "l"(da), "l"(db), "r"(1)
+               : "memory");
+}
+
+/* One float of another block's shared memory (a cluster address). */
+__device__ __forceinline__ float tj_s_ld_cluster(unsigned addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr)
+               : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void tj_s_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n"
+               "barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+template <int BN, int S>
+__device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
+                                          int M, int N, int K, float alpha,
+                                          float beta, __half *C, int ldc) {
+  extern __shared__ unsigned char tj_h_smem[];
+  unsigned stages = (tj_h_smem_addr(tj_h_smem) + 1023u) & ~1023u;
+  unsigned full = stages + TJ_S_STAGES * TJ_S_STAGE_BYTES(BN);
+  unsigned empty = full + 8 * TJ_S_STAGES;
+  unsigned sums = empty + 8 * TJ_S_STAGES;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < TJ_S_STAGES; s++) {
+      tj_h_bar_init(full + 8 * s, 1);
+      tj_h_bar_init(empty + 8 * s, 4); /* each consumer warp */
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  unsigned rank = S > 1 ? tj_h_cluster_rank() : 0;
+  int n0 = (int)(blockIdx.x / S) * BN;
+  /* This block's K-range: the r-th of S runs of whole k-tiles (an empty
+   * one where K is short sums to zeros). */
+  int ktiles = alpha == 0.0f ? 0 : (K + TJ_H_BK - 1) / TJ_H_BK;
+  int kper = (ktiles + S - 1) / S, kt0 = (int)rank * kper;
+  int kn = ktiles - kt0 < kper ? ktiles - kt0 : kper;
+  if (kn < 0)
+    kn = 0;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 4) {
+    if (lane == 0)
+      for (int kt = 0; kt < kn; kt++) {
+        int s = kt % TJ_S_STAGES;
+        tj_h_bar_wait(empty + 8 * s, ((kt / TJ_S_STAGES) & 1) ^ 1);
+        unsigned bar = full + 8 * s, dst = stages + s * TJ_S_STAGE_BYTES(BN);
+        tj_h_bar_expect(bar, TJ_S_STAGE_BYTES(BN));
+        int k = (kt0 + kt) * TJ_H_BK;
+        for (int j = 0; j < BN / 64; j++)
+          tj_h_tma_load(dst + j * (TJ_H_BK * 128), tb, n0 + 64 * j, k, bar);
+        tj_h_tma_load(dst + TJ_S_B_BYTES(BN), ta, k, 0, bar);
+      }
+    __syncwarp();
+  } else {
+    float d[BN / 64][8];
+#pragma unroll
+    for (int c = 0; c < BN / 64; c++)
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        d[c][i] = 0.0f;
+    for (int kt = 0; kt < kn; kt++) {
+      int s = kt % TJ_S_STAGES;
+      tj_h_bar_wait(full + 8 * s, (kt / TJ_S_STAGES) & 1);
+      unsigned b = stages + s * TJ_S_STAGE_BYTES(BN), a = b + TJ_S_B_BYTES(BN);
+      tj_h_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < TJ_H_BK / 16; kk++) {
+        /* B's box c: 16 k rows (2048 bytes) per step, 8-row groups 1024
+         * apart; A's box: 16 halves (32 bytes) along its 128-byte rows. */
+        unsigned long long db = tj_h_desc(a + 32 * kk, 16, 1024);
+#pragma unroll
+        for (int c = 0; c < BN / 64; c++)
+          tj_s_wgmma(d[c], tj_h_desc(b + c * (TJ_H_BK * 128) + 2048 * kk,
+                                     TJ_H_BK * 128, 1024),
+                     db);
+      }
+      tj_h_wgmma_commit();
+      tj_h_wgmma_wait_one();
+      if (kt > 0 && lane == 0)
+        tj_h_bar_arrive(empty + 8 * ((kt - 1) % TJ_S_STAGES));
+    }
+    tj_h_wgmma_wait_all();
+    /* m64n16's layout, transposed: thread t holds columns n = 16 * warp +
+     * lane / 4 (and n + 8) of box c, rows m = 8 * i + 2 * (lane % 4) (and
+     * m + 1); sums[m][n] over the block's 128 columns. */
+    int n = 16 * warp + lane / 4, m = 2 * (lane % 4);
+#pragma unroll
+    for (int c = 0; c < BN / 64; c++)
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        unsigned at = sums + 4 * ((m + 8 * i) * BN + 64 * c + n);
+        asm volatile("st.shared.f32 [%0], %1;\n"
+                     "st.shared.f32 [%2], %3;\n"
+                     "st.shared.f32 [%4], %5;\n"
+                     "st.shared.f32 [%6], %7;" ::"r"(at),
+                     "f"(d[c][4 * i]), "r"(at + 4 * BN),
+                     "f"(d[c][4 * i + 1]), "r"(at + 32), "f"(d[c][4 * i + 2]),
+                     "r"(at + 4 * BN + 32), "f"(d[c][4 * i + 3])
+                     : "memory");
+      }
+  }
+  /* Every block's sums are written (all threads, both warp roles; not
+   * .aligned, as the producer warp's lanes come from different paths). */
+  if (S > 1)
+    tj_s_cluster_sync();
+  else
+    __syncthreads();
+  /* Block rank r finishes elements r, r + S, ... (in runs of a block's
+   * threads, so neighbouring threads store neighbouring columns). */
+  int total = (M < TJ_S_ROWS ? M : TJ_S_ROWS) * BN;
+  for (int e = (int)rank * TJ_S_THREADS + (int)threadIdx.x; e < total;
+       e += S * TJ_S_THREADS) {
+    int row = e / BN, col = n0 + e % BN;
+    float v = 0.0f;
+    for (int q = 0; q < S; q++)
+      v += S > 1 ? tj_s_ld_cluster(tj_h_map_rank(sums + 4 * e, q))
+                 : tj_s_ld_cluster(sums + 4 * e);
+    if (col >= N)
+      continue;
+    __half *c = C + (long long)row * ldc + col;
+    float r = alpha * v;
+    if (beta != 0.0f)
+      r += beta * __half2float(*c);
+    *c = __float2half_rn(r);
+  }
+  /* No block leaves while another may still read its sums. */
+  if (S > 1)
+    tj_s_cluster_sync();
+}
+
 #define TJ_H_BODY(bn, stages) \
   tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc, 0, \
                         nullptr)
@@ -816,6 +997,8 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
   tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, alpha, beta, \
                                       C, ldc)
+#define TJ_S_BODY(bn, split) \
+  tj_s_gemm<bn, split>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc)
 #else
 /* Not sm_90a: the entries exist (every arch compiles every embedded
  * kernel) but must never run; tj_gemm_f16 does not launch them there. */
@@ -829,15 +1012,22 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_H_PERSISTENT_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_S_BODY(bn, split) TJ_H_BODY(0, 0)
 #endif
 
-/* A cluster of two blocks along x: NVRTC for sm_90 and later (it refuses
+/* A cluster of two (3, 4, 8) blocks along x: NVRTC for sm_90 and later (it refuses
  * the attribute for older archs, which get the trapping stub, as does
  * every other compiler: launched never). */
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define TJ_H_CLUSTER2 __cluster_dims__(2, 1, 1)
+#define TJ_H_CLUSTER3 __cluster_dims__(3, 1, 1)
+#define TJ_H_CLUSTER4 __cluster_dims__(4, 1, 1)
+#define TJ_H_CLUSTER8 __cluster_dims__(8, 1, 1)
 #else
 #define TJ_H_CLUSTER2
+#define TJ_H_CLUSTER3
+#define TJ_H_CLUSTER4
+#define TJ_H_CLUSTER8
 #endif
 
 /* contract
@@ -982,4 +1172,135 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90
  */
 extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_mc2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
   TJ_H_PERSISTENT_MC2_BODY(256, 4);
+}
+
+/* contract
+ *   block      160 1 1
+ *   grid       (ceil(N / 128), 1, 1)
+ *   shared     101456
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      M <= 16 (rows past 16 are not computed); tma_a's box is {64,
+ *              16} (A's 16 rows), tma_b's {64, 64} as for the others; block
+ *              x computes columns [128 * x, 128 * x + 128) of C, streaming
+ *              B once; alpha == 0 reads neither A nor B.  Two blocks fit an
+ *              SM.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void __launch_bounds__(160, 2) gemm_f16_sm90a_skinny(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_S_BODY(128, 1);
+}
+
+/* contract
+ *   block      160 1 1
+ *   grid       (2 * ceil(N / 128), 1, 1)
+ *   shared     101456
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      K split across a cluster of 2 blocks (compiled in): blocks
+ *              2s to 2s + 1 take the 2 K-ranges of strip s and add
+ *              their sums through distributed shared memory.  Otherwise as
+ *              gemm_f16_sm90a_skinny.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_S_BODY(128, 2);
+}
+
+/* contract
+ *   block      160 1 1
+ *   grid       (3 * ceil(N / 128), 1, 1)
+ *   shared     101456
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      K split across a cluster of 3 blocks (compiled in): blocks
+ *              3s to 3s + 2 take the 3 K-ranges of strip s and add
+ *              their sums through distributed shared memory.  Otherwise as
+ *              gemm_f16_sm90a_skinny.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k3(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_S_BODY(128, 3);
+}
+
+/* contract
+ *   block      160 1 1
+ *   grid       (4 * ceil(N / 128), 1, 1)
+ *   shared     101456
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      K split across a cluster of 4 blocks (compiled in): blocks
+ *              4s to 4s + 3 take the 4 K-ranges of strip s and add
+ *              their sums through distributed shared memory.  Otherwise as
+ *              gemm_f16_sm90a_skinny.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k4(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_S_BODY(128, 4);
+}
+
+/* contract
+ *   block      160 1 1
+ *   grid       (8 * ceil(N / 128), 1, 1)
+ *   shared     101456
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      K split across a cluster of 8 blocks (compiled in): blocks
+ *              8s to 8s + 7 take the 8 K-ranges of strip s and add
+ *              their sums through distributed shared memory.  Otherwise as
+ *              gemm_f16_sm90a_skinny.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER8 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k8(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_S_BODY(128, 8);
+}
+
+/* contract
+ *   block      160 1 1
+ *   grid       (ceil(N / 256), 1, 1)
+ *   shared     191568
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      as gemm_f16_sm90a_skinny with 256 columns of C a block
+ *              (one block an SM).  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_S_BODY(256, 1);
+}
+
+/* contract
+ *   block      160 1 1
+ *   grid       (2 * ceil(N / 256), 1, 1)
+ *   shared     191568
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      K split across a cluster of 2 blocks as for
+ *              gemm_f16_sm90a_skinny_k2, with 256 columns of C a block
+ *              (one block an SM).  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_S_BODY(256, 2);
+}
+
+/* contract
+ *   block      160 1 1
+ *   grid       (3 * ceil(N / 256), 1, 1)
+ *   shared     191568
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      K split across a cluster of 3 blocks as for
+ *              gemm_f16_sm90a_skinny_k3, with 256 columns of C a block
+ *              (one block an SM).  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256_k3(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_S_BODY(256, 3);
+}
+
+/* contract
+ *   block      160 1 1
+ *   grid       (4 * ceil(N / 256), 1, 1)
+ *   shared     191568
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      K split across a cluster of 4 blocks as for
+ *              gemm_f16_sm90a_skinny_k4, with 256 columns of C a block
+ *              (one block an SM).  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256_k4(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+  TJ_S_BODY(256, 4);
 }

@@ -422,13 +422,17 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
    * which -Wtype-limits on AMD calls always false). */
   for (size_t i = 0; TJ_PLATFORM_IS_NVIDIA && i < 2; i++) {
     tj_runtime *rt = open_for_arch(archs[i], NULL);
-    /* The rule in plan_sm90a, as measured on the H200. */
+    /* The rule in plan_sm90a, as measured on the H200: 128 x 256 tiles
+     * in multicast pairs past one wave of them (4096^3: 512 tiles), alone
+     * within one (2048^3: 128). */
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_persistent");
+                     "gemm_f16_sm90a_128x256_mc2");
     ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
                      "gemm_f16_sm90a_128x256_persistent");
     ck_assert_str_eq(entry_for(rt, 4096, 11008, 4096),
-                     "gemm_f16_sm90a_128x256_persistent");
+                     "gemm_f16_sm90a_128x256_mc2");
+    ck_assert_str_eq(entry_for(rt, 2048, 2304, 2048),
+                     "gemm_f16_sm90a_128x256_mc2"); /* 144 tiles */
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_sm90a_128x128");
     ck_assert_str_eq(entry_for(rt, 1024, 1024, 1024), "gemm_f16_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
@@ -448,10 +452,13 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
                      "gemm_f16_sm90a_128x128_splitk");
     ck_assert_str_eq(entry_for(rt, 17, 8, 8), "gemm_f16_sm90a_128x128");
+    /* To 16 rows the Hopper skinny kernel (its splits: see
+     * gemm_dispatch_takes_the_hopper_skinny_path). */
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096),
-                     "gemm_f16_sm90a_128x128_splitk");
-    ck_assert_str_eq(entry_for(rt, 16, 11008, 4096), "gemm_skinny_f16_tc_n64");
-    ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_tc_n32");
+                     "gemm_f16_sm90a_skinny256_k3");
+    ck_assert_str_eq(entry_for(rt, 16, 11008, 4096), "gemm_f16_sm90a_skinny");
+    ck_assert_str_eq(entry_for(rt, 8, 4096, 4096),
+                     "gemm_f16_sm90a_skinny256_k3");
     /* Forced tile and persistence (read at open). */
     setenv("TJ_GEMM_PERSISTENT", "0", 1);
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
@@ -482,10 +489,21 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
                      "gemm_f16_sm90a_128x256_mc2");
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_sm90a_128x128");
     ck_assert_str_eq(entry_for(rt, 1024, 1024, 1024), "gemm_f16_sm90a_128x64");
+    ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
+                     "gemm_f16_sm90a_128x256_mc2");
     setenv("TJ_GEMM_MULTICAST", "0", 1);
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x256_persistent");
+    /* A forced tile is that tile's own entry, unpaired. */
+    unsetenv("TJ_GEMM_MULTICAST");
+    setenv("TJ_GEMM_SM90A_TILE", "256", 1);
+    setenv("TJ_GEMM_PERSISTENT", "1", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                     "gemm_f16_sm90a_128x256_persistent");
+    unsetenv("TJ_GEMM_PERSISTENT");
+    unsetenv("TJ_GEMM_SM90A_TILE");
     unsetenv("TJ_GEMM_MULTICAST");
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     /* K and N odd: rows of A and B are not 16 bytes apart. */
@@ -500,13 +518,14 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     /* The environment is read at open, never per call. */
     setenv("TJ_GEMM_SM90A", "0", 1);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_persistent");
+                     "gemm_f16_sm90a_128x256_mc2");
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
+    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_skinny_f16_tc_n32");
     setenv("TJ_GEMM_SM90A", "1", 1);
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_persistent");
+                     "gemm_f16_sm90a_128x256_mc2");
     unsetenv("TJ_GEMM_SM90A");
     tj_runtime_close(rt);
   }
@@ -525,6 +544,12 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
   }
 }
 END_TEST
+
+/* tj__gemm_f16_grid on (M, N, K), dense, as entry_for. */
+static tj_dim3 grid_for(tj_runtime *rt, int M, int N, int K)
+{
+  return tj__gemm_f16_grid(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
+}
 
 /* tj_gemm_f16_split on (M, N, K), dense, as entry_for. */
 static int split_for(tj_runtime *rt, int M, int N, int K)
@@ -558,7 +583,8 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   ck_assert_int_eq(split_for(rt, 128, 11008, 4096), 1);
   ck_assert_int_eq(split_for(rt, 1024, 1024, 1024), 1);
   ck_assert_int_eq(split_for(rt, 4096, 4096, 4096), 1);
-  ck_assert_int_eq(split_for(rt, 4, 4096, 4096), 1);
+  /* (the Hopper skinny kernel's split: its cluster's blocks) */
+  ck_assert_int_eq(split_for(rt, 4, 4096, 4096), 3);
   ck_assert_int_eq(split_for(rt, 128, 4095, 4096), 1); /* gemm_f16 */
   ck_assert_int_eq(split_for(rt, 0, 4096, 4096), 0);
   ck_assert_str_eq(tj_errmsg(rt), "tj_gemm_f16_split: M=0 must be at least 1");
@@ -596,9 +622,12 @@ END_TEST
  * gives the old paths back (the FMA kernel to M = 8, then the tiled
  * ones), =1 takes the tensor-core path for every M to 16, and
  * TJ_GEMM_SPLITK forces a split within what K allows.  AMD and older
- * NVIDIA keep the FMA kernel. */
+ * NVIDIA keep the FMA kernel.  On sm_90 all of this is with the Hopper
+ * skinny kernel turned off (TJ_GEMM_SKINNY_SM90A=0, read at open), as
+ * where TMA cannot read A or B. */
 START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
 {
+  setenv("TJ_GEMM_SKINNY_SM90A", "0", 1);
   ck_assert_int_eq(tj__gemm_skinny_split(128, 4096, 132), 1);
   ck_assert_int_eq(tj__gemm_skinny_split(66, 4096, 132), 1);
   ck_assert_int_eq(tj__gemm_skinny_split(65, 4096, 132), 3);
@@ -684,14 +713,106 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
   ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_skinny_f16_m4");
   ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16");
   tj_runtime_close(rt);
+  unsetenv("TJ_GEMM_SKINNY_SM90A");
 }
 END_TEST
 
-/* tj__gemm_f16_grid on (M, N, K), dense, as entry_for. */
-static tj_dim3 grid_for(tj_runtime *rt, int M, int N, int K)
+/* The Hopper skinny kernel (gemm_f16_sm90a_skinny*) takes every M <= 16
+ * on sm_90 where TMA can read A and B, in strips of 128 or 256 columns
+ * with K split across a cluster (tj__gemm_sm90a_skinny_split: at most a
+ * block an SM, the fewest K-ranges that keep 56 KiB an SM in flight, the
+ * wider strips first; each block keeps 4 k-tiles); TJ_GEMM_SPLITK forces
+ * the largest compiled split up to it, TJ_GEMM_SM90A_TILE the width;
+ * TJ_GEMM_SKINNY_SM90A=0 and TJ_GEMM_SM90A=0 turn it off.  Not on other
+ * archs, nor for operands TMA refuses. */
+static void expect_skinny_split(int N, int ktiles, int sms, int split, int bn)
 {
-  return tj__gemm_f16_grid(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
+  int got_bn = 0;
+  ck_assert_int_eq(tj__gemm_sm90a_skinny_split(N, ktiles, sms, &got_bn), split);
+  ck_assert_int_eq(got_bn, bn);
 }
+
+START_TEST(gemm_dispatch_takes_the_hopper_skinny_path)
+{
+  /* 4096 columns: 48 blocks of 256 keep 8.4 MB in flight, 64 of 128
+   * 5.9 MB; 11008: 86 of 128 unsplit 7.9 MB, 43 of 256 7.5 MB (short of
+   * 132 * 56 KiB = 7.6 MB); on 114 SMs (6.5 MB) 43 of 256 suffice. */
+  expect_skinny_split(4096, 64, 132, 3, 256);
+  expect_skinny_split(4096, 172, 132, 3, 256);
+  expect_skinny_split(11008, 64, 132, 1, 128);
+  expect_skinny_split(8192, 64, 132, 2, 256);
+  expect_skinny_split(4096, 64, 114, 3, 256);
+  expect_skinny_split(11008, 64, 114, 1, 256);
+  /* Nothing covers the latency: the most in flight; K too short for
+   * more K-ranges (4 k-tiles a block); more strips than SMs. */
+  expect_skinny_split(128, 64, 132, 8, 128);
+  expect_skinny_split(128, 31, 132, 4, 256);
+  expect_skinny_split(8, 7, 132, 1, 256);
+  expect_skinny_split(40000, 64, 132, 1, 128);
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return;
+  const uint16_t *odd = (const uint16_t *)((uintptr_t)FAKE(1) + 2);
+  const char *archs[] = {"sm_90", "sm_90a"};
+  for (size_t i = 0; i < 2; i++) {
+    tj_runtime *rt = open_for_arch(archs[i], NULL);
+    for (int M = 1; M <= 16; M++) {
+      ck_assert_str_eq(entry_for(rt, M, 4096, 4096),
+                       "gemm_f16_sm90a_skinny256_k3");
+      ck_assert_str_eq(entry_for(rt, M, 4096, 11008),
+                       "gemm_f16_sm90a_skinny256_k3");
+      ck_assert_str_eq(entry_for(rt, M, 11008, 4096), "gemm_f16_sm90a_skinny");
+    }
+    ck_assert_int_eq(split_for(rt, 1, 4096, 4096), 3);
+    ck_assert_uint_eq(grid_for(rt, 1, 4096, 4096).x, 48);
+    ck_assert_uint_eq(grid_for(rt, 16, 11008, 4096).x, 86);
+    ck_assert_str_eq(entry_for(rt, 16, 64, 64), "gemm_f16_sm90a_skinny256");
+    ck_assert_str_eq(entry_for(rt, 1, 128, 4096), "gemm_f16_sm90a_skinny_k8");
+    ck_assert_str_eq(entry_for(rt, 3, 8, 8), "gemm_f16_sm90a_skinny256");
+    ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
+                     "gemm_f16_sm90a_128x128_splitk");
+    /* Operands TMA cannot read: the other skinny kernels. */
+    ck_assert_str_eq(tj_gemm_f16_kernel(rt, 1, 4096, 4096, odd, 4096,
+                                        odd + 4096, 4096, FAKE(3), 4096),
+                     "gemm_skinny_f16_m1");
+    ck_assert_str_eq(entry_for(rt, 4, 4096, 4095), "gemm_skinny_f16_tc_n32");
+    /* Forced splits (read at open). */
+    const char *forced[][3] = {{"1", NULL, "gemm_f16_sm90a_skinny256"},
+                               {"2", NULL, "gemm_f16_sm90a_skinny256_k2"},
+                               {"5", NULL, "gemm_f16_sm90a_skinny256_k4"},
+                               {"64", NULL, "gemm_f16_sm90a_skinny256_k4"},
+                               {"64", "128", "gemm_f16_sm90a_skinny_k8"},
+                               {NULL, "128", "gemm_f16_sm90a_skinny_k3"},
+                               {"2", "128", "gemm_f16_sm90a_skinny_k2"},
+                               {"1", "64", "gemm_f16_sm90a_skinny256"}};
+    for (size_t f = 0; f < sizeof forced / sizeof forced[0]; f++) {
+      if (forced[f][0])
+        setenv("TJ_GEMM_SPLITK", forced[f][0], 1);
+      if (forced[f][1])
+        setenv("TJ_GEMM_SM90A_TILE", forced[f][1], 1);
+      rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+      ck_assert_str_eq(entry_for(rt, 2, 4096, 4096), forced[f][2]);
+      unsetenv("TJ_GEMM_SPLITK");
+      unsetenv("TJ_GEMM_SM90A_TILE");
+    }
+    setenv("TJ_GEMM_SKINNY_SM90A", "0", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
+    setenv("TJ_GEMM_SKINNY_SM90A", "1", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 1, 4096, 4096),
+                     "gemm_f16_sm90a_skinny256_k3");
+    unsetenv("TJ_GEMM_SKINNY_SM90A");
+    setenv("TJ_GEMM_SM90A", "0", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
+    unsetenv("TJ_GEMM_SM90A");
+    tj_runtime_close(rt);
+  }
+  tj_runtime *rt = open_for_arch("sm_80", NULL);
+  ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
+  tj_runtime_close(rt);
+}
+END_TEST
 
 /* The plans fill the device's SMs, not an H200's: a compile-only runtime
  * plans for the H200's 132 (the answers above), and one that says its
@@ -701,15 +822,22 @@ START_TEST(gemm_plans_fill_the_devices_sms)
 {
   if (!TJ_PLATFORM_IS_NVIDIA)
     return;
+  /* The skinny calls below are the tensor-core path's (read at open). */
+  setenv("TJ_GEMM_SKINNY_SM90A", "0", 1);
   tj_runtime *rt = open_for_arch("sm_90", NULL);
+  unsetenv("TJ_GEMM_SKINNY_SM90A");
   ck_assert_int_eq(rt->sms, 132);
   for (int sms = 132; sms >= 114; sms -= 18) {
     int h200 = sms == 132;
     rt->sms = sms;
-    /* Persistent: one block per SM. */
+    /* Persistent: one block per SM (in pairs). */
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_persistent");
+                     "gemm_f16_sm90a_128x256_mc2");
     ck_assert_uint_eq(grid_for(rt, 4096, 4096, 4096).x, (unsigned)sms);
+    /* 132 tiles of 128 x 256: paired on 114 SMs, not on 132. */
+    ck_assert_str_eq(entry_for(rt, 1536, 2816, 64),
+                     h200 ? "gemm_f16_sm90a_128x256_persistent"
+                          : "gemm_f16_sm90a_128x256_mc2");
     /* 121 tiles of 128 x 128: a wave on 114 SMs, not on 132. */
     ck_assert_str_eq(entry_for(rt, 1408, 1408, 4096),
                      h200 ? "gemm_f16_sm90a_128x128"
@@ -847,7 +975,7 @@ START_TEST(sm90a_entries_compile_for_sm90a)
     }
     tj_runtime_close(rt);
   }
-  ck_assert_int_eq(entries, 9);
+  ck_assert_int_eq(entries, 18);
   tj_cache *c = NULL;
   ck_assert_int_eq(tj_cache_open(&c, db, 0), TJ_OK);
   arch_rows n = {0, 0};
@@ -1086,6 +1214,7 @@ int main(void)
   tcase_add_test(args, block_sizes_match_the_kernel_sources);
   tcase_add_test(args, installed_contracts_match_the_kernels);
   tcase_add_test(args, gemm_dispatch_takes_the_skinny_tc_path);
+  tcase_add_test(args, gemm_dispatch_takes_the_hopper_skinny_path);
   tcase_add_test(args, verify_checks_arguments);
   tcase_add_test(args, verify_knows_every_embedded_kernel);
   tcase_add_test(args, gemm_dispatch_takes_the_hopper_path_where_it_fits);

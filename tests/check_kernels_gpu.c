@@ -774,6 +774,82 @@ START_TEST(gemm_hopper_multicast_shapes)
 }
 END_TEST
 
+/* The Hopper skinny kernel (M <= 16) at awkward shapes against the
+ * oracle, for each split it is compiled for (TJ_GEMM_SPLITK forcing it,
+ * the entry asserted on an sm_90 device) and the rule's: K = 1 and K
+ * shorter than the split's k-tiles (ranks with nothing to add), N past a
+ * 128-column strip by one, leading dimensions wider than the matrix (C's
+ * odd), beta != 0, negative alpha, M from 1 to 16; then alpha == 0 with
+ * NaN in A and B (neither read: C = beta * C).  Elsewhere the same calls
+ * run the other kernels and must match just the same. */
+START_TEST(gemm_hopper_skinny_shapes)
+{
+  /* TJ_GEMM_SPLITK, TJ_GEMM_SM90A_TILE, the entry (its prefix) */
+  static const char *splits[][3] = {
+      {"1", NULL, "gemm_f16_sm90a_skinny"},
+      {"2", NULL, "gemm_f16_sm90a_skinny_k2"},
+      {"3", NULL, "gemm_f16_sm90a_skinny_k3"},
+      {"4", NULL, "gemm_f16_sm90a_skinny_k4"},
+      {"8", NULL, "gemm_f16_sm90a_skinny_k8"},
+      {"1", "256", "gemm_f16_sm90a_skinny256"},
+      {"2", "256", "gemm_f16_sm90a_skinny256_k2"},
+      {"3", "256", "gemm_f16_sm90a_skinny256_k3"},
+      {"4", "256", "gemm_f16_sm90a_skinny256_k4"},
+      {NULL, NULL, "gemm_f16_sm90a_skinny"}};
+  static const gemm_case cases[] = {
+      {1, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0},
+      {16, 129, 1, 8, 136, 129, 1.0f, 0.0f, 0},
+      {3, 136, 72, 72, 136, 137, 1.0f, 0.5f, 0},
+      {16, 264, 200, 208, 272, 270, -1.0f, 0.25f, 0},
+      {9, 1000, 1000, 1000, 1000, 1000, 1.0f, 0.0f, 0},
+      {5, 4096, 4096, 4096, 4096, 4096, 1.0f, 0.0f, 0},
+      {16, 11008, 520, 520, 11008, 11008, 0.5f, -0.75f, 0},
+  };
+  for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+    if (splits[s][0])
+      setenv("TJ_GEMM_SPLITK", splits[s][0], 1); /* read at open */
+    if (splits[s][1])
+      setenv("TJ_GEMM_SM90A_TILE", splits[s][1], 1);
+    tj_runtime *rt = open_gpu();
+    unsetenv("TJ_GEMM_SPLITK");
+    unsetenv("TJ_GEMM_SM90A_TILE");
+    int hopper = strcmp(tj_runtime_arch(rt), "sm_90") == 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      const char *e = gemm_case_entry(rt, &cases[i]);
+      if (hopper)
+        ck_assert_msg(splits[s][0] ? strcmp(e, splits[s][2]) == 0
+                                   : strncmp(e, splits[s][2],
+                                             strlen(splits[s][2])) == 0,
+                      "split %s, case %zu: %s, not %s", splits[s][0], i, e,
+                      splits[s][2]);
+      run_gemm_case(rt, &cases[i], NULL);
+    }
+    tj_runtime_close(rt);
+  }
+  /* alpha == 0: NaN everywhere in A and B, C = 0.5 * C exactly. */
+  tj_runtime *rt = open_gpu();
+  const int M = 5, N = 136, K = 4096;
+  uint16_t C0[5 * 136], C[5 * 136];
+  random_f16(C0, (size_t)M * N, -1, 1, 19);
+  void *dA = dev_poisoned((size_t)M * K * 2), *dB = dev_poisoned((size_t)K * N * 2);
+  void *dC = dev_poisoned((size_t)M * N * 2);
+  put(dC, C0, sizeof C0);
+  if (strcmp(tj_runtime_arch(rt), "sm_90") == 0)
+    ck_assert_str_eq(tj_gemm_f16_kernel(rt, M, N, K, dA, K, dB, N, dC, N),
+                     "gemm_f16_sm90a_skinny_k8");
+  CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 0.0f, dA, K, dB, N, 0.5f, dC, N));
+  CHECK_HIP(hipDeviceSynchronize());
+  get(C, dC, sizeof C);
+  for (int i = 0; i < M * N; i++)
+    ck_assert_msg(C[i] == tj_f32_to_f16(0.5f * tj_f16_to_f32(C0[i])),
+                  "C[%d] = 0x%04x, want 0.5 * C", i, C[i]);
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* TJ_GEMM_SM90A_TILE=64: the narrow tile, at the same shapes; 64k2: the
  * same tile with K split across a cluster of two blocks (K = 1 leaves the
  * second block of each pair nothing: it sends zeros). */
@@ -864,6 +940,7 @@ START_TEST(gemm_skinny_tc_shapes)
 {
   /* the tensor-core path wherever it can run (read at open) */
   setenv("TJ_GEMM_SKINNY_TC", "1", 1);
+  setenv("TJ_GEMM_SKINNY_SM90A", "0", 1); /* not the Hopper skinny kernel */
   tj_runtime *rt = open_gpu();
   int tc = skinny_tc_device(rt);
   int M = skinny_rows[_i];
@@ -886,6 +963,7 @@ START_TEST(gemm_skinny_tc_shapes)
   CHECK_HIP(hipStreamDestroy(stream));
   tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SKINNY_TC");
+  unsetenv("TJ_GEMM_SKINNY_SM90A");
 }
 END_TEST
 
@@ -900,6 +978,7 @@ START_TEST(gemm_skinny_tc_split_and_wide_shapes)
 {
   /* the tensor-core path wherever it can run (read at open) */
   setenv("TJ_GEMM_SKINNY_TC", "1", 1);
+  setenv("TJ_GEMM_SKINNY_SM90A", "0", 1); /* not the Hopper skinny kernel */
   tj_runtime *rt = open_gpu();
   int tc = skinny_tc_device(rt) && gpu_has_h200_sms(rt);
   hipStream_t stream;
@@ -932,6 +1011,7 @@ START_TEST(gemm_skinny_tc_split_and_wide_shapes)
   CHECK_HIP(hipStreamDestroy(stream));
   tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SKINNY_TC");
+  unsetenv("TJ_GEMM_SKINNY_SM90A");
 }
 END_TEST
 
@@ -942,6 +1022,7 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
 {
   /* the tensor-core path wherever it can run (read at open) */
   setenv("TJ_GEMM_SKINNY_TC", "1", 1);
+  setenv("TJ_GEMM_SKINNY_SM90A", "0", 1); /* not the Hopper skinny kernel */
   tj_runtime *rt = open_gpu();
   int tc = skinny_tc_device(rt);
   const int N = 70, K = 300;
@@ -978,6 +1059,7 @@ START_TEST(gemm_skinny_tc_alpha_zero_reads_no_operand)
       }
   tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SKINNY_TC");
+  unsetenv("TJ_GEMM_SKINNY_SM90A");
 }
 END_TEST
 
@@ -1027,6 +1109,7 @@ START_TEST(gemm_skinny_tc_is_deterministic)
 {
   /* the tensor-core path wherever it can run (read at open) */
   setenv("TJ_GEMM_SKINNY_TC", "1", 1);
+  setenv("TJ_GEMM_SKINNY_SM90A", "0", 1); /* not the Hopper skinny kernel */
   tj_runtime *rt = open_gpu();
   static const int shapes[][3] = {{16, 4096, 4096}, {16, 1024, 4096}};
   for (int s = 0; s < 2; s++) {
@@ -1038,6 +1121,7 @@ START_TEST(gemm_skinny_tc_is_deterministic)
   }
   tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SKINNY_TC");
+  unsetenv("TJ_GEMM_SKINNY_SM90A");
 }
 END_TEST
 
@@ -1163,6 +1247,7 @@ int main(void)
   tcase_add_test(hopper, gemm_hopper_persistent_shapes);
   tcase_add_test(hopper, gemm_hopper_multicast_shapes);
   tcase_add_test(hopper, gemm_hopper_narrow_tile_shapes);
+  tcase_add_test(hopper, gemm_hopper_skinny_shapes);
   tcase_add_test(hopper, gemm_hopper_is_deterministic_and_switchable);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

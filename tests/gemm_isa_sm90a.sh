@@ -28,8 +28,9 @@ trap 'rm -rf "$tmp"' EXIT
 unset TOKITAI_JIT_CACHE
 cache=$tmp/cache.db
 # Every entry with a tile in its name (128x64_cluster_k2 and 128x256_mc2
-# too); the split-K reduce has none and holds no matrix instruction.
-entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_[0-9][0-9]*x[0-9][0-9]*[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
+# too) and the skinny ones; the split-K reduce holds no matrix
+# instruction.
+entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_\([0-9][0-9]*x[0-9][0-9]*\|skinny\)[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL: $*"; }

@@ -464,6 +464,8 @@ typedef struct tj__gemm_env {
                        rule's */
   int multicast;    /* TJ_GEMM_MULTICAST: 1, 0; -1: the rule's (the 128 x
                        256 persistent tile in clusters of two sharing B) */
+  int skinny_sm90a; /* TJ_GEMM_SKINNY_SM90A: 0 (off), 1; -1: the rule's
+                       (on): the Hopper skinny kernel for M <= 16 */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 
@@ -643,6 +645,10 @@ int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms);
 /* The skinny tensor-core path's split of K for tiles strips of C on a GPU
  * of sms SMs (1: none); kernels_api.c, exposed for its tests. */
 int tj__gemm_skinny_split(long long tiles, int K, int sms);
+/* The Hopper skinny kernel's split (a cluster of that many blocks a
+ * strip) and strip width (*bn: 128 or 256 columns) for N columns, ktiles
+ * k-tiles of 64, sms SMs. */
+int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn);
 /* The grid of the first launch tj_gemm_f16 would make for these arguments,
  * planned as tj_gemm_f16_kernel plans (for tests of the plans' grids:
  * persistent ones are one block per SM); {0, 0, 0}, with tj_errmsg, for

@@ -6,12 +6,16 @@
  * file does not know is ignored, and the rule runs.
  *
  *   TJ_GEMM_SM90A=0        no Hopper kernel (kernels_api.c, sm90a_fits)
- *   TJ_GEMM_SPLITK=n       force n K parts, 1 to 64 (plan_sm90a and
- *                          plan_skinny_tc; 1: never split)
+ *   TJ_GEMM_SPLITK=n       force n K parts, 1 to 64 (plan_sm90a,
+ *                          plan_skinny_tc and plan_sm90a_skinny, which
+ *                          takes the largest split it has up to n; 1:
+ *                          never split)
  *   TJ_GEMM_SM90A_TILE=64, 64k2, 128 or 256
  *                          the Hopper tile of unsplit calls, 64k2 the
  *                          128 x 64 one split across a cluster of two
- *                          (plan_sm90a)
+ *                          (plan_sm90a); for M <= 16, 128 or 256 the
+ *                          Hopper skinny kernel's strip width
+ *                          (plan_sm90a_skinny)
  *   TJ_GEMM_PERSISTENT=1 or 0
  *                          that tile's persistent entry, or never
  *                          (plan_sm90a)
@@ -22,6 +26,9 @@
  *                          the persistent 128 x 256 tile in clusters of
  *                          two sharing B (gemm_f16_sm90a_128x256_mc2), or
  *                          never (plan_sm90a)
+ *   TJ_GEMM_SKINNY_SM90A=0
+ *                          not the Hopper skinny kernel for M <= 16
+ *                          (sm90a_skinny_fits); 1 is the default
  *   TOKITAI_JIT_TUNE=1     first-use tuning (gemm_tune.c), unless the
  *                          runtime was opened with TJ_NO_TUNING
  */
@@ -59,4 +66,5 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   env->persistent = zero_or_one(getenv("TJ_GEMM_PERSISTENT"));
   env->skinny_tc = zero_or_one(getenv("TJ_GEMM_SKINNY_TC"));
   env->multicast = zero_or_one(getenv("TJ_GEMM_MULTICAST"));
+  env->skinny_sm90a = zero_or_one(getenv("TJ_GEMM_SKINNY_SM90A"));
 }

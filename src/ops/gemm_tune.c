@@ -252,9 +252,8 @@ static double now_ms(void)
  * use: eight), and the parts make no more than two waves. */
 static int applies(const tune_job *j, const tj__gemm_config *c)
 {
-  /* The multicast pairs only where TJ_GEMM_MULTICAST=1 lets calls run
-   * them (opt-in until the GPU suite has passed with them). */
-  if (c->mc2 && j->rt->gemm_env.multicast != 1)
+  /* Not the multicast pairs where TJ_GEMM_MULTICAST=0 turns them off. */
+  if (c->mc2 && j->rt->gemm_env.multicast == 0)
     return 0;
   if (c->split == 1)
     return j->ahead || c->first_use;

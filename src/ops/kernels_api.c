@@ -74,6 +74,14 @@
 #define SM90A_SPLIT_MAX 16
 #define SM90A_FORCED_SPLIT_MAX 64
 #define SM90A_REDUCE_THREADS 256u
+/* gemm_f16_sm90a_skinny (M <= 16): 160 threads, 128 columns of C a
+ * block, K split across a cluster of 1, 2, 3, 4 or 8 blocks (an entry
+ * each); A's TMA box is its 16 rows. */
+#define SM90A_SKINNY_ROWS 16
+#define SM90A_SKINNY_THREADS 160u
+#define SM90A_SKINNY_BN 128
+#define SM90A_SKINNY_SHARED 101456u
+#define SM90A_SKINNY256_SHARED 191568u
 /* plan_sm90a: an unforced split stands only for M <= SM90A_SPLIT_ROWS,
  * where each part keeps SM90A_SPLIT_KEEP_KTILES k-tiles, or where 128 x 64
  * tiles would fill less than a quarter of the SMs. */
@@ -386,7 +394,12 @@ static const char *skinny_entry(int M, unsigned *threads)
 /* Which entry a GEMM runs, and its launch shape; split > 1 for split-K,
  * with kper k-tiles per split (grid.z = split) on the sm90a path and kper
  * rows of K per split (grid.y = split) on the skinny tensor-core path. */
-typedef enum gemm_path { PATH_PLAIN, PATH_SM90A, PATH_SKINNY_TC } gemm_path;
+typedef enum gemm_path {
+  PATH_PLAIN,
+  PATH_SM90A,
+  PATH_SKINNY_TC,
+  PATH_SM90A_SKINNY /* split: the cluster's blocks, no workspace */
+} gemm_path;
 typedef struct gemm_plan {
   const char *entry;
   tj_dim3 grid, block;
@@ -496,8 +509,8 @@ static gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
  * TJ_GEMM_SM90A=0 in the environment at tj_runtime_open turns it off (to
  * compare, or to step around it).
  */
-static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
-                      const void *B, int ldb)
+static int sm90a_operands(const tj_runtime *rt, const void *A, int lda,
+                          const void *B, int ldb)
 {
   if (rt->gemm_env.sm90a_off)
     return 0;
@@ -505,8 +518,125 @@ static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
     return 0;
   if (!rt->compile_only && !tj__hopper_driver())
     return 0;
-  return M > SKINNY_MAX_M && (uintptr_t)A % 16 == 0 &&
-         (uintptr_t)B % 16 == 0 && lda % 8 == 0 && ldb % 8 == 0;
+  return (uintptr_t)A % 16 == 0 && (uintptr_t)B % 16 == 0 && lda % 8 == 0 &&
+         ldb % 8 == 0;
+}
+
+static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
+                      const void *B, int ldb)
+{
+  return M > SKINNY_MAX_M && sm90a_operands(rt, A, lda, B, ldb);
+}
+
+/*
+ * The Hopper skinny kernel (gemm_f16_sm90a_skinny*) for M <= 16, on the
+ * same terms as the Hopper kernel; TJ_GEMM_SKINNY_SM90A=0 turns it off
+ * (the skinny kernels of gemm_skinny_f16.hip and the split-K tiles take
+ * those calls, as before it), TJ_GEMM_SM90A=0 too.
+ */
+static int sm90a_skinny_fits(const tj_runtime *rt, int M, const void *A,
+                             int lda, const void *B, int ldb)
+{
+  return M <= SM90A_SKINNY_ROWS && rt->gemm_env.skinny_sm90a != 0 &&
+         sm90a_operands(rt, A, lda, B, ldb);
+}
+
+/* The strip widths and cluster sizes gemm_f16_sm90a_skinny is compiled
+ * for, each one's entry and shared memory; by width, then split. */
+typedef struct sm90a_skinny_config {
+  int bn, split;
+  const char *entry;
+  unsigned shared;
+} sm90a_skinny_config;
+static const sm90a_skinny_config sm90a_skinny[] = {
+    {128, 1, "gemm_f16_sm90a_skinny", SM90A_SKINNY_SHARED},
+    {128, 2, "gemm_f16_sm90a_skinny_k2", SM90A_SKINNY_SHARED},
+    {128, 3, "gemm_f16_sm90a_skinny_k3", SM90A_SKINNY_SHARED},
+    {128, 4, "gemm_f16_sm90a_skinny_k4", SM90A_SKINNY_SHARED},
+    {128, 8, "gemm_f16_sm90a_skinny_k8", SM90A_SKINNY_SHARED},
+    {256, 1, "gemm_f16_sm90a_skinny256", SM90A_SKINNY256_SHARED},
+    {256, 2, "gemm_f16_sm90a_skinny256_k2", SM90A_SKINNY256_SHARED},
+    {256, 3, "gemm_f16_sm90a_skinny256_k3", SM90A_SKINNY256_SHARED},
+    {256, 4, "gemm_f16_sm90a_skinny256_k4", SM90A_SKINNY256_SHARED}};
+#define N_SM90A_SKINNY (sizeof sm90a_skinny / sizeof sm90a_skinny[0])
+/* Each block of a split keeps this many k-tiles of 64 or more. */
+#define SM90A_SKINNY_MIN_KTILES 4
+/* The bytes a block keeps in flight (its 5 stages of B and A), and what
+ * covers the memory's latency at its rate, for each SM: 56 KiB, 7.6 MB on
+ * an H200's 132 (4.8 TB/s for about 1.5 us). */
+#define SM90A_SKINNY_STAGES 5
+#define SM90A_SKINNY_INFLIGHT(bn) \
+  ((long long)SM90A_SKINNY_STAGES * ((bn) * 64 * 2 + SM90A_SKINNY_ROWS * 64 * 2))
+#define SM90A_SKINNY_COVER_PER_SM (56LL << 10)
+
+/*
+ * The strip width and split for N columns, ktiles k-tiles of 64 and sms
+ * SMs: of the plans with at most one block an SM, the fewest K-ranges
+ * whose blocks keep enough bytes in flight to cover the memory's latency,
+ * the wider strips first; where none does, the plan with the most in
+ * flight; where even one block a strip is more than the SMs, 128-column
+ * strips unsplit (two blocks share an SM).  Measured on the H200
+ * (bench/RESULTS.md, seventh round), clean L2, fraction of the copy rate:
+ * 1 x 11008 x 4096 0.845 unsplit in 128 columns (86 blocks) against
+ * 0.805 in 256 (43: too few bytes in flight) and 0.72 to 0.81 split 2 to
+ * 8; 1 x 4096 x 11008 0.845 split 3 in 256 columns (48 blocks) against
+ * 0.50 to 0.75 split 1 or 2 (too few in flight) and 0.72 split 8 (256
+ * blocks, two an SM).  More K-ranges at once read B in more places:
+ * fewer is better once the bytes in flight suffice.
+ */
+int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn)
+{
+  static const int widths[] = {256, 128};
+  const sm90a_skinny_config *most = NULL;
+  long long most_bytes = -1, cover = SM90A_SKINNY_COVER_PER_SM * sms;
+  for (size_t i = 0; i < N_SM90A_SKINNY; i++) {
+    int split = sm90a_skinny[i].split;
+    if (sm90a_skinny[i].bn != 128 ||
+        (split > 1 && split * SM90A_SKINNY_MIN_KTILES > ktiles))
+      continue; /* each split once, from the 128-column list */
+    for (size_t w = 0; w < 2; w++) {
+      const sm90a_skinny_config *c = NULL;
+      for (size_t j = 0; j < N_SM90A_SKINNY; j++)
+        if (sm90a_skinny[j].bn == widths[w] && sm90a_skinny[j].split == split)
+          c = &sm90a_skinny[j];
+      if (!c)
+        continue;
+      long long blocks = (long long)((N - 1) / c->bn + 1) * split;
+      if (blocks > sms)
+        continue;
+      long long bytes = blocks * SM90A_SKINNY_INFLIGHT(c->bn);
+      if (bytes >= cover) {
+        *bn = c->bn;
+        return split;
+      }
+      if (bytes > most_bytes) {
+        most = c;
+        most_bytes = bytes;
+      }
+    }
+  }
+  *bn = most ? most->bn : SM90A_SKINNY_BN;
+  return most ? most->split : 1;
+}
+
+/* TJ_GEMM_SPLITK=n (forced) takes the largest compiled split up to n,
+ * TJ_GEMM_SM90A_TILE=128 or 256 that strip width. */
+static gemm_plan plan_sm90a_skinny(const tj_runtime *rt, int N, int K)
+{
+  int bn, split = tj__gemm_sm90a_skinny_split(N, (K - 1) / 64 + 1, rt->sms,
+                                              &bn);
+  if (rt->gemm_env.tile == 128 || rt->gemm_env.tile == 256)
+    bn = rt->gemm_env.tile;
+  if (rt->gemm_env.forced_split)
+    split = rt->gemm_env.forced_split;
+  const sm90a_skinny_config *c = NULL;
+  for (size_t i = 0; i < N_SM90A_SKINNY; i++)
+    if (sm90a_skinny[i].bn == bn && sm90a_skinny[i].split <= split)
+      c = &sm90a_skinny[i];
+  long long strips = (N - 1) / c->bn + 1;
+  return (gemm_plan){c->entry, {(unsigned)(strips * c->split), 1, 1},
+                     {SM90A_SKINNY_THREADS, 1, 1}, c->shared, c->split, 0,
+                     PATH_SM90A_SKINNY, c->bn};
 }
 
 int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms)
@@ -669,15 +799,18 @@ static gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
   }
   if (env->persistent >= 0)
     persistent = env->persistent;
-  /* In multicast pairs only where TJ_GEMM_MULTICAST=1 asks.  Measured on
-   * the H200 in two calls (bench/RESULTS.md, sixth round), more than one
-   * wave of these tiles ran faster paired (8192^3 0.966-0.970x cuBLAS
-   * against 0.941-0.948; 4096 x 4096 x 11008 0.966-0.968 against
-   * 0.943-0.956; 4096 x 11008 x 4096 0.943-0.950 against 0.932-0.940;
-   * 4096^3 0.900-0.904 against 0.898-0.899) and one wave slower (2048^3:
-   * 0.801 against 0.818); the rule takes them once check_kernels_gpu's
-   * Hopper case has passed on a GPU with the pairs in it. */
-  if (bn == 256 && persistent && env->multicast == 1)
+  /* In multicast pairs where the rule chose the persistent 128 x 256
+   * tiles and they make more than one wave, or TJ_GEMM_MULTICAST=1 asks.
+   * Measured on the H200 in three calls (bench/RESULTS.md, sixth and
+   * seventh rounds), more than one wave of these tiles ran faster paired
+   * (8192^3 0.966-0.971x cuBLAS against 0.941-0.961; 4096 x 4096 x 11008
+   * 0.954-0.968 against 0.943-0.956; 4096 x 11008 x 4096 0.943-0.950
+   * against 0.932-0.940; 4096^3 0.894-0.904 against 0.895-0.899) and one
+   * wave slower (2048^3, 128 tiles: 0.793-0.801 against 0.818-0.829). */
+  unsigned long long tiles256 = (unsigned long long)mt * ((N - 1) / 256 + 1);
+  if (bn == 256 && persistent &&
+      (env->multicast == 1 ||
+       (env->multicast < 0 && !env->tile && tiles256 > (unsigned)sms)))
     return plan_mc2(sms, M, N);
   const char *entry = bn == 64    ? "gemm_f16_sm90a_128x64"
                       : bn == 128 ? (persistent
@@ -716,6 +849,8 @@ static gemm_plan plan_gemm(tj_runtime *rt, void *stream, int may_tune, int M,
                            const void *B, int ldb, const void *C, int ldc)
 {
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
+  if (sm90a_skinny_fits(rt, M, A, lda, B, ldb))
+    return plan_sm90a_skinny(rt, N, K);
   if (skinny_tc_fits(rt, M, N, A, lda, B, ldb))
     return plan_skinny_tc(rt, N, K);
   if (M <= SKINNY_MAX_M) {
@@ -739,11 +874,11 @@ static gemm_plan plan_gemm(tj_runtime *rt, void *stream, int may_tune, int M,
 /* The sm90a entries take A and B as TMA descriptors, built here for each
  * call (host work only: they hold the pointers). */
 static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
-                      int M, int N, int K, const void *A, int lda,
+                      int a_rows, int M, int N, int K, const void *A, int lda,
                       const void *B, int ldb)
 {
   if (tj__tensor_map_f16(ta, A, (uint64_t)M, (uint64_t)K, (uint64_t)lda,
-                         SM90A_BM, 64) != TJ_OK ||
+                         (uint32_t)a_rows, 64) != TJ_OK ||
       tj__tensor_map_f16(tb, B, (uint64_t)K, (uint64_t)N, (uint64_t)ldb, 64,
                          64) != TJ_OK)
     return tj__fail(rt, TJ_EDEVICE, "%s: the driver refused a TMA descriptor "
@@ -816,10 +951,12 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, gemm_plan p,
   if (rt->compile_only)
     return no_gpu(rt, fn);
   _Alignas(64) unsigned char ta[TJ__TENSOR_MAP_BYTES], tb[TJ__TENSOR_MAP_BYTES];
-  int rc = sm90a_maps(rt, fn, ta, tb, M, N, K, A, lda, B, ldb);
+  /* A's box: the tile's 128 rows, or the skinny kernel's 16. */
+  int a_rows = p.path == PATH_SM90A_SKINNY ? SM90A_SKINNY_ROWS : SM90A_BM;
+  int rc = sm90a_maps(rt, fn, ta, tb, a_rows, M, N, K, A, lda, B, ldb);
   if (rc != TJ_OK)
     return rc;
-  if (p.split > 1) {
+  if (p.split > 1 && p.path == PATH_SM90A) {
     void *work = NULL;
     size_t bytes = (size_t)p.split * (size_t)M * p.grid.x * 128 * sizeof(float);
     if (tj__alloc_async(&rt->device, &work, bytes, stream) == TJ_OK) {
@@ -947,7 +1084,7 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   if (p.path == PATH_SKINNY_TC)
     return launch_skinny_tc(rt, fn, p, stream, M, N, K, alpha, A, lda, B,
                             ldb, beta, C, ldc);
-  if (p.path == PATH_SM90A)
+  if (p.path == PATH_SM90A || p.path == PATH_SM90A_SKINNY)
     return launch_sm90a(rt, fn, p, stream, M, N, K, alpha, A, lda, B, ldb,
                         beta, C, ldc);
   void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc};

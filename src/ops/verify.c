@@ -95,6 +95,20 @@ static const verify_kind kinds[] = {
     /* The persistent 128 x 256 tile in multicast pairs: where
      * TJ_GEMM_MULTICAST=1 asks. */
     {"gemm_f16_sm90a_128x256_mc2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
+    /* The Hopper skinny entries: M rows (1 to 16), N = K = n through
+     * tj_gemm_f16, which takes one of them on an sm_90 device when n is a
+     * multiple of 8 (the split, and so the entry, depends on n), and the
+     * other skinny kernels elsewhere. */
+    {"gemm_f16_sm90a_skinny", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
+    {"gemm_f16_sm90a_skinny_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 1},
+    {"gemm_f16_sm90a_skinny_k3", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 3},
+    {"gemm_f16_sm90a_skinny_k4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
+    {"gemm_f16_sm90a_skinny_k8", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 8},
+    /* Their 256-column strips: where TJ_GEMM_SM90A_TILE=256 asks. */
+    {"gemm_f16_sm90a_skinny256", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
+    {"gemm_f16_sm90a_skinny256_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 2},
+    {"gemm_f16_sm90a_skinny256_k3", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 3},
+    {"gemm_f16_sm90a_skinny256_k4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
 };
 
 static const verify_kind *find_kind(const char *name)
