@@ -850,10 +850,14 @@ __device__ __forceinline__ void tj_s_wgmma(float (&d)[8],
                : "memory");
 }
 
-/* One float of another block's shared memory (a cluster address). */
-__device__ __forceinline__ float tj_s_ld_cluster(unsigned addr) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr)
+/* Four floats (16-byte aligned) of a block's shared memory, at a
+ * cluster address (this block's own addresses are cluster addresses
+ * too). */
+__device__ __forceinline__ float4 tj_s_ld4_cluster(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
                : "memory");
   return v;
 }
@@ -957,23 +961,37 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     tj_s_cluster_sync();
   else
     __syncthreads();
-  /* Block rank r finishes elements r, r + S, ... (in runs of a block's
-   * threads, so neighbouring threads store neighbouring columns). */
-  int total = (M < TJ_S_ROWS ? M : TJ_S_ROWS) * BN;
-  for (int e = (int)rank * TJ_S_THREADS + (int)threadIdx.x; e < total;
-       e += S * TJ_S_THREADS) {
-    int row = e / BN, col = n0 + e % BN;
-    float v = 0.0f;
+  /* Block rank r finishes groups of four elements (of one row) r, r + S,
+   * ... in runs of a block's threads, so that neighbouring threads store
+   * neighbouring columns; a group's S sums are one 16-byte load from each
+   * block, all in flight before they are added in rank order. */
+  int groups = (M < TJ_S_ROWS ? M : TJ_S_ROWS) * BN / 4;
+  for (int g = (int)rank * TJ_S_THREADS + (int)threadIdx.x; g < groups;
+       g += S * TJ_S_THREADS) {
+    float4 part[S];
+#pragma unroll
     for (int q = 0; q < S; q++)
-      v += S > 1 ? tj_s_ld_cluster(tj_h_map_rank(sums + 4 * e, q))
-                 : tj_s_ld_cluster(sums + 4 * e);
-    if (col >= N)
-      continue;
+      part[q] = tj_s_ld4_cluster(S > 1 ? tj_h_map_rank(sums + 16 * g, q)
+                                       : sums + 16 * g);
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int q = 0; q < S; q++) {
+      v[0] += part[q].x;
+      v[1] += part[q].y;
+      v[2] += part[q].z;
+      v[3] += part[q].w;
+    }
+    int row = 4 * g / BN, col = n0 + 4 * g % BN;
     __half *c = C + (long long)row * ldc + col;
-    float r = alpha * v;
-    if (beta != 0.0f)
-      r += beta * __half2float(*c);
-    *c = __float2half_rn(r);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      if (col + j >= N)
+        break;
+      float r = alpha * v[j];
+      if (beta != 0.0f)
+        r += beta * __half2float(c[j]);
+      c[j] = __float2half_rn(r);
+    }
   }
   /* No block leaves while another may still read its sums. */
   if (S > 1)

@@ -786,11 +786,11 @@ START_TEST(gemm_hopper_skinny_shapes)
 {
   /* TJ_GEMM_SPLITK, TJ_GEMM_SM90A_TILE, the entry (its prefix) */
   static const char *splits[][3] = {
-      {"1", NULL, "gemm_f16_sm90a_skinny"},
-      {"2", NULL, "gemm_f16_sm90a_skinny_k2"},
-      {"3", NULL, "gemm_f16_sm90a_skinny_k3"},
-      {"4", NULL, "gemm_f16_sm90a_skinny_k4"},
-      {"8", NULL, "gemm_f16_sm90a_skinny_k8"},
+      {"1", "128", "gemm_f16_sm90a_skinny"},
+      {"2", "128", "gemm_f16_sm90a_skinny_k2"},
+      {"3", "128", "gemm_f16_sm90a_skinny_k3"},
+      {"4", "128", "gemm_f16_sm90a_skinny_k4"},
+      {"8", "128", "gemm_f16_sm90a_skinny_k8"},
       {"1", "256", "gemm_f16_sm90a_skinny256"},
       {"2", "256", "gemm_f16_sm90a_skinny256_k2"},
       {"3", "256", "gemm_f16_sm90a_skinny256_k3"},
