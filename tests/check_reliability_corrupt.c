@@ -402,7 +402,7 @@ START_TEST(tampered_tuning_rows_are_ignored)
     char *sql = NULL;
     ck_assert_int_ge(asprintf(&sql, "DELETE FROM tuning; INSERT INTO tuning "
                               "VALUES ('gemm_f16', '%s', '%s', '%s', "
-                              "'t1x32x64/c4', 'sm90a_128x128_split2', 128, "
+                              "'t1x32x64/c4/s132', 'sm90a_128x128_split2', 128, "
                               "4096, 4096, 'x', 3, '', 'tune', 1); %s",
                               tj_runtime_arch(rt), tj_platform(),
                               tj_runtime_compiler(rt), tamper[i]), 0);

@@ -147,31 +147,37 @@ END_TEST
 
 /* ------------------------------------------------------------ shape class */
 
+/* The class on an H200's 132 SMs (sms_of: on another count). */
+static int sms_of = 132;
 static const char *cls(int M, int N, int K, const void *C, int ldc)
 {
   static char out[TJ__SHAPE_CLASS_MAX];
-  tj__gemm_shape_class(M, N, K, C, ldc, out);
+  tj__gemm_shape_class(sms_of, M, N, K, C, ldc, out);
   return out;
 }
 
 START_TEST(shape_classes)
 {
   const void *c = FAKE(3), *c2 = (const char *)FAKE(3) + 2;
-  ck_assert_str_eq(cls(128, 4096, 4096, c, 4096), "t1x32x64/c4");
+  ck_assert_str_eq(cls(128, 4096, 4096, c, 4096), "t1x32x64/c4/s132");
   /* Shapes with the same tiles share a class; one more row does not. */
-  ck_assert_str_eq(cls(100, 4000, 4040, c, 4000), "t1x32x64/c4");
-  ck_assert_str_eq(cls(129, 4096, 4096, c, 4096), "t2x32x64/c4");
-  ck_assert_str_eq(cls(9, 8, 8, c, 8), "t1x1x1/c4");
+  ck_assert_str_eq(cls(100, 4000, 4040, c, 4000), "t1x32x64/c4/s132");
+  ck_assert_str_eq(cls(129, 4096, 4096, c, 4096), "t2x32x64/c4/s132");
+  ck_assert_str_eq(cls(9, 8, 8, c, 8), "t1x1x1/c4/s132");
   /* C as the epilogue stores it: pairs, or single halves. */
-  ck_assert_str_eq(cls(128, 4096, 4096, c, 4097), "t1x32x64/c2");
-  ck_assert_str_eq(cls(128, 4096, 4096, c2, 4096), "t1x32x64/c2");
+  ck_assert_str_eq(cls(128, 4096, 4096, c, 4097), "t1x32x64/c2/s132");
+  ck_assert_str_eq(cls(128, 4096, 4096, c2, 4096), "t1x32x64/c2/s132");
   /* Exact to 64 tiles, then eight steps per power of two. */
-  ck_assert_str_eq(cls(8192, 8192, 4096, c, 8192), "t64x64x64/c4");
-  ck_assert_str_eq(cls(8193, 8192, 8192, c, 8192), "t72x64x128/c4");
-  ck_assert_str_eq(cls(4096, 11008, 11008, c, 11008), "t32x88x176/c4");
-  ck_assert_str_eq(cls(16384 + 1, 129 * 128, 1025 * 64, c, 8), "t144x144x1152/c4");
+  ck_assert_str_eq(cls(8192, 8192, 4096, c, 8192), "t64x64x64/c4/s132");
+  ck_assert_str_eq(cls(8193, 8192, 8192, c, 8192), "t72x64x128/c4/s132");
+  ck_assert_str_eq(cls(4096, 11008, 11008, c, 11008), "t32x88x176/c4/s132");
+  ck_assert_str_eq(cls(16384 + 1, 129 * 128, 1025 * 64, c, 8), "t144x144x1152/c4/s132");
   ck_assert_str_eq(cls(INT32_MAX - 256, 1, 1, c, 2),
-                   "t16777216x1x1/c4");
+                   "t16777216x1x1/c4/s132");
+  /* Another SM count, another class (its plans fill other SMs). */
+  sms_of = 114;
+  ck_assert_str_eq(cls(128, 4096, 4096, c, 4096), "t1x32x64/c4/s114");
+  sms_of = 132;
 }
 END_TEST
 
@@ -209,15 +215,22 @@ START_TEST(stored_decisions_are_used)
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4); /* the heuristic */
   ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                    "gemm_f16_sm90a_128x256_mc2");
-  insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c4",
+  insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c4/s132",
                   "'sm90a_128x128_split2'");
-  insert_decision("sm_90", "nvidia", compiler, "t32x32x64/c4",
+  insert_decision("sm_90", "nvidia", compiler, "t32x32x64/c4/s132",
                   "'sm90a_128x128'");
   /* This runtime has met both classes: its memo answers. */
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
   setenv("TOKITAI_JIT_TUNE", "0", 1);
   rt = test_reopen(rt, open_arch("sm_90", 0));
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 2);
+  /* A device with another SM count (an H100 PCIe's 114) has classes of
+   * its own: these decisions are not its; the heuristic splits 3 ways. */
+  rt->sms = 114;
+  ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 3);
+  ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                   "gemm_f16_sm90a_128x256_mc2");
+  rt->sms = 132;
   ck_assert_str_eq(entry_for(rt, 64, 4096, 4096),
                    "gemm_f16_sm90a_128x128_splitk");
   ck_assert_int_eq(split_for(rt, 100, 4000, 4040), 2); /* same class */
@@ -247,7 +260,7 @@ START_TEST(decisions_change_nothing_without_the_hopper_path)
 {
   tj_runtime *rt = open_arch(TEST_ARCH, 0);
   insert_decision(TEST_ARCH, tj_platform(), tj_runtime_compiler(rt),
-                  "t1x32x64/c4", "'sm90a_128x128_split2'");
+                  "t1x32x64/c4/s132", "'sm90a_128x128_split2'");
   tj_runtime_close(rt);
   rt = open_arch(TEST_ARCH, 0);
   if (!TJ_PLATFORM_IS_NVIDIA)
@@ -271,17 +284,17 @@ START_TEST(unknown_and_damaged_decisions_are_ignored)
   tj_runtime *rt = open_arch("sm_90", 0);
   char *compiler = strdup(tj_runtime_compiler(rt));
   tj_runtime_close(rt);
-  const char *classes[] = {"t1x32x64/c4", "t2x32x64/c4", "t3x32x64/c4",
-                           "t4x32x64/c4", "t5x32x64/c4"};
+  const char *classes[] = {"t1x32x64/c4/s132", "t2x32x64/c4/s132", "t3x32x64/c4/s132",
+                           "t4x32x64/c4/s132", "t5x32x64/c4/s132"};
   const char *configs[] = {"'sm90a_64x512_stream_k'", "'Bad Config!'", "42",
                            "x'73'", "''"};
   for (int i = 0; i < 5; i++)
     insert_decision("sm_90", "nvidia", compiler, classes[i], configs[i]);
   tsql_exec(path, "UPDATE tuning SET m = 'abc' WHERE shape_class = "
-                  "'t5x32x64/c4'; INSERT INTO tuning SELECT op, arch, "
-                  "platform, compiler, 't6x32x64/c4', 'sm90a_128x128_split3', "
+                  "'t5x32x64/c4/s132'; INSERT INTO tuning SELECT op, arch, "
+                  "platform, compiler, 't6x32x64/c4/s132', 'sm90a_128x128_split3', "
                   "'x', n, k, device, runs, measured, origin, created FROM "
-                  "tuning WHERE shape_class = 't1x32x64/c4'");
+                  "tuning WHERE shape_class = 't1x32x64/c4/s132'");
   rt = open_arch("sm_90", 0);
   int heuristic[] = {1, 2, 1, 1, 1, 1}; /* M = 128 .. 768 (kernels_api.c) */
   for (int i = 0; i < 6; i++)
@@ -312,19 +325,19 @@ START_TEST(other_compilers_and_archs_are_keyed_out)
   char *compiler = strdup(tj_runtime_compiler(rt)), *older = NULL;
   tj_runtime_close(rt);
   ck_assert_int_ge(asprintf(&older, "%s (older)", compiler), 0);
-  insert_decision("sm_90", "nvidia", older, "t1x32x64/c4",
+  insert_decision("sm_90", "nvidia", older, "t1x32x64/c4/s132",
                   "'sm90a_128x128_split2'");
-  insert_decision("sm_90a", "nvidia", compiler, "t1x32x64/c4",
+  insert_decision("sm_90a", "nvidia", compiler, "t1x32x64/c4/s132",
                   "'sm90a_128x128_split2'");
-  insert_decision("sm_90", "amd", compiler, "t1x32x64/c4",
+  insert_decision("sm_90", "amd", compiler, "t1x32x64/c4/s132",
                   "'sm90a_128x128_split2'");
-  insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c2",
+  insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c2/s132",
                   "'sm90a_128x128_split2'");
   rt = open_arch("sm_90", 0);
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
   tj_runtime_close(rt);
   /* The same decision under this compiler is used. */
-  insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c4",
+  insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c4/s132",
                   "'sm90a_128x128_split2'");
   rt = open_arch("sm_90", 0);
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 2);
@@ -404,7 +417,7 @@ START_TEST(list_tuning_explains_and_clear_forgets)
 {
   tj_runtime *rt = open_arch(TEST_ARCH, 0);
   insert_decision(TEST_ARCH, tj_platform(), tj_runtime_compiler(rt),
-                  "t1x32x64/c4", "'sm90a_128x128_split2'");
+                  "t1x32x64/c4/s132", "'sm90a_128x128_split2'");
   tj_runtime_close(rt);
   /* A line that does not parse is left out of the times. */
   tsql_exec(path, "UPDATE tuning SET measured = measured || 'junk\n"
@@ -416,7 +429,7 @@ START_TEST(list_tuning_explains_and_clear_forgets)
   tj_cache_close(c);
   ck_assert_int_eq(s.n, 1);
   ck_assert_str_eq(s.config, "sm90a_128x128_split2");
-  ck_assert_str_eq(s.cls, "t1x32x64/c4");
+  ck_assert_str_eq(s.cls, "t1x32x64/c4/s132");
   ck_assert_str_eq(s.device, "NVIDIA H200");
   ck_assert_str_eq(s.origin, "tune");
   ck_assert_int_eq(s.m, 128);

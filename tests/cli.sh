@@ -778,13 +778,13 @@ run 0 --list-tuning --cache "$tcache"
 out 'holds no tuning decisions'
 if [ "$have_sqlite3" = yes ]; then
   comp=$(sqlite3 "$tcache" "SELECT compiler FROM code_objects LIMIT 1")
-  sqlite3 "$tcache" "INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't1x32x64/c4', 'sm90a_128x128_split4', 128, 4096, 4096, 'NVIDIA H200', 10, 'sm90a_128x128_split4$(printf '\t')0.051000$(printf '\t')10
+  sqlite3 "$tcache" "INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't1x32x64/c4/s132', 'sm90a_128x128_split4', 128, 4096, 4096, 'NVIDIA H200', 10, 'sm90a_128x128_split4$(printf '\t')0.051000$(printf '\t')10
 sm90a_128x128$(printf '\t')0.102000$(printf '\t')10
 ', 'first use', 1700000000);
-INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't2x32x64/c4', 'sm90a_future_config', 256, 4096, 4096, 'NVIDIA H200', 10, '', 'tune', 1700000000)" ||
+INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't2x32x64/c4/s132', 'sm90a_future_config', 256, 4096, 4096, 'NVIDIA H200', 10, '', 'tune', 1700000000)" ||
     fail "sqlite3 could not add decisions to $tcache"
   run 0 --list-tuning --cache "$tcache"
-  out '^gemm_f16 t1x32x64/c4 on sm_90 \(nvidia\): sm90a_128x128_split4$'
+  out '^gemm_f16 t1x32x64/c4/s132 on sm_90 \(nvidia\): sm90a_128x128_split4$'
   out '^  timed 128x4096x4096 on NVIDIA H200, .* \(first use\)$'
   out '^  sm90a_128x128_split4 +0\.0510 ms +10 runs +1\.00x  chosen$'
   out '^  sm90a_128x128 +0\.1020 ms +10 runs +2\.00x$'

@@ -489,10 +489,11 @@ const tj__gemm_config *tj__gemm_configs(size_t *n);
 const tj__gemm_config *tj__gemm_config_find(const char *name);
 /* Whether config is one this library has for op ("gemm_f16"). */
 int tj__tuning_config_known(const char *op, const char *config);
-/* The shape class of a call (gemm_tune.c defines it), as stored. */
+/* The shape class of a call on a device of sms SMs (gemm_tune.c defines
+ * it), as stored. */
 #define TJ__SHAPE_CLASS_MAX 48
-void tj__gemm_shape_class(int M, int N, int K, const void *C, int ldc,
-                          char out[TJ__SHAPE_CLASS_MAX]);
+void tj__gemm_shape_class(int sms, int M, int N, int K, const void *C,
+                          int ldc, char out[TJ__SHAPE_CLASS_MAX]);
 
 typedef struct tj__gemm_tuning tj__gemm_tuning;
 tj__gemm_tuning *tj__gemm_tuning_new(void);

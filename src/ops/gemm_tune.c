@@ -24,7 +24,10 @@
  * varying M does not make a tune per token count.  The alignment class
  * says whether C is 4-byte aligned with ldc even (the epilogue stores
  * pairs of halves) or not ("c4" or "c2"); A and B must already suit TMA
- * for the Hopper path to be taken at all.  Written "t1x32x64/c4".
+ * for the Hopper path to be taken at all.  Last, the device's SM count
+ * (rt->sms; 132 without a device): the plans fill the SMs, so an H100
+ * PCIe's 114 and an H200's 132 get decisions of their own from one
+ * library, arch and compiler.  Written "t1x32x64/c4/s132".
  *
  * First use (off by default: TOKITAI_JIT_TUNE=1 turns it on).  The first
  * tj_gemm_f16 of a shape class with no decision times a small set (the
@@ -125,7 +128,7 @@ int tj__tuning_config_known(const char *op, const char *config)
 /* ------------------------------------------------------------ shape class */
 
 typedef struct class_key {
-  int mt, nt, kt, c4;
+  int mt, nt, kt, c4, sms;
 } class_key;
 
 /* Exact up to CLASS_EXACT; above, rounded up to a multiple of an eighth
@@ -140,24 +143,25 @@ static int bucket(int tiles)
   return (tiles + step - 1) / step * step;
 }
 
-static class_key key_of(int M, int N, int K, const void *C, int ldc)
+static class_key key_of(int sms, int M, int N, int K, const void *C,
+                        int ldc)
 {
   class_key k = {bucket((M - 1) / 128 + 1), bucket((N - 1) / 128 + 1),
                  bucket((K - 1) / 64 + 1),
-                 (uintptr_t)C % 4 == 0 && ldc % 2 == 0};
+                 (uintptr_t)C % 4 == 0 && ldc % 2 == 0, sms};
   return k;
 }
 
 static void class_name(const class_key *k, char out[TJ__SHAPE_CLASS_MAX])
 {
-  snprintf(out, TJ__SHAPE_CLASS_MAX, "t%dx%dx%d/%s", k->mt, k->nt, k->kt,
-           k->c4 ? "c4" : "c2");
+  snprintf(out, TJ__SHAPE_CLASS_MAX, "t%dx%dx%d/%s/s%d", k->mt, k->nt, k->kt,
+           k->c4 ? "c4" : "c2", k->sms);
 }
 
-void tj__gemm_shape_class(int M, int N, int K, const void *C, int ldc,
-                          char out[TJ__SHAPE_CLASS_MAX])
+void tj__gemm_shape_class(int sms, int M, int N, int K, const void *C,
+                          int ldc, char out[TJ__SHAPE_CLASS_MAX])
 {
-  class_key k = key_of(M, N, K, C, ldc);
+  class_key k = key_of(sms, M, N, K, C, ldc);
   class_name(&k, out);
 }
 
@@ -551,7 +555,7 @@ const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, void *stream,
                                          const void *C, int ldc)
 {
   tj__gemm_tuning *g = rt->gemm;
-  class_key key = key_of(M, N, K, C, ldc);
+  class_key key = key_of(rt->sms, M, N, K, C, ldc);
   char cls[TJ__SHAPE_CLASS_MAX];
   const tj__gemm_config *c = NULL;
   if (!g)
@@ -663,7 +667,7 @@ int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K, tj_tuning_visit fn,
   void *a = NULL, *b = NULL;
   tj__device_props props;
   char cls[TJ__SHAPE_CLASS_MAX];
-  tj__gemm_shape_class(M, N, K, NULL, N, cls); /* C from the pool */
+  tj__gemm_shape_class(rt->sms, M, N, K, NULL, N, cls); /* C: the pool's */
   int rc = tj_runtime_bind(rt);
   if (rc == TJ_OK)
     rc = tune_inputs(rt, j, &a, &b);
@@ -678,7 +682,7 @@ int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K, tj_tuning_visit fn,
   if (rc == TJ_OK) {
     record(j, cls, props.name, "tune");
     if (rt->gemm) { /* this runtime takes it at once */
-      class_key key = key_of(M, N, K, NULL, N);
+      class_key key = key_of(rt->sms, M, N, K, NULL, N);
       pthread_mutex_lock(&rt->gemm->lock);
       long i = memo_find(rt->gemm, &key, 1);
       if (i >= 0)

@@ -208,9 +208,11 @@ typedef struct tj_tuning {
   const char *arch;        /* the runtime's arch: "sm_90" */
   const char *platform;
   const char *compiler;    /* as tj_runtime_compiler says it */
-  const char *shape_class; /* the shapes it applies to ("t1x32x64/c4": 1,
-                              32 and 64 tiles of 128 rows, 128 columns
-                              and 64 k; C 4-byte aligned with ldc even) */
+  const char *shape_class; /* the shapes it applies to
+                              ("t1x32x64/c4/s132": 1, 32 and 64 tiles of
+                              128 rows, 128 columns and 64 k; C 4-byte
+                              aligned with ldc even; a device of 132
+                              SMs) */
   const char *config;      /* the configuration chosen */
   int m, n, k;             /* the shape that was timed */
   const char *device;      /* the GPU it was timed on ("NVIDIA H200") */
