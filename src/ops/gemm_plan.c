@@ -1,0 +1,490 @@
+/*
+ * gemm_plan.c: which kernel a tj_gemm_f16 call runs and its launch shape
+ * (gemm_plan.h), for every path: the Hopper skinny kernel and the Hopper
+ * tiles on sm_90 (with the tuning table's decisions, gemm_tune.c), the
+ * tensor-core skinny kernel on sm_80 and later, the FMA skinny kernel
+ * and the portable tiled kernel elsewhere.  Host work only: no launch,
+ * no allocation; kernels_api.c launches what this file plans.
+ */
+#include "gemm_plan.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A few rows of A make the product a stream over B, which the tiled
+ * kernel (one 128-row tile for M = 1) cannot keep up with: the skinny
+ * kernel built for the smallest row count >= M takes it.  From 9 rows on,
+ * its fp32 FMAs cost more than the tiled kernel's wasted tile rows (see
+ * the kernel's header). */
+static const char *skinny_entry(int M, unsigned *threads)
+{
+  *threads = M <= 2 ? 1024u : M <= 4 ? 512u : 256u;
+  return M <= 1 ? "gemm_skinny_f16_m1" : M <= 2 ? "gemm_skinny_f16_m2"
+       : M <= 4 ? "gemm_skinny_f16_m4" : "gemm_skinny_f16_m8";
+}
+
+/*
+ * The skinny tensor-core entries, tried in order: the first whose strips
+ * of tile_n columns number at least the SMs (where fill says so) takes
+ * the call.  64-column strips read A half as often per byte of B, but
+ * only once they alone fill the SMs (N > 8384 on an H200's 132, N > 7232
+ * on an H100 PCIe's 114); else 32-column strips, with
+ * split-K where even those are too few.  Each row is one compiled code
+ * object, so the tuning table can pick among them by name.
+ */
+typedef struct skinny_tc_config {
+  const char *entry;
+  int tile_n;
+  int fill; /* 1: only where its strips number rt->sms or more */
+} skinny_tc_config;
+
+static const skinny_tc_config skinny_tc[] = {
+    {"gemm_skinny_f16_tc_n64", 64, 1},
+    {"gemm_skinny_f16_tc_n32", 32, 0},
+};
+
+/* Whether c's strips of N columns are enough for it on rt's SMs. */
+static int skinny_tc_takes(const skinny_tc_config *c, const tj_runtime *rt,
+                           int N)
+{
+  return !c->fill || (long long)((N - 1) / c->tile_n + 1) >= rt->sms;
+}
+
+static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
+                      const void *B, int ldb);
+
+/*
+ * The tensor-core skinny kernel wants an NVIDIA runtime for sm_80 or
+ * later (mma.sync, cp.async, ldmatrix) and M <= 16; any alignment and
+ * leading dimensions.  Where it runs, measured on the H200
+ * (bench/RESULTS.md, 2026-12-02, third round): 64-column strips that fill
+ * the SMs beat every other path from 1 to 16 rows; 32-column strips beat
+ * the FMA kernels only from 2 to 8 rows, and lose to the 1-row FMA kernel
+ * and, from 9 rows, to the Hopper kernel's split-K, which take those.
+ * TJ_GEMM_SKINNY_TC (read at open) =0 turns it off (the FMA kernel for
+ * M <= 8, the tiled kernels above), =1 takes it wherever it can run.
+ */
+static int skinny_tc_fits(const tj_runtime *rt, int M, int N, const void *A,
+                          int lda, const void *B, int ldb)
+{
+  if (rt->gemm_env.skinny_tc == 0)
+    return 0;
+  if (M > SKINNY_TC_MAX_M || strncmp(rt->arch, "sm_", 3) != 0 ||
+      strtol(rt->arch + 3, NULL, 10) < 80)
+    return 0;
+  if (rt->gemm_env.skinny_tc == 1 || skinny_tc_takes(&skinny_tc[0], rt, N))
+    return 1;
+  if (M == 1)
+    return 0;
+  return M <= SKINNY_MAX_M || !sm90a_fits(rt, M, A, lda, B, ldb);
+}
+
+int tj__gemm_skinny_split(long long tiles, int K, int sms)
+{
+  if (tiles <= 0 || 2 * tiles >= sms)
+    return 1;
+  long long split = (sms + tiles - 1) / tiles;
+  if (split > K / SKINNY_TC_MIN_KROWS)
+    split = K / SKINNY_TC_MIN_KROWS;
+  if (split > SKINNY_TC_SPLIT_MAX)
+    split = SKINNY_TC_SPLIT_MAX;
+  return split < 2 ? 1 : (int)split;
+}
+
+/* kper: rows of K a block takes, whole 64-row stages, so that no K-range
+ * is empty; split then follows from it (a forced split past what K
+ * allows becomes the most it allows). */
+static tj__gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
+{
+  const skinny_tc_config *c = &skinny_tc[0];
+  while (!skinny_tc_takes(c, rt, N))
+    c++;
+  unsigned tiles = (unsigned)((N - 1) / c->tile_n + 1);
+  int split = rt->gemm_env.forced_split;
+  if (split == 0)
+    split = tj__gemm_skinny_split(tiles, K, rt->sms);
+  int kper = K, ktiles = (K - 1) / SKINNY_TC_BK + 1;
+  if (split > 1) {
+    kper = ((ktiles - 1) / split + 1) * SKINNY_TC_BK;
+    split = (K - 1) / kper + 1;
+    if (split == 1)
+      kper = K;
+  }
+  return (tj__gemm_plan){c->entry, {tiles, (unsigned)split, 1},
+                     {SKINNY_TC_THREADS, 1, 1}, SKINNY_TC_SHARED, split,
+                     kper, GEMM_PATH_SKINNY_TC, c->tile_n};
+}
+
+/*
+ * The Hopper kernel (gemm_f16_sm90a.hip) wants an sm_90 runtime, enough
+ * rows to fill its 128-row tiles more than the skinny kernel would, and
+ * A and B as TMA reads them: 16-byte aligned, rows a multiple of 16 bytes
+ * apart; and, with a device, a driver that builds tensor maps.
+ * TJ_GEMM_SM90A=0 in the environment at tj_runtime_open turns it off (to
+ * compare, or to step around it).
+ */
+static int sm90a_operands(const tj_runtime *rt, const void *A, int lda,
+                          const void *B, int ldb)
+{
+  if (rt->gemm_env.sm90a_off)
+    return 0;
+  if (strcmp(rt->arch, "sm_90") != 0 && strcmp(rt->arch, "sm_90a") != 0)
+    return 0;
+  if (!rt->compile_only && !tj__hopper_driver())
+    return 0;
+  return (uintptr_t)A % 16 == 0 && (uintptr_t)B % 16 == 0 && lda % 8 == 0 &&
+         ldb % 8 == 0;
+}
+
+static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
+                      const void *B, int ldb)
+{
+  return M > SKINNY_MAX_M && sm90a_operands(rt, A, lda, B, ldb);
+}
+
+/*
+ * The Hopper skinny kernel (gemm_f16_sm90a_skinny*) for M <= 16, on the
+ * same terms as the Hopper kernel; TJ_GEMM_SKINNY_SM90A=0 turns it off
+ * (the skinny kernels of gemm_skinny_f16.hip and the split-K tiles take
+ * those calls, as before it), TJ_GEMM_SM90A=0 too.
+ */
+static int sm90a_skinny_fits(const tj_runtime *rt, int M, const void *A,
+                             int lda, const void *B, int ldb)
+{
+  return M <= SM90A_SKINNY_ROWS && rt->gemm_env.skinny_sm90a != 0 &&
+         sm90a_operands(rt, A, lda, B, ldb);
+}
+
+/* The strip widths and cluster sizes gemm_f16_sm90a_skinny is compiled
+ * for, each one's entry and shared memory; by width, then split. */
+typedef struct sm90a_skinny_config {
+  int bn, split;
+  const char *entry;
+  unsigned shared;
+} sm90a_skinny_config;
+static const sm90a_skinny_config sm90a_skinny[] = {
+    {128, 1, "gemm_f16_sm90a_skinny", SM90A_SKINNY_SHARED},
+    {128, 2, "gemm_f16_sm90a_skinny_k2", SM90A_SKINNY_SHARED},
+    {128, 3, "gemm_f16_sm90a_skinny_k3", SM90A_SKINNY_SHARED},
+    {128, 4, "gemm_f16_sm90a_skinny_k4", SM90A_SKINNY_SHARED},
+    {128, 8, "gemm_f16_sm90a_skinny_k8", SM90A_SKINNY_SHARED},
+    {256, 1, "gemm_f16_sm90a_skinny256", SM90A_SKINNY256_SHARED},
+    {256, 2, "gemm_f16_sm90a_skinny256_k2", SM90A_SKINNY256_SHARED},
+    {256, 3, "gemm_f16_sm90a_skinny256_k3", SM90A_SKINNY256_SHARED},
+    {256, 4, "gemm_f16_sm90a_skinny256_k4", SM90A_SKINNY256_SHARED}};
+#define N_SM90A_SKINNY (sizeof sm90a_skinny / sizeof sm90a_skinny[0])
+/* Each block of a split keeps this many k-tiles of 64 or more. */
+#define SM90A_SKINNY_MIN_KTILES 4
+/* The bytes a block keeps in flight (its 5 stages of B and A), and what
+ * covers the memory's latency at its rate, for each SM: 56 KiB, 7.6 MB on
+ * an H200's 132 (4.8 TB/s for about 1.5 us). */
+#define SM90A_SKINNY_STAGES 5
+#define SM90A_SKINNY_INFLIGHT(bn) \
+  ((long long)SM90A_SKINNY_STAGES *     \
+   ((bn) * 64 * 2 + SM90A_SKINNY_ROWS * 64 * 2))
+#define SM90A_SKINNY_COVER_PER_SM (56LL << 10)
+
+/*
+ * The strip width and split for N columns, ktiles k-tiles of 64 and sms
+ * SMs: of the plans with at most one block an SM, the fewest K-ranges
+ * whose blocks keep enough bytes in flight to cover the memory's latency,
+ * the wider strips first; where none does, the plan with the most in
+ * flight; where even one block a strip is more than the SMs, 128-column
+ * strips unsplit (two blocks share an SM).  Measured on the H200
+ * (bench/RESULTS.md, seventh round), clean L2, fraction of the copy rate:
+ * 1 x 11008 x 4096 0.845 unsplit in 128 columns (86 blocks) against
+ * 0.805 in 256 (43: too few bytes in flight) and 0.72 to 0.81 split 2 to
+ * 8; 1 x 4096 x 11008 0.845 split 3 in 256 columns (48 blocks) against
+ * 0.50 to 0.75 split 1 or 2 (too few in flight) and 0.72 split 8 (256
+ * blocks, two an SM).  More K-ranges at once read B in more places:
+ * fewer is better once the bytes in flight suffice.
+ */
+int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn)
+{
+  static const int widths[] = {256, 128};
+  const sm90a_skinny_config *most = NULL;
+  long long most_bytes = -1, cover = SM90A_SKINNY_COVER_PER_SM * sms;
+  for (size_t i = 0; i < N_SM90A_SKINNY; i++) {
+    int split = sm90a_skinny[i].split;
+    if (sm90a_skinny[i].bn != 128 ||
+        (split > 1 && split * SM90A_SKINNY_MIN_KTILES > ktiles))
+      continue; /* each split once, from the 128-column list */
+    for (size_t w = 0; w < 2; w++) {
+      const sm90a_skinny_config *c = NULL;
+      for (size_t j = 0; j < N_SM90A_SKINNY; j++)
+        if (sm90a_skinny[j].bn == widths[w] && sm90a_skinny[j].split == split)
+          c = &sm90a_skinny[j];
+      if (!c)
+        continue;
+      long long blocks = (long long)((N - 1) / c->bn + 1) * split;
+      if (blocks > sms)
+        continue;
+      long long bytes = blocks * SM90A_SKINNY_INFLIGHT(c->bn);
+      if (bytes >= cover) {
+        *bn = c->bn;
+        return split;
+      }
+      if (bytes > most_bytes) {
+        most = c;
+        most_bytes = bytes;
+      }
+    }
+  }
+  *bn = most ? most->bn : SM90A_SKINNY_BN;
+  return most ? most->split : 1;
+}
+
+/* TJ_GEMM_SPLITK=n (forced) takes the largest compiled split up to n,
+ * TJ_GEMM_SM90A_TILE=128 or 256 that strip width. */
+static tj__gemm_plan plan_sm90a_skinny(const tj_runtime *rt, int N, int K)
+{
+  int bn, split = tj__gemm_sm90a_skinny_split(N, (K - 1) / 64 + 1, rt->sms,
+                                              &bn);
+  if (rt->gemm_env.tile == 128 || rt->gemm_env.tile == 256)
+    bn = rt->gemm_env.tile;
+  if (rt->gemm_env.forced_split)
+    split = rt->gemm_env.forced_split;
+  const sm90a_skinny_config *c = NULL;
+  for (size_t i = 0; i < N_SM90A_SKINNY; i++)
+    if (sm90a_skinny[i].bn == bn && sm90a_skinny[i].split <= split)
+      c = &sm90a_skinny[i];
+  long long strips = (N - 1) / c->bn + 1;
+  return (tj__gemm_plan){c->entry, {(unsigned)(strips * c->split), 1, 1},
+                     {SM90A_SKINNY_THREADS, 1, 1}, c->shared, c->split, 0,
+                     GEMM_PATH_SM90A_SKINNY, c->bn};
+}
+
+int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms)
+{
+  if (tiles <= 0 || tiles >= sms)
+    return 1;
+  long long split = sms / tiles;
+  if (split > ktiles / SM90A_SPLIT_MIN_KTILES)
+    split = ktiles / SM90A_SPLIT_MIN_KTILES;
+  if (split > SM90A_SPLIT_MAX)
+    split = SM90A_SPLIT_MAX;
+  return split < 2 ? 1 : (int)split;
+}
+
+/* The unsplit Hopper tiles: 128 rows by bn columns, with the stages that
+ * fit. */
+static unsigned sm90a_shared_of(int bn)
+{
+  return bn == 64 ? SM90A_SHARED(64, 8) : bn == 256 ? SM90A_SHARED(256, 4)
+                                                     : SM90A_SHARED(128, 5);
+}
+
+/* A split-K plan of split parts (grid x narrow tiles, y mt tiles). */
+static tj__gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
+                            int split)
+{
+  /* Every z gets kper k-tiles but the last; a forced split past the
+   * k-tiles keeps its empty ranges, which write zeros. */
+  int kper = (ktiles - 1) / split + 1;
+  if (split <= ktiles)
+    split = (ktiles - 1) / kper + 1;
+  return (tj__gemm_plan){"gemm_f16_sm90a_128x128_splitk",
+                     {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
+                     SM90A_SHARED(128, 5), split, kper, GEMM_PATH_SM90A, 0};
+}
+
+/* The 128 x 64 tile with K split across a cluster of two blocks. */
+static tj__gemm_plan plan_cluster_k2(int M, int N)
+{
+  unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
+  unsigned tn = (unsigned)((N - 1) / 64 + 1);
+  return (tj__gemm_plan){"gemm_f16_sm90a_128x64_cluster_k2", {2 * tn, mt, 1},
+                     {SM90A_THREADS, 1, 1}, SM90A_SHARED_K2, 1, 0,
+                     GEMM_PATH_SM90A,
+                     0};
+}
+
+/* The 128 x 256 tile, persistent in clusters of two that share B: one
+ * cluster per pair of tile rows (of one tile column), at most one block
+ * an SM, an even grid. */
+static tj__gemm_plan plan_mc2(int sms, int M, int N)
+{
+  unsigned long long pairs = (unsigned long long)((M - 1) / SM90A_BM / 2 + 1) *
+                             (unsigned long long)((N - 1) / 256 + 1);
+  unsigned clusters = sms / 2 < 1 ? 1 : (unsigned)sms / 2;
+  if (pairs < clusters)
+    clusters = (unsigned)pairs;
+  return (tj__gemm_plan){"gemm_f16_sm90a_128x256_mc2", {2 * clusters, 1, 1},
+                     {SM90A_THREADS, 1, 1}, sm90a_shared_of(256), 1, 0,
+                     GEMM_PATH_SM90A, 0};
+}
+
+/* An unsplit plan of entry with bn-column tiles; persistent: one block
+ * per SM (at most, of sms) walking the tiles. */
+static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
+                               int sms, int M, int N)
+{
+  unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
+  unsigned tn = (unsigned)((N - 1) / bn + 1);
+  if (persistent) {
+    unsigned long long tiles = (unsigned long long)tn * mt;
+    unsigned grid = tiles < (unsigned)sms ? (unsigned)tiles : (unsigned)sms;
+    return (tj__gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
+                       sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0};
+  }
+  return (tj__gemm_plan){entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
+                     sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0};
+}
+
+/* The plan of one configuration of the tuning table, on sms SMs. */
+tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
+                                   int N, int K)
+{
+  if (c->cluster_k2)
+    return plan_cluster_k2(M, N);
+  if (c->mc2)
+    return plan_mc2(sms, M, N);
+  if (c->split > 1)
+    return plan_split((unsigned)((N - 1) / 128 + 1),
+                      (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
+                      c->split);
+  return plan_tile(c->entry, c->bn, c->persistent, sms, M, N);
+}
+
+/*
+ * The rule, from the H200 (tj-bench, 2026-12-02, bench/RESULTS.md), where
+ * the tuning table has no decision:
+ *   - a grid of 128 x 128 tiles that fills the SMs (2048^3 and up) runs
+ *     128 x 256 tiles, persistent: 2048^3 0.82x cuBLAS against 0.78x for
+ *     one block per 128 x 128 tile, 4096^3 0.90 against 0.89;
+ *   - fewer tiles than SMs: split K where the rows are few (M <= 64), or
+ *     each part keeps 32 k-tiles (128 x 4096 x 11008: 0.91x), or even
+ *     128 x 64 tiles would leave 3/4 of the SMs idle; else the
+ *     128 x 64 tile where its tiles still fit in one wave (1024^3: 0.90x
+ *     against 0.72x with 128 x 128; 128 x 4096 x 4096: 0.83x against 0.75x
+ *     split 4); else 128 x 128 (128 x 11008 x 4096: 0.91x, 0.81x with 64);
+ *   - first, more than 64 rows in 128 x 64 tiles that fill between a
+ *     quarter and a half of the SMs, with 32 k-tiles or more: K split
+ *     across a cluster of two
+ *     blocks (the partial sums go through shared memory, no workspace, no
+ *     second launch): 128 x 4096 x 4096 0.94x against 0.82x unsplit,
+ *     128 x 4096 x 11008 0.98x against 0.92x split 4 (bench/RESULTS.md).
+ * For measuring and for stepping around it, read at open (rt->gemm_env):
+ * TJ_GEMM_SPLITK=n forces a split, TJ_GEMM_SM90A_TILE=64, 128 or 256 the
+ * tile width of unsplit calls (64k2: the cluster-split 128 x 64), TJ_GEMM_PERSISTENT=1 (0) the tile's
+ * persistent entry (never), TJ_GEMM_MULTICAST=1 (0) the persistent
+ * 128 x 256 tile in multicast pairs (never).  env NULL: the rule alone.  sms: the device's
+ * (rt->sms); the figures above are the H200's 132, and a GPU with fewer
+ * SMs reaches each threshold with fewer tiles.
+ */
+static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
+                            int K)
+{
+  static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1,
+                                    .tile_k2 = -1, .multicast = -1};
+  if (!env)
+    env = &none;
+  unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
+  unsigned narrow = (unsigned)((N - 1) / 128 + 1);
+  unsigned slim = (unsigned)((N - 1) / 64 + 1);
+  unsigned long long tiles128 = (unsigned long long)narrow * mt;
+  int ktiles = (K - 1) / 64 + 1;
+  int forced = env->forced_split;
+  /* More than 64 rows in 128 x 64 tiles that fill a quarter to a half of
+   * the SMs, K long enough for two halves: each tile's K split across a cluster of
+   * two blocks, ahead of split-K (128 x 4096 x 11008: 0.98x against 0.92x
+   * split 4). */
+  if (forced <= 1 &&
+      (env->tile_k2 == 1 ||
+       (env->tile_k2 < 0 && !env->tile && M > SM90A_SPLIT_ROWS &&
+        (unsigned long long)slim * mt * 2 <= (unsigned long long)sms &&
+        (unsigned long long)slim * mt * 4 >= (unsigned long long)sms &&
+        ktiles >= 2 * SM90A_SPLIT_MIN_KTILES)))
+    return plan_cluster_k2(M, N);
+  int split = forced ? forced : tj__gemm_sm90a_split((long long)tiles128,
+                                                     ktiles, sms);
+  if (!forced && split > 1 && M > SM90A_SPLIT_ROWS &&
+      ktiles / split < SM90A_SPLIT_KEEP_KTILES &&
+      (unsigned long long)slim * mt * 4 >= (unsigned long long)sms)
+    split = 1;
+  if (split > 1)
+    return plan_split(narrow, mt, ktiles, split);
+  int bn = env->tile, persistent = 0;
+  if (!bn && tiles128 >= (unsigned long long)sms) {
+    bn = 256;
+    persistent = 1;
+  } else if (!bn) {
+    bn = M > SM90A_SPLIT_ROWS && (unsigned long long)slim * mt <=
+                                     (unsigned long long)sms
+             ? 64 : 128;
+  }
+  if (env->persistent >= 0)
+    persistent = env->persistent;
+  /* In multicast pairs where the rule chose the persistent 128 x 256
+   * tiles and they make more than one wave, or TJ_GEMM_MULTICAST=1 asks.
+   * Measured on the H200 in three calls (bench/RESULTS.md, sixth and
+   * seventh rounds), more than one wave of these tiles ran faster paired
+   * (8192^3 0.966-0.971x cuBLAS against 0.941-0.961; 4096 x 4096 x 11008
+   * 0.954-0.968 against 0.943-0.956; 4096 x 11008 x 4096 0.943-0.950
+   * against 0.932-0.940; 4096^3 0.894-0.904 against 0.895-0.899) and one
+   * wave slower (2048^3, 128 tiles: 0.793-0.801 against 0.818-0.829). */
+  unsigned long long tiles256 = (unsigned long long)mt * ((N - 1) / 256 + 1);
+  if (bn == 256 && persistent &&
+      (env->multicast == 1 ||
+       (env->multicast < 0 && !env->tile && tiles256 > (unsigned)sms)))
+    return plan_mc2(sms, M, N);
+  const char *entry = bn == 64    ? "gemm_f16_sm90a_128x64"
+                      : bn == 128 ? (persistent
+                                         ? "gemm_f16_sm90a_128x128_persistent"
+                                         : "gemm_f16_sm90a_128x128")
+                                  : (persistent
+                                         ? "gemm_f16_sm90a_128x256_persistent"
+                                         : "gemm_f16_sm90a_128x256");
+  return plan_tile(entry, bn, persistent && bn != 64, sms, M, N);
+}
+
+int tj__gemm_tunable(const tj_runtime *rt, int M)
+{
+  return sm90a_fits(rt, M, NULL, 8, NULL, 8);
+}
+
+const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K)
+{
+  tj__gemm_plan p = plan_sm90a(NULL, sms, M, N, K);
+  size_t n;
+  const tj__gemm_config *c = tj__gemm_configs(&n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(c[i].entry, p.entry) == 0 && c[i].split == p.split)
+      return &c[i];
+  return NULL;
+}
+
+/*
+ * What a call runs.  On the Hopper path the tuning decision for the
+ * call's shape class takes the heuristic's place (gemm_tune.c; may_tune:
+ * tj_gemm_f16 may time candidates the first time, the queries never do);
+ * a forced split (TJ_GEMM_SPLITK) overrides both.
+ */
+tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
+                                 int M, int N, int K, const void *A, int lda,
+                                 const void *B, int ldb, const void *C, int ldc)
+{
+  unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
+  if (sm90a_skinny_fits(rt, M, A, lda, B, ldb))
+    return plan_sm90a_skinny(rt, N, K);
+  if (skinny_tc_fits(rt, M, N, A, lda, B, ldb))
+    return plan_skinny_tc(rt, N, K);
+  if (M <= SKINNY_MAX_M) {
+    unsigned threads;
+    const char *entry = skinny_entry(M, &threads);
+    return (tj__gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
+                       {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0};
+  }
+  if (sm90a_fits(rt, M, A, lda, B, ldb)) {
+    const tj__gemm_config *c =
+        rt->gemm_env.forced_split ? NULL
+        : tj__gemm_decision(rt, stream, may_tune, M, N, K, A, lda, B, ldb, C,
+                            ldc);
+    return c ? tj__gemm_plan_config(c, rt->sms, M, N, K)
+             : plan_sm90a(&rt->gemm_env, rt->sms, M, N, K);
+  }
+  return (tj__gemm_plan){"gemm_f16",
+                         {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
+                     {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0};
+}

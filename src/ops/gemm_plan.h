@@ -1,0 +1,103 @@
+/*
+ * gemm_plan.h: what tj_gemm_f16 runs, between the file that decides it
+ * (gemm_plan.c: which kernel, its grid, split and shared memory, from the
+ * shape, the operands' alignment, the device, the environment and the
+ * tuning table) and the file that launches it (kernels_api.c).  The
+ * launch shapes are the ones the contracts in kernels/<name>.hip give;
+ * tests/check_kernels.c pins the block sizes against the sources.
+ */
+#ifndef TJ_OPS_GEMM_PLAN_H
+#define TJ_OPS_GEMM_PLAN_H
+
+#include "internal.h"
+
+/* gemm_f16.hip: one block of 128 threads per 128 x 128 tile of C, with
+ * N tiles along x and M tiles along y; gridDim.y is capped at 65535. */
+#define GEMM_THREADS 128u
+#define GEMM_TILE 128
+#define GEMM_GRID_Y_CAP 65535
+/* The kernel's tile loops index in int and run up to a tile (plus a
+ * k-step) past each dimension, so dimensions stay clear of INT_MAX. */
+#define GEMM_DIM_MAX (INT_MAX - 256)
+/* gemm_skinny_f16.hip: for M <= 8, one block per 32-column strip of C,
+ * entries built for 1, 2, 4 and 8 rows with 1024, 1024, 512 and 256
+ * threads. */
+#define SKINNY_MAX_M 8
+#define SKINNY_COLS 32
+/* gemm_skinny_f16.hip's tensor-core entries (NVIDIA sm_80 and later): for
+ * M <= 16, 128 threads and 60 KiB of dynamic shared memory a block, one
+ * block per strip of C (table skinny_tc below) and K-range; K is split
+ * only while the strips are fewer than half the device's SMs (rt->sms), into
+ * parts of SKINNY_TC_MIN_KROWS rows or more (8 pipeline stages), added by
+ * ..._tc_reduce (256 threads) in a fixed order. */
+#define SKINNY_TC_MAX_M 16
+#define SKINNY_TC_THREADS 128u
+#define SKINNY_TC_SHARED 61440u
+#define SKINNY_TC_BK 64
+#define SKINNY_TC_MIN_KROWS 512
+#define SKINNY_TC_SPLIT_MAX 16
+#define SKINNY_TC_REDUCE_THREADS 256u
+/* gemm_f16_sm90a.hip (sm_90 devices): 384 threads per 128 x BN tile, BN
+ * 64, 128 or 256, with the dynamic shared memory of the entry's stages
+ * (SM90A_TILES; plan_sm90a says which). */
+#define SM90A_THREADS 384u
+#define SM90A_BM 128
+#define SM90A_SHARED(bn, stages) \
+  ((stages) * (SM90A_BM + (bn)) * 64 * 2 + 1024 + 16 * (stages))
+/* gemm_f16_sm90a_128x64_cluster_k2: the 8 stages of 128 x 64, a barrier,
+ * and the other block's fp32 sums of the tile. */
+#define SM90A_SHARED_K2 (SM90A_SHARED(64, 8) + 16 + SM90A_BM * 64 * 4)
+/* Split-K (gemm_f16_sm90a_128x128_splitk, then ..._splitk_reduce with
+ * 256 threads a block): only while the 128 x 128 tiles leave SMs idle (of
+ * rt->sms: the device's count, an H200's 132 without one), and
+ * with SM90A_SPLIT_MIN_KTILES k-tiles of 64 or more per split, so that
+ * each block runs its 5-stage pipeline a few times over and the fp32
+ * partials stay small beside the work they save. */
+#define SM90A_SPLIT_MIN_KTILES 16
+#define SM90A_SPLIT_MAX 16
+#define SM90A_REDUCE_THREADS 256u
+/* gemm_f16_sm90a_skinny (M <= 16): 160 threads, 128 columns of C a
+ * block, K split across a cluster of 1, 2, 3, 4 or 8 blocks (an entry
+ * each); A's TMA box is its 16 rows. */
+#define SM90A_SKINNY_ROWS 16
+#define SM90A_SKINNY_THREADS 160u
+#define SM90A_SKINNY_BN 128
+#define SM90A_SKINNY_SHARED 101456u
+#define SM90A_SKINNY256_SHARED 191568u
+/* plan_sm90a: an unforced split stands only for M <= SM90A_SPLIT_ROWS,
+ * where each part keeps SM90A_SPLIT_KEEP_KTILES k-tiles, or where 128 x 64
+ * tiles would fill less than a quarter of the SMs. */
+#define SM90A_SPLIT_ROWS 64
+#define SM90A_SPLIT_KEEP_KTILES 32
+
+/* Which entry a GEMM runs, and its launch shape; split > 1 for split-K,
+ * with kper k-tiles per split (grid.z = split) on the sm90a path and kper
+ * rows of K per split (grid.y = split) on the skinny tensor-core path. */
+typedef enum tj__gemm_path {
+  GEMM_PATH_PLAIN,
+  GEMM_PATH_SM90A,
+  GEMM_PATH_SKINNY_TC,
+  GEMM_PATH_SM90A_SKINNY /* split: the cluster's blocks, no workspace */
+} tj__gemm_path;
+typedef struct tj__gemm_plan {
+  const char *entry;
+  tj_dim3 grid, block;
+  unsigned shared; /* dynamic: the sm90a and skinny tensor-core entries */
+  int split, kper;
+  tj__gemm_path path;
+  int tile_n; /* columns of C a block owns (the skinny tensor-core path) */
+} tj__gemm_plan;
+
+/* What a call runs.  On the Hopper path the tuning decision for the
+ * call's shape class takes the heuristic's place (may_tune: tj_gemm_f16
+ * may time candidates the first time, the queries never do); a forced
+ * split (TJ_GEMM_SPLITK) overrides both.  Arguments already checked. */
+tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
+                                 int M, int N, int K, const void *A, int lda,
+                                 const void *B, int ldb, const void *C,
+                                 int ldc);
+/* The plan of one configuration of the tuning table, on sms SMs. */
+tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
+                                   int N, int K);
+
+#endif
