@@ -163,7 +163,11 @@ START_TEST(shape_classes)
   /* Shapes with the same tiles share a class; one more row does not. */
   ck_assert_str_eq(cls(100, 4000, 4040, c, 4000), "t1x32x64/c4/s132");
   ck_assert_str_eq(cls(129, 4096, 4096, c, 4096), "t2x32x64/c4/s132");
-  ck_assert_str_eq(cls(9, 8, 8, c, 8), "t1x1x1/c4/s132");
+  /* M <= 16, the skinny kernel's rows: 0 rows of tiles, classes (and
+   * configurations) of their own. */
+  ck_assert_str_eq(cls(9, 8, 8, c, 8), "t0x1x1/c4/s132");
+  ck_assert_str_eq(cls(16, 4096, 4096, c, 4096), "t0x32x64/c4/s132");
+  ck_assert_str_eq(cls(17, 8, 8, c, 8), "t1x1x1/c4/s132");
   /* C as the epilogue stores it: pairs, or single halves. */
   ck_assert_str_eq(cls(128, 4096, 4096, c, 4097), "t1x32x64/c2/s132");
   ck_assert_str_eq(cls(128, 4096, 4096, c2, 4096), "t1x32x64/c2/s132");
@@ -219,6 +223,17 @@ START_TEST(stored_decisions_are_used)
                   "'sm90a_128x128_split2'");
   insert_decision("sm_90", "nvidia", compiler, "t32x32x64/c4/s132",
                   "'sm90a_128x128'");
+  /* The skinny kernel's classes (M <= 16) take its configurations; a
+   * row pairing a class with the other kind's configuration (no tuner of
+   * this library writes one) is not followed: a skinny entry computes 16
+   * rows, a tile's plan assumes its own. */
+  const char *rule256 = entry_for(rt, 256, 4096, 4096);
+  insert_decision("sm_90", "nvidia", compiler, "t0x32x64/c4/s132",
+                  "'sm90a_skinny_n128_k2'");
+  insert_decision("sm_90", "nvidia", compiler, "t2x32x64/c4/s132",
+                  "'sm90a_skinny_n128_k1'");
+  insert_decision("sm_90", "nvidia", compiler, "t0x86x64/c4/s132",
+                  "'sm90a_128x128'");
   /* This runtime has met both classes: its memo answers. */
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
   setenv("TOKITAI_JIT_TUNE", "0", 1);
@@ -237,6 +252,10 @@ START_TEST(stored_decisions_are_used)
   ck_assert_int_eq(split_for(rt, 128, 2048, 4096), 4); /* another */
   ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x128");
   ck_assert_int_eq(split_for(rt, 4096, 4096, 4096), 1);
+  ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_f16_sm90a_skinny_k2");
+  ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 2);
+  ck_assert_str_eq(entry_for(rt, 256, 4096, 4096), rule256);
+  ck_assert_str_eq(entry_for(rt, 1, 11008, 4096), "gemm_f16_sm90a_skinny");
   /* C unaligned for pairs: another class, no decision. */
   ck_assert_int_eq(tj_gemm_f16_split(rt, 64, 4096, 4096, FAKE(1), 4096,
                                      FAKE(2), 4096, FAKE(3), 4097), 4);
@@ -244,6 +263,7 @@ START_TEST(stored_decisions_are_used)
   setenv("TJ_GEMM_SPLITK", "3", 1);
   rt = test_reopen(rt, open_arch("sm_90", 0));
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 3);
+  ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_f16_sm90a_skinny256_k3");
   unsetenv("TJ_GEMM_SPLITK");
   setenv("TJ_GEMM_SM90A", "0", 1);
   rt = test_reopen(rt, open_arch("sm_90", 0));
@@ -457,8 +477,8 @@ START_TEST(every_configuration_compiles)
 {
   size_t n;
   const tj__gemm_config *c = tj__gemm_configs(&n);
-  const char *entries[9] = {"gemm_f16_sm90a_splitk_reduce"};
-  int nentries = 1, first_use = 0;
+  const char *entries[24] = {"gemm_f16_sm90a_splitk_reduce"};
+  int nentries = 1, first_use = 0, first_use_skinny = 0;
   ck_assert_uint_ge(n, 3);
   for (size_t i = 0; i < n; i++) {
     ck_assert_msg(tj__tuning_name_ok(c[i].name), "%s", c[i].name);
@@ -468,17 +488,26 @@ START_TEST(every_configuration_compiles)
     ck_assert(c[i].split >= 1 && c[i].split <= 16);
     ck_assert(c[i].bn == 64 || c[i].bn == 128 || c[i].bn == 256);
     ck_assert(!c[i].persistent || c[i].split == 1);
-    ck_assert(c[i].split == 1 || c[i].bn == 128);
-    first_use += c[i].first_use;
+    ck_assert(c[i].split == 1 || c[i].bn == 128 || c[i].skinny);
+    ck_assert(!c[i].skinny || strncmp(c[i].entry, "gemm_f16_sm90a_skinny",
+                                      21) == 0);
+    if (c[i].skinny)
+      first_use_skinny += c[i].first_use;
+    else
+      first_use += c[i].first_use;
     int have = 0;
     for (int j = 0; j < nentries; j++)
       have |= strcmp(entries[j], c[i].entry) == 0;
     if (!have) {
-      ck_assert_int_lt(nentries, 9);
+      ck_assert_int_lt(nentries, 24);
       entries[nentries++] = c[i].entry;
     }
   }
-  ck_assert_int_le(first_use, 7); /* a first use stays small */
+  /* A first use stays small: the tiles' set, or the skinny kernel's nine
+   * (M <= 16 times only those). */
+  ck_assert_int_le(first_use, 7);
+  ck_assert_int_le(first_use_skinny, 9);
+  ck_assert_int_eq(nentries, 18);
   ck_assert_ptr_null(tj__gemm_config_find("sm90a_128x128_split17"));
   ck_assert_ptr_null(tj__gemm_config_find(NULL));
   if (!TJ_PLATFORM_IS_NVIDIA)
@@ -498,6 +527,12 @@ START_TEST(every_configuration_compiles)
    * first use times them first). */
   ck_assert_str_eq(tj__gemm_heuristic(132, 64, 4096, 4096)->name,
                    "sm90a_128x128_split4");
+  ck_assert_str_eq(tj__gemm_heuristic(132, 1, 4096, 4096)->name,
+                   "sm90a_skinny_n256_k3");
+  ck_assert_str_eq(tj__gemm_heuristic(132, 16, 11008, 4096)->name,
+                   "sm90a_skinny_n128_k1");
+  ck_assert_str_eq(tj__gemm_heuristic(132, 16, 128, 4096)->name,
+                   "sm90a_skinny_n128_k8");
   ck_assert_str_eq(tj__gemm_heuristic(132, 128, 4096, 4096)->name,
                    "sm90a_128x64_cluster_k2");
   ck_assert_str_eq(tj__gemm_heuristic(132, 1024, 1024, 1024)->name,

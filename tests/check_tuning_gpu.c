@@ -240,8 +240,28 @@ START_TEST(tune_ahead_times_every_candidate)
                                      fake + ((size_t)1 << 30), 4096,
                                      fake + ((size_t)2 << 30), 4096),
                    c->split);
-  /* Nothing to tune where the Hopper kernel does not run. */
+  /* M <= 16: the skinny kernel's nine configurations, each timed; the
+   * winner is what the next call runs, and it matches the oracle. */
+  got_tuning s = {0};
+  ck_assert_int_eq(tj_gemm_f16_tune(rt, 8, 4096, 4096, keep, &s), TJ_OK);
+  ck_assert_int_eq(s.num_times, 9);
+  ck_assert(s.sorted && s.chosen_first && s.known);
+  snprintf(want_cls, sizeof want_cls, "t0x32x64/c4/s%d", rt->sms);
+  ck_assert_str_eq(s.cls, want_cls);
+  const tj__gemm_config *sc = tj__gemm_config_find(s.config);
+  ck_assert(sc && sc->skinny);
+  ck_assert_str_eq(tj_gemm_f16_kernel(rt, 8, 4096, 4096, fake, 4096,
+                                      fake + ((size_t)1 << 30), 4096,
+                                      fake + ((size_t)2 << 30), 4096),
+                   sc->entry);
+  gemm_matches_oracle(rt, 8, 4096, 4096, 0.5f, 37);
+  tj_runtime_close(rt);
+  /* Nothing to tune where the Hopper kernels do not run. */
+  setenv("TJ_GEMM_SM90A", "0", 1); /* read at open */
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  unsetenv("TJ_GEMM_SM90A");
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 8, 4096, 4096, keep, &g), TJ_EINVAL);
+  ck_assert_int_eq(tj_gemm_f16_tune(rt, 128, 4096, 4096, keep, &g), TJ_EINVAL);
   tj_runtime_close(rt);
 }
 END_TEST

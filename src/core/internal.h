@@ -483,7 +483,12 @@ typedef struct tj__gemm_config {
   int persistent;    /* one block per SM walking the tiles */
   int cluster_k2;    /* K split across a cluster of two blocks */
   int mc2;           /* persistent in clusters of two sharing B (multicast) */
+  int skinny;        /* the Hopper skinny kernel (M <= 16): bn its strip's
+                        columns, split its cluster's blocks */
 } tj__gemm_config;
+/* The rows the Hopper skinny kernel takes (its configurations are the
+ * table's skinny ones). */
+#define TJ__GEMM_SKINNY_ROWS 16
 /* The table, and one by name (NULL when this library has none). */
 const tj__gemm_config *tj__gemm_configs(size_t *n);
 const tj__gemm_config *tj__gemm_config_find(const char *name);

@@ -156,24 +156,18 @@ static int sm90a_skinny_fits(const tj_runtime *rt, int M, const void *A,
          sm90a_operands(rt, A, lda, B, ldb);
 }
 
-/* The strip widths and cluster sizes gemm_f16_sm90a_skinny is compiled
- * for, each one's entry and shared memory; by width, then split. */
-typedef struct sm90a_skinny_config {
-  int bn, split;
-  const char *entry;
-  unsigned shared;
-} sm90a_skinny_config;
-static const sm90a_skinny_config sm90a_skinny[] = {
-    {128, 1, "gemm_f16_sm90a_skinny", SM90A_SKINNY_SHARED},
-    {128, 2, "gemm_f16_sm90a_skinny_k2", SM90A_SKINNY_SHARED},
-    {128, 3, "gemm_f16_sm90a_skinny_k3", SM90A_SKINNY_SHARED},
-    {128, 4, "gemm_f16_sm90a_skinny_k4", SM90A_SKINNY_SHARED},
-    {128, 8, "gemm_f16_sm90a_skinny_k8", SM90A_SKINNY_SHARED},
-    {256, 1, "gemm_f16_sm90a_skinny256", SM90A_SKINNY256_SHARED},
-    {256, 2, "gemm_f16_sm90a_skinny256_k2", SM90A_SKINNY256_SHARED},
-    {256, 3, "gemm_f16_sm90a_skinny256_k3", SM90A_SKINNY256_SHARED},
-    {256, 4, "gemm_f16_sm90a_skinny256_k4", SM90A_SKINNY256_SHARED}};
-#define N_SM90A_SKINNY (sizeof sm90a_skinny / sizeof sm90a_skinny[0])
+/* The skinny configuration of the tuning table with bn-column strips and
+ * a cluster of split blocks (NULL: none is compiled). */
+static const tj__gemm_config *skinny_config(int bn, int split)
+{
+  size_t n;
+  const tj__gemm_config *c = tj__gemm_configs(&n);
+  for (size_t i = 0; i < n; i++)
+    if (c[i].skinny && c[i].bn == bn && c[i].split == split)
+      return &c[i];
+  return NULL;
+}
+
 /* Each block of a split keeps this many k-tiles of 64 or more. */
 #define SM90A_SKINNY_MIN_KTILES 4
 /* The bytes a block keeps in flight (its 5 stages of B and A), and what
@@ -202,19 +196,15 @@ static const sm90a_skinny_config sm90a_skinny[] = {
  */
 int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn)
 {
-  static const int widths[] = {256, 128};
-  const sm90a_skinny_config *most = NULL;
+  static const int widths[] = {256, 128}, splits[] = {1, 2, 3, 4, 8};
+  const tj__gemm_config *most = NULL;
   long long most_bytes = -1, cover = SM90A_SKINNY_COVER_PER_SM * sms;
-  for (size_t i = 0; i < N_SM90A_SKINNY; i++) {
-    int split = sm90a_skinny[i].split;
-    if (sm90a_skinny[i].bn != 128 ||
-        (split > 1 && split * SM90A_SKINNY_MIN_KTILES > ktiles))
-      continue; /* each split once, from the 128-column list */
+  for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+    int split = splits[i];
+    if (split > 1 && split * SM90A_SKINNY_MIN_KTILES > ktiles)
+      break;
     for (size_t w = 0; w < 2; w++) {
-      const sm90a_skinny_config *c = NULL;
-      for (size_t j = 0; j < N_SM90A_SKINNY; j++)
-        if (sm90a_skinny[j].bn == widths[w] && sm90a_skinny[j].split == split)
-          c = &sm90a_skinny[j];
+      const tj__gemm_config *c = skinny_config(widths[w], split);
       if (!c)
         continue;
       long long blocks = (long long)((N - 1) / c->bn + 1) * split;
@@ -235,24 +225,37 @@ int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn)
   return most ? most->split : 1;
 }
 
+/* The plan of skinny configuration c for N columns. */
+static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
+{
+  long long strips = (N - 1) / c->bn + 1;
+  return (tj__gemm_plan){c->entry, {(unsigned)(strips * c->split), 1, 1},
+                         {SM90A_SKINNY_THREADS, 1, 1},
+                         c->bn == 256 ? SM90A_SKINNY256_SHARED
+                                      : SM90A_SKINNY_SHARED,
+                         c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn};
+}
+
+/* The rule's configuration for N x K (M <= 16) on sms SMs. */
+static const tj__gemm_config *skinny_rule(int N, int K, int sms)
+{
+  int bn, split = tj__gemm_sm90a_skinny_split(N, (K - 1) / 64 + 1, sms, &bn);
+  return skinny_config(bn, split);
+}
+
 /* TJ_GEMM_SPLITK=n (forced) takes the largest compiled split up to n,
  * TJ_GEMM_SM90A_TILE=128 or 256 that strip width. */
 static tj__gemm_plan plan_sm90a_skinny(const tj_runtime *rt, int N, int K)
 {
-  int bn, split = tj__gemm_sm90a_skinny_split(N, (K - 1) / 64 + 1, rt->sms,
-                                              &bn);
+  const tj__gemm_config *rule = skinny_rule(N, K, rt->sms), *c = NULL;
+  int bn = rule->bn, split = rule->split;
   if (rt->gemm_env.tile == 128 || rt->gemm_env.tile == 256)
     bn = rt->gemm_env.tile;
   if (rt->gemm_env.forced_split)
     split = rt->gemm_env.forced_split;
-  const sm90a_skinny_config *c = NULL;
-  for (size_t i = 0; i < N_SM90A_SKINNY; i++)
-    if (sm90a_skinny[i].bn == bn && sm90a_skinny[i].split <= split)
-      c = &sm90a_skinny[i];
-  long long strips = (N - 1) / c->bn + 1;
-  return (tj__gemm_plan){c->entry, {(unsigned)(strips * c->split), 1, 1},
-                     {SM90A_SKINNY_THREADS, 1, 1}, c->shared, c->split, 0,
-                     GEMM_PATH_SM90A_SKINNY, c->bn};
+  for (int s = split; !c; s--)
+    c = skinny_config(bn, s);
+  return plan_skinny_config(c, N);
 }
 
 int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms)
@@ -336,6 +339,8 @@ static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K)
 {
+  if (c->skinny)
+    return plan_skinny_config(c, N);
   if (c->cluster_k2)
     return plan_cluster_k2(M, N);
   if (c->mc2)
@@ -441,11 +446,14 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
 
 int tj__gemm_tunable(const tj_runtime *rt, int M)
 {
-  return sm90a_fits(rt, M, NULL, 8, NULL, 8);
+  return M <= SM90A_SKINNY_ROWS ? sm90a_skinny_fits(rt, M, NULL, 8, NULL, 8)
+                                : sm90a_fits(rt, M, NULL, 8, NULL, 8);
 }
 
 const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K)
 {
+  if (M <= SM90A_SKINNY_ROWS)
+    return skinny_rule(N, K, sms);
   tj__gemm_plan p = plan_sm90a(NULL, sms, M, N, K);
   size_t n;
   const tj__gemm_config *c = tj__gemm_configs(&n);
@@ -466,8 +474,18 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
                                  const void *B, int ldb, const void *C, int ldc)
 {
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
-  if (sm90a_skinny_fits(rt, M, A, lda, B, ldb))
-    return plan_sm90a_skinny(rt, N, K);
+  if (sm90a_skinny_fits(rt, M, A, lda, B, ldb)) {
+    /* A forced split or strip width steps around the table too. */
+    const tj__gemm_config *c =
+        rt->gemm_env.forced_split || rt->gemm_env.tile
+            ? NULL
+            : tj__gemm_decision(rt, stream, may_tune, M, N, K, A, lda, B,
+                                ldb, C, ldc);
+    /* Only a skinny configuration: a tile's would be planned for rows
+     * its kernel needs more of. */
+    return c && c->skinny ? plan_skinny_config(c, N)
+                          : plan_sm90a_skinny(rt, N, K);
+  }
   if (skinny_tc_fits(rt, M, N, A, lda, B, ldb))
     return plan_skinny_tc(rt, N, K);
   if (M <= SKINNY_MAX_M) {
@@ -481,8 +499,10 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
         rt->gemm_env.forced_split ? NULL
         : tj__gemm_decision(rt, stream, may_tune, M, N, K, A, lda, B, ldb, C,
                             ldc);
-    return c ? tj__gemm_plan_config(c, rt->sms, M, N, K)
-             : plan_sm90a(&rt->gemm_env, rt->sms, M, N, K);
+    /* A skinny configuration computes 16 rows: never one for more (a row
+     * that says so was not written by this library's tuner). */
+    return c && !c->skinny ? tj__gemm_plan_config(c, rt->sms, M, N, K)
+                           : plan_sm90a(&rt->gemm_env, rt->sms, M, N, K);
   }
   return (tj__gemm_plan){"gemm_f16",
                          {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},

@@ -59,7 +59,7 @@
 /* gemm_f16_sm90a_skinny (M <= 16): 160 threads, 128 columns of C a
  * block, K split across a cluster of 1, 2, 3, 4 or 8 blocks (an entry
  * each); A's TMA box is its 16 rows. */
-#define SM90A_SKINNY_ROWS 16
+#define SM90A_SKINNY_ROWS TJ__GEMM_SKINNY_ROWS
 #define SM90A_SKINNY_THREADS 160u
 #define SM90A_SKINNY_BN 128
 #define SM90A_SKINNY_SHARED 101456u

@@ -5,11 +5,12 @@
  * candidates (on first use, and ahead of time for tokitai-jit --tune).
  *
  * Configurations.  Each is an entry of gemm_f16_sm90a.hip, a tile and a
- * split factor; the split is a launch argument, not a compile-time
- * constant, so every configuration runs one of the four entries that
- * tests/check_kernels.c (and check_tuning.c, over this table) compile for
- * sm_90a on the CPU machine: no configuration reaches the compiler that a
- * test did not compile.  A decision naming a configuration that is not in
+ * split factor; for the tiles the split is a launch argument, not a
+ * compile-time constant, and for the skinny kernel (M <= 16) it is the
+ * cluster size its entry was compiled with, so every configuration runs
+ * one of the entries that tests/check_kernels.c (and check_tuning.c, over
+ * this table) compile for sm_90a on the CPU machine: no configuration
+ * reaches the compiler that a test did not compile.  A decision naming a configuration that is not in
  * the table (a newer or older library wrote it) is ignored: the heuristic
  * runs, and the row is left for the library that knows it.
  *
@@ -24,7 +25,9 @@
  * varying M does not make a tune per token count.  The alignment class
  * says whether C is 4-byte aligned with ldc even (the epilogue stores
  * pairs of halves) or not ("c4" or "c2"); A and B must already suit TMA
- * for the Hopper path to be taken at all.  Last, the device's SM count
+ * for the Hopper path to be taken at all.  M <= 16 (the skinny kernel's
+ * rows, whose configurations are its own) counts as 0 rows of tiles.
+ * Last, the device's SM count
  * (rt->sms; 132 without a device): the plans fill the SMs, so an H100
  * PCIe's 114 and an H200's 132 get decisions of their own from one
  * library, arch and compiler.  Written "t1x32x64/c4/s132".
@@ -88,23 +91,33 @@
 
 #define SPLIT(n)                                                            \
   {"sm90a_128x128_split" #n, "gemm_f16_sm90a_128x128_splitk", 128, n,       \
-   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0}
+   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0, 0}
+/* The Hopper skinny kernel (M <= 16) in bn-column strips, K split across a
+ * cluster of s blocks: gemm_f16_sm90a_skinny<suffix>, every one in the
+ * small set (they share the file's one compile and take microseconds). */
+#define SKINNY(bn, s, suffix)                                              \
+  {"sm90a_skinny_n" #bn "_k" #s, "gemm_f16_sm90a_skinny" suffix, bn, s, 1,  \
+   0, 0, 0, 1}
 static const tj__gemm_config configs[] = {
-  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0, 0},
+  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0, 0, 0},
   {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 1,
-   1, 0, 0},
-  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0, 0, 0},
+   1, 0, 0, 0},
+  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0, 0, 0, 0},
   {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
-   1, 0, 0},
-  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0, 0, 0},
+   1, 0, 0, 0},
+  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0, 0, 0, 0},
   {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 64, 1, 1, 0,
-   1, 0},
-  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1},
+   1, 0, 0},
+  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1, 0},
   SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
   SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
   SPLIT(15), SPLIT(16),
+  SKINNY(128, 1, ""), SKINNY(128, 2, "_k2"), SKINNY(128, 3, "_k3"),
+  SKINNY(128, 4, "_k4"), SKINNY(128, 8, "_k8"), SKINNY(256, 1, "256"),
+  SKINNY(256, 2, "256_k2"), SKINNY(256, 3, "256_k3"), SKINNY(256, 4, "256_k4"),
 };
 #undef SPLIT
+#undef SKINNY
 
 const tj__gemm_config *tj__gemm_configs(size_t *n)
 {
@@ -146,7 +159,8 @@ static int bucket(int tiles)
 static class_key key_of(int sms, int M, int N, int K, const void *C,
                         int ldc)
 {
-  class_key k = {bucket((M - 1) / 128 + 1), bucket((N - 1) / 128 + 1),
+  class_key k = {M <= TJ__GEMM_SKINNY_ROWS ? 0 : bucket((M - 1) / 128 + 1),
+                 bucket((N - 1) / 128 + 1),
                  bucket((K - 1) / 64 + 1),
                  (uintptr_t)C % 4 == 0 && ldc % 2 == 0, sms};
   return k;
@@ -256,6 +270,11 @@ static double now_ms(void)
  * use: eight), and the parts make no more than two waves. */
 static int applies(const tune_job *j, const tj__gemm_config *c)
 {
+  /* The skinny kernel's configurations for M <= 16, and only those. */
+  if (c->skinny != (j->M <= TJ__GEMM_SKINNY_ROWS))
+    return 0;
+  if (c->skinny)
+    return 1;
   /* Not the multicast pairs where TJ_GEMM_MULTICAST=0 turns them off. */
   if (c->mc2 && j->rt->gemm_env.multicast == 0)
     return 0;
@@ -655,9 +674,10 @@ int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K, tj_tuning_visit fn,
   int lda = (K + 7) / 8 * 8, ldb = (N + 7) / 8 * 8;
   if (!tj__gemm_tunable(rt, M))
     return tj__fail(rt, TJ_EINVAL, "%s: nothing to tune for %dx%dx%d on "
-                    "arch %s: the tuned kernel is the Hopper one (sm_90 with "
-                    "a driver that builds tensor maps, M above the skinny "
-                    "kernel's rows, TJ_GEMM_SM90A not 0)", name, M, N, K,
+                    "arch %s: the tuned kernels are the Hopper ones (sm_90 "
+                    "with a driver that builds tensor maps, TJ_GEMM_SM90A "
+                    "not 0, and for M <= 16 TJ_GEMM_SKINNY_SM90A not 0)",
+                    name, M, N, K,
                     rt->arch);
   tune_job *j = calloc(1, sizeof *j);
   if (!j)

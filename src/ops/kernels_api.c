@@ -437,8 +437,7 @@ int tj__gemm_run_config(tj_runtime *rt, const char *fn,
                         const void *B, int ldb, float beta, void *C, int ldc)
 {
   return launch_sm90a(rt, fn, tj__gemm_plan_config(cfg, rt->sms, M, N, K),
-                      stream, M,
-                      N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+                      stream, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* The skinny tensor-core path: the partials (split > 1) into a
