@@ -45,8 +45,14 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
                                   const uint16_t *x, const uint16_t *grad_out,
                                   uint16_t *y, uint16_t *grad_in, size_t n);
 /* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
- * dimensions; fp32 accumulation.  beta == 0: C is not read.  On NVIDIA
- * sm_80 and later, M <= 16 runs a tensor-core kernel that streams B
+ * dimensions; fp32 accumulation.  beta == 0: C is not read.  On an sm_90
+ * device (H100, H200), M <= 16 with A and B 16-byte aligned and lda and
+ * ldb multiples of 8 runs the Hopper skinny kernel
+ * (gemm_f16_sm90a_skinny* in kernels/gemm_f16_sm90a.hip: B through TMA,
+ * K split across a thread-block cluster whose blocks add their sums in a
+ * fixed order, one launch, the same bits on every run; alpha == 0 reads
+ * neither A nor B; TJ_GEMM_SKINNY_SM90A=0 turns it off).  Otherwise, on
+ * NVIDIA sm_80 and later, M <= 16 runs a tensor-core kernel that streams B
  * (gemm_skinny_f16_tc_n32 / _n64 in kernels/gemm_skinny_f16.hip), for any
  * alignment, where it was measured fastest: 64-column strips that fill
  * the GPU (N > 8384 on an H200) at any M, narrower N from 2 to 8 rows
@@ -69,8 +75,9 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * memory for fp32 partials from the runtime's pool, ordered on stream,
  * and the result is still the same bits on every run.
  *
- * Tuning.  The Hopper kernel has several configurations (tile width,
- * split factor); which one runs is the tuning decision for the call's
+ * Tuning.  The Hopper kernels have several configurations (tile width,
+ * split factor; for M <= 16 strip width and cluster size); which one runs
+ * is the tuning decision for the call's
  * shape class in the cache (see tj_tuning in <tokitai-jit/cache.h>),
  * else a heuristic.  With TOKITAI_JIT_TUNE=1 in the environment (off by
  * default: see src/ops/gemm_tune.c for why), the first call of a shape
@@ -84,7 +91,8 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * (decisions in the cache are still used), without a writable cache, or while stream is being captured into a graph; the
  * heuristic runs instead.  The
  * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TJ_GEMM_SKINNY_TC,
- * TJ_GEMM_SM90A_TILE, TJ_GEMM_PERSISTENT, TOKITAI_JIT_TUNE) is read at
+ * TJ_GEMM_SKINNY_SM90A, TJ_GEMM_SM90A_TILE, TJ_GEMM_PERSISTENT,
+ * TJ_GEMM_MULTICAST, TOKITAI_JIT_TUNE) is read at
  * tj_runtime_open. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
@@ -102,7 +110,9 @@ TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
 /* How many parts tj_gemm_f16 would cut K into for these arguments (split-K
  * on Hopper, and on the skinny tensor-core path, where the tiles of C are
  * too few to fill the GPU, or where the shape class's tuning decision says
- * so): 1 for no split; 0, with tj_errmsg, for arguments it would refuse.
+ * so; on the Hopper skinny kernel, the blocks of its cluster, which need
+ * no memory): 1 for no split; 0, with tj_errmsg, for arguments it would
+ * refuse.
  * Launches
  * nothing.  A call may still run unsplit where the device cannot give it
  * the partials' memory. */
