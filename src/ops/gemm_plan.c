@@ -372,11 +372,12 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
  *     128 x 4096 x 11008 0.98x against 0.92x split 4 (bench/RESULTS.md).
  * For measuring and for stepping around it, read at open (rt->gemm_env):
  * TJ_GEMM_SPLITK=n forces a split, TJ_GEMM_SM90A_TILE=64, 128 or 256 the
- * tile width of unsplit calls (64k2: the cluster-split 128 x 64), TJ_GEMM_PERSISTENT=1 (0) the tile's
- * persistent entry (never), TJ_GEMM_MULTICAST=1 (0) the persistent
- * 128 x 256 tile in multicast pairs (never).  env NULL: the rule alone.  sms: the device's
- * (rt->sms); the figures above are the H200's 132, and a GPU with fewer
- * SMs reaches each threshold with fewer tiles.
+ * tile width of unsplit calls (64k2: the cluster-split 128 x 64),
+ * TJ_GEMM_PERSISTENT=1 (0) the tile's persistent entry (never),
+ * TJ_GEMM_MULTICAST=1 (0) the persistent 128 x 256 tile in multicast
+ * pairs (never).  env NULL: the rule alone.  sms: the device's (rt->sms);
+ * the figures above are the H200's 132, and a GPU with fewer SMs reaches
+ * each threshold with fewer tiles.
  */
 static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
                             int K)
@@ -392,9 +393,9 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
   int ktiles = (K - 1) / 64 + 1;
   int forced = env->forced_split;
   /* More than 64 rows in 128 x 64 tiles that fill a quarter to a half of
-   * the SMs, K long enough for two halves: each tile's K split across a cluster of
-   * two blocks, ahead of split-K (128 x 4096 x 11008: 0.98x against 0.92x
-   * split 4). */
+   * the SMs, K long enough for two halves: each tile's K split across a
+   * cluster of two blocks, ahead of split-K (128 x 4096 x 11008: 0.98x
+   * against 0.92x split 4). */
   if (forced <= 1 &&
       (env->tile_k2 == 1 ||
        (env->tile_k2 < 0 && !env->tile && M > SM90A_SPLIT_ROWS &&

@@ -458,9 +458,11 @@ static int launch_skinny_tc(tj_runtime *rt, const char *fn, tj__gemm_plan p,
     return rc;
   float *work = NULL;
   int ldw = (int)p.grid.x * p.tile_n;
+  size_t work_bytes = (size_t)p.split * (size_t)M * (size_t)ldw *
+                      sizeof(float);
   if (p.split > 1 &&
-      tj__alloc_async(&rt->device, (void **)&work, (size_t)p.split *
-                      (size_t)M * (size_t)ldw * sizeof(float), stream) != TJ_OK) {
+      tj__alloc_async(&rt->device, (void **)&work, work_bytes, stream) !=
+          TJ_OK) {
     work = NULL;
     p.split = 1;
     p.grid.y = 1;
