@@ -112,8 +112,8 @@ static tj__gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
       kper = K;
   }
   return (tj__gemm_plan){c->entry, {tiles, (unsigned)split, 1},
-                     {SKINNY_TC_THREADS, 1, 1}, SKINNY_TC_SHARED, split,
-                     kper, GEMM_PATH_SKINNY_TC, c->tile_n};
+                         {SKINNY_TC_THREADS, 1, 1}, SKINNY_TC_SHARED, split,
+                         kper, GEMM_PATH_SKINNY_TC, c->tile_n};
 }
 
 /*
@@ -180,12 +180,13 @@ static const tj__gemm_config *skinny_config(int bn, int split)
 #define SM90A_SKINNY_COVER_PER_SM (56LL << 10)
 
 /*
- * The strip width and split for N columns, ktiles k-tiles of 64 and sms
- * SMs: of the plans with at most one block an SM, the fewest K-ranges
- * whose blocks keep enough bytes in flight to cover the memory's latency,
- * the wider strips first; where none does, the plan with the most in
- * flight; where even one block a strip is more than the SMs, 128-column
- * strips unsplit (two blocks share an SM).  Measured on the H200
+ * The skinny configuration (strip width and split) for N columns, ktiles
+ * k-tiles of 64 and sms SMs: of the plans with at most one block an SM,
+ * the fewest K-ranges whose blocks keep enough bytes in flight to cover
+ * the memory's latency, the wider strips first (the tuning table's order
+ * of them); where none does, the plan with the most in flight; where even
+ * one block a strip is more than the SMs, 128-column strips unsplit (two
+ * blocks share an SM).  Measured on the H200
  * (bench/RESULTS.md, seventh round), clean L2, fraction of the copy rate:
  * 1 x 11008 x 4096 0.845 unsplit in 128 columns (86 blocks) against
  * 0.805 in 256 (43: too few bytes in flight) and 0.72 to 0.81 split 2 to
@@ -194,35 +195,34 @@ static const tj__gemm_config *skinny_config(int bn, int split)
  * blocks, two an SM).  More K-ranges at once read B in more places:
  * fewer is better once the bytes in flight suffice.
  */
-int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn)
+static const tj__gemm_config *skinny_rule(int N, int ktiles, int sms)
 {
-  static const int widths[] = {256, 128}, splits[] = {1, 2, 3, 4, 8};
-  const tj__gemm_config *most = NULL;
+  size_t n;
+  const tj__gemm_config *c = tj__gemm_configs(&n), *most = NULL;
   long long most_bytes = -1, cover = SM90A_SKINNY_COVER_PER_SM * sms;
-  for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
-    int split = splits[i];
-    if (split > 1 && split * SM90A_SKINNY_MIN_KTILES > ktiles)
-      break;
-    for (size_t w = 0; w < 2; w++) {
-      const tj__gemm_config *c = skinny_config(widths[w], split);
-      if (!c)
-        continue;
-      long long blocks = (long long)((N - 1) / c->bn + 1) * split;
-      if (blocks > sms)
-        continue;
-      long long bytes = blocks * SM90A_SKINNY_INFLIGHT(c->bn);
-      if (bytes >= cover) {
-        *bn = c->bn;
-        return split;
-      }
-      if (bytes > most_bytes) {
-        most = c;
-        most_bytes = bytes;
-      }
+  for (size_t i = 0; i < n; i++) { /* by split, the wider strip first */
+    if (!c[i].skinny ||
+        (c[i].split > 1 && c[i].split * SM90A_SKINNY_MIN_KTILES > ktiles))
+      continue;
+    long long blocks = (long long)((N - 1) / c[i].bn + 1) * c[i].split;
+    if (blocks > sms)
+      continue;
+    long long bytes = blocks * SM90A_SKINNY_INFLIGHT(c[i].bn);
+    if (bytes >= cover)
+      return &c[i];
+    if (bytes > most_bytes) {
+      most = &c[i];
+      most_bytes = bytes;
     }
   }
-  *bn = most ? most->bn : SM90A_SKINNY_BN;
-  return most ? most->split : 1;
+  return most ? most : skinny_config(SM90A_SKINNY_BN, 1);
+}
+
+int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn)
+{
+  const tj__gemm_config *c = skinny_rule(N, ktiles, sms);
+  *bn = c->bn;
+  return c->split;
 }
 
 /* The plan of skinny configuration c for N columns. */
@@ -236,18 +236,12 @@ static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
                          c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn};
 }
 
-/* The rule's configuration for N x K (M <= 16) on sms SMs. */
-static const tj__gemm_config *skinny_rule(int N, int K, int sms)
-{
-  int bn, split = tj__gemm_sm90a_skinny_split(N, (K - 1) / 64 + 1, sms, &bn);
-  return skinny_config(bn, split);
-}
-
 /* TJ_GEMM_SPLITK=n (forced) takes the largest compiled split up to n,
  * TJ_GEMM_SM90A_TILE=128 or 256 that strip width. */
 static tj__gemm_plan plan_sm90a_skinny(const tj_runtime *rt, int N, int K)
 {
-  const tj__gemm_config *rule = skinny_rule(N, K, rt->sms), *c = NULL;
+  const tj__gemm_config *rule = skinny_rule(N, (K - 1) / 64 + 1, rt->sms);
+  const tj__gemm_config *c = NULL;
   int bn = rule->bn, split = rule->split;
   if (rt->gemm_env.tile == 128 || rt->gemm_env.tile == 256)
     bn = rt->gemm_env.tile;
@@ -280,7 +274,7 @@ static unsigned sm90a_shared_of(int bn)
 
 /* A split-K plan of split parts (grid x narrow tiles, y mt tiles). */
 static tj__gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
-                            int split)
+                                int split)
 {
   /* Every z gets kper k-tiles but the last; a forced split past the
    * k-tiles keeps its empty ranges, which write zeros. */
@@ -288,8 +282,8 @@ static tj__gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
   if (split <= ktiles)
     split = (ktiles - 1) / kper + 1;
   return (tj__gemm_plan){"gemm_f16_sm90a_128x128_splitk",
-                     {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
-                     SM90A_SHARED(128, 5), split, kper, GEMM_PATH_SM90A, 0};
+                         {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
+                         SM90A_SHARED(128, 5), split, kper, GEMM_PATH_SM90A, 0};
 }
 
 /* The 128 x 64 tile with K split across a cluster of two blocks. */
@@ -298,9 +292,8 @@ static tj__gemm_plan plan_cluster_k2(int M, int N)
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned tn = (unsigned)((N - 1) / 64 + 1);
   return (tj__gemm_plan){"gemm_f16_sm90a_128x64_cluster_k2", {2 * tn, mt, 1},
-                     {SM90A_THREADS, 1, 1}, SM90A_SHARED_K2, 1, 0,
-                     GEMM_PATH_SM90A,
-                     0};
+                         {SM90A_THREADS, 1, 1}, SM90A_SHARED_K2, 1, 0,
+                         GEMM_PATH_SM90A, 0};
 }
 
 /* The 128 x 256 tile, persistent in clusters of two that share B: one
@@ -314,8 +307,8 @@ static tj__gemm_plan plan_mc2(int sms, int M, int N)
   if (pairs < clusters)
     clusters = (unsigned)pairs;
   return (tj__gemm_plan){"gemm_f16_sm90a_128x256_mc2", {2 * clusters, 1, 1},
-                     {SM90A_THREADS, 1, 1}, sm90a_shared_of(256), 1, 0,
-                     GEMM_PATH_SM90A, 0};
+                         {SM90A_THREADS, 1, 1}, sm90a_shared_of(256), 1, 0,
+                         GEMM_PATH_SM90A, 0};
 }
 
 /* An unsplit plan of entry with bn-column tiles; persistent: one block
@@ -329,10 +322,10 @@ static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
     unsigned long long tiles = (unsigned long long)tn * mt;
     unsigned grid = tiles < (unsigned)sms ? (unsigned)tiles : (unsigned)sms;
     return (tj__gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
-                       sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0};
+                           sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0};
   }
   return (tj__gemm_plan){entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
-                     sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0};
+                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0};
 }
 
 /* The plan of one configuration of the tuning table, on sms SMs. */
@@ -380,7 +373,7 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
  * each threshold with fewer tiles.
  */
 static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
-                            int K)
+                                int K)
 {
   static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1,
                                     .tile_k2 = -1, .multicast = -1};
@@ -454,7 +447,7 @@ int tj__gemm_tunable(const tj_runtime *rt, int M)
 const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K)
 {
   if (M <= SM90A_SKINNY_ROWS)
-    return skinny_rule(N, K, sms);
+    return skinny_rule(N, (K - 1) / 64 + 1, sms);
   tj__gemm_plan p = plan_sm90a(NULL, sms, M, N, K);
   size_t n;
   const tj__gemm_config *c = tj__gemm_configs(&n);
@@ -493,7 +486,7 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
     unsigned threads;
     const char *entry = skinny_entry(M, &threads);
     return (tj__gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
-                       {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0};
+                           {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0};
   }
   if (sm90a_fits(rt, M, A, lda, B, ldb)) {
     const tj__gemm_config *c =
@@ -507,5 +500,5 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
   }
   return (tj__gemm_plan){"gemm_f16",
                          {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
-                     {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0};
+                         {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0};
 }

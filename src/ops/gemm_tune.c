@@ -10,9 +10,10 @@
  * cluster size its entry was compiled with, so every configuration runs
  * one of the entries that tests/check_kernels.c (and check_tuning.c, over
  * this table) compile for sm_90a on the CPU machine: no configuration
- * reaches the compiler that a test did not compile.  A decision naming a configuration that is not in
- * the table (a newer or older library wrote it) is ignored: the heuristic
- * runs, and the row is left for the library that knows it.
+ * reaches the compiler that a test did not compile.  A decision naming a
+ * configuration that is not in the table (a newer or older library wrote
+ * it) is ignored: the heuristic runs, and the row is left for the library
+ * that knows it.
  *
  * Shape class.  The Hopper kernel's work is set by how many tiles it runs:
  * ceil(M / 128) rows of tiles, ceil(N / 128) columns of them (the 256-wide
@@ -27,10 +28,10 @@
  * pairs of halves) or not ("c4" or "c2"); A and B must already suit TMA
  * for the Hopper path to be taken at all.  M <= 16 (the skinny kernel's
  * rows, whose configurations are its own) counts as 0 rows of tiles.
- * Last, the device's SM count
- * (rt->sms; 132 without a device): the plans fill the SMs, so an H100
- * PCIe's 114 and an H200's 132 get decisions of their own from one
- * library, arch and compiler.  Written "t1x32x64/c4/s132".
+ * Last, the device's SM count (rt->sms; 132 without a device): the plans
+ * fill the SMs, so an H100 PCIe's 114 and an H200's 132 get decisions of
+ * their own from one library, arch and compiler.  Written
+ * "t1x32x64/c4/s132".
  *
  * First use (off by default: TOKITAI_JIT_TUNE=1 turns it on).  The first
  * tj_gemm_f16 of a shape class with no decision times a small set (the
@@ -94,7 +95,9 @@
    (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0, 0}
 /* The Hopper skinny kernel (M <= 16) in bn-column strips, K split across a
  * cluster of s blocks: gemm_f16_sm90a_skinny<suffix>, every one in the
- * small set (they share the file's one compile and take microseconds). */
+ * small set (they share the file's one compile and take microseconds).
+ * In the order the rule weighs them (gemm_plan.c, skinny_rule): by split,
+ * the wider strip first. */
 #define SKINNY(bn, s, suffix)                                              \
   {"sm90a_skinny_n" #bn "_k" #s, "gemm_f16_sm90a_skinny" suffix, bn, s, 1,  \
    0, 0, 0, 1}
@@ -112,9 +115,11 @@ static const tj__gemm_config configs[] = {
   SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
   SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
   SPLIT(15), SPLIT(16),
-  SKINNY(128, 1, ""), SKINNY(128, 2, "_k2"), SKINNY(128, 3, "_k3"),
-  SKINNY(128, 4, "_k4"), SKINNY(128, 8, "_k8"), SKINNY(256, 1, "256"),
-  SKINNY(256, 2, "256_k2"), SKINNY(256, 3, "256_k3"), SKINNY(256, 4, "256_k4"),
+  SKINNY(256, 1, "256"), SKINNY(128, 1, ""),
+  SKINNY(256, 2, "256_k2"), SKINNY(128, 2, "_k2"),
+  SKINNY(256, 3, "256_k3"), SKINNY(128, 3, "_k3"),
+  SKINNY(256, 4, "256_k4"), SKINNY(128, 4, "_k4"),
+  SKINNY(128, 8, "_k8"),
 };
 #undef SPLIT
 #undef SKINNY
@@ -160,8 +165,7 @@ static class_key key_of(int sms, int M, int N, int K, const void *C,
                         int ldc)
 {
   class_key k = {M <= TJ__GEMM_SKINNY_ROWS ? 0 : bucket((M - 1) / 128 + 1),
-                 bucket((N - 1) / 128 + 1),
-                 bucket((K - 1) / 64 + 1),
+                 bucket((N - 1) / 128 + 1), bucket((K - 1) / 64 + 1),
                  (uintptr_t)C % 4 == 0 && ldc % 2 == 0, sms};
   return k;
 }
@@ -677,8 +681,7 @@ int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K, tj_tuning_visit fn,
                     "arch %s: the tuned kernels are the Hopper ones (sm_90 "
                     "with a driver that builds tensor maps, TJ_GEMM_SM90A "
                     "not 0, and for M <= 16 TJ_GEMM_SKINNY_SM90A not 0)",
-                    name, M, N, K,
-                    rt->arch);
+                    name, M, N, K, rt->arch);
   tune_job *j = calloc(1, sizeof *j);
   if (!j)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
