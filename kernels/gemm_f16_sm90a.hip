@@ -206,6 +206,13 @@ __device__ __forceinline__ void tj_h_cluster_sync() {
                "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+/* The same where a warp's threads may arrive from different paths (not
+ * .aligned). */
+__device__ __forceinline__ void tj_h_cluster_sync_any() {
+  asm volatile("barrier.cluster.arrive.release;\n"
+               "barrier.cluster.wait.acquire;" ::: "memory");
+}
+
 /* The address of this block's shared address in block rank's. */
 __device__ __forceinline__ unsigned tj_h_map_rank(unsigned addr,
                                                   unsigned rank) {
@@ -690,8 +697,7 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
   /* Every thread of both blocks, the producer's idle ones included (not
    * .aligned: warp 0's thread 0 comes from its loop, the rest at once). */
   if (MC)
-    asm volatile("barrier.cluster.arrive.release;\n"
-                 "barrier.cluster.wait.acquire;" ::: "memory");
+    tj_h_cluster_sync_any();
 }
 
 /* Split-K across a cluster of two blocks: block rank 1 of the pair sends
@@ -862,11 +868,6 @@ __device__ __forceinline__ float4 tj_s_ld4_cluster(unsigned addr) {
   return v;
 }
 
-__device__ __forceinline__ void tj_s_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\n"
-               "barrier.cluster.wait.acquire;" ::: "memory");
-}
-
 template <int BN, int S>
 __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
                                           int M, int N, int K, float alpha,
@@ -938,7 +939,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     tj_h_wgmma_wait_all();
     /* m64n16's layout, transposed: thread t holds columns n = 16 * warp +
      * lane / 4 (and n + 8) of box c, rows m = 8 * i + 2 * (lane % 4) (and
-     * m + 1); sums[m][n] over the block's 128 columns. */
+     * m + 1); sums[m][n] over the block's BN columns. */
     int n = 16 * warp + lane / 4, m = 2 * (lane % 4);
 #pragma unroll
     for (int c = 0; c < BN / 64; c++)
@@ -958,7 +959,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   /* Every block's sums are written (all threads, both warp roles; not
    * .aligned, as the producer warp's lanes come from different paths). */
   if (S > 1)
-    tj_s_cluster_sync();
+    tj_h_cluster_sync_any();
   else
     __syncthreads();
   /* Block rank r finishes groups of four elements (of one row) r, r + S,
@@ -995,7 +996,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   }
   /* No block leaves while another may still read its sums. */
   if (S > 1)
-    tj_s_cluster_sync();
+    tj_h_cluster_sync_any();
 }
 
 #define TJ_H_BODY(bn, stages) \
