@@ -129,20 +129,6 @@ static void run_copy(void *p)
   CHECK(hipMemcpyDtoDAsync(c->dst, c->src, c->bytes, NULL));
 }
 
-/* The yardstick for the skinny shapes, measured in this run: a 256 MiB
- * device-to-device copy, bytes read plus written over time. */
-static double copy_rate_gbs(void)
-{
-  copy_ctx c = {NULL, NULL, (size_t)256 << 20};
-  CHECK(hipMalloc(&c.src, c.bytes));
-  CHECK(hipMalloc(&c.dst, c.bytes));
-  CHECK(hipMemset(c.src, 0, c.bytes));
-  double ms = bench_time_gpu(run_copy, &c, 20);
-  hipFree(c.src);
-  hipFree(c.dst);
-  return 2.0 * (double)c.bytes / (ms * 1e6);
-}
-
 /*
  * A second yardstick for the skinny shapes.  bench_time_gpu_flushed's
  * memset leaves L2 full of dirty lines, which the timed kernel writes back
@@ -171,6 +157,22 @@ static double time_clean_flushed(clean_flush *f, void (*fn)(void *),
                                  void *ctx, int reps)
 {
   return bench_time_gpu_between(fn, ctx, reps, clean_flush_run, f);
+}
+
+/* A device-to-device copy of bytes, in GB/s read plus written, the median
+ * of reps launches: each after clean's flush, or back to back where clean
+ * is NULL. */
+static double copy_gbs_of(size_t bytes, clean_flush *clean, int reps)
+{
+  copy_ctx c = {NULL, NULL, bytes};
+  CHECK(hipMalloc(&c.src, c.bytes));
+  CHECK(hipMalloc(&c.dst, c.bytes));
+  CHECK(hipMemset(c.src, 0, c.bytes));
+  double ms = clean ? time_clean_flushed(clean, run_copy, &c, reps)
+                    : bench_time_gpu(run_copy, &c, reps);
+  hipFree(c.src);
+  hipFree(c.dst);
+  return 2.0 * (double)c.bytes / (ms * 1e6);
 }
 
 /* Every shape is timed with L2 emptied first: B of 1 x 4096 x 4096 is
@@ -288,17 +290,10 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
     /* What a copy moving the same bytes (half read, half written) reaches
      * in one launch, timed the same way: the ceiling at this size, where
      * the 256 MiB copy's rate is the one at scale. */
-    copy_ctx c = {NULL, NULL, (size_t)(bytes / 2)};
-    CHECK(hipMalloc(&c.src, c.bytes));
-    CHECK(hipMalloc(&c.dst, c.bytes));
-    CHECK(hipMemset(c.src, 0, c.bytes));
-    double copy_ms = time_clean_flushed(clean, run_copy, &c, reps);
-    hipFree(c.src);
-    hipFree(c.dst);
     snprintf(label, sizeof label, "copy of the same bytes %s / copy, clean L2",
              shape);
-    record("gemm", label, 2.0 * (double)c.bytes / (copy_ms * 1e6) / copy_gbs,
-           "x");
+    record("gemm", label,
+           copy_gbs_of((size_t)(bytes / 2), clean, reps) / copy_gbs, "x");
   }
   if (!have_vendor)
     return;
@@ -353,7 +348,9 @@ void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
   int have_vendor = vendor_open(&vendor);
   printf("gemm_f16 (row-major, alpha=1, beta=0) vs %s\n",
          have_vendor ? vendor.name : "no vendor BLAS");
-  double copy_gbs = copy_rate_gbs();
+  /* The yardstick for the skinny shapes, measured in this run: a 256 MiB
+   * device-to-device copy. */
+  double copy_gbs = copy_gbs_of((size_t)256 << 20, NULL, 20);
   record("gemm", "device-to-device copy, 256 MiB", copy_gbs, "GB/s");
   clean_flush clean = {rt, NULL, NULL, NULL};
   CHECK(hipMalloc(&clean.scratch, (size_t)256 << 20));
