@@ -32,7 +32,15 @@
  *               1) with the boxes LBO apart and 8-row groups SBO apart.
  *   edges       TMA fills what lies outside A or B with zeros, so M, N and
  *               K need no padding; the epilogue guards its stores.
- *   epilogue    straight from the accumulators: alpha * acc + beta * C,
+ *   epilogue    asked for (TJ_GEMM_TMA_STORE=1; compiled, not yet run
+ *               on a GPU, so not the default), with beta == 0 and C a
+ *               TMA tensor (C 16-byte aligned, ldc a multiple of 8; the
+ *               host passes store 1 and tma_c): through
+ *               shared memory, each consumer warpgroup writing 64 x 64
+ *               boxes of alpha * acc into two buffers of its own and one
+ *               thread storing each with TMA, which runs on while the
+ *               warpgroup goes on (tj_h_epilogue_tma).  Otherwise
+ *               straight from the accumulators: alpha * acc + beta * C,
  *               C read only when beta != 0, pairs of halves when C is
  *               4-byte aligned and ldc even.
  *   order       blocks take tiles in bands of 8 tile rows, column by
@@ -78,9 +86,10 @@
  *
  * Toward parity with cuBLAS: the persistent grid, the tuning table and
  *   2-CTA clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2)
- *   are in; not done: the epilogue through shared memory with a TMA store
- *   instead of scattered 4-byte stores (cuBLAS's kernel for these shapes
- *   has 15 KB more shared memory than ours, room for it), and stream-K.
+ *   are in; the epilogue through shared memory with TMA stores (cuBLAS's
+ *   kernel for these shapes has room for one, bench/RESULTS.md sixth
+ *   round) is written and compiled but not yet measured; not done:
+ *   stream-K.
  *
  * Launch
  *   block   (384, 1, 1)
@@ -91,6 +100,9 @@
  *           bytes, box {64, 128}, 128-byte swizzle, zero fill
  *   tma_b   a CUtensorMap over B: fp16, 2-D {N, K}, row stride ldb * 2
  *           bytes, box {64, 64}, 128-byte swizzle, zero fill
+ *   tma_c   (the tile entries, read only with store 1) a CUtensorMap over
+ *           C: fp16, 2-D {N, M}, row stride ldc * 2 bytes, box {64, 64},
+ *           128-byte swizzle
  */
 
 #define TJ_H_BM 128
@@ -99,8 +111,9 @@
 /* Bytes of dynamic shared memory: the stages, 1 KiB to align them to the
  * 128-byte swizzle's 1024-byte period, and the barriers. */
 #define TJ_H_STAGE_BYTES(bn) ((TJ_H_BM + (bn)) * TJ_H_BK * 2)
+#define TJ_H_EPI_BYTES (2 * 2 * 64 * 64 * 2)
 #define TJ_H_SMEM_BYTES(bn, stages) \
-  ((stages) * TJ_H_STAGE_BYTES(bn) + 1024 + 2 * 8 * (stages))
+  ((stages) * TJ_H_STAGE_BYTES(bn) + TJ_H_EPI_BYTES + 1024 + 2 * 8 * (stages))
 
 /* The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by
  * value as a __grid_constant__ parameter so TMA can read it in place. */
@@ -162,6 +175,40 @@ __device__ __forceinline__ void tj_h_tma_load(unsigned dst, const tj_tmap *map,
                "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
                "r"(bar)
                : "memory");
+}
+
+/* The box of the 2-D tensor map at (x = column, y = row) from shared
+ * memory at src (what lies outside the tensor is not written), in this
+ * thread's bulk async-group of its own, committed. */
+__device__ __forceinline__ void tj_h_tma_store(const tj_tmap *map, unsigned src,
+                                               int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group "
+               "[%0, {%2, %3}], [%1];\n"
+               "cp.async.bulk.commit_group;" ::"l"(
+                   reinterpret_cast<unsigned long long>(map)),
+               "r"(src), "r"(x), "r"(y)
+               : "memory");
+}
+
+/* Until at most n of this thread's bulk stores still read shared memory. */
+template <int N>
+__device__ __forceinline__ void tj_h_tma_store_wait() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/* The descriptor fetched ahead of its first use (the first load would
+ * otherwise wait for it too). */
+__device__ __forceinline__ void tj_h_prefetch_map(const tj_tmap *map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(
+                   reinterpret_cast<unsigned long long>(map))
+               : "memory");
+}
+
+/* A barrier among threads threads (whole warps) that name it: id 1 and 2
+ * for one consumer warpgroup each, 3 for both (0 is __syncthreads'). */
+__device__ __forceinline__ void tj_h_named_sync(unsigned id,
+                                                unsigned threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 /* The same box multicast: written at dst, and its bytes counted toward
@@ -474,10 +521,11 @@ __device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
  * 2 * (t % 4) and + 1, as d[4j], d[4j + 1] (first row), d[4j + 2],
  * d[4j + 3] (second). */
 template <int BN>
-__device__ __forceinline__ void tj_h_epilogue(const float (&d)[BN / 2],
-                                              __half *C, int ldc, int M,
-                                              int N, float alpha, float beta,
-                                              int row0, int n0) {
+__device__ __forceinline__ void tj_h_epilogue_direct(const float (&d)[BN / 2],
+                                                     __half *C, int ldc, int M,
+                                                     int N, float alpha,
+                                                     float beta, int row0,
+                                                     int n0) {
   int t = threadIdx.x % 128;
   int row = row0 + 16 * (t / 32) + (t % 32) / 4;
   int col = n0 + 2 * (t % 4);
@@ -490,6 +538,89 @@ __device__ __forceinline__ void tj_h_epilogue(const float (&d)[BN / 2],
     tj_h_store2(C, ldc, M, N, alpha, beta, row + 8, col + 8 * j,
                 d[4 * j + 2], d[4 * j + 3], pairs);
   }
+}
+
+/* The epilogue through shared memory, where beta == 0 and C is a TMA
+ * tensor (the host passes tma_c and says so): the warpgroup's 64 rows go
+ * out in 64 x 64 boxes.  Each box is written (alpha applied, rounded to
+ * fp16) into one of the warpgroup's two 8 KiB buffers at buf, in the
+ * 128-byte swizzle the tensor map reads (16-byte chunk j of row r at
+ * chunk j ^ (r % 8): the 8 rows a warp writes at once fall in 8
+ * different chunks, every bank once), then one thread stores it with a
+ * bulk tensor copy that runs on while the warpgroup goes on (to its next
+ * tile's k-loop in the persistent entries).  A buffer is rewritten only
+ * after the copy two boxes back has read it; boxes counts the
+ * warpgroup's boxes so far (the same in each of its threads).  TMA
+ * clips what lies past M and N.  The thread that stores waits for its
+ * last copies to read shared memory before the block ends
+ * (tj_h_epilogue_done). */
+template <int BN>
+__device__ __forceinline__ void tj_h_epilogue_tma(const float (&d)[BN / 2],
+                                                  const tj_tmap *tc,
+                                                  unsigned buf, int cw,
+                                                  float alpha, int row0,
+                                                  int n0, unsigned &boxes) {
+  int t = threadIdx.x % 128;
+  int r = 16 * (t / 32) + (t % 32) / 4;
+  unsigned row = buf + r * 128 + 4 * (t % 4);
+#pragma unroll
+  for (int c = 0; c < BN / 64; c++) {
+    unsigned b = row + (boxes & 1u) * 8192;
+    if (t == 0)
+      tj_h_tma_store_wait<1>();
+    tj_h_named_sync(1 + cw, 128);
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+      int j = 8 * c + jj;
+      unsigned at = b + ((jj ^ (r & 7)) << 4);
+      /* Row r + 8: 1024 bytes on, the same chunk order. */
+      asm volatile("st.shared.b32 [%0], %1;\n"
+                   "st.shared.b32 [%2], %3;" ::"r"(at),
+                   "r"(tj_h_pack(alpha * d[4 * j], alpha * d[4 * j + 1])),
+                   "r"(at + 1024),
+                   "r"(tj_h_pack(alpha * d[4 * j + 2], alpha * d[4 * j + 3]))
+                   : "memory");
+    }
+    /* The writes, made visible to the copy (the async proxy). */
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    tj_h_named_sync(1 + cw, 128);
+    if (t == 0)
+      tj_h_tma_store(tc, buf + (boxes & 1u) * 8192, n0 + 64 * c, row0);
+    boxes++;
+  }
+}
+
+/* Where a tile entry's results go: C (ldc, M x N) with alpha and beta,
+ * and map, a tensor map over C that the epilogue stores through when
+ * store is 1 (the host's choice: beta == 0 and C a TMA tensor). */
+struct tj_h_out {
+  __half *C;
+  int ldc, M, N;
+  float alpha, beta;
+  const tj_tmap *map;
+  int store;
+};
+
+/* A consumer warpgroup's rows [row0, row0 + 64) x [n0, n0 + BN), one way
+ * or the other; epi: the block's epilogue buffers. */
+template <int BN>
+__device__ __forceinline__ void tj_h_epilogue(const float (&d)[BN / 2],
+                                              const tj_h_out &o, unsigned epi,
+                                              int cw, int row0, int n0,
+                                              unsigned &boxes) {
+  if (o.store)
+    tj_h_epilogue_tma<BN>(d, o.map, epi + cw * (TJ_H_EPI_BYTES / 2), cw,
+                          o.alpha, row0, n0, boxes);
+  else
+    tj_h_epilogue_direct<BN>(d, o.C, o.ldc, o.M, o.N, o.alpha, o.beta, row0,
+                             n0);
+}
+
+/* The end of a consumer warpgroup's stores: its copies have read their
+ * buffers (the block's shared memory must outlive them). */
+__device__ __forceinline__ void tj_h_epilogue_done(const tj_h_out &o) {
+  if (o.store && threadIdx.x % 128 == 0)
+    tj_h_tma_store_wait<0>();
 }
 
 /* Split-K: the block's fp32 sums for its K-range, rows below M only, into
@@ -539,24 +670,35 @@ __device__ __forceinline__ void tj_h_tile_order(int &mt, int &nt) {
 }
 
 /* Where the stages and their barriers sit in dynamic shared memory: A
- * tiles, B tiles, then a "full" and an "empty" mbarrier per stage. */
+ * tiles, B tiles, the epilogue's buffers (TJ_H_EPI_BYTES: two 64 x 64
+ * fp16 boxes for each consumer warpgroup), then a "full" and an "empty"
+ * mbarrier per stage. */
 struct tj_h_stages {
-  unsigned sa, sb, full, empty;
+  unsigned sa, sb, epi, full, empty;
 };
 
 /* Lay out the stages and initialise the barriers; every thread calls it
- * (it ends in __syncthreads). */
+ * (it ends in __syncthreads).  The tensor maps' descriptors are fetched
+ * meanwhile (tc: only where the epilogue stores through it). */
 template <int BN, int STAGES>
-__device__ __forceinline__ tj_h_stages tj_h_setup(unsigned releases = 8) {
+__device__ __forceinline__ tj_h_stages tj_h_setup(const tj_tmap *ta,
+                                                  const tj_tmap *tb,
+                                                  const tj_tmap *tc,
+                                                  unsigned releases = 8) {
   extern __shared__ unsigned char tj_h_smem[];
   tj_h_stages st;
   /* The swizzle repeats every 1024 bytes and TMA and wgmma both assume a
-   * tile starts on that period. */
+   * tile (and an epilogue box) starts on that period. */
   st.sa = (tj_h_smem_addr(tj_h_smem) + 1023u) & ~1023u;
   st.sb = st.sa + STAGES * (TJ_H_BM * TJ_H_BK * 2);
-  st.full = st.sb + STAGES * (TJ_H_BK * BN * 2);
+  st.epi = st.sb + STAGES * (TJ_H_BK * BN * 2);
+  st.full = st.epi + TJ_H_EPI_BYTES;
   st.empty = st.full + 8 * STAGES;
   if (threadIdx.x == 0) {
+    tj_h_prefetch_map(ta);
+    tj_h_prefetch_map(tb);
+    if (tc)
+      tj_h_prefetch_map(tc);
     for (int s = 0; s < STAGES; s++) {
       tj_h_bar_init(st.full + 8 * s, 1);
       /* a warp of each consumer (of both blocks of a multicast pair) */
@@ -574,10 +716,10 @@ __device__ __forceinline__ tj_h_stages tj_h_setup(unsigned releases = 8) {
  * the epilogue into C. */
 template <int BN, int STAGES>
 __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
-                                          int M, int N, int K, float alpha,
-                                          float beta, __half *C, int ldc,
-                                          int kper, float *work) {
-  tj_h_stages st = tj_h_setup<BN, STAGES>();
+                                          int M, int N, int K,
+                                          const tj_h_out &o, int kper,
+                                          float *work) {
+  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr);
   unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
   int wg = threadIdx.x / 128;
   int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
@@ -611,7 +753,9 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
                      m0 + 64 * (wg - 1), n0);
     return;
   }
-  tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta, m0 + 64 * (wg - 1), n0);
+  unsigned boxes = 0;
+  tj_h_epilogue<BN>(d, o, st.epi, wg - 1, m0 + 64 * (wg - 1), n0, boxes);
+  tj_h_epilogue_done(o);
 }
 
 /* Persistent: a grid of at most one block per SM, each block taking tiles
@@ -636,11 +780,11 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
 template <int BN, int STAGES, int MC = 0>
 __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
                                                      const tj_tmap *tb, int M,
-                                                     int N, int K, float alpha,
-                                                     float beta, __half *C,
-                                                     int ldc) {
+                                                     int N, int K,
+                                                     const tj_h_out &o) {
   const int G = MC ? 2 : 1; /* blocks a group of tiles, tile rows apart */
-  tj_h_stages st = tj_h_setup<BN, STAGES>(8 * G);
+  tj_h_stages st =
+      tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr, 8 * G);
   unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
   unsigned rank = 0;
   if (MC) {
@@ -672,6 +816,7 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     unsigned peer_empty = MC ? tj_h_map_rank(empty, rank ^ 1u) : 0;
     int it = 0;
+    unsigned boxes = 0;
     float d[BN / 2];
     for (int t = first; t < groups; t += step, it += ktiles) {
       int gm, nt;
@@ -689,10 +834,11 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
         tj_h_release<MC>(empty + off, peer_empty + off);
       }
       /* Rows past M (the second tile of an odd pair row) store nothing. */
-      tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta,
+      tj_h_epilogue<BN>(d, o, st.epi, wg - 1,
                         (G * gm + (int)rank) * TJ_H_BM + 64 * (wg - 1),
-                        nt * BN);
+                        nt * BN, boxes);
     }
+    tj_h_epilogue_done(o);
   }
   /* Every thread of both blocks, the producer's idle ones included (not
    * .aligned: warp 0's thread 0 comes from its loop, the rest at once). */
@@ -721,18 +867,20 @@ __device__ __forceinline__ void tj_h_send4(unsigned addr, float a, float b,
 template <int BN, int STAGES>
 __device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
                                                      const tj_tmap *tb, int M,
-                                                     int N, int K, float alpha,
-                                                     float beta, __half *C,
-                                                     int ldc) {
-  tj_h_stages st = tj_h_setup<BN, STAGES>();
+                                                     int N, int K,
+                                                     const tj_h_out &o) {
+  tj_h_stages st =
+      tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr);
   unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
-  /* After the stages' barriers: one more, which counts rank 1's bytes,
-   * then room for them (16-byte aligned: the barriers start on 1024). */
-  unsigned got = empty + 8 * STAGES, part = got + 16;
+  /* Rank 1's bytes land in rank 0's epilogue buffers (TJ_H_EPI_BYTES: 128
+   * x BN floats), which rank 0 empties before its epilogue writes there;
+   * after the stages' barriers, one more that counts them. */
+  unsigned got = empty + 8 * STAGES, part = st.epi;
   unsigned rank = tj_h_cluster_rank();
   if (threadIdx.x == 0 && rank == 0) {
     tj_h_bar_init(got, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    static_assert(TJ_H_BM * BN * 4 <= TJ_H_EPI_BYTES, "rank 1's sums fit");
     tj_h_bar_expect(got, 128 * BN * 4); /* its one arrival, and the bytes */
   }
   tj_h_cluster_sync();
@@ -780,7 +928,12 @@ __device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
     d[i + 2] += c;
     d[i + 3] += e;
   }
-  tj_h_epilogue<BN>(d, C, ldc, M, N, alpha, beta, m0 + 64 * (wg - 1), n0);
+  /* Both warpgroups have read their sums before either writes a box. */
+  if (o.store)
+    tj_h_named_sync(3, 256);
+  unsigned boxes = 0;
+  tj_h_epilogue<BN>(d, o, st.epi, wg - 1, m0 + 64 * (wg - 1), n0, boxes);
+  tj_h_epilogue_done(o);
 }
 
 /* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
@@ -878,6 +1031,8 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   unsigned empty = full + 8 * TJ_S_STAGES;
   unsigned sums = empty + 8 * TJ_S_STAGES;
   if (threadIdx.x == 0) {
+    tj_h_prefetch_map(ta);
+    tj_h_prefetch_map(tb);
     for (int s = 0; s < TJ_S_STAGES; s++) {
       tj_h_bar_init(full + 8 * s, 1);
       tj_h_bar_init(empty + 8 * s, 4); /* each consumer warp */
@@ -999,23 +1154,23 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     tj_h_cluster_sync_any();
 }
 
+/* The tile entries' results, as their parameters give them. */
+#define TJ_H_OUT \
+  tj_h_out { C, ldc, M, N, alpha, beta, &tma_c, store }
 #define TJ_H_BODY(bn, stages) \
-  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc, 0, \
-                        nullptr)
+  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT, 0, nullptr)
 #define TJ_H_SPLIT_BODY(bn, stages)                                       \
-  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, 1.0f, 0.0f, nullptr, 0, \
+  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K,                          \
+                        tj_h_out{nullptr, 0, M, N, 1.0f, 0.0f, nullptr, 0}, \
                         kper, work)
 #define TJ_H_REDUCE_BODY() \
   tj_h_reduce(work, split, M, N, ldw, alpha, beta, C, ldc)
 #define TJ_H_PERSISTENT_BODY(bn, stages) \
-  tj_h_gemm_persistent<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, \
-                                   ldc)
+  tj_h_gemm_persistent<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) \
-  tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, alpha, beta, C, \
-                                   ldc)
+  tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
-  tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, alpha, beta, \
-                                      C, ldc)
+  tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_S_BODY(bn, split) \
   tj_s_gemm<bn, split>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc)
 #else
@@ -1052,22 +1207,26 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 /* contract
  *   block      384 1 1
  *   grid       (ceil(N / 256), ceil(M / 128), 1)
- *   shared     197696
+ *   shared     230464
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
- *              tensor maps' rules); C 2-byte aligned
+ *              tensor maps' rules); C 2-byte aligned, and with store 1 C
+ *              16-byte aligned and ldc a multiple of 8
  *   notes      sm_90a only (traps elsewhere); tma_a and tma_b are
- *              CUtensorMaps built as the header of gemm_f16_sm90a.hip says;
- *              the function's dynamic shared memory limit must be raised to
- *              the shared size first.  tj_gemm_f16 does all of this.
+ *              CUtensorMaps built as the header of gemm_f16_sm90a.hip says.
+ *              store 1 (only with beta == 0): the epilogue stores through
+ *              tma_c, a CUtensorMap over C as the header says; store 0:
+ *              tma_c is not read and C is written directly.  The
+ *              function's dynamic shared memory limit must be raised to the
+ *              shared size first.  tj_gemm_f16 does all of this.
  */
-extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
   TJ_H_BODY(256, 4);
 }
 
 /* contract
  *   block      384 1 1
  *   grid       (ceil(N / 128), ceil(M / 128), 1)
- *   shared     164944
+ *   shared     197712
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      sm_90a only (traps elsewhere); tma_a and tma_b are
@@ -1075,7 +1234,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256(cons
  *              the function's dynamic shared memory limit must be raised to
  *              the shared size first.  tj_gemm_f16 does all of this.
  */
-extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
   TJ_H_BODY(128, 5);
 }
 
@@ -1083,7 +1242,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128(cons
  *   block      384 1 1
  *   grid       (ceil(N / 128), ceil(M / 128), split), kper * split >=
  *              ceil(K / 64)
- *   shared     164944
+ *   shared     197712
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); work 8-byte aligned
  *   notes      split-K: block z computes k-tiles [z * kper, z * kper + kper)
@@ -1115,7 +1274,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_f16_sm90a_splitk_reduce(c
 /* contract
  *   block      384 1 1
  *   grid       (min(ceil(N / 256) * ceil(M / 128), SMs), 1, 1)
- *   shared     197696
+ *   shared     230464
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      persistent: each block walks the 128 x 256 tiles blockIdx.x,
@@ -1123,14 +1282,14 @@ extern "C" __global__ void __launch_bounds__(256) gemm_f16_sm90a_splitk_reduce(c
  *              block per SM is the point).  Otherwise as
  *              gemm_f16_sm90a_128x256.  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_persistent(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_persistent(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
   TJ_H_PERSISTENT_BODY(256, 4);
 }
 
 /* contract
  *   block      384 1 1
  *   grid       (min(ceil(N / 128) * ceil(M / 128), SMs), 1, 1)
- *   shared     164944
+ *   shared     197712
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      persistent: each block walks the 128 x 128 tiles blockIdx.x,
@@ -1138,14 +1297,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_pers
  *              block per SM is the point).  Otherwise as
  *              gemm_f16_sm90a_128x128.  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_persistent(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_persistent(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
   TJ_H_PERSISTENT_BODY(128, 5);
 }
 
 /* contract
  *   block      384 1 1
  *   grid       (ceil(N / 64), ceil(M / 128), 1)
- *   shared     197760
+ *   shared     230528
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      the narrow tile, for shapes whose 128 x 128 tiles are too
@@ -1153,7 +1312,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_pers
  *              others.  Otherwise as gemm_f16_sm90a_128x128.  sm_90a only
  *              (traps elsewhere).
  */
-extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x64(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x64(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
   TJ_H_BODY(64, 8);
 }
 
@@ -1166,12 +1325,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x64(const
  *   notes      split-K in a cluster of two blocks (compiled in): blocks 2n
  *              and 2n + 1 take the first and second half of K for tile n
  *              of the grid's rows; the second sends its fp32 sums to the
- *              first's shared memory, which adds them and writes C.  The
- *              shared size holds the 8 stages and those sums (128 x 64
- *              floats).  Otherwise as gemm_f16_sm90a_128x64.  sm_90a only
+ *              first's shared memory (its epilogue's buffers, 128 x 64
+ *              floats), which adds them and writes C.  Otherwise as gemm_f16_sm90a_128x64.  sm_90a only
  *              (traps elsewhere).
  */
-extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90a_128x64_cluster_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90a_128x64_cluster_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
   TJ_H_CLUSTER_K2_BODY(64, 8);
 }
 
@@ -1179,7 +1337,7 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90
  *   block      384 1 1
  *   grid       (2 * min(ceil(ceil(M / 128) / 2) * ceil(N / 256), SMs / 2),
  *              1, 1)
- *   shared     197696
+ *   shared     230464
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      persistent in clusters of two (compiled in) that share each
@@ -1189,7 +1347,7 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90
  *              from 2 is correct).  Otherwise as gemm_f16_sm90a_128x256.
  *              sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_mc2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_mc2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
   TJ_H_PERSISTENT_MC2_BODY(256, 4);
 }
 

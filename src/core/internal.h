@@ -466,6 +466,9 @@ typedef struct tj__gemm_env {
                        256 persistent tile in clusters of two sharing B) */
   int skinny_sm90a; /* TJ_GEMM_SKINNY_SM90A: 0 (off), 1; -1: the rule's
                        (on): the Hopper skinny kernel for M <= 16 */
+  int tma_store;    /* TJ_GEMM_TMA_STORE: 1 (the Hopper tiles store C
+                       through TMA where they can), 0; -1: the rule's (not
+                       yet: off) */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 

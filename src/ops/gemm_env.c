@@ -29,6 +29,13 @@
  *   TJ_GEMM_SKINNY_SM90A=0
  *                          not the Hopper skinny kernel for M <= 16
  *                          (sm90a_skinny_fits); 1 is the default
+ *   TJ_GEMM_TMA_STORE=1 or 0
+ *                          the Hopper tiles' epilogue through shared
+ *                          memory and TMA stores where beta == 0 and C
+ *                          is a TMA tensor, or never: straight from the
+ *                          accumulators, the default until the TMA one
+ *                          has been run and timed on a GPU (kernels_api.c,
+ *                          tma_store_fits)
  *   TOKITAI_JIT_TUNE=1     first-use tuning (gemm_tune.c), unless the
  *                          runtime was opened with TJ_NO_TUNING
  */
@@ -67,4 +74,5 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   env->skinny_tc = zero_or_one(getenv("TJ_GEMM_SKINNY_TC"));
   env->multicast = zero_or_one(getenv("TJ_GEMM_MULTICAST"));
   env->skinny_sm90a = zero_or_one(getenv("TJ_GEMM_SKINNY_SM90A"));
+  env->tma_store = zero_or_one(getenv("TJ_GEMM_TMA_STORE"));
 }

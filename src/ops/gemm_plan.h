@@ -39,14 +39,19 @@
 #define SKINNY_TC_REDUCE_THREADS 256u
 /* gemm_f16_sm90a.hip (sm_90 devices): 384 threads per 128 x BN tile, BN
  * 64, 128 or 256, with the dynamic shared memory of the entry's stages
- * (SM90A_TILES; plan_sm90a says which). */
+ * (SM90A_TILES; plan_sm90a says which) and of its epilogue's buffers
+ * (SM90A_EPI_BYTES: two 64 x 64 fp16 boxes for each consumer
+ * warpgroup). */
 #define SM90A_THREADS 384u
 #define SM90A_BM 128
-#define SM90A_SHARED(bn, stages) \
-  ((stages) * (SM90A_BM + (bn)) * 64 * 2 + 1024 + 16 * (stages))
-/* gemm_f16_sm90a_128x64_cluster_k2: the 8 stages of 128 x 64, a barrier,
- * and the other block's fp32 sums of the tile. */
-#define SM90A_SHARED_K2 (SM90A_SHARED(64, 8) + 16 + SM90A_BM * 64 * 4)
+#define SM90A_EPI_BYTES (2 * 2 * 64 * 64 * 2)
+#define SM90A_SHARED(bn, stages)                                  \
+  ((stages) * (SM90A_BM + (bn)) * 64 * 2 + SM90A_EPI_BYTES + 1024 + \
+   16 * (stages))
+/* gemm_f16_sm90a_128x64_cluster_k2: the 8 stages of 128 x 64 and one more
+ * barrier (the other block's fp32 sums of the tile land in the epilogue's
+ * buffers). */
+#define SM90A_SHARED_K2 (SM90A_SHARED(64, 8) + 16)
 /* Split-K (gemm_f16_sm90a_128x128_splitk, then ..._splitk_reduce with
  * 256 threads a block): only while the 128 x 128 tiles leave SMs idle (of
  * rt->sms: the device's count, an H200's 132 without one), and

@@ -337,6 +337,19 @@ static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
   return TJ_OK;
 }
 
+/* Whether a Hopper tile's epilogue stores C through TMA: asked for
+ * (TJ_GEMM_TMA_STORE=1; not the default until it has been measured on a
+ * GPU), beta == 0 (nothing of C is read) and C a tensor TMA takes; map
+ * then holds a descriptor over C in 64 x 64 boxes. */
+static int tma_store_fits(const tj_runtime *rt, int M, int N, float beta,
+                          void *C, int ldc, void *map)
+{
+  return rt->gemm_env.tma_store == 1 && beta == 0.0f &&
+         ((uintptr_t)C & 15u) == 0 && ldc % 8 == 0 &&
+         tj__tensor_map_f16(map, C, (uint64_t)M, (uint64_t)N, (uint64_t)ldc,
+                            64, 64) == TJ_OK;
+}
+
 /* The kernel of plan p, allowed more than the 48 KiB of shared memory a
  * launch gets unasked: once per kernel (threads racing here both set it,
  * which is harmless), not at every call. */
@@ -425,7 +438,13 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
   if (rc != TJ_OK)
     return rc;
   void *args[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc};
-  rc = tj_launch(k, p.grid, p.block, p.shared, stream, args);
+  /* The tiles take a third map, over C, and whether to store through it. */
+  _Alignas(64) unsigned char tc[TJ__TENSOR_MAP_BYTES] = {0};
+  int store = p.path == GEMM_PATH_SM90A &&
+              tma_store_fits(rt, M, N, beta, C, ldc, tc);
+  void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store};
+  rc = tj_launch(k, p.grid, p.block, p.shared, stream,
+                 p.path == GEMM_PATH_SM90A ? targs : args);
   if (rc != TJ_OK)
     return launch_failed(rt, rc, fn, p.entry, p.grid, p.block);
   return TJ_OK;
