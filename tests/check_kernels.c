@@ -1038,6 +1038,9 @@ static void fill_report(tj_report *r, int gemm)
 {
   memset(r, 0, sizeof *r);
   snprintf(r->kernel, sizeof r->kernel, "%s", gemm ? "gemm_f16" : "gelu_bwd_f16");
+  snprintf(r->ran, sizeof r->ran, "%s",
+           gemm ? "gemm_f16_sm90a_128x128_splitk+gemm_f16_sm90a_splitk_reduce"
+                : "gelu_bwd_f16");
   r->n = gemm ? 1024 * 1024 : 1048579;
   if (gemm)
     r->m = r->n_cols = r->k = 1024;
@@ -1062,7 +1065,7 @@ static void fill_report(tj_report *r, int gemm)
 }
 
 static const char *const report_keys[] = {
-    "kernel", "n", "m", "n_cols", "k", "seed", "compared", "max_abs_error",
+    "kernel", "ran", "n", "m", "n_cols", "k", "seed", "compared", "max_abs_error",
     "rel_l2_error", "max_abs_tolerance", "rel_l2_tolerance",
     "within_tolerance", "kernel_ms", "bytes_moved", "gb_per_s", "tflop_per_s",
     "source_fingerprint", "code_key", "compiler", "device", "arch",
@@ -1102,6 +1105,8 @@ START_TEST(report_json_is_valid_and_escaped)
   assert_value(j, "max_abs_tolerance", "null"); /* not limited */
   assert_value(j, "max_abs_error", "0.25");
   assert_value(j, "m", "1024");
+  assert_value(j, "ran", "\"gemm_f16_sm90a_128x128_splitk+gemm_f16_sm90a_"
+               "splitk_reduce\"");
   free(j);
 }
 END_TEST

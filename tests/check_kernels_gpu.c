@@ -185,6 +185,10 @@ static void check_report_identity(tj_runtime *rt, const tj_report *r)
   ck_assert_str_eq(r->arch, tj_runtime_arch(rt));
   ck_assert_str_eq(r->compiler, tj_runtime_compiler(rt));
   ck_assert(r->device[0] && r->evidence[0] && r->non_claims[0]);
+  if (r->m == 0)
+    ck_assert_str_eq(r->ran, r->kernel);
+  else
+    ck_assert(r->ran[0] != '\0');
   char *j = tj_report_json(r), *m = tj_report_markdown(r);
   ck_assert_msg(j && json_valid_object(j), "bad JSON:\n%s", j ? j : "(null)");
   ck_assert_ptr_nonnull(m);
@@ -286,6 +290,59 @@ START_TEST(verify_gemm_skinny_entries)
     ck_assert_uint_eq(r.n, (uint64_t)rows[i] * 1000);
     check_report(rt, &r, 1000, (uint64_t)rows[i] * 1000);
   }
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* A report names what ran.  On an sm_90 device a Hopper entry runs
+ * itself where its kind of Hopper kernel takes the shape: the multicast
+ * pairs at n = 512 (where the rule takes another tile), the split-K
+ * reduce behind its split-K entry, a skinny entry at its rows; else, and
+ * elsewhere, what tj_gemm_f16 takes runs, and the report says the named
+ * entry did not (n = 12: 12 rows, which no tile entry takes). */
+static void check_ran(tj_runtime *rt, const char *kernel, uint64_t n,
+                      const char *hopper_ran)
+{
+  tj_report r;
+  CHECK_TJ(rt, tj_verify(rt, kernel, n, 5, &r));
+  printf("%s n=%llu ran %s: %s\n", kernel, (unsigned long long)n, r.ran,
+         r.evidence);
+  check_report(rt, &r, n, (uint64_t)r.m * n);
+  int g = (int)n;
+  const uint16_t *a = (const uint16_t *)((uintptr_t)1 << 40);
+  const uint16_t *b = (const uint16_t *)((uintptr_t)2 << 40);
+  const uint16_t *c = (const uint16_t *)((uintptr_t)3 << 40);
+  const char *natural = tj_gemm_f16_kernel(rt, r.m, g, g, a, g, b, g, c, g);
+  ck_assert_ptr_nonnull(natural);
+  int hopper = strcmp(tj_runtime_arch(rt), "sm_90") == 0;
+  if (hopper && hopper_ran) {
+    ck_assert_str_eq(r.ran, hopper_ran);
+  } else {
+    /* The natural entry, with its reduce where it splits K. */
+    ck_assert_msg(strncmp(r.ran, natural, strlen(natural)) == 0,
+                  "ran %s, tj_gemm_f16 takes %s", r.ran, natural);
+  }
+  /* Whether kernel is one of ran's entries ("+" between them). */
+  char entries[80], want[80];
+  snprintf(entries, sizeof entries, "+%s+", r.ran);
+  snprintf(want, sizeof want, "+%s+", kernel);
+  int named_ran = strstr(entries, want) != NULL;
+  ck_assert_msg((strstr(r.non_claims, "itself did not run") != NULL) ==
+                    !named_ran,
+                "ran %s for %s: %s", r.ran, kernel, r.non_claims);
+}
+
+START_TEST(verify_names_what_ran)
+{
+  tj_runtime *rt = open_gpu();
+  check_ran(rt, "gemm_f16_sm90a_128x256_mc2", 512,
+            "gemm_f16_sm90a_128x256_mc2");
+  check_ran(rt, "gemm_f16_sm90a_splitk_reduce", 512,
+            "gemm_f16_sm90a_128x128_splitk+gemm_f16_sm90a_splitk_reduce");
+  check_ran(rt, "gemm_f16_sm90a_skinny256_k3", 1024,
+            "gemm_f16_sm90a_skinny256_k3");
+  check_ran(rt, "gemm_f16_sm90a_128x64", 12, NULL);
+  check_ran(rt, "gemm_f16", 7, NULL);
   tj_runtime_close(rt);
 }
 END_TEST
@@ -1233,6 +1290,7 @@ int main(void)
   tcase_add_test(verify, verify_gemm_every_element);
   tcase_add_test(verify, verify_gemm_sampled_rows);
   tcase_add_test(verify, verify_gemm_skinny_entries);
+  tcase_add_test(verify, verify_names_what_ran);
   tcase_add_test(verify, verify_is_reproducible_from_its_seed);
   TCase *calls = test_case(s, "calls", 900);
   tcase_add_loop_test(calls, elementwise_misaligned_and_in_place, 0, N_EW);

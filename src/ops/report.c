@@ -131,6 +131,7 @@ static void json_number(strbuf *b, double v)
 static void json_body(strbuf *b, const tj_report *r)
 {
   JSON_STR(b, r, kernel, 0);
+  JSON_STR(b, r, ran, 0);
   sb_printf(b, "  \"n\": %llu,\n  \"m\": %d,\n  \"n_cols\": %d,\n  \"k\": %d,\n"
             "  \"seed\": %llu,\n  \"compared\": %llu,\n",
             (unsigned long long)r->n, r->m, r->n_cols, r->k,
@@ -209,6 +210,7 @@ static void md_table(strbuf *b, const tj_report *r)
 {
   sb_printf(b, "| field | value |\n|---|---|\n");
   MD_STR(b, r, kernel);
+  MD_STR(b, r, ran);
   sb_printf(b, "| n | %llu |\n| m | %d |\n| n_cols | %d |\n| k | %d |\n"
             "| seed | %llu |\n| compared | %llu |\n",
             (unsigned long long)r->n, r->m, r->n_cols, r->k,

@@ -7,11 +7,16 @@
  * did not write fails, times the launches with events, and compares the
  * last launch's outputs with the double-precision oracle of oracle.h:
  * every element, except for GEMM beyond n = 512, where a seeded sample of
- * whole rows keeps the CPU's share to about 2^27 multiply-adds.  The
- * report's JSON and markdown forms are report.c's.
+ * whole rows keeps the CPU's share to about 2^27 multiply-adds.  A Hopper
+ * GEMM entry runs itself, through its tuning configuration, where the
+ * call's shape and device take the Hopper kernels of its kind; every
+ * other GEMM run is tj_gemm_f16's choice, and the report's ran field
+ * names what ran either way.  The report's JSON and markdown forms are
+ * report.c's.
  */
 #include "internal.h"
 #include "embedded.h"
+#include "gemm_plan.h"
 #include "oracle.h"
 
 #include <math.h>
@@ -61,8 +66,10 @@ static const verify_kind kinds[] = {
     {"gelu_fwd_bwd_f16", OP_GELU_FWD_BWD, 2, 2, 2, 1e-2, 1e-3, F16_REL_FLOOR,
      -6.0, 6.0, 0},
     {"gemm_f16", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* The skinny entries run through tj_gemm_f16 with their own M, N = K =
-     * n, which is the shape that makes tj_gemm_f16 pick them. */
+    /* The GEMM entries run through tj_gemm_f16 (the Hopper ones, where
+     * they can, as themselves: choose_gemm), and the report names what
+     * ran.  The skinny entries: their own M, N = K = n, which is the
+     * shape that makes tj_gemm_f16 pick them. */
     {"gemm_skinny_f16_m1", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 1},
     {"gemm_skinny_f16_m2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 2},
     {"gemm_skinny_f16_m4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
@@ -75,36 +82,27 @@ static const verify_kind kinds[] = {
     {"gemm_skinny_f16_tc_n32", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
     {"gemm_skinny_f16_tc_n64", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 9},
     {"gemm_skinny_f16_tc_reduce", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 3},
-    /* The Hopper entries: square n through tj_gemm_f16, which takes one
-     * of them on an sm_90 device when n is a multiple of 8 (which one
-     * depends on n), and gemm_f16 elsewhere. */
+    /* The Hopper entries: square n, each run as itself on an sm_90 device
+     * when n is over 16 and a multiple of 8 (through its tuning
+     * configuration), and what tj_gemm_f16 takes elsewhere. */
     {"gemm_f16_sm90a_128x256", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x128", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* Split-K's pair: a square tj_gemm_f16 runs them only where
-     * TJ_GEMM_SPLITK forces a split (squares have tiles enough). */
+    /* Split-K's pair: both run as the configuration split in two. */
     {"gemm_f16_sm90a_128x128_splitk", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_splitk_reduce", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* The persistent pair and the narrow tile: where TJ_GEMM_PERSISTENT=1
-     * and TJ_GEMM_SM90A_TILE=64 ask for them. */
     {"gemm_f16_sm90a_128x64", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* The narrow tile split across a cluster of two: where
-     * TJ_GEMM_SM90A_TILE=64k2 asks (squares have tiles enough). */
     {"gemm_f16_sm90a_128x64_cluster_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x256_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x128_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* The persistent 128 x 256 tile in multicast pairs: where
-     * TJ_GEMM_MULTICAST=1 asks. */
     {"gemm_f16_sm90a_128x256_mc2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* The Hopper skinny entries: M rows (1 to 16), N = K = n through
-     * tj_gemm_f16, which takes one of them on an sm_90 device when n is a
-     * multiple of 8 (the split, and so the entry, depends on n), and the
-     * other skinny kernels elsewhere. */
+    /* The Hopper skinny entries: M rows (1 to 16), N = K = n, each run as
+     * itself on an sm_90 device when n is a multiple of 8, and the other
+     * skinny kernels elsewhere. */
     {"gemm_f16_sm90a_skinny", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
     {"gemm_f16_sm90a_skinny_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 1},
     {"gemm_f16_sm90a_skinny_k3", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 3},
     {"gemm_f16_sm90a_skinny_k4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
     {"gemm_f16_sm90a_skinny_k8", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 8},
-    /* Their 256-column strips: where TJ_GEMM_SM90A_TILE=256 asks. */
     {"gemm_f16_sm90a_skinny256", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
     {"gemm_f16_sm90a_skinny256_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 2},
     {"gemm_f16_sm90a_skinny256_k3", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 3},
@@ -179,6 +177,8 @@ typedef struct verify_run {
   uint64_t rows;         /* GEMM rows compared */
   tj__error_acc err[2];  /* one per output */
   tj__error_stats stats[2]; /* their results */
+  const tj__gemm_config *config; /* the named Hopper entry's, run as such */
+  char ran[64];          /* what ran (tj_report's ran) */
 } verify_run;
 
 /* The GEMM's M: the skinny entry's row count, else n (square). */
@@ -258,10 +258,94 @@ static int launch_once(const verify_run *v)
   case OP_GELU_FWD_BWD:
     return tj_gelu_fwd_bwd_f16(v->rt, NULL, d[0], d[1], d[2], d[3], n);
   case OP_GEMM:
+    if (v->config)
+      return tj__gemm_run_config(v->rt, "tj_verify", v->config, NULL, M, g, g,
+                                 1.0f, d[0], g, d[1], g, 0.0f, d[2], g);
     return tj_gemm_f16(v->rt, NULL, M, g, g, 1.0f, d[0], g, d[1], g, 0.0f,
                        d[2], g);
   }
   return TJ_EINVAL;
+}
+
+/* ------------------------------------------------------- which GEMM runs */
+
+/* The tuning configuration that launches the Hopper entry name (the
+ * split-K reduce: the first split, which launches it behind the split-K
+ * entry); NULL for the other entries. */
+static const tj__gemm_config *config_of(const char *name)
+{
+  if (strcmp(name, "gemm_f16_sm90a_splitk_reduce") == 0)
+    name = "gemm_f16_sm90a_128x128_splitk";
+  size_t n;
+  const tj__gemm_config *c = tj__gemm_configs(&n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(c[i].entry, name) == 0)
+      return &c[i];
+  return NULL;
+}
+
+/* The plan tj_gemm_f16 has for the run's shape and buffers (after the
+ * first launch, any first-use tuning decision included). */
+static tj__gemm_plan natural_plan(const verify_run *v)
+{
+  int g = (int)v->n;
+  return tj__gemm_plan_call(v->rt, NULL, 0, gemm_m(v), g, g, v->dev[0], g,
+                            v->dev[1], g, v->dev[2], g);
+}
+
+/* A named Hopper entry runs itself where tj_gemm_f16 would run a Hopper
+ * kernel of its kind for this shape (the tiles for M > 16, the skinny
+ * kernel for M <= 16; both need an sm_90 device, TMA's alignment, n a
+ * multiple of 8); elsewhere the call runs as callers get it. */
+static void choose_gemm(verify_run *v)
+{
+  const tj__gemm_config *c = config_of(v->kind->name);
+  tj__gemm_plan p = natural_plan(v);
+  if (c && (p.path == GEMM_PATH_SM90A || p.path == GEMM_PATH_SM90A_SKINNY) &&
+      (c->skinny != 0) == (p.path == GEMM_PATH_SM90A_SKINNY))
+    v->config = c;
+}
+
+/* The split-K reduce that follows a plan's entry, or NULL. */
+static const char *reduce_of(const tj__gemm_plan *p)
+{
+  if (p->split <= 1)
+    return NULL;
+  return p->path == GEMM_PATH_SM90A       ? "gemm_f16_sm90a_splitk_reduce"
+         : p->path == GEMM_PATH_SKINNY_TC ? "gemm_skinny_f16_tc_reduce"
+                                          : NULL;
+}
+
+/* v->ran: the entries the launches ran, "+" between them. */
+static void name_what_ran(verify_run *v)
+{
+  if (v->kind->op != OP_GEMM) {
+    snprintf(v->ran, sizeof v->ran, "%s", v->kind->name);
+    return;
+  }
+  int g = (int)v->n;
+  tj__gemm_plan p = v->config ? tj__gemm_plan_config(v->config, v->rt->sms,
+                                                     gemm_m(v), g, g)
+                              : natural_plan(v);
+  const char *reduce = reduce_of(&p);
+  snprintf(v->ran, sizeof v->ran, "%s%s%s", p.entry, reduce ? "+" : "",
+           reduce ? reduce : "");
+}
+
+/* Whether name is one of ran's entries. */
+static int ran_includes(const char *ran, const char *name)
+{
+  size_t len = strlen(name);
+  for (const char *at = ran; *at;) {
+    const char *end = strchr(at, '+');
+    size_t n = end ? (size_t)(end - at) : strlen(at);
+    if (n == len && strncmp(at, name, len) == 0)
+      return 1;
+    if (!end)
+      break;
+    at = end + 1;
+  }
+  return 0;
 }
 
 /* Poison (0xff bytes: NaN in fp16, -1 in int32), launch between two
@@ -432,8 +516,12 @@ static int run_and_compare(verify_run *v)
   int rc = make_inputs(v);
   if (rc == TJ_OK)
     rc = make_device_buffers(v);
+  if (rc == TJ_OK && v->kind->op == OP_GEMM)
+    choose_gemm(v);
   if (rc == TJ_OK)
     rc = time_launches(v);
+  if (rc == TJ_OK)
+    name_what_ran(v);
   if (rc == TJ_OK)
     rc = copy_results(v);
   if (rc == TJ_OK)
@@ -488,6 +576,7 @@ static void fill_identity(tj_report *r, const verify_run *v,
                           const tj__device_props *props)
 {
   snprintf(r->kernel, sizeof r->kernel, "%s", v->kind->name);
+  snprintf(r->ran, sizeof r->ran, "%s", v->ran);
   r->n = v->kind->op == OP_GEMM ? (uint64_t)gemm_m(v) * v->n : v->n;
   if (v->kind->op == OP_GEMM) {
     r->m = gemm_m(v);
@@ -540,8 +629,11 @@ static void fill_evidence(tj_report *r, const verify_run *v)
 {
   const verify_kind *kd = v->kind;
   if (kd->op == OP_GEMM)
-    field_append(r->evidence, sizeof r->evidence, "%s M = %d, N = K = %llu",
-                 kd->name, gemm_m(v), (unsigned long long)v->n);
+    field_append(r->evidence, sizeof r->evidence, "%s M = %d, N = K = %llu "
+                 "(ran %s: %s)", kd->name, gemm_m(v), (unsigned long long)v->n,
+                 v->ran, v->config ? "the named entry, launched as its tuning "
+                 "configuration" : "tj_gemm_f16's choice for this shape and "
+                 "device");
   else
     field_append(r->evidence, sizeof r->evidence, "%s on %llu elements",
                  kd->name, (unsigned long long)v->n);
@@ -584,6 +676,10 @@ static void fill_non_claims(tj_report *r, const verify_run *v)
                  "least sqrt(count) * 2^-14, the smallest normal fp16, so "
                  "outputs below that are held to absolute accuracy. ",
                  kd->lo, kd->hi);
+  if (!ran_includes(v->ran, kd->name))
+    field_append(nc, cap, "%s itself did not run (%s did, tj_gemm_f16's "
+                 "choice for this shape and device): this report says nothing "
+                 "about its code. ", kd->name, v->ran);
   if (kd->op != OP_GEMM) {
     field_append(nc, cap, "Buffers came from hipMalloc, so every pointer was "
                  "16-byte aligned: the misaligned and in-place paths were "

@@ -186,7 +186,12 @@ typedef struct tj_report {
   char arch[256];
   char evidence[1024];      /* what this run showed */
   char non_claims[1024];    /* what it did not show */
-  uint64_t reserved[32];    /* zero; room for fields to come */
+  /* The entries that ran, "+" between them (a split-K pair): for the GEMM
+   * entries, the one tj_gemm_f16 took for the shape, or on a device that
+   * runs it the named Hopper entry itself; else kernel.  When kernel is
+   * not among them, the report says nothing about kernel's own code. */
+  char ran[64];
+  uint64_t reserved[24];    /* zero; room for fields to come */
 } tj_report;
 
 /*
