@@ -1,0 +1,56 @@
+#!/bin/sh
+# gemm_ptxas_sm90a.sh: every entry of kernels/gemm_f16_sm90a.hip compiles
+# for sm_90a with no register spills, no stack frame, and no ptxas note
+# of lost performance (its "wgmma.mma_async instructions are serialized"
+# is one: the tensor cores then wait for each instruction in turn).  Each
+# is a cliff in speed that the results, and so the GPU suites, never show,
+# and that this CPU-only check can.  The file is compiled as the library
+# has NVRTC compile it (sm_90a, C++17, cuda_fp16.h included first), by
+# the CUDA toolkit's nvcc with ptxas's -v report.  Every entry that
+# --list-kernels names must be in that report.
+# Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
+# (not the nvidia platform, or no nvcc).
+set -u
+prog=./tokitai-jit
+src=${srcdir:-.}/kernels/gemm_f16_sm90a.hip
+[ -x "$prog" ] || { echo "gemm_ptxas_sm90a.sh: $prog is not built here; skipping"; exit 77; }
+case $("$prog" --version | sed -n 's/^platform: //p') in
+  nvidia) ;;
+  *) echo "gemm_ptxas_sm90a.sh: not the nvidia platform; skipping"; exit 77 ;;
+esac
+nvcc=
+for d in $(echo "$PATH" | tr ':' ' ') /usr/local/cuda/bin; do
+  if [ -x "$d/nvcc" ]; then nvcc=$d/nvcc; break; fi
+done
+[ -n "$nvcc" ] || { echo "gemm_ptxas_sm90a.sh: needs the CUDA toolkit's nvcc; skipping"; exit 77; }
+tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/gemm_ptxas_sm90a.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+"$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -cubin \
+  -Xptxas -v -o "$tmp/g.cubin" "$src" >"$tmp/log" 2>&1 ||
+  { echo "FAIL: $nvcc could not compile $src for sm_90a:"; cat "$tmp/log"; exit 1; }
+entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
+[ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
+# One line per function: name, registers, stack, spill stores, spill loads.
+awk '
+  /Compiling entry function/ { split($0, q, "'\''"); fn = q[2] }
+  /bytes stack frame/ { stack[fn] = $1; stores[fn] = $5; loads[fn] = $9 }
+  /Used [0-9]+ registers/ { for (i = 1; i <= NF; i++) if ($i == "Used") regs[fn] = $(i + 1) }
+  END { for (f in regs) print f, regs[f], stack[f] + 0, stores[f] + 0, loads[f] + 0 }
+' "$tmp/log" >"$tmp/table"
+failures=0
+fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
+# ptxas's notes of lost performance name no function on some versions:
+# any one fails the file.
+if grep -qi 'performance loss\|warning' "$tmp/log"; then
+  fail "ptxas reported:"
+  grep -i 'performance loss\|warning' "$tmp/log" | sed 's/^/  /'
+fi
+for e in $entries; do
+  line=$(awk -v e="$e" '$1 == e' "$tmp/table")
+  if [ -z "$line" ]; then fail "$e: not in ptxas's report"; continue; fi
+  set -- $line
+  echo "$e (sm_90a): $2 registers, $3 bytes stack, $4 bytes spill stores, $5 bytes spill loads"
+  [ "$3" -eq 0 ] && [ "$4" -eq 0 ] && [ "$5" -eq 0 ] ||
+    fail "$e: a stack frame or spills ($3, $4, $5 bytes)"
+done
+[ "$failures" -eq 0 ]
