@@ -177,6 +177,20 @@ __device__ __forceinline__ void tj_h_tma_load(unsigned dst, const tj_tmap *map,
                : "memory");
 }
 
+/* tj_h_tma_load with an L2 eviction policy (a createpolicy value) for
+ * the box's lines. */
+__device__ __forceinline__ void tj_h_tma_load_hint(unsigned dst,
+                                                   const tj_tmap *map, int x,
+                                                   int y, unsigned bar,
+                                                   unsigned long long policy) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], "
+               "%5;" ::"r"(dst),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
+               "r"(bar), "l"(policy)
+               : "memory");
+}
+
 /* The box of the 2-D tensor map at (x = column, y = row) from shared
  * memory at src (what lies outside the tensor is not written), in this
  * thread's bulk async-group of its own, committed. */
@@ -1024,7 +1038,8 @@ __device__ __forceinline__ float4 tj_s_ld4_cluster(unsigned addr) {
 template <int BN, int S>
 __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
                                           int M, int N, int K, float alpha,
-                                          float beta, __half *C, int ldc) {
+                                          float beta, __half *C, int ldc,
+                                          int evict_first) {
   extern __shared__ unsigned char tj_h_smem[];
   unsigned stages = (tj_h_smem_addr(tj_h_smem) + 1023u) & ~1023u;
   unsigned full = stages + TJ_S_STAGES * TJ_S_STAGE_BYTES(BN);
@@ -1051,6 +1066,13 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     kn = 0;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp == 4) {
+    /* evict_first: B, read once, goes through L2 marked first to go, so
+     * that its lines replace each other rather than lines others left
+     * there (dirty ones would cost a write back each). */
+    unsigned long long policy = 0;
+    if (lane == 0 && evict_first)
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
+                   : "=l"(policy));
     if (lane == 0)
       for (int kt = 0; kt < kn; kt++) {
         int s = kt % TJ_S_STAGES;
@@ -1058,8 +1080,13 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
         unsigned bar = full + 8 * s, dst = stages + s * TJ_S_STAGE_BYTES(BN);
         tj_h_bar_expect(bar, TJ_S_STAGE_BYTES(BN));
         int k = (kt0 + kt) * TJ_H_BK;
-        for (int j = 0; j < BN / 64; j++)
-          tj_h_tma_load(dst + j * (TJ_H_BK * 128), tb, n0 + 64 * j, k, bar);
+        for (int j = 0; j < BN / 64; j++) {
+          unsigned at = dst + j * (TJ_H_BK * 128);
+          if (evict_first)
+            tj_h_tma_load_hint(at, tb, n0 + 64 * j, k, bar, policy);
+          else
+            tj_h_tma_load(at, tb, n0 + 64 * j, k, bar);
+        }
         tj_h_tma_load(dst + TJ_S_B_BYTES(BN), ta, k, 0, bar);
       }
     __syncwarp();
@@ -1172,7 +1199,8 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
   tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_S_BODY(bn, split) \
-  tj_s_gemm<bn, split>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc)
+  tj_s_gemm<bn, split>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc, \
+                       evict_first)
 #else
 /* Not sm_90a: the entries exist (every arch compiles every embedded
  * kernel) but must never run; tj_gemm_f16 does not launch them there. */
@@ -1360,10 +1388,12 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90
  *   notes      M <= 16 (rows past 16 are not computed); tma_a's box is {64,
  *              16} (A's 16 rows), tma_b's {64, 64} as for the others; block
  *              x computes columns [128 * x, 128 * x + 128) of C, streaming
- *              B once; alpha == 0 reads neither A nor B.  Two blocks fit an
- *              SM.  sm_90a only (traps elsewhere).
+ *              B once; alpha == 0 reads neither A nor B; evict_first 1
+ *              loads B marked first to go from L2 (1 only where asked:
+ *              TJ_GEMM_EVICT_FIRST).  Two blocks fit an SM.  sm_90a only
+ *              (traps elsewhere).
  */
-extern "C" __global__ void __launch_bounds__(160, 2) gemm_f16_sm90a_skinny(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void __launch_bounds__(160, 2) gemm_f16_sm90a_skinny(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(128, 1);
 }
 
@@ -1378,7 +1408,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) gemm_f16_sm90a_skinny(const
  *              their sums through distributed shared memory.  Otherwise as
  *              gemm_f16_sm90a_skinny.  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(128, 2);
 }
 
@@ -1393,7 +1423,7 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 2) gemm_f16_sm90
  *              their sums through distributed shared memory.  Otherwise as
  *              gemm_f16_sm90a_skinny.  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k3(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k3(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(128, 3);
 }
 
@@ -1408,7 +1438,7 @@ extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 2) gemm_f16_sm90
  *              their sums through distributed shared memory.  Otherwise as
  *              gemm_f16_sm90a_skinny.  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k4(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k4(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(128, 4);
 }
 
@@ -1423,7 +1453,7 @@ extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(160, 2) gemm_f16_sm90
  *              their sums through distributed shared memory.  Otherwise as
  *              gemm_f16_sm90a_skinny.  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void TJ_H_CLUSTER8 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k8(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void TJ_H_CLUSTER8 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k8(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(128, 8);
 }
 
@@ -1436,7 +1466,7 @@ extern "C" __global__ void TJ_H_CLUSTER8 __launch_bounds__(160, 2) gemm_f16_sm90
  *   notes      as gemm_f16_sm90a_skinny with 256 columns of C a block
  *              (one block an SM).  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(256, 1);
 }
 
@@ -1450,7 +1480,7 @@ extern "C" __global__ void __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256(co
  *              gemm_f16_sm90a_skinny_k2, with 256 columns of C a block
  *              (one block an SM).  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256_k2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(256, 2);
 }
 
@@ -1464,7 +1494,7 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 1) gemm_f16_sm90
  *              gemm_f16_sm90a_skinny_k3, with 256 columns of C a block
  *              (one block an SM).  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256_k3(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256_k3(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(256, 3);
 }
 
@@ -1478,6 +1508,6 @@ extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 1) gemm_f16_sm90
  *              gemm_f16_sm90a_skinny_k4, with 256 columns of C a block
  *              (one block an SM).  sm_90a only (traps elsewhere).
  */
-extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256_k4(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc) {
+extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256_k4(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(256, 4);
 }

@@ -914,6 +914,49 @@ END_TEST
 /* TJ_GEMM_SM90A_TILE=64: the narrow tile, at the same shapes; 64k2: the
  * same tile with K split across a cluster of two blocks (K = 1 leaves the
  * second block of each pair nothing: it sends zeros). */
+/* B marked evict-first in L2 (TJ_GEMM_EVICT_FIRST=1) changes where its
+ * lines go, never the result: the same bits as without, on the skinny
+ * kernel's widths and a cluster split (on an sm_90 device; elsewhere the
+ * other kernels, which ignore it). */
+START_TEST(gemm_hopper_skinny_evict_first_same_bits)
+{
+  static const int shapes[][3] = {{1, 4096, 4096}, {16, 11008, 520},
+                                  {5, 264, 1000}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
+    uint16_t *C1 = xmalloc(nc * 2), *C2 = xmalloc(nc * 2);
+    random_f16(A, na, -1, 1, 31);
+    random_f16(B, nb, -1, 1, 32);
+    void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
+    void *dC = dev_poisoned(nc * 2);
+    for (int rep = 0; rep < 2; rep++) {
+      if (rep)
+        setenv("TJ_GEMM_EVICT_FIRST", "1", 1); /* read at open */
+      tj_runtime *rt = open_gpu();
+      unsetenv("TJ_GEMM_EVICT_FIRST");
+      CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
+      CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f,
+                               dC, N));
+      CHECK_HIP(hipStreamSynchronize(NULL));
+      get(rep ? C2 : C1, dC, nc * 2);
+      tj_runtime_close(rt);
+    }
+    ck_assert_msg(memcmp(C1, C2, nc * 2) == 0, "%d x %d x %d: evict-first "
+                  "changed the result", M, N, K);
+    gemm_case g = {M, N, K, K, N, N, 1.0f, 0.0f, 0};
+    double *want = xmalloc(nc * sizeof *want);
+    tj__oracle_gemm(M, N, K, 1.0f, A, K, B, N, 0.0f, NULL, N, want);
+    check_gemm_result(&g, C2, want, "evict-first");
+    hipFree(dA);
+    hipFree(dB);
+    hipFree(dC);
+    free(A); free(B); free(C1); free(C2); free(want);
+  }
+}
+END_TEST
+
 START_TEST(gemm_hopper_narrow_tile_shapes)
 {
   hopper_forced_shapes("64", "0", "gemm_f16_sm90a_128x64");
@@ -1320,6 +1363,7 @@ int main(void)
   tcase_add_test(hopper, gemm_hopper_multicast_shapes);
   tcase_add_test(hopper, gemm_hopper_narrow_tile_shapes);
   tcase_add_test(hopper, gemm_hopper_skinny_shapes);
+  tcase_add_test(hopper, gemm_hopper_skinny_evict_first_same_bits);
   tcase_add_test(hopper, gemm_hopper_is_deterministic_and_switchable);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

@@ -469,6 +469,9 @@ typedef struct tj__gemm_env {
   int tma_store;    /* TJ_GEMM_TMA_STORE: 1 (the Hopper tiles store C
                        through TMA where they can), 0; -1: the rule's (not
                        yet: off) */
+  int evict_first;  /* TJ_GEMM_EVICT_FIRST: 1 (the Hopper skinny kernel
+                       loads B marked evict-first in L2), 0; -1: the
+                       rule's (not yet: off) */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 

@@ -36,6 +36,11 @@
  *                          accumulators, the default until the TMA one
  *                          has been run and timed on a GPU (kernels_api.c,
  *                          tma_store_fits)
+ *   TJ_GEMM_EVICT_FIRST=1 or 0
+ *                          the Hopper skinny kernel loads B marked
+ *                          evict-first in L2, or not: the default until
+ *                          it has been timed on a GPU (kernels_api.c,
+ *                          launch_sm90a)
  *   TOKITAI_JIT_TUNE=1     first-use tuning (gemm_tune.c), unless the
  *                          runtime was opened with TJ_NO_TUNING
  */
@@ -75,4 +80,5 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   env->multicast = zero_or_one(getenv("TJ_GEMM_MULTICAST"));
   env->skinny_sm90a = zero_or_one(getenv("TJ_GEMM_SKINNY_SM90A"));
   env->tma_store = zero_or_one(getenv("TJ_GEMM_TMA_STORE"));
+  env->evict_first = zero_or_one(getenv("TJ_GEMM_EVICT_FIRST"));
 }

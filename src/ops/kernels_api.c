@@ -437,14 +437,17 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
   rc = shared_kernel(rt, fn, &p, &k);
   if (rc != TJ_OK)
     return rc;
-  void *args[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc};
-  /* The tiles take a third map, over C, and whether to store through it. */
+  /* The tiles take a third map, over C, and whether to store through it;
+   * the skinny kernel whether B goes through L2 marked evict-first
+   * (TJ_GEMM_EVICT_FIRST=1; not the default until measured). */
   _Alignas(64) unsigned char tc[TJ__TENSOR_MAP_BYTES] = {0};
   int store = p.path == GEMM_PATH_SM90A &&
               tma_store_fits(rt, M, N, beta, C, ldc, tc);
+  int evict_first = rt->gemm_env.evict_first == 1;
   void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store};
+  void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
   rc = tj_launch(k, p.grid, p.block, p.shared, stream,
-                 p.path == GEMM_PATH_SM90A ? targs : args);
+                 p.path == GEMM_PATH_SM90A ? targs : sargs);
   if (rc != TJ_OK)
     return launch_failed(rt, rc, fn, p.entry, p.grid, p.block);
   return TJ_OK;
