@@ -914,45 +914,64 @@ END_TEST
 /* TJ_GEMM_SM90A_TILE=64: the narrow tile, at the same shapes; 64k2: the
  * same tile with K split across a cluster of two blocks (K = 1 leaves the
  * second block of each pair nothing: it sends zeros). */
+/* C = A * B (alpha 1, beta 0) on random M x N x K inputs, once on a
+ * runtime opened with name=values[i] in the environment for each i (NULL:
+ * unset), each run's C the same bits as the first's.  The inputs and the
+ * last C come back in host memory for the caller to free. */
+static void gemm_same_bits_under(int M, int N, int K, const char *name,
+                                 const char *const *values, int runs,
+                                 uint16_t **hA, uint16_t **hB, uint16_t **hC)
+{
+  size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
+  uint16_t *first = xmalloc(nc * 2), *C = xmalloc(nc * 2);
+  random_f16(A, na, -1, 1, (uint64_t)M * 7 + 21);
+  random_f16(B, nb, -1, 1, (uint64_t)N * 3 + 22);
+  void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
+  void *dC = dev_poisoned(nc * 2);
+  for (int i = 0; i < runs; i++) {
+    if (values[i])
+      setenv(name, values[i], 1); /* read at open */
+    tj_runtime *rt = open_gpu();
+    unsetenv(name);
+    CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
+    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f,
+                             dC, N));
+    CHECK_HIP(hipStreamSynchronize(NULL));
+    get(i ? C : first, dC, nc * 2);
+    tj_runtime_close(rt);
+    ck_assert_msg(i == 0 || memcmp(first, C, nc * 2) == 0,
+                  "%d x %d x %d: run %d (%s=%s) differs from the first", M, N,
+                  K, i + 1, name, values[i] ? values[i] : "(unset)");
+  }
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  free(runs > 1 ? first : C);
+  *hA = A;
+  *hB = B;
+  *hC = runs > 1 ? C : first;
+}
+
 /* B marked evict-first in L2 (TJ_GEMM_EVICT_FIRST=1) changes where its
- * lines go, never the result: the same bits as without, on the skinny
- * kernel's widths and a cluster split (on an sm_90 device; elsewhere the
- * other kernels, which ignore it). */
+ * lines go, never the result: the same bits as without, and the oracle's
+ * values, on the skinny kernel's widths and a cluster split (on an sm_90
+ * device; elsewhere the other kernels, which ignore it). */
 START_TEST(gemm_hopper_skinny_evict_first_same_bits)
 {
   static const int shapes[][3] = {{1, 4096, 4096}, {16, 11008, 520},
                                   {5, 264, 1000}};
+  static const char *const values[] = {NULL, "1"};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-    uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
-    uint16_t *C1 = xmalloc(nc * 2), *C2 = xmalloc(nc * 2);
-    random_f16(A, na, -1, 1, 31);
-    random_f16(B, nb, -1, 1, 32);
-    void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
-    void *dC = dev_poisoned(nc * 2);
-    for (int rep = 0; rep < 2; rep++) {
-      if (rep)
-        setenv("TJ_GEMM_EVICT_FIRST", "1", 1); /* read at open */
-      tj_runtime *rt = open_gpu();
-      unsetenv("TJ_GEMM_EVICT_FIRST");
-      CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
-      CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dA, K, dB, N, 0.0f,
-                               dC, N));
-      CHECK_HIP(hipStreamSynchronize(NULL));
-      get(rep ? C2 : C1, dC, nc * 2);
-      tj_runtime_close(rt);
-    }
-    ck_assert_msg(memcmp(C1, C2, nc * 2) == 0, "%d x %d x %d: evict-first "
-                  "changed the result", M, N, K);
+    uint16_t *A, *B, *C;
+    gemm_same_bits_under(M, N, K, "TJ_GEMM_EVICT_FIRST", values, 2, &A, &B,
+                         &C);
     gemm_case g = {M, N, K, K, N, N, 1.0f, 0.0f, 0};
-    double *want = xmalloc(nc * sizeof *want);
+    double *want = xmalloc((size_t)M * N * sizeof *want);
     tj__oracle_gemm(M, N, K, 1.0f, A, K, B, N, 0.0f, NULL, N, want);
-    check_gemm_result(&g, C2, want, "evict-first");
-    hipFree(dA);
-    hipFree(dB);
-    hipFree(dC);
-    free(A); free(B); free(C1); free(C2); free(want);
+    check_gemm_result(&g, C, want, "evict-first");
+    free(A); free(B); free(C); free(want);
   }
 }
 END_TEST
@@ -971,38 +990,16 @@ END_TEST
  * the same call to gemm_f16. */
 START_TEST(gemm_hopper_is_deterministic_and_switchable)
 {
-  tj_runtime *rt = open_gpu();
+  static const char *const values[] = {NULL, NULL, "1", "0"};
+  uint16_t *A, *B, *C;
+  gemm_same_bits_under(512, 768, 1000, "TJ_GEMM_TMA_STORE", values, 4, &A, &B,
+                       &C);
+  free(A); free(B); free(C);
   gemm_case g = {512, 768, 1000, 1000, 768, 768, 1.0f, 0.0f, 0};
-  size_t na = 512 * 1000, nb = 1000 * 768, nc = 512 * 768;
-  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2);
-  uint16_t *C1 = xmalloc(nc * 2), *C2 = xmalloc(nc * 2);
-  random_f16(A, na, -1, 1, 21);
-  random_f16(B, nb, -1, 1, 22);
-  void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
-  void *dC = dev_poisoned(nc * 2);
-  for (int rep = 0; rep < 4; rep++) {
-    if (rep >= 2) {
-      /* read at open */
-      setenv("TJ_GEMM_TMA_STORE", rep == 2 ? "1" : "0", 1);
-      rt = test_reopen(rt, open_gpu());
-      unsetenv("TJ_GEMM_TMA_STORE");
-      CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
-    }
-    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, g.M, g.N, g.K, 1.0f, dA, g.lda, dB,
-                             g.ldb, 0.0f, dC, g.ldc));
-    CHECK_HIP(hipStreamSynchronize(NULL));
-    get(rep ? C2 : C1, dC, nc * 2);
-    ck_assert_msg(memcmp(C1, C2, nc * 2) == 0 || rep == 0,
-                  "run %d differs from the first", rep + 1);
-  }
   setenv("TJ_GEMM_SM90A", "0", 1); /* read at open */
-  rt = test_reopen(rt, open_gpu());
-  ck_assert_str_eq(gemm_case_entry(rt, &g), "gemm_f16");
+  tj_runtime *rt = open_gpu();
   unsetenv("TJ_GEMM_SM90A");
-  hipFree(dA);
-  hipFree(dB);
-  hipFree(dC);
-  free(A); free(B); free(C1); free(C2);
+  ck_assert_str_eq(gemm_case_entry(rt, &g), "gemm_f16");
   tj_runtime_close(rt);
 }
 END_TEST
