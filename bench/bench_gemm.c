@@ -258,15 +258,22 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
              shape);
     record("gemm", label, flop / (old * 1e9), "TFLOP/s");
   }
-  double tma_ms = 0;
+  double tma_ms = 0, streamk_ms = 0;
   if (entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0 &&
-      strncmp(entry, "gemm_f16_sm90a_skinny", 21) != 0 && split == 1) {
-    /* The tiles' epilogue through shared memory and TMA stores, asked for
-     * (not the default until measured): the default's time over its. */
-    tma_ms = time_with_env(g, "TJ_GEMM_TMA_STORE", "1", reps);
-    snprintf(label, sizeof label, "gemm_f16 %s default / TMA store "
-             "(TJ_GEMM_TMA_STORE=1) (time ratio)", shape);
-    record("gemm", label, ms / tma_ms, "x");
+      strncmp(entry, "gemm_f16_sm90a_skinny", 21) != 0) {
+    /* The tiles' epilogue through shared memory and TMA stores, and
+     * stream-K, each asked for (neither the default until measured): the
+     * default's time over theirs, and theirs against cuBLAS below. */
+    if (split == 1) { /* split-K's partials never go through TMA */
+      tma_ms = time_with_env(g, "TJ_GEMM_TMA_STORE", "1", reps);
+      snprintf(label, sizeof label, "gemm_f16 %s default / TMA store "
+               "(TJ_GEMM_TMA_STORE=1) (time ratio)", shape);
+      record("gemm", label, ms / tma_ms, "x");
+    }
+    streamk_ms = time_with_env(g, "TJ_GEMM_STREAMK", "1", reps);
+    snprintf(label, sizeof label, "gemm_f16 %s default / stream-K "
+             "(TJ_GEMM_STREAMK=1) (time ratio)", shape);
+    record("gemm", label, ms / streamk_ms, "x");
   }
   if (entry && strncmp(entry, "gemm_skinny_f16_tc_", 19) == 0) {
     /* The path it replaces (the FMA kernel to 8 rows, then the tiled
@@ -344,6 +351,11 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
     snprintf(label, sizeof label, "gemm_f16 TMA store / %s %s (time ratio)",
              g->vendor->name, shape);
     record("gemm", label, vms / tma_ms, "x");
+  }
+  if (streamk_ms > 0) {
+    snprintf(label, sizeof label, "gemm_f16 stream-K / %s %s (time ratio)",
+             g->vendor->name, shape);
+    record("gemm", label, vms / streamk_ms, "x");
   }
   if ((double)g->m * g->n <= 64.0 * 1024 * 1024) {
     snprintf(label, sizeof label, "rel L2 vs %s %s", g->vendor->name, shape);

@@ -88,8 +88,9 @@
  *   2-CTA clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2)
  *   are in; the epilogue through shared memory with TMA stores (cuBLAS's
  *   kernel for these shapes has room for one, bench/RESULTS.md sixth
- *   round) is written and compiled but not yet measured; not done:
- *   stream-K.
+ *   round) and stream-K (gemm_f16_sm90a_128x128_streamk, for tiles fewer
+ *   than the SMs or a part-full last wave) are written and compiled, not
+ *   yet run: each is asked for by its variable, not the default.
  *
  * Launch
  *   block   (384, 1, 1)
@@ -860,6 +861,149 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
     tj_h_cluster_sync_any();
 }
 
+/* Stream-K (gemm_f16_sm90a_128x128_streamk): the grid's G blocks (at most
+ * one an SM, so all resident at once) share out the k-tiles of all the
+ * tiles, tiles x ktiles units in the banded tile order, in G runs as even
+ * as whole units allow: block b takes units [U * b / G, U * (b + 1) / G).
+ * No SM idles for want of a tile, as it does where the tiles are fewer
+ * than the SMs (128 x 11008 x 4096: 86 tiles of 128 x 128 on 132 SMs) or
+ * leave a last wave part full.  A block walks its run a tile at a time
+ * (a segment).  The segment that holds a tile's last k-tile is its
+ * owner's: where other blocks began the tile, it waits for each of them
+ * (their indices are lower, in k order), adds their fp32 sums to its own
+ * in that order (so the same bits on every run on a device) and stores
+ * the tile.  A segment that ends before its tile does is the block's
+ * last: its sums go to the block's slot of work, in the consumer threads'
+ * own order, and the block's flag there then holds seq (the launch's
+ * number, never the same twice in a process, so a flag left by an
+ * earlier launch in reused memory is not taken for this one's).  A block
+ * waits only for blocks of lower index, which wait for nothing of its, so
+ * with every block resident nothing waits in a circle.
+ *   work  G slots of TJ_H_BM x BN floats, then G unsigned flags. */
+
+/* The first unit of block b's run. */
+__device__ __forceinline__ long long tj_k_start(long long units, int blocks,
+                                                int b) {
+  return units * b / blocks;
+}
+
+/* The block whose run holds unit u. */
+__device__ __forceinline__ int tj_k_block_of(long long units, int blocks,
+                                             long long u) {
+  int b = (int)(u * blocks / units);
+  while (b + 1 < blocks && tj_k_start(units, blocks, b + 1) <= u)
+    b++;
+  while (b > 0 && tj_k_start(units, blocks, b) > u)
+    b--;
+  return b;
+}
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_gemm_streamk(const tj_tmap *ta,
+                                                  const tj_tmap *tb, int M,
+                                                  int N, int K,
+                                                  const tj_h_out &o,
+                                                  float *work, unsigned seq) {
+  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr);
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
+  int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
+  long long units = (long long)tiles_m * tiles_n * ktiles;
+  int blocks = gridDim.x, b = blockIdx.x;
+  long long u0 = tj_k_start(units, blocks, b);
+  long long u1 = tj_k_start(units, blocks, b + 1);
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      int it = 0;
+      for (long long u = u0; u < u1;) {
+        int tile = (int)(u / ktiles), k0 = (int)(u % ktiles);
+        int kn = u1 - u < ktiles - k0 ? (int)(u1 - u) : ktiles - k0;
+        int mt, nt;
+        tj_h_tile_at(tile, tiles_m, tiles_n, mt, nt);
+        tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, kn,
+                                 mt * TJ_H_BM, nt * BN, k0, it);
+        it += kn;
+        u += kn;
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  int cw = wg - 1, t = threadIdx.x - 128;
+  float4 *slots = reinterpret_cast<float4 *>(work);
+  unsigned *flags =
+      reinterpret_cast<unsigned *>(work + (long long)blocks * TJ_H_BM * BN);
+  const int per_slot = TJ_H_BM * BN / 4; /* float4s */
+  int it = 0;
+  unsigned boxes = 0;
+  float d[BN / 2];
+  for (long long u = u0; u < u1;) {
+    int tile = (int)(u / ktiles), k0 = (int)(u % ktiles);
+    int kn = u1 - u < ktiles - k0 ? (int)(u1 - u) : ktiles - k0;
+    int mt, nt;
+    tj_h_tile_at(tile, tiles_m, tiles_n, mt, nt);
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+      d[i] = 0.0f;
+    tj_h_consume<BN, STAGES>(d, cw, sa, sb, full, empty, kn, it);
+    /* The segment's last stage goes back too (as the persistent entries
+     * do at a tile's end). */
+    if (threadIdx.x % 32 == 0)
+      tj_h_bar_arrive(empty + 8 * ((it + kn - 1) % STAGES));
+    it += kn;
+    u += kn;
+    if (k0 + kn < ktiles) {
+      /* Not the tile's owner, so the run's last segment: the sums to this
+       * block's slot, then its flag, once every consumer thread's are
+       * written. */
+      float4 *slot = slots + (long long)b * per_slot;
+#pragma unroll
+      for (int i = 0; i < BN / 2; i += 4)
+        __stcg(slot + (i / 4) * 256 + t,
+               make_float4(d[i], d[i + 1], d[i + 2], d[i + 3]));
+      tj_h_named_sync(3, 256);
+      if (t == 0) {
+        __threadfence();
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + b),
+                     "r"(seq)
+                     : "memory");
+      }
+      break;
+    }
+    if (k0 > 0) {
+      /* The owner of a tile that blocks before it began (this is its
+       * run's first segment): their sums, in block order. */
+      int first = tj_k_block_of(units, blocks, (long long)tile * ktiles);
+      for (int c = first; c < b; c++) {
+        if (t == 0) {
+          unsigned v;
+          do
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                         : "=r"(v)
+                         : "l"(flags + c)
+                         : "memory");
+          while (v != seq);
+        }
+        tj_h_named_sync(3, 256);
+        const float4 *slot = slots + (long long)c * per_slot;
+#pragma unroll
+        for (int i = 0; i < BN / 2; i += 4) {
+          float4 p = __ldcg(slot + (i / 4) * 256 + t);
+          d[i] += p.x;
+          d[i + 1] += p.y;
+          d[i + 2] += p.z;
+          d[i + 3] += p.w;
+        }
+      }
+    }
+    tj_h_epilogue<BN>(d, o, st.epi, cw, mt * TJ_H_BM + 64 * cw, nt * BN,
+                      boxes);
+  }
+  tj_h_epilogue_done(o);
+}
+
 /* Split-K across a cluster of two blocks: block rank 1 of the pair sends
  * its fp32 sums for the second half of K into rank 0's shared memory
  * (st.async, counted by an mbarrier there), and rank 0 adds them to its
@@ -1198,6 +1342,9 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
   tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
+#define TJ_H_STREAMK_BODY(bn, stages)                                       \
+  tj_h_gemm_streamk<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT, work, \
+                                seq)
 #define TJ_S_BODY(bn, split) \
   tj_s_gemm<bn, split>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc, \
                        evict_first)
@@ -1214,6 +1361,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #define TJ_H_PERSISTENT_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_H_STREAMK_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_S_BODY(bn, split) TJ_H_BODY(0, 0)
 #endif
 
@@ -1377,6 +1525,27 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90
  */
 extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_mc2(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
   TJ_H_PERSISTENT_MC2_BODY(256, 4);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (min(ceil(N / 128) * ceil(M / 128) * ceil(K / 64), SMs),
+ *              1, 1)
+ *   shared     197712
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned, and with store 1 C
+ *              16-byte aligned and ldc a multiple of 8; work 16-byte
+ *              aligned
+ *   notes      stream-K: the grid's blocks share out the k-tiles of all the
+ *              128 x 128 tiles (see the header of gemm_f16_sm90a.hip);
+ *              every block must be resident at once (at most one an SM).
+ *              work: gridDim.x * 128 * 128 floats, then gridDim.x unsigned
+ *              flags, none of which may hold seq at the launch (a seq never
+ *              used before with that memory).  Otherwise as
+ *              gemm_f16_sm90a_128x128.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_streamk(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store, float *work, unsigned seq) {
+  TJ_H_STREAMK_BODY(128, 5);
 }
 
 /* contract

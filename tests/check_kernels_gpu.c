@@ -976,6 +976,24 @@ START_TEST(gemm_hopper_skinny_evict_first_same_bits)
 }
 END_TEST
 
+/* Stream-K (TJ_GEMM_STREAMK=1): the forced shapes above, where a tile's
+ * k-tiles are shared by up to a dozen blocks (128 x 1376 x 4096: 704
+ * units on 132 blocks) or each block holds whole tiles (K = 1), against
+ * the oracle; then twice on one of them, the same bits (the owner adds
+ * the others' sums in a fixed order). */
+START_TEST(gemm_hopper_streamk_shapes)
+{
+  setenv("TJ_GEMM_STREAMK", "1", 1);
+  hopper_forced_shapes("128", "1", "gemm_f16_sm90a_128x128_streamk");
+  unsetenv("TJ_GEMM_STREAMK");
+  static const char *const values[] = {"1", "1"};
+  uint16_t *A, *B, *C;
+  gemm_same_bits_under(128, 1376, 4096, "TJ_GEMM_STREAMK", values, 2, &A, &B,
+                       &C);
+  free(A); free(B); free(C);
+}
+END_TEST
+
 START_TEST(gemm_hopper_narrow_tile_shapes)
 {
   hopper_forced_shapes("64", "0", "gemm_f16_sm90a_128x64");
@@ -1358,6 +1376,7 @@ int main(void)
   tcase_add_test(hopper, gemm_hopper_path_shapes);
   tcase_add_test(hopper, gemm_hopper_persistent_shapes);
   tcase_add_test(hopper, gemm_hopper_multicast_shapes);
+  tcase_add_test(hopper, gemm_hopper_streamk_shapes);
   tcase_add_test(hopper, gemm_hopper_narrow_tile_shapes);
   tcase_add_test(hopper, gemm_hopper_skinny_shapes);
   tcase_add_test(hopper, gemm_hopper_skinny_evict_first_same_bits);

@@ -41,6 +41,11 @@
  *                          evict-first in L2, or not: the default until
  *                          it has been timed on a GPU (kernels_api.c,
  *                          launch_sm90a)
+ *   TJ_GEMM_STREAMK=1      stream-K over the 128 x 128 tiles for every
+ *                          Hopper call with more than 16 rows, ahead of
+ *                          the rule and the tuning table (plan_sm90a,
+ *                          tj__gemm_plan_call); not the rule anywhere
+ *                          until it has been run and timed on a GPU
  *   TOKITAI_JIT_TUNE=1     first-use tuning (gemm_tune.c), unless the
  *                          runtime was opened with TJ_NO_TUNING
  */
@@ -81,4 +86,5 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   env->skinny_sm90a = zero_or_one(getenv("TJ_GEMM_SKINNY_SM90A"));
   env->tma_store = zero_or_one(getenv("TJ_GEMM_TMA_STORE"));
   env->evict_first = zero_or_one(getenv("TJ_GEMM_EVICT_FIRST"));
+  env->streamk = zero_or_one(getenv("TJ_GEMM_STREAMK"));
 }

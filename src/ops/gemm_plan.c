@@ -113,7 +113,7 @@ static tj__gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
   }
   return (tj__gemm_plan){c->entry, {tiles, (unsigned)split, 1},
                          {SKINNY_TC_THREADS, 1, 1}, SKINNY_TC_SHARED, split,
-                         kper, GEMM_PATH_SKINNY_TC, c->tile_n};
+                         kper, GEMM_PATH_SKINNY_TC, c->tile_n, 0};
 }
 
 /*
@@ -233,7 +233,7 @@ static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
                          {SM90A_SKINNY_THREADS, 1, 1},
                          c->bn == 256 ? SM90A_SKINNY256_SHARED
                                       : SM90A_SKINNY_SHARED,
-                         c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn};
+                         c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn, 0};
 }
 
 /* TJ_GEMM_SPLITK=n (forced) takes the largest compiled split up to n,
@@ -283,7 +283,8 @@ static tj__gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
     split = (ktiles - 1) / kper + 1;
   return (tj__gemm_plan){"gemm_f16_sm90a_128x128_splitk",
                          {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
-                         SM90A_SHARED(128, 5), split, kper, GEMM_PATH_SM90A, 0};
+                         SM90A_SHARED(128, 5), split, kper, GEMM_PATH_SM90A,
+                         0, 0};
 }
 
 /* The 128 x 64 tile with K split across a cluster of two blocks. */
@@ -293,7 +294,20 @@ static tj__gemm_plan plan_cluster_k2(int M, int N)
   unsigned tn = (unsigned)((N - 1) / 64 + 1);
   return (tj__gemm_plan){"gemm_f16_sm90a_128x64_cluster_k2", {2 * tn, mt, 1},
                          {SM90A_THREADS, 1, 1}, SM90A_SHARED_K2, 1, 0,
-                         GEMM_PATH_SM90A, 0};
+                         GEMM_PATH_SM90A, 0, 0};
+}
+
+/* Stream-K over the 128 x 128 tiles: at most a block an SM, each taking
+ * an even share of all the tiles' k-tiles (no more blocks than those). */
+static tj__gemm_plan plan_streamk(int sms, int M, int N, int K)
+{
+  unsigned long long units = (unsigned long long)((M - 1) / SM90A_BM + 1) *
+                             (unsigned long long)((N - 1) / 128 + 1) *
+                             (unsigned long long)((K - 1) / 64 + 1);
+  unsigned grid = units < (unsigned)sms ? (unsigned)units : (unsigned)sms;
+  return (tj__gemm_plan){"gemm_f16_sm90a_128x128_streamk", {grid, 1, 1},
+                         {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5), 1, 0,
+                         GEMM_PATH_SM90A, 0, 1};
 }
 
 /* The 128 x 256 tile, persistent in clusters of two that share B: one
@@ -308,7 +322,7 @@ static tj__gemm_plan plan_mc2(int sms, int M, int N)
     clusters = (unsigned)pairs;
   return (tj__gemm_plan){"gemm_f16_sm90a_128x256_mc2", {2 * clusters, 1, 1},
                          {SM90A_THREADS, 1, 1}, sm90a_shared_of(256), 1, 0,
-                         GEMM_PATH_SM90A, 0};
+                         GEMM_PATH_SM90A, 0, 0};
 }
 
 /* An unsplit plan of entry with bn-column tiles; persistent: one block
@@ -322,10 +336,10 @@ static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
     unsigned long long tiles = (unsigned long long)tn * mt;
     unsigned grid = tiles < (unsigned)sms ? (unsigned)tiles : (unsigned)sms;
     return (tj__gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
-                           sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0};
+                           sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0};
   }
   return (tj__gemm_plan){entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
-                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0};
+                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0};
 }
 
 /* The plan of one configuration of the tuning table, on sms SMs. */
@@ -376,9 +390,18 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
                                 int K)
 {
   static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1,
-                                    .tile_k2 = -1, .multicast = -1};
+                                    .tile_k2 = -1, .multicast = -1,
+                                    .streamk = -1};
   if (!env)
     env = &none;
+  /* Stream-K where asked (TJ_GEMM_STREAMK=1; not yet the rule anywhere:
+   * not yet run on a GPU), unless a split is forced or the units are too
+   * many for its 64-bit unit arithmetic (units x blocks). */
+  if (env->streamk == 1 && env->forced_split <= 1 &&
+      (double)((M - 1) / SM90A_BM + 1) * (double)((N - 1) / 128 + 1) *
+              (double)((K - 1) / 64 + 1) <
+          0x1p52)
+    return plan_streamk(sms, M, N, K);
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
   unsigned slim = (unsigned)((N - 1) / 64 + 1);
@@ -486,11 +509,11 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
     unsigned threads;
     const char *entry = skinny_entry(M, &threads);
     return (tj__gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
-                           {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0};
+                           {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0, 0};
   }
   if (sm90a_fits(rt, M, A, lda, B, ldb)) {
     const tj__gemm_config *c =
-        rt->gemm_env.forced_split ? NULL
+        rt->gemm_env.forced_split || rt->gemm_env.streamk == 1 ? NULL
         : tj__gemm_decision(rt, stream, may_tune, M, N, K, A, lda, B, ldb, C,
                             ldc);
     /* A skinny configuration computes 16 rows: never one for more (a row
@@ -500,5 +523,5 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
   }
   return (tj__gemm_plan){"gemm_f16",
                          {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
-                         {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0};
+                         {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0, 0};
 }

@@ -403,6 +403,42 @@ static int launch_split(tj_runtime *rt, const char *fn, const tj__gemm_plan *p,
   return TJ_OK;
 }
 
+/* The launch of a Hopper tile or skinny plan p on tensor maps ta and tb
+ * (work: stream-K's workspace). */
+static int launch_tiles(tj_runtime *rt, const char *fn,
+                        const tj__gemm_plan *p, void *stream, void *ta,
+                        void *tb, int M, int N, int K, float alpha,
+                        float beta, void *C, int ldc, void *work)
+{
+  tj_kernel *k = NULL;
+  int rc = shared_kernel(rt, fn, p, &k);
+  if (rc != TJ_OK)
+    return rc;
+  /* The tiles take a third map, over C, and whether to store through it;
+   * the skinny kernel whether B goes through L2 marked evict-first
+   * (TJ_GEMM_EVICT_FIRST=1; not the default until measured). */
+  _Alignas(64) unsigned char tc[TJ__TENSOR_MAP_BYTES] = {0};
+  int store = p->path == GEMM_PATH_SM90A &&
+              tma_store_fits(rt, M, N, beta, C, ldc, tc);
+  int evict_first = rt->gemm_env.evict_first == 1;
+  /* Stream-K's flags hold the launch's number when set: never one that an
+   * earlier launch of this process left in reused memory (0 is skipped;
+   * 2^32 launches would wrap). */
+  static unsigned launches;
+  unsigned seq;
+  do
+    seq = __atomic_add_fetch(&launches, 1u, __ATOMIC_RELAXED);
+  while (seq == 0);
+  void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store,
+                   &work, &seq};
+  void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
+  rc = tj_launch(k, p->grid, p->block, p->shared, stream,
+                 p->path == GEMM_PATH_SM90A ? targs : sargs);
+  if (rc != TJ_OK)
+    return launch_failed(rt, rc, fn, p->entry, p->grid, p->block);
+  return TJ_OK;
+}
+
 /* The workspace is the call's own, allocated and freed in order on its
  * stream, so calls on other streams never share one.  Without
  * stream-ordered allocation (or memory for it) the call runs unsplit. */
@@ -431,26 +467,23 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
       return rc;
     }
     p = (tj__gemm_plan){"gemm_f16_sm90a_128x128", {p.grid.x, p.grid.y, 1},
-                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 0};
+                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 0, 0};
   }
-  tj_kernel *k = NULL;
-  rc = shared_kernel(rt, fn, &p, &k);
-  if (rc != TJ_OK)
-    return rc;
-  /* The tiles take a third map, over C, and whether to store through it;
-   * the skinny kernel whether B goes through L2 marked evict-first
-   * (TJ_GEMM_EVICT_FIRST=1; not the default until measured). */
-  _Alignas(64) unsigned char tc[TJ__TENSOR_MAP_BYTES] = {0};
-  int store = p.path == GEMM_PATH_SM90A &&
-              tma_store_fits(rt, M, N, beta, C, ldc, tc);
-  int evict_first = rt->gemm_env.evict_first == 1;
-  void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store};
-  void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
-  rc = tj_launch(k, p.grid, p.block, p.shared, stream,
-                 p.path == GEMM_PATH_SM90A ? targs : sargs);
-  if (rc != TJ_OK)
-    return launch_failed(rt, rc, fn, p.entry, p.grid, p.block);
-  return TJ_OK;
+  void *work = NULL;
+  if (p.streamk &&
+      tj__alloc_async(&rt->device, &work, SM90A_STREAMK_WORK(p.grid.x),
+                      stream) != TJ_OK) {
+    /* Without the workspace, the persistent tiles of the same width. */
+    work = NULL;
+    p = (tj__gemm_plan){"gemm_f16_sm90a_128x128_persistent", p.grid, p.block,
+                        p.shared, 1, 0, GEMM_PATH_SM90A, 0, 0};
+  }
+  rc = launch_tiles(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C, ldc,
+                    work);
+  if (work && tj__free_async(work, stream) != TJ_OK && rc == TJ_OK)
+    rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the stream-K workspace "
+                  "failed", fn);
+  return rc;
 }
 
 int tj__gemm_run_config(tj_runtime *rt, const char *fn,

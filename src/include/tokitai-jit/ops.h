@@ -93,7 +93,7 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TJ_GEMM_SKINNY_TC,
  * TJ_GEMM_SKINNY_SM90A, TJ_GEMM_SM90A_TILE, TJ_GEMM_PERSISTENT,
  * TJ_GEMM_MULTICAST, TJ_GEMM_TMA_STORE, TJ_GEMM_EVICT_FIRST,
- * TOKITAI_JIT_TUNE) is read at
+ * TJ_GEMM_STREAMK, TOKITAI_JIT_TUNE) is read at
  * tj_runtime_open. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
