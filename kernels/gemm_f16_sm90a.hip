@@ -868,17 +868,21 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
  * No SM idles for want of a tile, as it does where the tiles are fewer
  * than the SMs (128 x 11008 x 4096: 86 tiles of 128 x 128 on 132 SMs) or
  * leave a last wave part full.  A block walks its run a tile at a time
- * (a segment).  The segment that holds a tile's last k-tile is its
- * owner's: where other blocks began the tile, it waits for each of them
- * (their indices are lower, in k order), adds their fp32 sums to its own
- * in that order (so the same bits on every run on a device) and stores
- * the tile.  A segment that ends before its tile does is the block's
- * last: its sums go to the block's slot of work, in the consumer threads'
- * own order, and the block's flag there then holds seq (the launch's
- * number, never the same twice in a process, so a flag left by an
- * earlier launch in reused memory is not taken for this one's).  A block
- * waits only for blocks of lower index, which wait for nothing of its, so
- * with every block resident nothing waits in a circle.
+ * (a segment).  A tile is stored by the block holding its first k-tile
+ * (its owner).  A segment that begins inside a tile can only be a run's
+ * first: its sums go to the block's slot of work, in the consumer
+ * threads' own order, and the block's flag there then holds seq (the
+ * launch's number, never the same twice in a process, so a flag left by
+ * an earlier launch in reused memory is not taken for this one's).  A
+ * segment that holds a tile's first k-tiles but not its last can only be
+ * a run's last: its owner waits for the blocks after it that hold the
+ * rest, and adds their sums to its own in block order (so the same bits
+ * on every run on a device) before storing the tile.  Those blocks wrote
+ * their sums first thing, and a block waits only at the end of its run
+ * for slots that no block waits to write, so nothing waits in a circle;
+ * the waits are short, the slots being written long before.  Every block
+ * must be resident at once (or at least two, with blocks started in
+ * index order).
  *   work  G slots of TJ_H_BM x BN floats, then G unsigned flags. */
 
 /* The first unit of block b's run. */
@@ -954,10 +958,10 @@ __device__ __forceinline__ void tj_h_gemm_streamk(const tj_tmap *ta,
       tj_h_bar_arrive(empty + 8 * ((it + kn - 1) % STAGES));
     it += kn;
     u += kn;
-    if (k0 + kn < ktiles) {
-      /* Not the tile's owner, so the run's last segment: the sums to this
-       * block's slot, then its flag, once every consumer thread's are
-       * written. */
+    if (k0 > 0) {
+      /* The rest of a tile a block before began, so the run's first
+       * segment: the sums to this block's slot, then its flag, once every
+       * consumer thread's are written. */
       float4 *slot = slots + (long long)b * per_slot;
 #pragma unroll
       for (int i = 0; i < BN / 2; i += 4)
@@ -970,13 +974,15 @@ __device__ __forceinline__ void tj_h_gemm_streamk(const tj_tmap *ta,
                      "r"(seq)
                      : "memory");
       }
-      break;
+      continue;
     }
-    if (k0 > 0) {
-      /* The owner of a tile that blocks before it began (this is its
-       * run's first segment): their sums, in block order. */
-      int first = tj_k_block_of(units, blocks, (long long)tile * ktiles);
-      for (int c = first; c < b; c++) {
+    if (kn < ktiles) {
+      /* The tile's first k-tiles and not its last, so the run's last
+       * segment: the sums of the blocks after that hold the rest, in
+       * block order. */
+      int last = tj_k_block_of(units, blocks,
+                               (long long)(tile + 1) * ktiles - 1);
+      for (int c = b + 1; c <= last; c++) {
         if (t == 0) {
           unsigned v;
           do
