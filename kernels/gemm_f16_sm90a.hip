@@ -984,13 +984,19 @@ __device__ __forceinline__ void tj_h_gemm_streamk(const tj_tmap *ta,
                                (long long)(tile + 1) * ktiles - 1);
       for (int c = b + 1; c <= last; c++) {
         if (t == 0) {
+          /* A wait past 2^35 cycles (over ten seconds) means a block that
+           * will never come (fewer SMs than the grid has blocks): the
+           * launch fails rather than hang the caller. */
+          long long since = clock64();
           unsigned v;
-          do
+          do {
             asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
                          : "=r"(v)
                          : "l"(flags + c)
                          : "memory");
-          while (v != seq);
+            if (v != seq && clock64() - since > (1LL << 35))
+              asm volatile("trap;");
+          } while (v != seq);
         }
         tj_h_named_sync(3, 256);
         const float4 *slot = slots + (long long)c * per_slot;
