@@ -111,7 +111,7 @@ static const char *const caller_source[CALLER_SOURCES] = {
 static const char *const caller_entry[CALLER_SOURCES] = {"one", "two"};
 
 /* Kernels one thread gets: every embedded one and the caller kernels. */
-#define THREAD_KERNELS_MAX 32
+#define THREAD_KERNELS_MAX 48
 
 struct thread_job {
   tj_runtime *rt;
