@@ -439,9 +439,10 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
   return TJ_OK;
 }
 
-/* The workspace is the call's own, allocated and freed in order on its
- * stream, so calls on other streams never share one.  Without
- * stream-ordered allocation (or memory for it) the call runs unsplit. */
+/* A workspace (split-K's partials, stream-K's sums and flags) is the
+ * call's own, allocated and freed in order on its stream, so calls on
+ * other streams never share one.  Without stream-ordered allocation (or
+ * memory for it) the call runs unsplit, or as persistent tiles. */
 static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
                         void *stream, int M, int N, int K, float alpha,
                         const void *A, int lda, const void *B, int ldb,
