@@ -10,9 +10,15 @@
  *
  * embed: arch sm_90a
  *
- * Status: compiled for sm_90a with NVRTC 13.0 (168 registers, no spills,
- * no wgmma serialization warning from ptxas); not yet run on a GPU when
- * this was written: check_kernels_gpu and tj-bench on an H200 say.
+ * Status: every entry compiles for sm_90a with no spills and no wgmma
+ * serialization (tests/gemm_ptxas_sm90a.sh, on any machine with nvcc).
+ * The tiles, the multicast pairs, split-K and the skinny kernel have run
+ * on an H200 against the oracle (check_kernels_gpu) and cuBLAS (tj-bench;
+ * bench/RESULTS.md).  The epilogue through TMA (TJ_GEMM_TMA_STORE=1),
+ * stream-K (gemm_f16_sm90a_128x128_streamk, TJ_GEMM_STREAMK=1) and the
+ * skinny kernel's evict-first loads (TJ_GEMM_EVICT_FIRST=1) have not run
+ * on a GPU yet: each is off unless its variable asks, and the GPU suite
+ * and tj-bench are ready to try them.
  *
  * The plan (issue 14, first step)
  *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
