@@ -258,8 +258,12 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
              shape);
     record("gemm", label, flop / (old * 1e9), "TFLOP/s");
   }
+  /* TJ_BENCH_VARIANTS=0: none of the opt-in variants below (a run that
+   * must not depend on them). */
+  const char *v = getenv("TJ_BENCH_VARIANTS");
+  int variants = !(v && strcmp(v, "0") == 0);
   double tma_ms = 0, streamk_ms = 0;
-  if (entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0 &&
+  if (variants && entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0 &&
       strncmp(entry, "gemm_f16_sm90a_skinny", 21) != 0) {
     /* The tiles' epilogue through shared memory and TMA stores, and
      * stream-K, each asked for (neither the default until measured): the
@@ -296,7 +300,7 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
     record("gemm", label, bytes / (old * 1e6) / copy_gbs, "x");
   }
   double evict_ms = 0, evict_clean_ms = 0;
-  if (entry && strncmp(entry, "gemm_f16_sm90a_skinny", 21) == 0) {
+  if (variants && entry && strncmp(entry, "gemm_f16_sm90a_skinny", 21) == 0) {
     /* B marked evict-first in L2 (not the default until measured): with
      * and without L2 cleaned first, against cuBLAS below. */
     evict_ms = time_with_env(g, "TJ_GEMM_EVICT_FIRST", "1", reps);

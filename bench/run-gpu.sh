@@ -2,11 +2,14 @@
 # run-gpu.sh: build, test and measure on a GPU machine in one go, from a
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
-#   bash bench/run-gpu.sh [check|bench|all|gemm]   (default all)
-# gemm: only what issue 14 needs, in one call and three files: the GPU
-# suite's gemm, hopper and verify cases, then tj-bench's GEMM section on
-# issue 14's eighteen shapes (which times each opt-in variant beside the
-# default: TJ_GEMM_TMA_STORE, TJ_GEMM_STREAMK, TJ_GEMM_EVICT_FIRST).
+#   bash bench/run-gpu.sh [check|bench|all|gemm-check|gemm-bench]
+#   (default all)
+# gemm-check and gemm-bench: only what issue 14 needs, each well inside a
+# device call: the GPU suite's gemm, hopper and verify cases; tj-bench's
+# GEMM section on issue 14's eighteen shapes, first without the opt-in
+# variants (so that a variant that fails loses nothing else), then with
+# them timed beside the default (TJ_GEMM_TMA_STORE, TJ_GEMM_STREAMK,
+# TJ_GEMM_EVICT_FIRST).
 set -u
 what=${1:-all}
 out=${OUT:-$PWD/out}
@@ -18,17 +21,21 @@ cd /tmp/tj/tokitai-jit-*/ || exit 1
 status=0
 ( ./configure --with-hip-platform=nvidia --enable-bench > "$out/configure.log" 2>&1 &&
   make -j16 > "$out/make.log" 2>&1 ) || { tail -30 "$out/configure.log" "$out/make.log"; exit 1; }
-if [ "$what" = gemm ]; then
+if [ "$what" = gemm-check ]; then
   make -j16 tests/check_kernels_gpu > "$out/make-tests.log" 2>&1 || { tail -30 "$out/make-tests.log"; exit 1; }
   mkdir -p tests/tmp
   for c in gemm hopper verify; do
     echo "== check_kernels_gpu, case $c"
     CK_RUN_CASE=$c CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
-      timeout 300 ./tests/check_kernels_gpu || status=1
+      timeout 400 ./tests/check_kernels_gpu || status=1
   done > "$out/check-gemm.log" 2>&1
   grep -E '^[0-9]+%: Checks|^== ' "$out/check-gemm.log"
+  exit $status
+fi
+if [ "$what" = gemm-bench ]; then
   # Its default shapes are issue 14's eighteen.
-  timeout 240 ./bench/tj-bench --only gemm > "$out/bench-gemm.txt" 2>&1 || status=1
+  TJ_BENCH_VARIANTS=0 timeout 200 ./bench/tj-bench --only gemm > "$out/bench-gemm-default.txt" 2>&1 || status=1
+  timeout 300 ./bench/tj-bench --only gemm > "$out/bench-gemm-variants.txt" 2>&1 || status=1
   exit $status
 fi
 if [ "$what" != bench ]; then
