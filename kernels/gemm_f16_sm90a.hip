@@ -583,10 +583,11 @@ __device__ __forceinline__ void tj_h_epilogue_tma(const float (&d)[BN / 2],
                                                   int n0, unsigned &boxes) {
   int t = threadIdx.x % 128;
   int r = 16 * (t / 32) + (t % 32) / 4;
-  unsigned row = buf + r * 128 + 4 * (t % 4);
+  /* This thread's first pair in a buffer: row r, column 2 * (t % 4). */
+  unsigned mine = r * 128 + 4 * (t % 4);
 #pragma unroll
   for (int c = 0; c < BN / 64; c++) {
-    unsigned b = row + (boxes & 1u) * 8192;
+    unsigned box = buf + (boxes & 1u) * 8192, b = box + mine;
     if (t == 0)
       tj_h_tma_store_wait<1>();
     tj_h_named_sync(1 + cw, 128);
@@ -606,7 +607,7 @@ __device__ __forceinline__ void tj_h_epilogue_tma(const float (&d)[BN / 2],
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     tj_h_named_sync(1 + cw, 128);
     if (t == 0)
-      tj_h_tma_store(tc, buf + (boxes & 1u) * 8192, n0 + 64 * c, row0);
+      tj_h_tma_store(tc, box, n0 + 64 * c, row0);
     boxes++;
   }
 }
