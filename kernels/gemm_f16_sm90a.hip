@@ -225,8 +225,9 @@ __device__ __forceinline__ void tj_h_prefetch_map(const tj_tmap *map) {
                : "memory");
 }
 
-/* A barrier among threads threads (whole warps) that name it: id 1 and 2
- * for one consumer warpgroup each, 3 for both (0 is __syncthreads'). */
+/* Named barrier id, waited at by the given number of threads (whole
+ * warps): 1 and 2 for one consumer warpgroup each, 3 for both (0 is
+ * __syncthreads'). */
 __device__ __forceinline__ void tj_h_named_sync(unsigned id,
                                                 unsigned threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
