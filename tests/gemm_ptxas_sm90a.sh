@@ -7,7 +7,9 @@
 # and that this CPU-only check can.  The file is compiled as the library
 # has NVRTC compile it (sm_90a, C++17, cuda_fp16.h included first), by
 # the CUDA toolkit's nvcc with ptxas's -v report.  Every entry that
-# --list-kernels names must be in that report.
+# --list-kernels names must be in that report, and every one but the
+# split-K reduce must hold wgmma.mma_async and no mma.sync in its PTX
+# (what gemm_isa_sm90a.sh checks in the SASS where a disassembler is).
 # Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
 # (not the nvidia platform, or no nvcc).
 set -u
@@ -28,6 +30,9 @@ trap 'rm -rf "$tmp"' EXIT
 "$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -cubin \
   -Xptxas -v -o "$tmp/g.cubin" "$src" >"$tmp/log" 2>&1 ||
   { echo "FAIL: $nvcc could not compile $src for sm_90a:"; cat "$tmp/log"; exit 1; }
+"$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -ptx \
+  -o "$tmp/g.ptx" "$src" >"$tmp/ptxlog" 2>&1 ||
+  { echo "FAIL: $nvcc could not make PTX of $src:"; cat "$tmp/ptxlog"; exit 1; }
 entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
 # One line per function: name, registers, stack, spill stores, spill loads.
@@ -37,6 +42,14 @@ awk '
   /Used [0-9]+ registers/ { for (i = 1; i <= NF; i++) if ($i == "Used") regs[fn] = $(i + 1) }
   END { for (f in regs) print f, regs[f], stack[f] + 0, stores[f] + 0, loads[f] + 0 }
 ' "$tmp/log" >"$tmp/table"
+# One line per function of the PTX: name, wgmma.mma_async and mma.sync
+# instructions.
+awk '
+  /\.entry / { fn = $0; sub(/.*\.entry /, "", fn); sub(/\(.*/, "", fn); seen[fn] = 1 }
+  /wgmma\.mma_async/ { w[fn]++ }
+  /[^g]mma\.sync/ { m[fn]++ }
+  END { for (f in seen) print f, w[f] + 0, m[f] + 0 }
+' "$tmp/g.ptx" >"$tmp/mma"
 failures=0
 fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
 # ptxas's notes of lost performance name no function on some versions:
@@ -52,5 +65,9 @@ for e in $entries; do
   echo "$e (sm_90a): $2 registers, $3 bytes stack, $4 bytes spill stores, $5 bytes spill loads"
   [ "$3" -eq 0 ] && [ "$4" -eq 0 ] && [ "$5" -eq 0 ] ||
     fail "$e: a stack frame or spills ($3, $4, $5 bytes)"
+  [ "$e" = gemm_f16_sm90a_splitk_reduce ] && continue
+  set -- $(awk -v e="$e" '$1 == e { print $2, $3 }' "$tmp/mma") x x
+  [ "$1" != x ] && [ "$1" -gt 0 ] && [ "$2" -eq 0 ] ||
+    fail "$e: $1 wgmma.mma_async, $2 mma.sync in its PTX; wanted wgmma only"
 done
 [ "$failures" -eq 0 ]
