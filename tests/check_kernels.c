@@ -408,6 +408,12 @@ static const char *entry_for(tj_runtime *rt, int M, int N, int K)
   return tj_gemm_f16_kernel(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
 }
 
+/* tj__gemm_f16_grid on (M, N, K), dense, as entry_for. */
+static tj_dim3 grid_for(tj_runtime *rt, int M, int N, int K)
+{
+  return tj__gemm_f16_grid(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
+}
+
 /* What tj_gemm_f16 runs where: the Hopper kernel on sm_90 (and sm_90a)
  * when TMA can read A and B, its 128 x 256 tile once those tiles fill an
  * H200; gemm_f16 for operands or leading dimensions TMA refuses, on other
@@ -514,12 +520,8 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x128_streamk");
-    ck_assert_uint_eq(tj__gemm_f16_grid(rt, 128, 11008, 4096, FAKE(1), 4096,
-                                        FAKE(2), 11008, FAKE(3), 11008).x,
-                      132);
-    ck_assert_uint_eq(tj__gemm_f16_grid(rt, 200, 136, 64, FAKE(1), 64,
-                                        FAKE(2), 136, FAKE(3), 136).x,
-                      4);
+    ck_assert_uint_eq(grid_for(rt, 128, 11008, 4096).x, 132);
+    ck_assert_uint_eq(grid_for(rt, 200, 136, 64).x, 4);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x128_streamk");
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16_sm90a_skinny256_k3");
@@ -568,12 +570,6 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
   }
 }
 END_TEST
-
-/* tj__gemm_f16_grid on (M, N, K), dense, as entry_for. */
-static tj_dim3 grid_for(tj_runtime *rt, int M, int N, int K)
-{
-  return tj__gemm_f16_grid(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
-}
 
 /* tj_gemm_f16_split on (M, N, K), dense, as entry_for. */
 static int split_for(tj_runtime *rt, int M, int N, int K)
