@@ -222,6 +222,34 @@ static double time_with_env(gemm_ctx *g, const char *name, const char *value,
   return time_with_env_entry(g, name, value, reps, NULL, NULL);
 }
 
+/* An opt-in variant (name=1): its time, and the default's (ms) over it. */
+static double time_variant(gemm_ctx *g, const char *name, const char *what,
+                           const char *shape, double ms, int reps,
+                           bench_record_fn record)
+{
+  char label[128];
+  double variant_ms = time_with_env(g, name, "1", reps);
+  snprintf(label, sizeof label, "gemm_f16 %s default / %s (%s=1) (time "
+           "ratio)", shape, what, name);
+  record("gemm", label, ms / variant_ms, "x");
+  return variant_ms;
+}
+
+/* The vendor's time over ours ("gemm_f16[ what] / vendor shape (time
+ * ratio[, clean L2])"); nothing where ours was not timed (ms 0). */
+static void record_vs_vendor(const gemm_ctx *g, const char *what,
+                             const char *shape, int clean_l2, double vms,
+                             double ms, bench_record_fn record)
+{
+  if (ms <= 0)
+    return;
+  char label[128];
+  snprintf(label, sizeof label, "gemm_f16%s%s / %s %s (time ratio%s)",
+           what ? " " : "", what ? what : "", g->vendor->name, shape,
+           clean_l2 ? ", clean L2" : "");
+  record("gemm", label, vms / ms, "x");
+}
+
 static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
                         clean_flush *clean, bench_record_fn record)
 {
@@ -268,16 +296,11 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
     /* The tiles' epilogue through shared memory and TMA stores, and
      * stream-K, each asked for (neither the default until measured): the
      * default's time over theirs, and theirs against cuBLAS below. */
-    if (split == 1) { /* split-K's partials never go through TMA */
-      tma_ms = time_with_env(g, "TJ_GEMM_TMA_STORE", "1", reps);
-      snprintf(label, sizeof label, "gemm_f16 %s default / TMA store "
-               "(TJ_GEMM_TMA_STORE=1) (time ratio)", shape);
-      record("gemm", label, ms / tma_ms, "x");
-    }
-    streamk_ms = time_with_env(g, "TJ_GEMM_STREAMK", "1", reps);
-    snprintf(label, sizeof label, "gemm_f16 %s default / stream-K "
-             "(TJ_GEMM_STREAMK=1) (time ratio)", shape);
-    record("gemm", label, ms / streamk_ms, "x");
+    if (split == 1) /* split-K's partials never go through TMA */
+      tma_ms = time_variant(g, "TJ_GEMM_TMA_STORE", "TMA store", shape, ms,
+                            reps, record);
+    streamk_ms = time_variant(g, "TJ_GEMM_STREAMK", "stream-K", shape, ms,
+                              reps, record);
   }
   if (entry && strncmp(entry, "gemm_skinny_f16_tc_", 19) == 0) {
     /* The path it replaces (the FMA kernel to 8 rows, then the tiled
@@ -331,36 +354,17 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
     return;
   if (g->m <= 16) {
     clean_vms = time_clean_flushed(clean, run_vendor, g, reps);
-    snprintf(label, sizeof label, "gemm_f16 / %s %s (time ratio, clean L2)",
-             g->vendor->name, shape);
-    record("gemm", label, clean_vms / clean_ms, "x");
-    if (evict_clean_ms > 0) {
-      snprintf(label, sizeof label, "gemm_f16 evict-first / %s %s (time "
-               "ratio, clean L2)", g->vendor->name, shape);
-      record("gemm", label, clean_vms / evict_clean_ms, "x");
-    }
+    record_vs_vendor(g, NULL, shape, 1, clean_vms, clean_ms, record);
+    record_vs_vendor(g, "evict-first", shape, 1, clean_vms, evict_clean_ms,
+                     record);
   }
   double vms = bench_time_gpu_flushed(run_vendor, g, reps);
   snprintf(label, sizeof label, "%s %s", g->vendor->name, shape);
   record("gemm", label, flop / (vms * 1e9), "TFLOP/s");
-  snprintf(label, sizeof label, "gemm_f16 / %s %s (time ratio)",
-           g->vendor->name, shape);
-  record("gemm", label, vms / ms, "x");
-  if (evict_ms > 0) {
-    snprintf(label, sizeof label, "gemm_f16 evict-first / %s %s (time ratio)",
-             g->vendor->name, shape);
-    record("gemm", label, vms / evict_ms, "x");
-  }
-  if (tma_ms > 0) {
-    snprintf(label, sizeof label, "gemm_f16 TMA store / %s %s (time ratio)",
-             g->vendor->name, shape);
-    record("gemm", label, vms / tma_ms, "x");
-  }
-  if (streamk_ms > 0) {
-    snprintf(label, sizeof label, "gemm_f16 stream-K / %s %s (time ratio)",
-             g->vendor->name, shape);
-    record("gemm", label, vms / streamk_ms, "x");
-  }
+  record_vs_vendor(g, NULL, shape, 0, vms, ms, record);
+  record_vs_vendor(g, "evict-first", shape, 0, vms, evict_ms, record);
+  record_vs_vendor(g, "TMA store", shape, 0, vms, tma_ms, record);
+  record_vs_vendor(g, "stream-K", shape, 0, vms, streamk_ms, record);
   if ((double)g->m * g->n <= 64.0 * 1024 * 1024) {
     snprintf(label, sizeof label, "rel L2 vs %s %s", g->vendor->name, shape);
     record("gemm", label, agreement(g), "");
