@@ -422,13 +422,12 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
               tma_store_fits(rt, M, N, beta, C, ldc, tc);
   int evict_first = rt->gemm_env.evict_first == 1;
   /* Stream-K's flags hold the launch's number when set: never one that an
-   * earlier launch of this process left in reused memory (0 is skipped;
-   * 2^32 launches would wrap). */
+   * earlier stream-K launch of this process left in reused memory (0 is
+   * skipped; 2^32 of them would wrap).  Other launches take no number. */
   static unsigned launches;
-  unsigned seq;
-  do
+  unsigned seq = 0;
+  while (p->streamk && seq == 0)
     seq = __atomic_add_fetch(&launches, 1u, __ATOMIC_RELAXED);
-  while (seq == 0);
   void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store,
                    &work, &seq};
   void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
