@@ -910,6 +910,16 @@ __device__ __forceinline__ int tj_k_block_of(long long units, int blocks,
   return b;
 }
 
+/* The segment of a run [u, u1) that starts at unit u: its tile, its
+ * first k-tile there, and its k-tiles (returned), up to the tile's end
+ * or the run's. */
+__device__ __forceinline__ int tj_k_segment(long long u, long long u1,
+                                            int ktiles, int &tile, int &k0) {
+  tile = (int)(u / ktiles);
+  k0 = (int)(u % ktiles);
+  return u1 - u < ktiles - k0 ? (int)(u1 - u) : ktiles - k0;
+}
+
 template <int BN, int STAGES>
 __device__ __forceinline__ void tj_h_gemm_streamk(const tj_tmap *ta,
                                                   const tj_tmap *tb, int M,
@@ -930,8 +940,7 @@ __device__ __forceinline__ void tj_h_gemm_streamk(const tj_tmap *ta,
     if (threadIdx.x == 0) {
       int it = 0;
       for (long long u = u0; u < u1;) {
-        int tile = (int)(u / ktiles), k0 = (int)(u % ktiles);
-        int kn = u1 - u < ktiles - k0 ? (int)(u1 - u) : ktiles - k0;
+        int tile, k0, kn = tj_k_segment(u, u1, ktiles, tile, k0);
         int mt, nt;
         tj_h_tile_at(tile, tiles_m, tiles_n, mt, nt);
         tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, kn,
@@ -952,8 +961,7 @@ __device__ __forceinline__ void tj_h_gemm_streamk(const tj_tmap *ta,
   unsigned boxes = 0;
   float d[BN / 2];
   for (long long u = u0; u < u1;) {
-    int tile = (int)(u / ktiles), k0 = (int)(u % ktiles);
-    int kn = u1 - u < ktiles - k0 ? (int)(u1 - u) : ktiles - k0;
+    int tile, k0, kn = tj_k_segment(u, u1, ktiles, tile, k0);
     int mt, nt;
     tj_h_tile_at(tile, tiles_m, tiles_n, mt, nt);
 #pragma unroll
