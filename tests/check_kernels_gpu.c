@@ -341,6 +341,8 @@ START_TEST(verify_names_what_ran)
             "gemm_f16_sm90a_128x128_splitk+gemm_f16_sm90a_splitk_reduce");
   check_ran(rt, "gemm_f16_sm90a_skinny256_k3", 1024,
             "gemm_f16_sm90a_skinny256_k3");
+  check_ran(rt, "gemm_f16_sm90a_128x128_streamk", 520,
+            "gemm_f16_sm90a_128x128_streamk");
   check_ran(rt, "gemm_f16_sm90a_128x64", 12, NULL);
   check_ran(rt, "gemm_f16", 7, NULL);
   tj_runtime_close(rt);

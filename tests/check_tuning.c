@@ -11,6 +11,7 @@
 #include "testsql.h"
 #include "internal.h"
 #include "codeobj.h"
+#include "gemm_plan.h"
 
 #include <stdint.h>
 
@@ -234,6 +235,11 @@ START_TEST(stored_decisions_are_used)
                   "'sm90a_skinny_n128_k1'");
   insert_decision("sm_90", "nvidia", compiler, "t0x86x64/c4/s132",
                   "'sm90a_128x128'");
+  /* Stream-K and TMA-store configurations (what --tune may record). */
+  insert_decision("sm_90", "nvidia", compiler, "t1x88x64/c4/s132",
+                  "'sm90a_128x128_streamk'");
+  insert_decision("sm_90", "nvidia", compiler, "t16x16x32/c4/s132",
+                  "'sm90a_128x256_persistent_tmastore'");
   /* This runtime has met both classes: its memo answers. */
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
   setenv("TOKITAI_JIT_TUNE", "0", 1);
@@ -256,6 +262,10 @@ START_TEST(stored_decisions_are_used)
   ck_assert_int_eq(split_for(rt, 16, 4096, 4096), 2);
   ck_assert_str_eq(entry_for(rt, 256, 4096, 4096), rule256);
   ck_assert_str_eq(entry_for(rt, 1, 11008, 4096), "gemm_f16_sm90a_skinny");
+  ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
+                   "gemm_f16_sm90a_128x128_streamk");
+  ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
+                   "gemm_f16_sm90a_128x256_persistent");
   /* C unaligned for pairs: another class, no decision. */
   ck_assert_int_eq(tj_gemm_f16_split(rt, 64, 4096, 4096, FAKE(1), 4096,
                                      FAKE(2), 4096, FAKE(3), 4097), 4);
@@ -469,6 +479,125 @@ END_TEST
 
 /* ------------------------------------------------------------ configs */
 
+static uint16_t h(double v)
+{
+  return tj_f32_to_f16((float)v);
+}
+
+/* The tuner's check: two correct outputs (sums in another order, rounded
+ * again) agree; anything a broken kernel leaves does not, and the first
+ * such element is named. */
+START_TEST(outputs_agree_within_rounding)
+{
+  enum { N = 256 };
+  uint16_t ref[N], got[N];
+  size_t bad = 99;
+  for (int i = 0; i < N; i++)
+    ref[i] = got[i] = h(((i * 37) % 101 - 50) * 0.37);
+  ck_assert(tj__gemm_outputs_agree(ref, got, N, &bad));
+  ck_assert_uint_eq(bad, 99);
+  /* A unit in the last place either way, everywhere. */
+  for (int i = 0; i < N; i++)
+    got[i] = (uint16_t)(ref[i] + (i % 2 ? 1 : -1) * (ref[i] & 0x7fff ? 1 : 0));
+  ck_assert(tj__gemm_outputs_agree(ref, got, N, &bad));
+  /* Near zero, a difference small beside the row's size. */
+  memcpy(got, ref, sizeof got);
+  ref[7] = h(0.0);
+  got[7] = h(0.01);
+  ck_assert(tj__gemm_outputs_agree(ref, got, N, &bad));
+  /* One element off by a few percent. */
+  memcpy(got, ref, sizeof got);
+  got[100] = h(tj_f16_to_f32(ref[100]) * 1.03);
+  ck_assert(!tj__gemm_outputs_agree(ref, got, N, &bad));
+  ck_assert_uint_eq(bad, 100);
+  /* An element left unwritten (the NaN the tuner fills C with), a zero
+   * where the value is not, a sign flipped. */
+  memcpy(got, ref, sizeof got);
+  got[3] = 0xffff;
+  ck_assert(!tj__gemm_outputs_agree(ref, got, N, &bad));
+  ck_assert_uint_eq(bad, 3);
+  memcpy(got, ref, sizeof got);
+  got[N - 1] = h(0.0);
+  ck_assert(tj_f16_to_f32(ref[N - 1]) != 0);
+  ck_assert(!tj__gemm_outputs_agree(ref, got, N, &bad));
+  ck_assert_uint_eq(bad, N - 1);
+  memcpy(got, ref, sizeof got);
+  got[5] ^= 0x8000;
+  ck_assert(!tj__gemm_outputs_agree(ref, got, N, &bad));
+  ck_assert_uint_eq(bad, 5);
+  /* NaN and infinities (inputs that hold them) agree only with the
+   * same. */
+  memcpy(got, ref, sizeof got);
+  ref[9] = got[9] = 0x7e00;      /* NaN */
+  ref[10] = got[10] = 0x7c00;    /* +inf */
+  ref[11] = got[11] = 0xfc00;    /* -inf */
+  ck_assert(tj__gemm_outputs_agree(ref, got, N, &bad));
+  got[11] = 0x7c00;
+  ck_assert(!tj__gemm_outputs_agree(ref, got, N, &bad));
+  ck_assert_uint_eq(bad, 11);
+  got[11] = h(-65504.0);
+  ck_assert(!tj__gemm_outputs_agree(ref, got, N, &bad));
+  got[11] = 0xfc00;
+  ref[12] = h(1.0);
+  got[12] = 0x7e00;
+  ck_assert(!tj__gemm_outputs_agree(ref, got, N, &bad));
+  ck_assert_uint_eq(bad, 12);
+  /* Nothing to compare: agreement. */
+  ck_assert(tj__gemm_outputs_agree(ref, got, 0, &bad));
+}
+END_TEST
+
+/* A configuration plans as it is named: stream-K's grid a block an SM
+ * (of sms) or a unit, the _tmastore ones their base's plan with the
+ * store asked for, the others without it. */
+START_TEST(configurations_plan_as_named)
+{
+  const tj__gemm_config *sk = tj__gemm_config_find("sm90a_128x128_streamk");
+  ck_assert_ptr_nonnull(sk);
+  tj__gemm_plan p = tj__gemm_plan_config(sk, 132, 128, 11008, 4096);
+  ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x128_streamk");
+  ck_assert_uint_eq(p.grid.x, 132);
+  ck_assert_int_eq(p.streamk, 1);
+  ck_assert_int_eq(p.tma_store, 0);
+  p = tj__gemm_plan_config(sk, 114, 200, 136, 64); /* 2 x 2 tiles x 1 */
+  ck_assert_uint_eq(p.grid.x, 4);
+  const tj__gemm_config *skt =
+      tj__gemm_config_find("sm90a_128x128_streamk_tmastore");
+  ck_assert_ptr_nonnull(skt);
+  p = tj__gemm_plan_config(skt, 132, 1024, 1024, 1024);
+  ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x128_streamk");
+  ck_assert(p.streamk && p.tma_store);
+  size_t n;
+  const tj__gemm_config *c = tj__gemm_configs(&n);
+  int stores = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].skinny)
+      continue;
+    const char *name = c[i].name;
+    p = tj__gemm_plan_config(&c[i], 132, 2048, 2048, 2048);
+    ck_assert_int_eq(p.tma_store, c[i].tma_store);
+    ck_assert_int_eq(p.streamk, c[i].streamk);
+    stores += c[i].tma_store;
+    if (!c[i].tma_store)
+      continue;
+    char base[64];
+    snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 9), name);
+    tj__gemm_plan q =
+        tj__gemm_plan_config(tj__gemm_config_find(base), 132, 2048, 2048, 2048);
+    ck_assert_str_eq(p.entry, q.entry);
+    ck_assert(p.grid.x == q.grid.x && p.grid.y == q.grid.y &&
+              p.grid.z == q.grid.z && p.shared == q.shared &&
+              p.split == q.split && !q.tma_store);
+  }
+  ck_assert_int_eq(stores, 8); /* every unsplit tile configuration */
+  /* The heuristic names the plain configurations, never these. */
+  ck_assert_str_eq(tj__gemm_heuristic(132, 2048, 2048, 2048)->name,
+                   "sm90a_128x256_persistent");
+  ck_assert_str_eq(tj__gemm_heuristic(132, 128, 11008, 4096)->name,
+                   "sm90a_128x128");
+}
+END_TEST
+
 /* The table: unique names the store accepts, a split of 1 to 16, every
  * entry an embedded kernel; and every entry a configuration can launch
  * (and the reduce kernel) compiles for sm_90a here, with its symbol in
@@ -491,6 +620,25 @@ START_TEST(every_configuration_compiles)
     ck_assert(c[i].split == 1 || c[i].bn == 128 || c[i].skinny);
     ck_assert(!c[i].skinny || strncmp(c[i].entry, "gemm_f16_sm90a_skinny",
                                       21) == 0);
+    /* Stream-K and TMA stores: unsplit tiles, timed ahead of time only;
+     * a _tmastore configuration is its base's plus the store. */
+    ck_assert(!c[i].streamk || (c[i].bn == 128 && c[i].split == 1 &&
+                                !c[i].persistent && !c[i].first_use));
+    ck_assert(!c[i].tma_store || (c[i].split == 1 && !c[i].skinny &&
+                                  !c[i].first_use));
+    if (c[i].tma_store) {
+      char base[64];
+      size_t len = strlen(c[i].name);
+      ck_assert(len > 9 && strcmp(c[i].name + len - 9, "_tmastore") == 0);
+      snprintf(base, sizeof base, "%.*s", (int)(len - 9), c[i].name);
+      const tj__gemm_config *b = tj__gemm_config_find(base);
+      ck_assert_msg(b != NULL, "%s: no base %s", c[i].name, base);
+      ck_assert(b < &c[i] && !b->tma_store);
+      ck_assert_str_eq(b->entry, c[i].entry);
+      ck_assert(b->bn == c[i].bn && b->persistent == c[i].persistent &&
+                b->cluster_k2 == c[i].cluster_k2 && b->mc2 == c[i].mc2 &&
+                b->streamk == c[i].streamk);
+    }
     if (c[i].skinny)
       first_use_skinny += c[i].first_use;
     else
@@ -507,7 +655,7 @@ START_TEST(every_configuration_compiles)
    * (M <= 16 times only those). */
   ck_assert_int_le(first_use, 7);
   ck_assert_int_le(first_use_skinny, 9);
-  ck_assert_int_eq(nentries, 18);
+  ck_assert_int_eq(nentries, 19);
   ck_assert_ptr_null(tj__gemm_config_find("sm90a_128x128_split17"));
   ck_assert_ptr_null(tj__gemm_config_find(NULL));
   if (!TJ_PLATFORM_IS_NVIDIA)
@@ -565,6 +713,8 @@ int main(void)
   tcase_add_test(tc, tuning_opt_out_and_environment);
   tc = test_case(s, "configs", 600);
   tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, outputs_agree_within_rounding);
+  tcase_add_test(tc, configurations_plan_as_named);
   tcase_add_test(tc, every_configuration_compiles);
   return run_suite(s);
 }

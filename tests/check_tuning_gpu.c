@@ -5,7 +5,8 @@
  * result), and agrees with the CPU oracle, as does every later call;
  * TOKITAI_JIT_TUNE=0 records nothing; tj_gemm_f16_tune times every
  * candidate, reports them fastest first and stores its decision, which a
- * later runtime uses.  On other GPUs nothing is tuned.  Exits 77 (skip)
+ * later runtime uses; every candidate passes the tuner's check against
+ * the rule's choice (none set aside).  On other GPUs nothing is tuned.  Exits 77 (skip)
  * without a GPU.  The times themselves are never asserted.
  */
 #include "testgpu.h"
@@ -186,6 +187,7 @@ END_TEST
 
 typedef struct got_tuning {
   int calls, num_times, sorted, chosen_first, known;
+  int set_aside, streamk, tma_store; /* untimed; timed stream-K, TMA store */
   char config[64], cls[64];
 } got_tuning;
 
@@ -196,8 +198,15 @@ static int keep(const tj_tuning *t, void *ctx)
   g->num_times = t->num_times;
   g->known = t->known;
   g->sorted = 1;
+  g->set_aside = g->streamk = g->tma_store = 0;
   for (int i = 1; i < t->num_times; i++)
     g->sorted &= t->times[i - 1].ms <= t->times[i].ms;
+  for (int i = 0; i < t->num_times; i++) {
+    const tj__gemm_config *c = tj__gemm_config_find(t->times[i].config);
+    g->set_aside += t->times[i].runs == 0;
+    g->streamk += c && c->streamk && t->times[i].runs > 0;
+    g->tma_store += c && c->tma_store && t->times[i].runs > 0;
+  }
   g->chosen_first = t->num_times > 0 &&
                     strcmp(t->times[0].config, t->config) == 0;
   snprintf(g->config, sizeof g->config, "%s", t->config);
@@ -223,6 +232,12 @@ START_TEST(tune_ahead_times_every_candidate)
   ck_assert_int_eq(g.calls, 1);
   ck_assert_int_ge(g.num_times, 4); /* two tiles and splits */
   ck_assert(g.sorted && g.chosen_first && g.known);
+  /* Every candidate computed what the rule's choice does (the tuner's
+   * check), stream-K and the TMA-store epilogues included, and was
+   * timed. */
+  ck_assert_int_eq(g.set_aside, 0);
+  ck_assert_int_eq(g.streamk, 2);
+  ck_assert_int_eq(g.tma_store, 8);
   char want_cls[TJ__SHAPE_CLASS_MAX];
   snprintf(want_cls, sizeof want_cls, "t1x32x64/c4/s%d", rt->sms);
   ck_assert_str_eq(g.cls, want_cls);

@@ -66,6 +66,11 @@ static void print_tuning_text(const cli_options *o, const tj_tuning *t)
   double best = t->times[0].ms;
   for (int i = 0; i < t->num_times; i++) {
     const tj_tuning_time *x = &t->times[i];
+    if (x->runs == 0) {
+      printf("  %-26s set aside, not timed: its output differed from the "
+             "rule's choice on the same inputs\n", x->config);
+      continue;
+    }
     printf("  %-26s %10.4f ms  %3d runs  %5.2fx%s\n", x->config, x->ms,
            x->runs, best > 0 ? x->ms / best : 1.0,
            strcmp(x->config, t->config) == 0 ? "  chosen" : "");

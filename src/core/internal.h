@@ -494,6 +494,9 @@ typedef struct tj__gemm_config {
   int mc2;           /* persistent in clusters of two sharing B (multicast) */
   int skinny;        /* the Hopper skinny kernel (M <= 16): bn its strip's
                         columns, split its cluster's blocks */
+  int streamk;       /* stream-K over the 128 x 128 tiles */
+  int tma_store;     /* C stored through TMA where the call allows it
+                        (TJ_GEMM_TMA_STORE's epilogue) */
 } tj__gemm_config;
 /* The rows the Hopper skinny kernel takes (its configurations are the
  * table's skinny ones). */
@@ -525,6 +528,13 @@ const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, void *stream,
 /* The timed rounds of a tune (ahead: --tune) with left ms of its budget
  * and rounds of round_ms; exposed for its tests. */
 int tj__gemm_tune_rounds(int ahead, double left, double round_ms);
+/* Whether n fp16 values got agree with ref as two correct GEMMs' outputs
+ * do (sums in another order, rounded again): each within 2^-9 of the
+ * larger magnitude plus 2^-8 of ref's root mean square, NaN where the
+ * other is NaN, an infinity where the other is the same one; else 0 with
+ * *bad the first that does not. */
+int tj__gemm_outputs_agree(const uint16_t *ref, const uint16_t *got, size_t n,
+                           size_t *bad);
 
 /* kernels_api.c, for the tuner: the configuration the heuristic picks for
  * an sm_90 GEMM on a device of sms SMs (NULL where it picks none in the

@@ -32,9 +32,11 @@
  *   TJ_GEMM_TMA_STORE=1 or 0
  *                          the Hopper tiles' epilogue through shared
  *                          memory and TMA stores where beta == 0 and C
- *                          is a TMA tensor, or never: straight from the
- *                          accumulators, the default until the TMA one
- *                          has been run and timed on a GPU (kernels_api.c,
+ *                          is a TMA tensor, or never (not even for a
+ *                          tuning decision naming a _tmastore
+ *                          configuration): straight from the
+ *                          accumulators, the rule until the TMA one has
+ *                          been run and timed on a GPU (kernels_api.c,
  *                          tma_store_fits)
  *   TJ_GEMM_EVICT_FIRST=1 or 0
  *                          the Hopper skinny kernel loads B marked

@@ -113,7 +113,7 @@ static tj__gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
   }
   return (tj__gemm_plan){c->entry, {tiles, (unsigned)split, 1},
                          {SKINNY_TC_THREADS, 1, 1}, SKINNY_TC_SHARED, split,
-                         kper, GEMM_PATH_SKINNY_TC, c->tile_n, 0};
+                         kper, GEMM_PATH_SKINNY_TC, c->tile_n, 0, 0};
 }
 
 /*
@@ -233,7 +233,8 @@ static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
                          {SM90A_SKINNY_THREADS, 1, 1},
                          c->bn == 256 ? SM90A_SKINNY256_SHARED
                                       : SM90A_SKINNY_SHARED,
-                         c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn, 0};
+                         c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn, 0,
+                         0};
 }
 
 /* TJ_GEMM_SPLITK=n (forced) takes the largest compiled split up to n,
@@ -284,7 +285,7 @@ static tj__gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
   return (tj__gemm_plan){"gemm_f16_sm90a_128x128_splitk",
                          {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
                          SM90A_SHARED(128, 5), split, kper, GEMM_PATH_SM90A,
-                         0, 0};
+                         0, 0, 0};
 }
 
 /* The 128 x 64 tile with K split across a cluster of two blocks. */
@@ -294,7 +295,16 @@ static tj__gemm_plan plan_cluster_k2(int M, int N)
   unsigned tn = (unsigned)((N - 1) / 64 + 1);
   return (tj__gemm_plan){"gemm_f16_sm90a_128x64_cluster_k2", {2 * tn, mt, 1},
                          {SM90A_THREADS, 1, 1}, SM90A_SHARED_K2, 1, 0,
-                         GEMM_PATH_SM90A, 0, 0};
+                         GEMM_PATH_SM90A, 0, 0, 0};
+}
+
+/* Whether stream-K's units (tiles x k-tiles) stay within its 64-bit
+ * unit arithmetic (units x blocks). */
+static int streamk_fits(int M, int N, int K)
+{
+  return (double)((M - 1) / SM90A_BM + 1) * (double)((N - 1) / 128 + 1) *
+             (double)((K - 1) / 64 + 1) <
+         0x1p52;
 }
 
 /* Stream-K over the 128 x 128 tiles: at most a block an SM, each taking
@@ -307,7 +317,7 @@ static tj__gemm_plan plan_streamk(int sms, int M, int N, int K)
   unsigned grid = units < (unsigned)sms ? (unsigned)units : (unsigned)sms;
   return (tj__gemm_plan){"gemm_f16_sm90a_128x128_streamk", {grid, 1, 1},
                          {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5), 1, 0,
-                         GEMM_PATH_SM90A, 0, 1};
+                         GEMM_PATH_SM90A, 0, 1, 0};
 }
 
 /* The 128 x 256 tile, persistent in clusters of two that share B: one
@@ -322,7 +332,7 @@ static tj__gemm_plan plan_mc2(int sms, int M, int N)
     clusters = (unsigned)pairs;
   return (tj__gemm_plan){"gemm_f16_sm90a_128x256_mc2", {2 * clusters, 1, 1},
                          {SM90A_THREADS, 1, 1}, sm90a_shared_of(256), 1, 0,
-                         GEMM_PATH_SM90A, 0, 0};
+                         GEMM_PATH_SM90A, 0, 0, 0};
 }
 
 /* An unsplit plan of entry with bn-column tiles; persistent: one block
@@ -336,27 +346,38 @@ static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
     unsigned long long tiles = (unsigned long long)tn * mt;
     unsigned grid = tiles < (unsigned)sms ? (unsigned)tiles : (unsigned)sms;
     return (tj__gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
-                           sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0};
+                           sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0,
+                           0};
   }
   return (tj__gemm_plan){entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
-                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0};
+                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0, 0};
 }
 
-/* The plan of one configuration of the tuning table, on sms SMs. */
+/* The plan of one configuration of the tuning table, on sms SMs (a
+ * stream-K one past its unit arithmetic: the persistent 128 x 128 tiles,
+ * as where its workspace cannot be had). */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K)
 {
+  tj__gemm_plan p;
   if (c->skinny)
     return plan_skinny_config(c, N);
   if (c->cluster_k2)
-    return plan_cluster_k2(M, N);
-  if (c->mc2)
-    return plan_mc2(sms, M, N);
-  if (c->split > 1)
-    return plan_split((unsigned)((N - 1) / 128 + 1),
-                      (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
-                      c->split);
-  return plan_tile(c->entry, c->bn, c->persistent, sms, M, N);
+    p = plan_cluster_k2(M, N);
+  else if (c->mc2)
+    p = plan_mc2(sms, M, N);
+  else if (c->split > 1)
+    p = plan_split((unsigned)((N - 1) / 128 + 1),
+                   (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
+                   c->split);
+  else if (c->streamk && streamk_fits(M, N, K))
+    p = plan_streamk(sms, M, N, K);
+  else if (c->streamk)
+    p = plan_tile("gemm_f16_sm90a_128x128_persistent", 128, 1, sms, M, N);
+  else
+    p = plan_tile(c->entry, c->bn, c->persistent, sms, M, N);
+  p.tma_store = c->tma_store;
+  return p;
 }
 
 /*
@@ -397,10 +418,7 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
   /* Stream-K where asked (TJ_GEMM_STREAMK=1; not yet the rule anywhere:
    * not yet run on a GPU), unless a split is forced or the units are too
    * many for its 64-bit unit arithmetic (units x blocks). */
-  if (env->streamk == 1 && env->forced_split <= 1 &&
-      (double)((M - 1) / SM90A_BM + 1) * (double)((N - 1) / 128 + 1) *
-              (double)((K - 1) / 64 + 1) <
-          0x1p52)
+  if (env->streamk == 1 && env->forced_split <= 1 && streamk_fits(M, N, K))
     return plan_streamk(sms, M, N, K);
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
@@ -475,7 +493,8 @@ const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K)
   size_t n;
   const tj__gemm_config *c = tj__gemm_configs(&n);
   for (size_t i = 0; i < n; i++)
-    if (strcmp(c[i].entry, p.entry) == 0 && c[i].split == p.split)
+    if (strcmp(c[i].entry, p.entry) == 0 && c[i].split == p.split &&
+        !c[i].tma_store)
       return &c[i];
   return NULL;
 }
@@ -509,7 +528,8 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
     unsigned threads;
     const char *entry = skinny_entry(M, &threads);
     return (tj__gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
-                           {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0, 0};
+                           {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0, 0,
+                           0};
   }
   if (sm90a_fits(rt, M, A, lda, B, ldb)) {
     const tj__gemm_config *c =
@@ -523,5 +543,6 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
   }
   return (tj__gemm_plan){"gemm_f16",
                          {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
-                         {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0, 0};
+                         {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0, 0,
+                         0};
 }

@@ -97,6 +97,8 @@ typedef struct tj__gemm_plan {
   int tile_n; /* columns of C a block owns (the skinny tensor-core path) */
   int streamk; /* gemm_f16_sm90a_128x128_streamk: a workspace of
                   SM90A_STREAMK_WORK(grid.x) bytes and a launch number */
+  int tma_store; /* the tiles store C through TMA where the call allows it
+                    (a configuration's; TJ_GEMM_TMA_STORE overrides) */
 } tj__gemm_plan;
 
 /* What a call runs.  On the Hopper path the tuning decision for the

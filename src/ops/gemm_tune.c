@@ -5,8 +5,11 @@
  * candidates (on first use, and ahead of time for tokitai-jit --tune).
  *
  * Configurations.  Each is an entry of gemm_f16_sm90a.hip, a tile and a
- * split factor; for the tiles the split is a launch argument, not a
- * compile-time constant, and for the skinny kernel (M <= 16) it is the
+ * split factor (or stream-K), and whether C is stored through TMA (the
+ * _tmastore ones; --tune times them and stream-K, a first use does not,
+ * until they have been measured on a GPU); for the tiles the split and
+ * the store are launch arguments, not compile-time constants, and for the
+ * skinny kernel (M <= 16) the split is the
  * cluster size its entry was compiled with, so every configuration runs
  * one of the entries that tests/check_kernels.c (and check_tuning.c, over
  * this table) compile for sm_90a on the CPU machine: no configuration
@@ -32,6 +35,14 @@
  * fill the SMs, so an H100 PCIe's 114 and an H200's 132 get decisions of
  * their own from one library, arch and compiler.  Written
  * "t1x32x64/c4/s132".
+ *
+ * The check.  Before anything is timed, every candidate runs once on
+ * the tune's inputs, into C filled with NaN, and eight rows of its C must
+ * agree with the heuristic's choice's within rounding (check_all); one
+ * that does not is set aside untimed, with a warning, and listed with no
+ * runs.  So a decision can change how fast a shape class runs, never what
+ * it computes, even where a configuration has a bug at a shape the tests
+ * did not try.
  *
  * First use (off by default: TOKITAI_JIT_TUNE=1 turns it on).  The first
  * tj_gemm_f16 of a shape class with no decision times a small set (the
@@ -68,6 +79,7 @@
  */
 #include "internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,14 +97,14 @@
  * from memory, as the benchmark times them (bench/bench_util.c): more
  * than twice the L2 of any Hopper GPU (50 MiB on an H100 and an H200). */
 #define TUNE_FLUSH_BYTES ((size_t)128 << 20)
-#define MAX_CANDIDATES 24
+#define MAX_CANDIDATES 40
 #define CLASS_EXACT 64
 
 /* ------------------------------------------------------------ the table */
 
 #define SPLIT(n)                                                            \
   {"sm90a_128x128_split" #n, "gemm_f16_sm90a_128x128_splitk", 128, n,       \
-   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0, 0}
+   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0, 0, 0, 0}
 /* The Hopper skinny kernel (M <= 16) in bn-column strips, K split across a
  * cluster of s blocks: gemm_f16_sm90a_skinny<suffix>, every one in the
  * small set (they share the file's one compile and take microseconds).
@@ -100,18 +112,24 @@
  * the wider strip first. */
 #define SKINNY(bn, s, suffix)                                              \
   {"sm90a_skinny_n" #bn "_k" #s, "gemm_f16_sm90a_skinny" suffix, bn, s, 1,  \
-   0, 0, 0, 1}
+   0, 0, 0, 1, 0, 0}
+/* Configuration base with its epilogue through TMA stores. */
+#define TMA_STORE(base, entry, bn, persistent, k2, mc2, streamk)           \
+  {base "_tmastore", entry, bn, 1, 0, persistent, k2, mc2, 0, streamk, 1}
 static const tj__gemm_config configs[] = {
-  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0, 0, 0},
+  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0, 0, 0, 0,
+   0},
   {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 1,
-   1, 0, 0, 0},
-  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0, 0, 0, 0},
+   1, 0, 0, 0, 0, 0},
+  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0, 0, 0, 0, 0,
+   0},
   {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
-   1, 0, 0, 0},
-  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0, 0, 0, 0},
+   1, 0, 0, 0, 0, 0},
+  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0, 0, 0, 0, 0, 0},
   {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 64, 1, 1, 0,
-   1, 0, 0},
-  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1, 0},
+   1, 0, 0, 0, 0},
+  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1, 0,
+   0, 0},
   SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
   SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
   SPLIT(15), SPLIT(16),
@@ -120,9 +138,29 @@ static const tj__gemm_config configs[] = {
   SKINNY(256, 3, "256_k3"), SKINNY(128, 3, "_k3"),
   SKINNY(256, 4, "256_k4"), SKINNY(128, 4, "_k4"),
   SKINNY(128, 8, "_k8"),
+  /* Timed ahead of time only (--tune), until measured on a GPU: stream-K
+   * over the 128 x 128 tiles, and the tiles storing C through TMA
+   * (TJ_GEMM_TMA_STORE's epilogue; where a call's C or beta does not
+   * allow it, the same tiles store it directly). */
+  {"sm90a_128x128_streamk", "gemm_f16_sm90a_128x128_streamk", 128, 1, 0, 0,
+   0, 0, 0, 1, 0},
+  TMA_STORE("sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 0, 0, 0, 0),
+  TMA_STORE("sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent",
+            256, 1, 0, 0, 0),
+  TMA_STORE("sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1,
+            0),
+  TMA_STORE("sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 0, 0, 0, 0),
+  TMA_STORE("sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent",
+            128, 1, 0, 0, 0),
+  TMA_STORE("sm90a_128x128_streamk", "gemm_f16_sm90a_128x128_streamk", 128,
+            0, 0, 0, 1),
+  TMA_STORE("sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 0, 0, 0, 0),
+  TMA_STORE("sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2",
+            64, 0, 1, 0, 0),
 };
 #undef SPLIT
 #undef SKINNY
+#undef TMA_STORE
 
 const tj__gemm_config *tj__gemm_configs(size_t *n)
 {
@@ -279,8 +317,12 @@ static int applies(const tune_job *j, const tj__gemm_config *c)
     return 0;
   if (c->skinny)
     return 1;
-  /* Not the multicast pairs where TJ_GEMM_MULTICAST=0 turns them off. */
+  /* Not the multicast pairs where TJ_GEMM_MULTICAST=0 turns them off, nor
+   * TMA stores where TJ_GEMM_TMA_STORE=0 does or the scratch C (ldc = N)
+   * cannot take them: they would time their base again. */
   if (c->mc2 && j->rt->gemm_env.multicast == 0)
+    return 0;
+  if (c->tma_store && (j->rt->gemm_env.tma_store == 0 || j->N % 8 != 0))
     return 0;
   if (c->split == 1)
     return j->ahead || c->first_use;
@@ -366,9 +408,12 @@ static int built(tj_runtime *rt, const tj__gemm_config *c)
               TJ_OK);
 }
 
+/* The timed, fastest first, then those set aside (no runs). */
 static int cmp_timed(const void *a, const void *b)
 {
   const timed *x = a, *y = b;
+  if ((x->runs == 0) != (y->runs == 0))
+    return x->runs == 0 ? 1 : -1;
   return (x->ms > y->ms) - (x->ms < y->ms);
 }
 
@@ -391,12 +436,134 @@ int tj__gemm_tune_rounds(int ahead, double left, double round_ms)
   return fit < lo ? lo : fit > hi ? hi : (int)fit;
 }
 
+/* ------------------------------------------------------------ the check */
+
+int tj__gemm_outputs_agree(const uint16_t *ref, const uint16_t *got, size_t n,
+                           size_t *bad)
+{
+  double sum = 0;
+  size_t finite = 0;
+  for (size_t i = 0; i < n; i++) {
+    double r = tj_f16_to_f32(ref[i]);
+    if (isfinite(r)) {
+      sum += r * r;
+      finite++;
+    }
+  }
+  double rms = finite ? sqrt(sum / (double)finite) : 0;
+  for (size_t i = 0; i < n; i++) {
+    double r = tj_f16_to_f32(ref[i]), g = tj_f16_to_f32(got[i]);
+    int same = isnan(r) || isnan(g)   ? isnan(r) && isnan(g)
+               : isinf(r) || isinf(g) ? r == g
+                                      : fabs(r - g) <= 0x1p-9 * fmax(fabs(r),
+                                                                     fabs(g)) +
+                                                           0x1p-8 * rms;
+    if (!same) {
+      *bad = i;
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The sampled rows of C: CHECK_ROWS of them, from the first to the last,
+ * each whole up to 2 x CHECK_COLS columns, else its first and last
+ * CHECK_COLS (the edge tiles either way). */
+#define CHECK_ROWS 8
+#define CHECK_COLS 8192
+
+static size_t check_width(const tune_job *j)
+{
+  return j->N <= 2 * CHECK_COLS ? (size_t)j->N : 2 * CHECK_COLS;
+}
+
+/* Row i of the sample, and the column of its element at x. */
+static int check_row(const tune_job *j, int i)
+{
+  return (int)((long long)i * (j->M - 1) / (CHECK_ROWS - 1));
+}
+
+static int check_col(const tune_job *j, size_t x)
+{
+  return j->N <= 2 * CHECK_COLS || x < CHECK_COLS
+             ? (int)x
+             : j->N - 2 * CHECK_COLS + (int)x;
+}
+
+/* Run c once on the job's stream into C, filled with NaN first, and copy
+ * the sampled rows to out (CHECK_ROWS x check_width). */
+static int sample_output(tune_job *j, const tj__gemm_config *c, uint16_t *out)
+{
+  hipStream_t s = (hipStream_t)j->stream;
+  size_t w = check_width(j), half = w / 2;
+  const uint16_t *C = j->C;
+  int rc = tj__memset_async(j->C, 0xff, (size_t)j->M * (size_t)j->N * 2, s);
+  if (rc == TJ_OK && (rc = run_once(j, c)) != TJ_OK)
+    return rc;
+  if (rc == TJ_OK && hipStreamSynchronize(s) != hipSuccess)
+    rc = TJ_EDEVICE;
+  for (int i = 0; i < CHECK_ROWS && rc == TJ_OK; i++) {
+    const uint16_t *row = C + (size_t)check_row(j, i) * (size_t)j->N;
+    uint16_t *to = out + (size_t)i * w;
+    /* The whole row, or its two ends. */
+    size_t first = w == (size_t)j->N ? w : half;
+    if (hipMemcpyDtoH(to, (void *)row, first * 2) != hipSuccess ||
+        (first < w && hipMemcpyDtoH(to + half, (void *)(row + j->N - half),
+                                    half * 2) != hipSuccess))
+      rc = TJ_EDEVICE;
+  }
+  if (rc != TJ_OK)
+    return tj__fail(j->rt, TJ_EDEVICE, "%s: checking what %s computes "
+                    "failed", j->fn, c->name);
+  return TJ_OK;
+}
+
 /*
- * Time the candidates; j->t gets them, fastest first.  A first use skips
- * those not built (but the heuristic's, which the call builds anyway).
- * First a warm-up round, which loads each candidate's kernels and sizes
- * the rest; then rounds that launch every candidate once each, in turn,
- * so that whatever drifts while they run (a GPU's clocks rise from idle
+ * Before any is timed, each candidate's C on the job's inputs must agree
+ * with the first's (the heuristic's: what the call runs without a
+ * decision) at the sampled rows, within rounding (tj__gemm_outputs_agree);
+ * one that does not is set aside, with a warning, into j->t as a time of
+ * no runs, so that a decision can never make a shape class compute
+ * something else.  This also loads each candidate's kernels, so that the
+ * warm-up round after it times launches only.  use[] keeps the rest, the
+ * first still first; *n their count.
+ */
+static int check_all(tune_job *j, const tj__gemm_config **use, int *n)
+{
+  size_t cells = CHECK_ROWS * check_width(j);
+  uint16_t *ref = malloc(cells * 2), *got = malloc(cells * 2);
+  int rc = ref && got ? TJ_OK : tj__fail(j->rt, TJ_ENOMEM, "out of memory");
+  int kept = 0;
+  for (int i = 0; i < *n && rc == TJ_OK; i++) {
+    size_t bad = 0;
+    rc = sample_output(j, use[i], i == 0 ? ref : got);
+    if (rc != TJ_OK)
+      break;
+    if (i == 0 || tj__gemm_outputs_agree(ref, got, cells, &bad)) {
+      use[kept++] = use[i];
+      continue;
+    }
+    size_t w = check_width(j);
+    tj__warn(j->rt, "%s: %dx%dx%d: the tuner set %s aside: C[%d][%d] is %g "
+             "where %s gives %g", j->fn, j->M, j->N, j->K, use[i]->name,
+             check_row(j, (int)(bad / w)), check_col(j, bad % w),
+             (double)tj_f16_to_f32(got[bad]), use[0]->name,
+             (double)tj_f16_to_f32(ref[bad]));
+    j->t[j->n++] = (timed){use[i], 0.0, 0};
+  }
+  free(ref);
+  free(got);
+  *n = kept;
+  return rc;
+}
+
+/*
+ * Time the candidates; j->t gets them, fastest first, then any set aside
+ * by check_all.  A first use skips those not built (but the heuristic's,
+ * which the call builds anyway).  First the check, which also loads each
+ * candidate's kernels; then a warm-up round, which sizes the rest; then
+ * rounds that launch every candidate once each, in turn, so that
+ * whatever drifts while they run (a GPU's clocks rise from idle
  * under load, then heat) falls on all of them alike: timing one candidate
  * after another let the first, at idle clocks, lose to a slower one (a
  * first use recorded split 2 for 128 x 11008 x 4096 on the H200, which
@@ -420,11 +587,12 @@ static int time_all(tune_job *j)
     else
       use[n++] = cand[i];
   }
-  while (nev < 2 * n && hipEventCreate(&ev[nev]) == hipSuccess)
-    nev++;
-  if (nev < 2 * n)
-    rc = tj__fail(j->rt, TJ_EDEVICE, "%s: no events to time with", j->fn);
   double start = now_ms();
+  rc = check_all(j, use, &n);
+  while (rc == TJ_OK && nev < 2 * n && hipEventCreate(&ev[nev]) == hipSuccess)
+    nev++;
+  if (rc == TJ_OK && nev < 2 * n)
+    rc = tj__fail(j->rt, TJ_EDEVICE, "%s: no events to time with", j->fn);
   if (rc == TJ_OK)
     rc = time_round(j, use, n, ev, t, 0);
   double round_ms = 0;

@@ -337,14 +337,18 @@ static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
   return TJ_OK;
 }
 
-/* Whether a Hopper tile's epilogue stores C through TMA: asked for
- * (TJ_GEMM_TMA_STORE=1; not the default until it has been measured on a
+/* Whether a Hopper tile's epilogue stores C through TMA: asked for (by
+ * TJ_GEMM_TMA_STORE=1, or by plan p, a tuning configuration's, unless
+ * TJ_GEMM_TMA_STORE=0; not the rule's until it has been measured on a
  * GPU), beta == 0 (nothing of C is read) and C a tensor TMA takes; map
  * then holds a descriptor over C in 64 x 64 boxes. */
-static int tma_store_fits(const tj_runtime *rt, int M, int N, float beta,
-                          void *C, int ldc, void *map)
+static int tma_store_fits(const tj_runtime *rt, const tj__gemm_plan *p,
+                          int M, int N, float beta, void *C, int ldc,
+                          void *map)
 {
-  return rt->gemm_env.tma_store == 1 && beta == 0.0f &&
+  int asked = rt->gemm_env.tma_store >= 0 ? rt->gemm_env.tma_store
+                                          : p->tma_store;
+  return asked == 1 && beta == 0.0f &&
          ((uintptr_t)C & 15u) == 0 && ldc % 8 == 0 &&
          tj__tensor_map_f16(map, C, (uint64_t)M, (uint64_t)N, (uint64_t)ldc,
                             64, 64) == TJ_OK;
@@ -419,7 +423,7 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
    * (TJ_GEMM_EVICT_FIRST=1; not the default until measured). */
   _Alignas(64) unsigned char tc[TJ__TENSOR_MAP_BYTES] = {0};
   int store = p->path == GEMM_PATH_SM90A &&
-              tma_store_fits(rt, M, N, beta, C, ldc, tc);
+              tma_store_fits(rt, p, M, N, beta, C, ldc, tc);
   int evict_first = rt->gemm_env.evict_first == 1;
   /* Stream-K's flags hold the launch's number when set: never one that an
    * earlier stream-K launch of this process left in reused memory (0 is
@@ -467,7 +471,8 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
       return rc;
     }
     p = (tj__gemm_plan){"gemm_f16_sm90a_128x128", {p.grid.x, p.grid.y, 1},
-                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 0, 0};
+                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 0, 0,
+                    p.tma_store};
   }
   void *work = NULL;
   if (p.streamk &&
@@ -476,7 +481,7 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
     /* Without the workspace, the persistent tiles of the same width. */
     work = NULL;
     p = (tj__gemm_plan){"gemm_f16_sm90a_128x128_persistent", p.grid, p.block,
-                        p.shared, 1, 0, GEMM_PATH_SM90A, 0, 0};
+                        p.shared, 1, 0, GEMM_PATH_SM90A, 0, 0, p.tma_store};
   }
   rc = launch_tiles(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C, ldc,
                     work);

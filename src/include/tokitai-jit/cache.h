@@ -194,11 +194,14 @@ TJ_EXPORT int tj_cache_merge(tj_cache *c, const char *source,
  * of time; see <tokitai-jit/ops.h>.
  */
 
-/* One candidate that was timed. */
+/* One candidate that was timed, or set aside untimed (runs 0) because
+ * its output on the tuning inputs differed from that of the rule's choice
+ * (the first candidate). */
 typedef struct tj_tuning_time {
   const char *config; /* "sm90a_128x128_split4" */
-  double ms;          /* median of its timed runs, milliseconds */
-  int runs;           /* how many timed runs */
+  double ms;          /* median of its timed runs, milliseconds; 0 when
+                         runs is 0 */
+  int runs;           /* how many timed runs; 0: set aside */
 } tj_tuning_time;
 
 /* One decision.  Strings and times are owned by the library and valid
@@ -222,7 +225,8 @@ typedef struct tj_tuning {
                               a runtime with the same arch and compiler
                               uses it; 0: ignored (written by another
                               release, or damaged) */
-  int num_times;           /* the candidates timed, fastest first */
+  int num_times;           /* the candidates timed, fastest first, then
+                              any set aside (runs 0) */
   const tj_tuning_time *times;
 } tj_tuning;
 

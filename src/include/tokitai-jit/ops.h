@@ -139,9 +139,12 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x,
  * rows, C 4-byte aligned): time every configuration that applies (more
  * than a first use does, about 0.2 s each), on random inputs the call
  * allocates, record the winner in the runtime's cache (replacing any
- * decision for the class) and use it in this runtime.  fn (may be NULL)
- * is called once with the decision and every time measured, fastest
- * first.  Waits for the device.  Errors: TJ_EINVAL (a size below 1 or
+ * decision for the class) and use it in this runtime.  A configuration
+ * whose output differs from the heuristic's choice's by more than
+ * rounding is set aside untimed (a warning in tj_errmsg), so a decision
+ * never changes what the class computes.  fn (may be NULL) is called
+ * once with the decision and every time measured, fastest first, then
+ * those set aside (runs 0).  Waits for the device.  Errors: TJ_EINVAL (a size below 1 or
  * over 2^30; a shape or arch that does not run the Hopper kernel, which
  * has nothing to tune), TJ_ENODEVICE (a compile-only runtime), TJ_ENOMEM,
  * TJ_EDEVICE, TJ_ECOMPILE.  A decision that could not be stored is a
