@@ -2,14 +2,18 @@
 # run-gpu.sh: build, test and measure on a GPU machine in one go, from a
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
-#   bash bench/run-gpu.sh [check|bench|all|gemm-check|gemm-bench]
+#   bash bench/run-gpu.sh [check|bench|all|gemm-check|gemm-bench|gemm-tune]
 #   (default all)
 # gemm-check and gemm-bench: only what issue 14 needs, each well inside a
 # device call: the GPU suite's gemm, hopper and verify cases; tj-bench's
 # GEMM section on issue 14's eighteen shapes, first without the opt-in
 # variants (so that a variant that fails loses nothing else), then with
 # them timed beside the default (TJ_GEMM_TMA_STORE, TJ_GEMM_STREAMK,
-# TJ_GEMM_EVICT_FIRST).
+# TJ_GEMM_EVICT_FIRST).  gemm-tune: tokitai-jit --tune for the nine
+# shapes with M >= 128 into a new cache (every configuration, stream-K and
+# the TMA-store epilogues included, each checked against the rule's choice
+# before it is timed), then tj-bench's GEMM section running those
+# decisions.
 set -u
 what=${1:-all}
 out=${OUT:-$PWD/out}
@@ -30,6 +34,18 @@ if [ "$what" = gemm-check ]; then
       timeout 400 ./tests/check_kernels_gpu || status=1
   done > "$out/check-gemm.log" 2>&1
   grep -E '^[0-9]+%: Checks|^== ' "$out/check-gemm.log"
+  exit $status
+fi
+NINE="--shape 1024x1024x1024 --shape 2048x2048x2048 --shape 4096x4096x4096
+  --shape 8192x8192x8192 --shape 128x4096x4096 --shape 128x11008x4096
+  --shape 128x4096x11008 --shape 4096x11008x4096 --shape 4096x4096x11008"
+if [ "$what" = gemm-tune ]; then
+  export TOKITAI_JIT_CACHE=/tmp/tj/tune-cache.db
+  # $NINE unquoted: one word each.
+  timeout 300 ./tokitai-jit --tune gemm_f16 $NINE > "$out/tune.txt" 2>&1 || status=1
+  ./tokitai-jit --list-tuning --json > "$out/tuning.json" 2>&1 || status=1
+  TJ_BENCH_VARIANTS=0 TJ_BENCH_CACHE=$TOKITAI_JIT_CACHE timeout 240 \
+    ./bench/tj-bench --only gemm > "$out/bench-gemm-tuned.txt" 2>&1 || status=1
   exit $status
 fi
 if [ "$what" = gemm-bench ]; then
@@ -53,10 +69,7 @@ if [ "$what" != check ]; then
   # issue-14 shapes with M >= 128 (the Hopper kernel's), in the cache the
   # benchmark uses, and listed with their times.
   export TOKITAI_JIT_CACHE=/tmp/tj/bench-cache.db
-  ./tokitai-jit --tune gemm_f16 --shape 1024x1024x1024 --shape 2048x2048x2048 \
-    --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 128x4096x4096 \
-    --shape 128x11008x4096 --shape 128x4096x11008 --shape 4096x11008x4096 \
-    --shape 4096x4096x11008 > "$out/tune.txt" 2>&1 || status=1
+  ./tokitai-jit --tune gemm_f16 $NINE > "$out/tune.txt" 2>&1 || status=1
   ./tokitai-jit --list-tuning --json > "$out/tuning.json" 2>&1 || status=1
   TJ_BENCH_CACHE=$TOKITAI_JIT_CACHE ./bench/tj-bench --json "$out/bench.json" $pilot 2>&1 |
     tee "$out/bench.txt" || status=1
