@@ -10,13 +10,8 @@
 # results are right.
 # Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
 # (not amd, no llvm-objdump / llvm-readelf, no python3).
-set -u
-prog=./tokitai-jit
-[ -x "$prog" ] || { echo "gemm_isa.sh: $prog is not built here; skipping"; exit 77; }
-case $("$prog" --version | sed -n 's/^platform: //p') in
-  amd) ;;
-  *) echo "gemm_isa.sh: not the amd platform; skipping"; exit 77 ;;
-esac
+. "$(dirname "$0")/isa_prelude.sh"
+need_platform amd
 # llvm-objdump, else the newest llvm-objdump-NN; llvm-readelf beside it.
 objdump=
 for d in $(echo "$PATH" | tr ':' ' '); do
@@ -27,11 +22,10 @@ done
 objdump=$(for f in $objdump; do echo "$f"; done | sort -V | tail -n 1)
 readelf=$(echo "$objdump" | sed 's/objdump/readelf/')
 if [ -z "$objdump" ] || [ ! -x "$readelf" ] || ! command -v python3 >/dev/null 2>&1; then
-  echo "gemm_isa.sh: needs llvm-objdump and llvm-readelf (Debian: llvm) and python3; skipping"
+  echo "$me: needs llvm-objdump and llvm-readelf (Debian: llvm) and python3; skipping"
   exit 77
 fi
-tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/gemm_isa.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
+make_tmp
 unset TOKITAI_JIT_CACHE
 if [ -x tests/check_archs ]; then
   archs=$(tests/check_archs --list | sed -n 1p)
@@ -40,8 +34,7 @@ else
 fi
 echo "archs: $archs; $($objdump --version | grep -i 'llvm version' | head -n 1)"
 
-checks=0 failures=0 unchecked=
-fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
+checks=0 unchecked=
 cache=$tmp/cache.db
 for a in $archs; do
   base=${a%%:*}

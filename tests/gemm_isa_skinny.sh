@@ -17,26 +17,19 @@
 # (check_kernels_gpu does that on a GPU).
 # Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
 # (no tokitai-jit built, or no python3).
-set -u
-prog=./tokitai-jit
-[ -x "$prog" ] || { echo "gemm_isa_skinny.sh: $prog is not built here; skipping"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "gemm_isa_skinny.sh: needs python3; skipping"; exit 77; }
-platform=$("$prog" --version | sed -n 's/^platform: //p')
+. "$(dirname "$0")/isa_prelude.sh"
+command -v python3 >/dev/null 2>&1 || { echo "$me: needs python3; skipping"; exit 77; }
 case $platform in
   nvidia) archs="sm_80 sm_89 sm_90" ;;
   amd) archs="gfx90a" ;;
-  *) echo "gemm_isa_skinny.sh: unknown platform '$platform'; skipping"; exit 77 ;;
+  *) echo "$me: unknown platform '$platform'; skipping"; exit 77 ;;
 esac
 dis=
 if [ "$platform" = nvidia ]; then
-  for d in $(echo "$PATH" | tr ':' ' ') /usr/local/cuda/bin; do
-    if [ -x "$d/cuobjdump" ]; then dis="$d/cuobjdump -sass"; break; fi
-    if [ -x "$d/nvdisasm" ]; then dis="$d/nvdisasm"; break; fi
-  done
+  dis=$(cuda_tool cuobjdump) && dis="$dis -sass" || dis=$(cuda_tool nvdisasm)
   echo "SASS read with: ${dis:-the opcode field of each instruction word (no cuobjdump or nvdisasm found)}"
 fi
-tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/gemm_isa_skinny.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
+make_tmp
 unset TOKITAI_JIT_CACHE
 cache=$tmp/cache.db
 entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_skinny_f16_[a-z0-9_]*\).*/\1/p')
@@ -44,8 +37,7 @@ for want in gemm_skinny_f16_m1 gemm_skinny_f16_m8 gemm_skinny_f16_tc_n32 \
             gemm_skinny_f16_tc_n64 gemm_skinny_f16_tc_reduce; do
   echo "$entries" | grep -qx "$want" || { echo "FAIL: --list-kernels lacks $want"; exit 1; }
 done
-failures=0 checks=0
-fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
+checks=0
 
 # elf.py FILE ENTRY MODE: "cuda": the words of section .text.ENTRY, and
 # how many have HMMA's opcode (prints "<instructions> <hmma>"; exit 1

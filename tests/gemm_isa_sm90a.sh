@@ -7,24 +7,14 @@
 # the results are right (check_kernels_gpu does that on the GPU).
 # Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
 # (not nvidia, or neither disassembler found, or no python3).
-set -u
-prog=./tokitai-jit
-[ -x "$prog" ] || { echo "gemm_isa_sm90a.sh: $prog is not built here; skipping"; exit 77; }
-case $("$prog" --version | sed -n 's/^platform: //p') in
-  nvidia) ;;
-  *) echo "gemm_isa_sm90a.sh: not the nvidia platform; skipping"; exit 77 ;;
-esac
-dis=
-for d in $(echo "$PATH" | tr ':' ' ') /usr/local/cuda/bin; do
-  if [ -x "$d/cuobjdump" ]; then dis="$d/cuobjdump -sass"; break; fi
-  if [ -x "$d/nvdisasm" ]; then dis="$d/nvdisasm"; break; fi
-done
+. "$(dirname "$0")/isa_prelude.sh"
+need_platform nvidia
+dis=$(cuda_tool cuobjdump) && dis="$dis -sass" || dis=$(cuda_tool nvdisasm)
 if [ -z "$dis" ] || ! command -v python3 >/dev/null 2>&1; then
-  echo "gemm_isa_sm90a.sh: needs cuobjdump or nvdisasm (CUDA toolkit) and python3; skipping"
+  echo "$me: needs cuobjdump or nvdisasm (CUDA toolkit) and python3; skipping"
   exit 77
 fi
-tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/gemm_isa_sm90a.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
+make_tmp
 unset TOKITAI_JIT_CACHE
 cache=$tmp/cache.db
 # Every entry with a tile in its name (128x64_cluster_k2 and 128x256_mc2
@@ -32,8 +22,6 @@ cache=$tmp/cache.db
 # instruction.
 entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_\([0-9][0-9]*x[0-9][0-9]*\|skinny\)[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
-failures=0
-fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
 for e in $entries; do
   "$prog" --warm --arch sm_90 --cache "$cache" "$e" >"$tmp/out" 2>&1 ||
     { fail "tokitai-jit --warm --arch sm_90 $e"; cat "$tmp/out"; continue; }

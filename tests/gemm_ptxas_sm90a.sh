@@ -12,21 +12,11 @@
 # (what gemm_isa_sm90a.sh checks in the SASS where a disassembler is).
 # Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
 # (not the nvidia platform, or no nvcc).
-set -u
-prog=./tokitai-jit
+. "$(dirname "$0")/isa_prelude.sh"
 src=${srcdir:-.}/kernels/gemm_f16_sm90a.hip
-[ -x "$prog" ] || { echo "gemm_ptxas_sm90a.sh: $prog is not built here; skipping"; exit 77; }
-case $("$prog" --version | sed -n 's/^platform: //p') in
-  nvidia) ;;
-  *) echo "gemm_ptxas_sm90a.sh: not the nvidia platform; skipping"; exit 77 ;;
-esac
-nvcc=
-for d in $(echo "$PATH" | tr ':' ' ') /usr/local/cuda/bin; do
-  if [ -x "$d/nvcc" ]; then nvcc=$d/nvcc; break; fi
-done
-[ -n "$nvcc" ] || { echo "gemm_ptxas_sm90a.sh: needs the CUDA toolkit's nvcc; skipping"; exit 77; }
-tmp=$(mktemp -d "${TJ_TEST_TMPDIR:-/tmp}/gemm_ptxas_sm90a.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
+need_platform nvidia
+nvcc=$(cuda_tool nvcc) || { echo "$me: needs the CUDA toolkit's nvcc; skipping"; exit 77; }
+make_tmp
 "$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -cubin \
   -Xptxas -v -o "$tmp/g.cubin" "$src" >"$tmp/log" 2>&1 ||
   { echo "FAIL: $nvcc could not compile $src for sm_90a:"; cat "$tmp/log"; exit 1; }
@@ -50,8 +40,6 @@ awk '
   /[^g]mma\.sync/ { m[fn]++ }
   END { for (f in seen) print f, w[f] + 0, m[f] + 0 }
 ' "$tmp/g.ptx" >"$tmp/mma"
-failures=0
-fail() { failures=$((failures + 1)); echo "FAIL: $*"; }
 # ptxas's notes of lost performance name no function on some versions:
 # any one fails the file.
 if grep -qi 'performance loss\|warning' "$tmp/log"; then
