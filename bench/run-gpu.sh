@@ -5,7 +5,8 @@
 #   bash bench/run-gpu.sh [check|bench|all|gemm-check|gemm-bench|gemm-tune]
 #   (default all)
 # gemm-check and gemm-bench: only what issue 14 needs, each well inside a
-# device call: the GPU suite's gemm, hopper and verify cases; tj-bench's
+# device call: the GPU suite's gemm, hopper and verify cases and the
+# tuning suite on the GPU; tj-bench's
 # GEMM section on issue 14's eighteen shapes, first without the opt-in
 # variants (so that a variant that fails loses nothing else), then with
 # them timed beside the default (TJ_GEMM_TMA_STORE, TJ_GEMM_STREAMK,
@@ -26,13 +27,18 @@ status=0
 ( ./configure --with-hip-platform=nvidia --enable-bench > "$out/configure.log" 2>&1 &&
   make -j16 > "$out/make.log" 2>&1 ) || { tail -30 "$out/configure.log" "$out/make.log"; exit 1; }
 if [ "$what" = gemm-check ]; then
-  make -j16 tests/check_kernels_gpu > "$out/make-tests.log" 2>&1 || { tail -30 "$out/make-tests.log"; exit 1; }
+  make -j16 tests/check_kernels_gpu tests/check_tuning_gpu > "$out/make-tests.log" 2>&1 || { tail -30 "$out/make-tests.log"; exit 1; }
   mkdir -p tests/tmp
-  for c in gemm hopper verify; do
-    echo "== check_kernels_gpu, case $c"
-    CK_RUN_CASE=$c CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
-      timeout 400 ./tests/check_kernels_gpu || status=1
-  done > "$out/check-gemm.log" 2>&1
+  {
+    for c in gemm hopper verify; do
+      echo "== check_kernels_gpu, case $c"
+      CK_RUN_CASE=$c CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
+        timeout 400 ./tests/check_kernels_gpu || status=1
+    done
+    echo "== check_tuning_gpu"
+    CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
+      timeout 300 ./tests/check_tuning_gpu || status=1
+  } > "$out/check-gemm.log" 2>&1
   grep -E '^[0-9]+%: Checks|^== ' "$out/check-gemm.log"
   exit $status
 fi
