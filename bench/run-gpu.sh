@@ -48,7 +48,8 @@ NINE="--shape 1024x1024x1024 --shape 2048x2048x2048 --shape 4096x4096x4096
 if [ "$what" = gemm-tune ]; then
   export TOKITAI_JIT_CACHE=/tmp/tj/tune-cache.db
   # $NINE unquoted: one word each.
-  timeout 300 ./tokitai-jit --tune gemm_f16 $NINE > "$out/tune.txt" 2>&1 || status=1
+  TJ_GEMM_TUNE_TRIAL=1 timeout 300 ./tokitai-jit --tune gemm_f16 $NINE \
+    > "$out/tune.txt" 2>&1 || status=1
   ./tokitai-jit --list-tuning --json > "$out/tuning.json" 2>&1 || status=1
   TJ_BENCH_VARIANTS=0 TJ_BENCH_CACHE=$TOKITAI_JIT_CACHE timeout 240 \
     ./bench/tj-bench --only gemm > "$out/bench-gemm-tuned.txt" 2>&1 || status=1

@@ -626,6 +626,10 @@ START_TEST(every_configuration_compiles)
                                 !c[i].persistent && !c[i].first_use));
     ck_assert(!c[i].tma_store || (c[i].split == 1 && !c[i].skinny &&
                                   !c[i].first_use));
+    /* Trials (not yet run on a GPU): never on first use; for now exactly
+     * stream-K and the TMA stores. */
+    ck_assert(!c[i].trial || !c[i].first_use);
+    ck_assert_int_eq(c[i].trial, c[i].streamk || c[i].tma_store);
     if (c[i].tma_store) {
       char base[64];
       size_t len = strlen(c[i].name);

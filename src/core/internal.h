@@ -475,6 +475,8 @@ typedef struct tj__gemm_env {
   int streamk;      /* TJ_GEMM_STREAMK: 1 (stream-K over 128 x 128 tiles
                        for every Hopper tile call), 0; -1: the rule's (not
                        yet: never) */
+  int tune_trial;   /* TJ_GEMM_TUNE_TRIAL=1: --tune also times the
+                       configurations marked trial */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 
@@ -497,6 +499,8 @@ typedef struct tj__gemm_config {
   int streamk;       /* stream-K over the 128 x 128 tiles */
   int tma_store;     /* C stored through TMA where the call allows it
                         (TJ_GEMM_TMA_STORE's epilogue) */
+  int trial;         /* not yet run on a GPU: timed only by a --tune with
+                        TJ_GEMM_TUNE_TRIAL=1 */
 } tj__gemm_config;
 /* The rows the Hopper skinny kernel takes (its configurations are the
  * table's skinny ones). */

@@ -48,6 +48,11 @@
  *                          the rule and the tuning table (plan_sm90a,
  *                          tj__gemm_plan_call); not the rule anywhere
  *                          until it has been run and timed on a GPU
+ *   TJ_GEMM_TUNE_TRIAL=1   tokitai-jit --tune also times the
+ *                          configurations marked trial (gemm_tune.c:
+ *                          stream-K and the TMA-store epilogues), which
+ *                          have not yet been run on a GPU: a fault there
+ *                          would end the tuning process
  *   TOKITAI_JIT_TUNE=1     first-use tuning (gemm_tune.c), unless the
  *                          runtime was opened with TJ_NO_TUNING
  */
@@ -89,4 +94,5 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   env->tma_store = zero_or_one(getenv("TJ_GEMM_TMA_STORE"));
   env->evict_first = zero_or_one(getenv("TJ_GEMM_EVICT_FIRST"));
   env->streamk = zero_or_one(getenv("TJ_GEMM_STREAMK"));
+  env->tune_trial = zero_or_one(getenv("TJ_GEMM_TUNE_TRIAL")) == 1;
 }

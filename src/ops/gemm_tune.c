@@ -6,8 +6,9 @@
  *
  * Configurations.  Each is an entry of gemm_f16_sm90a.hip, a tile and a
  * split factor (or stream-K), and whether C is stored through TMA (the
- * _tmastore ones; --tune times them and stream-K, a first use does not,
- * until they have been measured on a GPU); for the tiles the split and
+ * _tmastore ones; until they and stream-K have run on a GPU, they are
+ * trials, which only a --tune with TJ_GEMM_TUNE_TRIAL=1 times); for the
+ * tiles the split and
  * the store are launch arguments, not compile-time constants, and for the
  * skinny kernel (M <= 16) the split is the
  * cluster size its entry was compiled with, so every configuration runs
@@ -104,7 +105,7 @@
 
 #define SPLIT(n)                                                            \
   {"sm90a_128x128_split" #n, "gemm_f16_sm90a_128x128_splitk", 128, n,       \
-   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0, 0, 0, 0}
+   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0, 0, 0, 0, 0}
 /* The Hopper skinny kernel (M <= 16) in bn-column strips, K split across a
  * cluster of s blocks: gemm_f16_sm90a_skinny<suffix>, every one in the
  * small set (they share the file's one compile and take microseconds).
@@ -112,24 +113,25 @@
  * the wider strip first. */
 #define SKINNY(bn, s, suffix)                                              \
   {"sm90a_skinny_n" #bn "_k" #s, "gemm_f16_sm90a_skinny" suffix, bn, s, 1,  \
-   0, 0, 0, 1, 0, 0}
+   0, 0, 0, 1, 0, 0, 0}
 /* Configuration base with its epilogue through TMA stores. */
 #define TMA_STORE(base, entry, bn, persistent, k2, mc2, streamk)           \
-  {base "_tmastore", entry, bn, 1, 0, persistent, k2, mc2, 0, streamk, 1}
+  {base "_tmastore", entry, bn, 1, 0, persistent, k2, mc2, 0, streamk, 1, 1}
 static const tj__gemm_config configs[] = {
   {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0, 0, 0, 0,
-   0},
-  {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 1,
-   1, 0, 0, 0, 0, 0},
-  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0, 0, 0, 0, 0,
-   0},
-  {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
-   1, 0, 0, 0, 0, 0},
-  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0, 0, 0, 0, 0, 0},
-  {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 64, 1, 1, 0,
-   1, 0, 0, 0, 0},
-  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1, 0,
    0, 0},
+  {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 1,
+   1, 0, 0, 0, 0, 0, 0},
+  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 1, 0, 0, 0, 0, 0,
+   0, 0},
+  {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
+   1, 0, 0, 0, 0, 0, 0},
+  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 1, 0, 0, 0, 0, 0, 0,
+   0},
+  {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 64, 1, 1, 0,
+   1, 0, 0, 0, 0, 0},
+  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1, 0,
+   0, 0, 0},
   SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
   SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
   SPLIT(15), SPLIT(16),
@@ -138,12 +140,13 @@ static const tj__gemm_config configs[] = {
   SKINNY(256, 3, "256_k3"), SKINNY(128, 3, "_k3"),
   SKINNY(256, 4, "256_k4"), SKINNY(128, 4, "_k4"),
   SKINNY(128, 8, "_k8"),
-  /* Timed ahead of time only (--tune), until measured on a GPU: stream-K
-   * over the 128 x 128 tiles, and the tiles storing C through TMA
-   * (TJ_GEMM_TMA_STORE's epilogue; where a call's C or beta does not
-   * allow it, the same tiles store it directly). */
+  /* Trials: not yet run on a GPU, so timed only by a --tune with
+   * TJ_GEMM_TUNE_TRIAL=1 (a fault in one would end the process), never
+   * on first use: stream-K over the 128 x 128 tiles, and the tiles
+   * storing C through TMA (TJ_GEMM_TMA_STORE's epilogue; where a call's
+   * C or beta does not allow it, the same tiles store it directly). */
   {"sm90a_128x128_streamk", "gemm_f16_sm90a_128x128_streamk", 128, 1, 0, 0,
-   0, 0, 0, 1, 0},
+   0, 0, 0, 1, 0, 1},
   TMA_STORE("sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 0, 0, 0, 0),
   TMA_STORE("sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent",
             256, 1, 0, 0, 0),
@@ -307,7 +310,8 @@ static double now_ms(void)
 }
 
 /* Whether config c is worth timing: an unsplit one ahead of time, or on
- * first use when it is in the small set; a split-K one where the 128 x 128
+ * first use when it is in the small set (a trial only ahead of time, with
+ * TJ_GEMM_TUNE_TRIAL=1); a split-K one where the 128 x 128
  * tiles leave SMs idle, each part keeps at least four k-tiles (a first
  * use: eight), and the parts make no more than two waves. */
 static int applies(const tune_job *j, const tj__gemm_config *c)
@@ -323,6 +327,8 @@ static int applies(const tune_job *j, const tj__gemm_config *c)
   if (c->mc2 && j->rt->gemm_env.multicast == 0)
     return 0;
   if (c->tma_store && (j->rt->gemm_env.tma_store == 0 || j->N % 8 != 0))
+    return 0;
+  if (c->trial && !(j->ahead && j->rt->gemm_env.tune_trial))
     return 0;
   if (c->split == 1)
     return j->ahead || c->first_use;
