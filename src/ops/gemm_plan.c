@@ -357,8 +357,8 @@ static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
 }
 
 /* The plan of one configuration of the tuning table, on sms SMs (a
- * stream-K one past its unit arithmetic: the persistent 128 x 128 tiles,
- * as where its workspace cannot be had). */
+ * stream-K one past its unit arithmetic: the persistent tiles of its
+ * width, as where its workspace cannot be had). */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K)
 {
