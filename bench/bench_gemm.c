@@ -10,6 +10,7 @@
 typedef struct vendor_blas {
   const char *name;
   void *lib, *handle;
+  void *gemm_ex; /* the library's GEMM entry, looked up once at open */
   int (*gemm)(struct vendor_blas *v, int m, int n, int k, const void *A,
               const void *B, void *C);
 } vendor_blas;
@@ -28,7 +29,7 @@ static int cublas_gemm(vendor_blas *v, int m, int n, int k, const void *A,
                        const void *B, void *C)
 {
   static const float one = 1.0f, zero = 0.0f;
-  cublas_gemm_ex_fn gemm_ex = (cublas_gemm_ex_fn)dlsym(v->lib, "cublasGemmEx");
+  cublas_gemm_ex_fn gemm_ex = (cublas_gemm_ex_fn)v->gemm_ex;
   return gemm_ex(v->handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, B,
                  CUDA_R_16F, n, A, CUDA_R_16F, k, &zero, C, CUDA_R_16F, n,
                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -40,7 +41,8 @@ static int vendor_open(vendor_blas *v)
   for (size_t i = 0; i < 3 && !v->lib; i++)
     v->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
   cublas_create_fn create = v->lib ? (cublas_create_fn)dlsym(v->lib, "cublasCreate_v2") : NULL;
-  if (!create || !dlsym(v->lib, "cublasGemmEx") || create(&v->handle) != 0)
+  v->gemm_ex = v->lib ? dlsym(v->lib, "cublasGemmEx") : NULL;
+  if (!create || !v->gemm_ex || create(&v->handle) != 0)
     return 0;
   v->name = "cuBLAS";
   v->gemm = cublas_gemm;
@@ -408,6 +410,60 @@ static size_t shapes_from_env(int (*out)[3], size_t cap)
   return n;
 }
 
+/* The host's time to enqueue one call, in microseconds: the median over
+ * rounds of CALLS calls back to back on the default stream, none waited
+ * for (the GPU's work is drained between rounds, so the launch queue
+ * never fills and blocks a call). */
+static double enqueue_us(void (*fn)(void *), void *ctx)
+{
+  enum { ROUNDS = 21, CALLS = 32 };
+  double us[ROUNDS];
+  fn(ctx); /* loads what the first call loads */
+  for (int r = 0; r < ROUNDS; r++) {
+    CHECK(hipDeviceSynchronize());
+    double t0 = now_ms();
+    for (int i = 0; i < CALLS; i++)
+      fn(ctx);
+    us[r] = (now_ms() - t0) * 1e3 / CALLS;
+  }
+  CHECK(hipDeviceSynchronize());
+  return median(us, ROUNDS);
+}
+
+/* What a call costs the host (planning, the tuning table's memo, tensor
+ * maps, workspaces, the launch), ours and the vendor's, at a skinny shape
+ * and a tiled one: for a model's many small GEMMs this is time the CPU
+ * spends per call whatever the GPU does. */
+static void bench_enqueue(tj_runtime *rt, vendor_blas *vendor,
+                          int have_vendor, bench_record_fn record)
+{
+  static const int sizes[][3] = {{1, 4096, 4096}, {2048, 2048, 2048}};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    gemm_ctx g = {rt, vendor, sizes[i][0], sizes[i][1], sizes[i][2],
+                  NULL, NULL, NULL};
+    char shape[64], label[128];
+    snprintf(shape, sizeof shape, "%dx%dx%d", g.m, g.n, g.k);
+    g.A = random_halves((size_t)g.m * g.k, 1);
+    g.B = random_halves((size_t)g.k * g.n, 2);
+    CHECK(hipMalloc(&g.C, (size_t)g.m * g.n * 2));
+    double ours = enqueue_us(run_ours, &g);
+    snprintf(label, sizeof label, "gemm_f16 %s host enqueue per call", shape);
+    record("gemm", label, ours, "us");
+    if (have_vendor) {
+      double theirs = enqueue_us(run_vendor, &g);
+      snprintf(label, sizeof label, "gemm_f16 %s %s host enqueue per call",
+               shape, vendor->name);
+      record("gemm", label, theirs, "us");
+      snprintf(label, sizeof label, "gemm_f16 %s host enqueue, %s / ours "
+               "(time ratio)", shape, vendor->name);
+      record("gemm", label, theirs / ours, "x");
+    }
+    hipFree(g.A);
+    hipFree(g.B);
+    hipFree(g.C);
+  }
+}
+
 void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
 {
   int chosen[32][3];
@@ -438,6 +494,8 @@ void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
     hipFree(g.B);
     hipFree(g.C);
   }
+  if (!quick)
+    bench_enqueue(rt, &vendor, have_vendor, record);
   hipFree(clean.scratch);
   hipFree(clean.a);
   hipFree(clean.c);
