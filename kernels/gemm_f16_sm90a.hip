@@ -15,12 +15,10 @@
  * The tiles, the multicast pairs, split-K and the skinny kernel have run
  * on an H200 against the oracle (check_kernels_gpu) and cuBLAS (tj-bench;
  * bench/RESULTS.md).  The epilogue through TMA (TJ_GEMM_TMA_STORE=1),
- * stream-K (gemm_f16_sm90a_128x128_streamk and _128x256_streamk,
- * TJ_GEMM_STREAMK=1, the second with TJ_GEMM_SM90A_TILE=256) and the
+ * stream-K (gemm_f16_sm90a_128x128_streamk, TJ_GEMM_STREAMK=1) and the
  * skinny kernel's evict-first loads (TJ_GEMM_EVICT_FIRST=1) have not run
- * on a GPU yet: each is off unless its variable asks (or a --tune with
- * TJ_GEMM_TUNE_TRIAL=1), and the GPU suite and tj-bench are ready to try
- * them.
+ * on a GPU yet: each is off unless its variable asks, and the GPU suite
+ * and tj-bench are ready to try them.
  *
  * The plan (issue 14, first step)
  *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
@@ -96,9 +94,8 @@
  *   2-CTA clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2)
  *   are in; the epilogue through shared memory with TMA stores (cuBLAS's
  *   kernel for these shapes has room for one, bench/RESULTS.md sixth
- *   round) and stream-K (gemm_f16_sm90a_128x128_streamk and
- *   _128x256_streamk, for tiles fewer than the SMs or a part-full last
- *   wave) are written and compiled, not
+ *   round) and stream-K (gemm_f16_sm90a_128x128_streamk, for tiles fewer
+ *   than the SMs or a part-full last wave) are written and compiled, not
  *   yet run: each is asked for by its variable, not the default.
  *
  * Launch
@@ -872,8 +869,7 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
     tj_h_cluster_sync_any();
 }
 
-/* Stream-K (gemm_f16_sm90a_128x128_streamk, _128x256_streamk: BN 128 or
- * 256): the grid's G blocks (at most
+/* Stream-K (gemm_f16_sm90a_128x128_streamk): the grid's G blocks (at most
  * one an SM, so all resident at once) share out the k-tiles of all the
  * tiles, tiles x ktiles units in the banded tile order, in G runs as even
  * as whole units allow: block b takes units [U * b / G, U * (b + 1) / G).
@@ -1578,25 +1574,6 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90
  */
 extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_streamk(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store, float *work, unsigned seq) {
   TJ_H_STREAMK_BODY(128, 5);
-}
-
-/* contract
- *   block      384 1 1
- *   grid       (min(ceil(N / 256) * ceil(M / 128) * ceil(K / 64), SMs),
- *              1, 1)
- *   shared     230464
- *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
- *              tensor maps' rules); C 2-byte aligned, and with store 1 C
- *              16-byte aligned and ldc a multiple of 8; work 16-byte
- *              aligned
- *   notes      stream-K over the 128 x 256 tiles, as
- *              gemm_f16_sm90a_128x128_streamk over the 128 x 128 ones.
- *              work: gridDim.x * 128 * 256 floats, then gridDim.x unsigned
- *              flags, none of which may hold seq at the launch.  Otherwise
- *              as gemm_f16_sm90a_128x256.  sm_90a only (traps elsewhere).
- */
-extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_streamk(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store, float *work, unsigned seq) {
-  TJ_H_STREAMK_BODY(256, 4);
 }
 
 /* contract
