@@ -7,7 +7,10 @@
 # between).  One table row per entry; entries of one file share its source.
 # A file with a line " * embed: arch sm_NNa" holds code for that
 # arch-specific target only: its entries carry it, and a runtime for sm_NN
-# compiles them for sm_NNa (src/core/runtime.c).
+# compiles them for sm_NNa (src/core/runtime.c).  A file with a line
+# " * embed: prepend NAME" has NAME (beside it in kernels/) put in front of
+# its source: code that two files' entries share, compiled with each.
+# Entries are read from the file itself, never from NAME.
 set -eu
 mode=$1; out=$2; shift 2
 tmp="$out.tmp"
@@ -28,6 +31,11 @@ escape() {
     i=0
     for f in "$@"; do
       echo "static const char source_$i[] ="
+      prepend=$(sed -n 's/^ \* embed: prepend \([A-Za-z0-9_.-]*\)$/\1/p' "$f" | head -n 1)
+      if [ -n "$prepend" ]; then
+        [ -f "$(dirname "$f")/$prepend" ] || { echo "embed.sh: $f: no $prepend beside it" >&2; exit 1; }
+        escape "$(dirname "$f")/$prepend"
+      fi
       escape "$f"
       echo ';'
       i=$((i + 1))

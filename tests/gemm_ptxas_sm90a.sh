@@ -1,5 +1,6 @@
 #!/bin/sh
-# gemm_ptxas_sm90a.sh: every entry of kernels/gemm_f16_sm90a.hip compiles
+# gemm_ptxas_sm90a.sh: every entry of kernels/gemm_f16_sm90a.hip and
+# gemm_f16_sm90a_trial.hip (each after gemm_f16_sm90a.h) compiles
 # for sm_90a with no register spills, no stack frame, and no ptxas note
 # of lost performance (its "wgmma.mma_async instructions are serialized"
 # is one: the tensor cores then wait for each instruction in turn).  Each
@@ -13,16 +14,25 @@
 # Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
 # (not the nvidia platform, or no nvcc).
 . "$(dirname "$0")/isa_prelude.sh"
-src=${srcdir:-.}/kernels/gemm_f16_sm90a.hip
+kernels=${srcdir:-.}/kernels
 need_platform nvidia
 nvcc=$(cuda_tool nvcc) || { echo "$me: needs the CUDA toolkit's nvcc; skipping"; exit 77; }
 make_tmp
-"$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -cubin \
-  -Xptxas -v -o "$tmp/g.cubin" "$src" >"$tmp/log" 2>&1 ||
-  { echo "FAIL: $nvcc could not compile $src for sm_90a:"; cat "$tmp/log"; exit 1; }
-"$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -ptx \
-  -o "$tmp/g.ptx" "$src" >"$tmp/ptxlog" 2>&1 ||
-  { echo "FAIL: $nvcc could not make PTX of $src:"; cat "$tmp/ptxlog"; exit 1; }
+# Each sm_90a file as the library compiles it: gemm_f16_sm90a.h (its
+# "embed: prepend"), then the file; the reports of all of them together.
+: >"$tmp/log"
+: >"$tmp/g.ptx"
+for f in gemm_f16_sm90a gemm_f16_sm90a_trial; do
+  cat "$kernels/gemm_f16_sm90a.h" "$kernels/$f.hip" >"$tmp/$f.cu"
+  "$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -cubin \
+    -Xptxas -v -o "$tmp/$f.cubin" "$tmp/$f.cu" >"$tmp/$f.log" 2>&1 ||
+    { echo "FAIL: $nvcc could not compile $f.hip for sm_90a:"; cat "$tmp/$f.log"; exit 1; }
+  "$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -ptx \
+    -o "$tmp/$f.ptx" "$tmp/$f.cu" >"$tmp/$f.ptxlog" 2>&1 ||
+    { echo "FAIL: $nvcc could not make PTX of $f.hip:"; cat "$tmp/$f.ptxlog"; exit 1; }
+  cat "$tmp/$f.log" >>"$tmp/log"
+  cat "$tmp/$f.ptx" >>"$tmp/g.ptx"
+done
 entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
 # One line per function: name, registers, stack, spill stores, spill loads.

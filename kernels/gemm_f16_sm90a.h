@@ -1,0 +1,1414 @@
+/*
+ * gemm_f16_sm90a.h: C = alpha * A * B + beta * C on fp16 matrices, fp32
+ * accumulation, all row-major, with Hopper's wgmma and TMA (sm_90a only):
+ * the code of the entries in gemm_f16_sm90a.hip (the rule's and the
+ * tuning table's) and gemm_f16_sm90a_trial.hip (not yet run on a GPU).
+ * Each of those files names this one in a line "embed: prepend", so the
+ * library's copy of its source is this file and then its own
+ * (build-aux/embed.sh), one compile each: a trial's entries cost the
+ * default's first compile nothing.
+ * Same meaning as gemm_f16 (see its header): any M, N, K >= 1, lda >= K,
+ * ldb >= N, ldc >= N; beta == 0 writes C without reading it; alpha == 0
+ * still computes A * B.  tj_gemm_f16 picks these entries itself; this
+ * code runs only on sm_90a, so the library compiles both files for sm_90a
+ * on an sm_90 device (their "embed: arch" marker tells embed.sh), and for
+ * any other arch each entry is a stub that traps.
+ *
+ * Status: every entry compiles for sm_90a with no spills and no wgmma
+ * serialization (tests/gemm_ptxas_sm90a.sh, on any machine with nvcc).
+ * The tiles, the multicast pairs, split-K and the skinny kernel have run
+ * on an H200 against the oracle (check_kernels_gpu) and cuBLAS (tj-bench;
+ * bench/RESULTS.md).  The epilogue through TMA (TJ_GEMM_TMA_STORE=1),
+ * stream-K (gemm_f16_sm90a_128x128_streamk, TJ_GEMM_STREAMK=1) and the
+ * skinny kernel's evict-first loads (TJ_GEMM_EVICT_FIRST=1) have not run
+ * on a GPU yet: each is off unless its variable asks, and the GPU suite
+ * and tj-bench are ready to try them.
+ *
+ * The plan (issue 14, first step)
+ *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
+ *   threads     384: three warpgroups.  Warpgroup 0 is the producer: it
+ *               gives up registers (setmaxnreg 40) and one thread issues
+ *               the TMA loads.  Warpgroups 1 and 2 are consumers
+ *               (setmaxnreg 232), each owning 64 rows of the tile and
+ *               issuing wgmma.mma_async m64nBNk16 (f16 in, f32
+ *               accumulate) from shared memory, 4 per 64-wide k-tile.
+ *   stages      STAGES k-tiles in flight (4 for BN 256, 5 for BN 128),
+ *               each with a "full" mbarrier (TMA bytes arrived) and an
+ *               "empty" one (each of the 8 consumer warps done reading).
+ *   layout      A tile: 128 rows x 64 halves (128 bytes), K-major, one
+ *               TMA box, 128-byte swizzle.  B tile: BN / 64 boxes of 64 k
+ *               rows x 64 columns, N-major (B is row-major), 128-byte
+ *               swizzle; the wgmma B descriptor is transposed (imm-trans-b
+ *               1) with the boxes LBO apart and 8-row groups SBO apart.
+ *   edges       TMA fills what lies outside A or B with zeros, so M, N and
+ *               K need no padding; the epilogue guards its stores.
+ *   epilogue    asked for (TJ_GEMM_TMA_STORE=1; compiled, not yet run
+ *               on a GPU, so not the default), with beta == 0 and C a
+ *               TMA tensor (C 16-byte aligned, ldc a multiple of 8; the
+ *               host passes store 1 and tma_c): through
+ *               shared memory, each consumer warpgroup writing 64 x 64
+ *               boxes of alpha * acc into two buffers of its own and one
+ *               thread storing each with TMA, which runs on while the
+ *               warpgroup goes on (tj_h_epilogue_tma).  Otherwise
+ *               straight from the accumulators: alpha * acc + beta * C,
+ *               C read only when beta != 0, pairs of halves when C is
+ *               4-byte aligned and ldc even.
+ *   order       blocks take tiles in bands of 8 tile rows, column by
+ *               column in a band (L2 reuse of A and B between blocks).
+ *
+ * Split-K (issue 14, second step; gemm_f16_sm90a_128x128_splitk and
+ * gemm_f16_sm90a_splitk_reduce)
+ *   why         a grid with fewer tiles than SMs (128 x 4096 is 32 tiles
+ *               of 128 x 128 on 132 SMs; 16 x N uses one tile row) leaves
+ *               most of the GPU idle.  Block z of a grid (x, y, split)
+ *               takes k-tiles [z * kper, z * kper + kper) of its tile: the
+ *               TMA coordinates move along K, the pipeline is unchanged.
+ *   partials    each block writes its fp32 accumulators for the rows below
+ *               M to its own slice of a workspace (split x M x ldw floats,
+ *               ldw the grid's width in columns, so every float2 store is
+ *               aligned and needs no column guard).  An empty K-range
+ *               (K < split * 64) writes zeros.
+ *   reduce      a second kernel adds the slices in order z = 0, 1, ... and
+ *               applies alpha and beta as the epilogue does (C read only
+ *               when beta != 0): no atomics, so the bits are the same on
+ *               every run; accumulation stays fp32 throughout.
+ *   workspace   allocated and freed on the caller's stream from the
+ *               runtime's own memory pool, so concurrent calls on other
+ *               streams never share one; without pools the call runs
+ *               unsplit.
+ *   choice      kernels_api.c (tj__gemm_sm90a_split): only when the 128 x
+ *               128 tiles are fewer than 132 SMs, split = min(SMs / tiles,
+ *               k-tiles / 16, 16), 1 (none) below 2; every other call runs
+ *               the entries above exactly as before.  TJ_GEMM_SPLITK=n
+ *               forces n; the tuning database is to replace the rule.
+ *   next        measure it (tj-bench prints split and the unsplit time);
+ *               the last block of each tile reducing (a counter in the
+ *               workspace, fixed order kept) would save the second launch
+ *               and a round trip of the partials; stream-K for shapes
+ *               between one and two waves (128 x 11008: 86 tiles); a
+ *               64-row tile (one consumer warpgroup) for M <= 64, where 16
+ *               x N wastes 7/8 of each 128-row tile's wgmma work.
+ *
+ * Preconditions (tj_gemm_f16 checks them and takes gemm_f16 otherwise)
+ *   A and B 16-byte aligned, lda and ldb multiples of 8 (TMA's rules for
+ *   a global tensor); M above 16 for the tiles, M <= 16 for the skinny
+ *   entries (gemm_f16_sm90a_skinny*, below the tiles' code).
+ *
+ * Toward parity with cuBLAS: the persistent grid, the tuning table and
+ *   2-CTA clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2)
+ *   are in; the epilogue through shared memory with TMA stores (cuBLAS's
+ *   kernel for these shapes has room for one, bench/RESULTS.md sixth
+ *   round) and stream-K (gemm_f16_sm90a_128x128_streamk, for tiles fewer
+ *   than the SMs or a part-full last wave) are written and compiled, not
+ *   yet run: each is asked for by its variable, not the default.
+ *
+ * Launch
+ *   block   (384, 1, 1)
+ *   grid    (ceil(N / BN), ceil(M / 128), 1)
+ *   shared  the entry's TJ_H_SMEM_BYTES of dynamic shared memory (over
+ *           48 KiB: the caller raises the function's limit first)
+ *   tma_a   a CUtensorMap over A: fp16, 2-D {K, M}, row stride lda * 2
+ *           bytes, box {64, 128}, 128-byte swizzle, zero fill
+ *   tma_b   a CUtensorMap over B: fp16, 2-D {N, K}, row stride ldb * 2
+ *           bytes, box {64, 64}, 128-byte swizzle, zero fill
+ *   tma_c   (the tile entries, read only with store 1) a CUtensorMap over
+ *           C: fp16, 2-D {N, M}, row stride ldc * 2 bytes, box {64, 64},
+ *           128-byte swizzle
+ */
+
+#define TJ_H_BM 128
+#define TJ_H_BK 64
+#define TJ_H_THREADS 384
+/* Bytes of dynamic shared memory: the stages, 1 KiB to align them to the
+ * 128-byte swizzle's 1024-byte period, and the barriers. */
+#define TJ_H_STAGE_BYTES(bn) ((TJ_H_BM + (bn)) * TJ_H_BK * 2)
+#define TJ_H_EPI_BYTES (2 * 2 * 64 * 64 * 2)
+#define TJ_H_SMEM_BYTES(bn, stages) \
+  ((stages) * TJ_H_STAGE_BYTES(bn) + TJ_H_EPI_BYTES + 1024 + 2 * 8 * (stages))
+
+/* The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned, passed by
+ * value as a __grid_constant__ parameter so TMA can read it in place. */
+struct alignas(64) tj_tmap {
+  unsigned long long opaque[16];
+};
+
+#ifndef __grid_constant__
+#define __grid_constant__
+#endif
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TJ_H_HOPPER 1
+#endif
+
+#if TJ_H_HOPPER
+
+__device__ __forceinline__ unsigned tj_h_smem_addr(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void tj_h_bar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar),
+               "r"(count)
+               : "memory");
+}
+
+/* Wait until the barrier's phase of the given parity has completed. */
+__device__ __forceinline__ void tj_h_bar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+
+__device__ __forceinline__ void tj_h_bar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar)
+               : "memory");
+}
+
+__device__ __forceinline__ void tj_h_bar_expect(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   bar),
+               "r"(bytes)
+               : "memory");
+}
+
+/* One TMA box of the 2-D tensor map at (x = column, y = row) into shared
+ * memory at dst; its bytes count toward bar's transaction. */
+__device__ __forceinline__ void tj_h_tma_load(unsigned dst, const tj_tmap *map,
+                                              int x, int y, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
+               "r"(bar)
+               : "memory");
+}
+
+/* tj_h_tma_load with an L2 eviction policy (a createpolicy value) for
+ * the box's lines. */
+__device__ __forceinline__ void tj_h_tma_load_hint(unsigned dst,
+                                                   const tj_tmap *map, int x,
+                                                   int y, unsigned bar,
+                                                   unsigned long long policy) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], "
+               "%5;" ::"r"(dst),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
+               "r"(bar), "l"(policy)
+               : "memory");
+}
+
+/* The box of the 2-D tensor map at (x = column, y = row) from shared
+ * memory at src (what lies outside the tensor is not written), in this
+ * thread's bulk async-group of its own, committed. */
+__device__ __forceinline__ void tj_h_tma_store(const tj_tmap *map, unsigned src,
+                                               int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group "
+               "[%0, {%2, %3}], [%1];\n"
+               "cp.async.bulk.commit_group;" ::"l"(
+                   reinterpret_cast<unsigned long long>(map)),
+               "r"(src), "r"(x), "r"(y)
+               : "memory");
+}
+
+/* Until at most n of this thread's bulk stores still read shared memory. */
+template <int N>
+__device__ __forceinline__ void tj_h_tma_store_wait() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+/* The descriptor fetched ahead of its first use (the first load would
+ * otherwise wait for it too). */
+__device__ __forceinline__ void tj_h_prefetch_map(const tj_tmap *map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(
+                   reinterpret_cast<unsigned long long>(map))
+               : "memory");
+}
+
+/* Named barrier id, waited at by the given number of threads (whole
+ * warps): 1 and 2 for one consumer warpgroup each, 3 for both (0 is
+ * __syncthreads'). */
+__device__ __forceinline__ void tj_h_named_sync(unsigned id,
+                                                unsigned threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/* The same box multicast: written at dst, and its bytes counted toward
+ * bar, in every block of the cluster that mask names (the same shared
+ * offsets in each). */
+__device__ __forceinline__ void tj_h_tma_load_mc(unsigned dst,
+                                                 const tj_tmap *map, int x,
+                                                 int y, unsigned bar,
+                                                 unsigned short mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], "
+               "[%4], %5;" ::"r"(dst),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
+               "r"(bar), "h"(mask)
+               : "memory");
+}
+
+/* An arrival on the barrier at a cluster address (another block's), with
+ * the default semantics (release at CTA scope), as the local arrive: what
+ * it orders is this warp's wgmma reads of the stage, done by then.  (With
+ * .release.cluster the pairs ran at 0.61 to 0.66x cuBLAS on the H200,
+ * against 0.80 to 0.97 with this; the likely cause, not shown, is that a
+ * cluster-scope release waits for the wgmma group still in flight.) */
+__device__ __forceinline__ void tj_h_bar_arrive_remote(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(bar)
+               : "memory");
+}
+
+/* The clusters of two (gemm_f16_sm90a_128x64_cluster_k2 and the multicast
+ * pairs): this block's rank, a barrier across both, another block's
+ * shared address. */
+__device__ __forceinline__ unsigned tj_h_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+/* Every thread of both blocks; the barriers initialised before it are
+ * then visible across the cluster. */
+__device__ __forceinline__ void tj_h_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* The same where a warp's threads may arrive from different paths (not
+ * .aligned). */
+__device__ __forceinline__ void tj_h_cluster_sync_any() {
+  asm volatile("barrier.cluster.arrive.release;\n"
+               "barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+/* The address of this block's shared address in block rank's. */
+__device__ __forceinline__ unsigned tj_h_map_rank(unsigned addr,
+                                                  unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(r)
+               : "r"(addr), "r"(rank));
+  return r;
+}
+
+/* A consumer warp giving a stage back: to its own block's producer, and
+ * with a multicast pair (peer: the stage's empty barrier in the other
+ * block, as a cluster address) to the other's, whose loads write here. */
+template <int MC>
+__device__ __forceinline__ void tj_h_release(unsigned bar, unsigned peer) {
+  tj_h_bar_arrive(bar);
+  if (MC)
+    tj_h_bar_arrive_remote(peer);
+}
+
+/* A wgmma shared-memory descriptor: start address, leading and stride
+ * byte offsets (all in 16-byte units), 128-byte swizzle (mode 1). */
+__device__ __forceinline__ unsigned long long tj_h_desc(unsigned addr,
+                                                        unsigned lbo,
+                                                        unsigned sbo) {
+  return (unsigned long long)((addr & 0x3ffff) >> 4) |
+         ((unsigned long long)((lbo & 0x3ffff) >> 4) << 16) |
+         ((unsigned long long)((sbo & 0x3ffff) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void tj_h_wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void tj_h_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void tj_h_wgmma_wait_one() {
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+}
+__device__ __forceinline__ void tj_h_wgmma_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
+/* wgmma m64nNk16, f32 += f16 * f16, A K-major, B N-major (transposed),
+ * scale-d set through a predicate (an immediate there crashes NVRTC).
+ * Written out by hand for N = 64, 128 and 256: PTX wants every register. */
+__device__ __forceinline__ void tj_h_wgmma(float (&d)[32], unsigned long long da,
+                                           unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+               "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+               "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+               "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                 "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+                 "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31])
+               : "l"(da), "l"(db), "r"(1)
+               : "memory");
+}
+
+__device__ __forceinline__ void tj_h_wgmma(float (&d)[64], unsigned long long da,
+                                           unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+               "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+               "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+               "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,"
+               "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,"
+               "%62,%63"
+               "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                 "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+                 "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]),
+                 "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+                 "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                 "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),
+                 "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                 "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                 "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+                 "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+                 "+f"(d[62]), "+f"(d[63])
+               : "l"(da), "l"(db), "r"(1)
+               : "memory");
+}
+
+__device__ __forceinline__ void tj_h_wgmma(float (&d)[128], unsigned long long da,
+                                           unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+               "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,"
+               "%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+               "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,"
+               "%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,"
+               "%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,"
+               "%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,"
+               "%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,"
+               "%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,"
+               "%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+               "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                 "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                 "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+                 "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                 "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]),
+                 "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+                 "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                 "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),
+                 "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                 "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                 "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+                 "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+                 "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]),
+                 "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+                 "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]),
+                 "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),
+                 "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]),
+                 "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),
+                 "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]),
+                 "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]),
+                 "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+                 "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]),
+                 "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]),
+                 "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+                 "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
+                 "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]),
+                 "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+                 "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),
+                 "+f"(d[126]), "+f"(d[127])
+               : "l"(da), "l"(db), "r"(1)
+               : "memory");
+}
+
+__device__ __forceinline__ unsigned tj_h_pack(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  unsigned w;
+  memcpy(&w, &h, sizeof w);
+  return w;
+}
+
+/* alpha * v + beta * C at (row, col) and (row, col + 1); C read only when
+ * beta != 0, so NaN there does not reach the result. */
+__device__ __forceinline__ void tj_h_store2(__half *C, int ldc, int M, int N,
+                                            float alpha, float beta, int row,
+                                            int col, float v0, float v1,
+                                            bool pairs) {
+  if (row >= M || col >= N)
+    return;
+  __half *c = C + (long long)row * ldc + col;
+  if (pairs && col + 1 < N) {
+    unsigned *cw = reinterpret_cast<unsigned *>(c);
+    float2 old = make_float2(0.0f, 0.0f);
+    if (beta != 0.0f) {
+      __half2 h;
+      unsigned w = *cw;
+      memcpy(&h, &w, sizeof w);
+      old = __half22float2(h);
+    }
+    *cw = tj_h_pack(alpha * v0 + beta * old.x, alpha * v1 + beta * old.y);
+    return;
+  }
+  float r0 = alpha * v0;
+  if (beta != 0.0f)
+    r0 += beta * __half2float(c[0]);
+  c[0] = __float2half_rn(r0);
+  if (col + 1 < N) {
+    float r1 = alpha * v1;
+    if (beta != 0.0f)
+      r1 += beta * __half2float(c[1]);
+    c[1] = __float2half_rn(r1);
+  }
+}
+
+/* MC: one block of a multicast pair (rank 0 or 1 of a cluster of two
+ * whose tiles share their B columns): it loads its own A box and the B
+ * boxes j with j % 2 == rank, each into both blocks; the full barrier
+ * still counts the whole stage, half of B arriving from the other block.
+ * a_live 0: the tile lies below M (the second of a pair on an odd tile
+ * row count), so no A is loaded and the stage counts only B. */
+template <int BN, int STAGES, int MC = 0>
+__device__ __forceinline__ void tj_h_produce(const tj_tmap *ta,
+                                             const tj_tmap *tb, unsigned sa,
+                                             unsigned sb, unsigned full,
+                                             unsigned empty, int ktiles,
+                                             int m0, int n0, int kt0,
+                                             int it0, unsigned rank = 0,
+                                             int a_live = 1) {
+  for (int kt = 0; kt < ktiles; kt++) {
+    /* it: the block's k-tile count so far, which a persistent block runs
+     * on across its tiles, so stages and phases carry over. */
+    int it = it0 + kt, s = it % STAGES;
+    /* A fresh barrier counts as having completed the phase before its
+     * first, so the first pass over the stages does not wait. */
+    tj_h_bar_wait(empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+    unsigned bar = full + 8 * s;
+    tj_h_bar_expect(bar, a_live ? TJ_H_STAGE_BYTES(BN) : TJ_H_BK * BN * 2);
+    int k = (kt0 + kt) * TJ_H_BK;
+    if (a_live)
+      tj_h_tma_load(sa + s * (TJ_H_BM * TJ_H_BK * 2), ta, k, m0, bar);
+    for (int j = 0; j < BN / 64; j++) {
+      unsigned dst = sb + s * (TJ_H_BK * BN * 2) + j * (TJ_H_BK * 128);
+      if (!MC)
+        tj_h_tma_load(dst, tb, n0 + 64 * j, k, bar);
+      else if ((unsigned)(j & 1) == rank)
+        tj_h_tma_load_mc(dst, tb, n0 + 64 * j, k, bar, 3);
+    }
+  }
+}
+
+/* One consumer warpgroup: rows [64 * cw, 64 * cw + 64) of the tile. */
+template <int BN, int STAGES, int MC = 0>
+__device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
+                                             unsigned sa, unsigned sb,
+                                             unsigned full, unsigned empty,
+                                             int ktiles, int it0,
+                                             unsigned peer_empty = 0) {
+  for (int kt = 0; kt < ktiles; kt++) {
+    int it = it0 + kt, s = it % STAGES;
+    tj_h_bar_wait(full + 8 * s, (it / STAGES) & 1);
+    unsigned a = sa + s * (TJ_H_BM * TJ_H_BK * 2) + cw * (64 * 128);
+    unsigned b = sb + s * (TJ_H_BK * BN * 2);
+    tj_h_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < TJ_H_BK / 16; kk++) {
+      /* A: 16 halves (32 bytes) along the 128-byte row per k16 step;
+       * 8-row core groups 1024 bytes apart.  B: 16 k rows (2048 bytes)
+       * per step; 64-column boxes TJ_H_BK * 128 bytes apart, 8-row
+       * groups 1024 apart. */
+      unsigned long long da = tj_h_desc(a + 32 * kk, 16, 1024);
+      unsigned long long db = tj_h_desc(b + 2048 * kk, TJ_H_BK * 128, 1024);
+      tj_h_wgmma(d, da, db);
+    }
+    tj_h_wgmma_commit();
+    /* Keep this k-tile's wgmma group running while the previous one's
+     * stage goes back to the producer; each warp says so for itself. */
+    tj_h_wgmma_wait_one();
+    if (kt > 0 && threadIdx.x % 32 == 0) {
+      unsigned off = 8 * ((it - 1) % STAGES);
+      tj_h_release<MC>(empty + off, peer_empty + off);
+    }
+  }
+  tj_h_wgmma_wait_all();
+}
+
+/* The accumulator layout of m64nNk16: thread t of the warpgroup holds
+ * rows 16 * (t / 32) + (t % 32) / 4 and that + 8, columns 8 * j +
+ * 2 * (t % 4) and + 1, as d[4j], d[4j + 1] (first row), d[4j + 2],
+ * d[4j + 3] (second). */
+template <int BN>
+__device__ __forceinline__ void tj_h_epilogue_direct(const float (&d)[BN / 2],
+                                                     __half *C, int ldc, int M,
+                                                     int N, float alpha,
+                                                     float beta, int row0,
+                                                     int n0) {
+  int t = threadIdx.x % 128;
+  int row = row0 + 16 * (t / 32) + (t % 32) / 4;
+  int col = n0 + 2 * (t % 4);
+  bool pairs = (reinterpret_cast<unsigned long long>(C) & 3ull) == 0 &&
+               (ldc & 1) == 0;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++) {
+    tj_h_store2(C, ldc, M, N, alpha, beta, row, col + 8 * j, d[4 * j],
+                d[4 * j + 1], pairs);
+    tj_h_store2(C, ldc, M, N, alpha, beta, row + 8, col + 8 * j,
+                d[4 * j + 2], d[4 * j + 3], pairs);
+  }
+}
+
+/* The epilogue through shared memory, where beta == 0 and C is a TMA
+ * tensor (the host passes tma_c and says so): the warpgroup's 64 rows go
+ * out in 64 x 64 boxes.  Each box is written (alpha applied, rounded to
+ * fp16) into one of the warpgroup's two 8 KiB buffers at buf, in the
+ * 128-byte swizzle the tensor map reads (16-byte chunk j of row r at
+ * chunk j ^ (r % 8): the 8 rows a warp writes at once fall in 8
+ * different chunks, every bank once), then one thread stores it with a
+ * bulk tensor copy that runs on while the warpgroup goes on (to its next
+ * tile's k-loop in the persistent entries).  A buffer is rewritten only
+ * after the copy two boxes back has read it; boxes counts the
+ * warpgroup's boxes so far (the same in each of its threads).  TMA
+ * clips what lies past M and N.  The thread that stores waits for its
+ * last copies to read shared memory before the block ends
+ * (tj_h_epilogue_done). */
+template <int BN>
+__device__ __forceinline__ void tj_h_epilogue_tma(const float (&d)[BN / 2],
+                                                  const tj_tmap *tc,
+                                                  unsigned buf, int cw,
+                                                  float alpha, int row0,
+                                                  int n0, unsigned &boxes) {
+  int t = threadIdx.x % 128;
+  int r = 16 * (t / 32) + (t % 32) / 4;
+  /* This thread's first pair in a buffer: row r, column 2 * (t % 4). */
+  unsigned mine = r * 128 + 4 * (t % 4);
+#pragma unroll
+  for (int c = 0; c < BN / 64; c++) {
+    unsigned box = buf + (boxes & 1u) * 8192, b = box + mine;
+    if (t == 0)
+      tj_h_tma_store_wait<1>();
+    tj_h_named_sync(1 + cw, 128);
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+      int j = 8 * c + jj;
+      unsigned at = b + ((jj ^ (r & 7)) << 4);
+      /* Row r + 8: 1024 bytes on, the same chunk order. */
+      asm volatile("st.shared.b32 [%0], %1;\n"
+                   "st.shared.b32 [%2], %3;" ::"r"(at),
+                   "r"(tj_h_pack(alpha * d[4 * j], alpha * d[4 * j + 1])),
+                   "r"(at + 1024),
+                   "r"(tj_h_pack(alpha * d[4 * j + 2], alpha * d[4 * j + 3]))
+                   : "memory");
+    }
+    /* The writes, made visible to the copy (the async proxy). */
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    tj_h_named_sync(1 + cw, 128);
+    if (t == 0)
+      tj_h_tma_store(tc, box, n0 + 64 * c, row0);
+    boxes++;
+  }
+}
+
+/* Where a tile entry's results go: C (ldc, M x N) with alpha and beta,
+ * and map, a tensor map over C that the epilogue stores through when
+ * store is 1 (the host's choice: beta == 0 and C a TMA tensor). */
+struct tj_h_out {
+  __half *C;
+  int ldc, M, N;
+  float alpha, beta;
+  const tj_tmap *map;
+  int store;
+};
+
+/* A consumer warpgroup's rows [row0, row0 + 64) x [n0, n0 + BN), one way
+ * or the other; epi: the block's epilogue buffers. */
+template <int BN>
+__device__ __forceinline__ void tj_h_epilogue(const float (&d)[BN / 2],
+                                              const tj_h_out &o, unsigned epi,
+                                              int cw, int row0, int n0,
+                                              unsigned &boxes) {
+  if (o.store)
+    tj_h_epilogue_tma<BN>(d, o.map, epi + cw * (TJ_H_EPI_BYTES / 2), cw,
+                          o.alpha, row0, n0, boxes);
+  else
+    tj_h_epilogue_direct<BN>(d, o.C, o.ldc, o.M, o.N, o.alpha, o.beta, row0,
+                             n0);
+}
+
+/* The end of a consumer warpgroup's stores: its copies have read their
+ * buffers (the block's shared memory must outlive them). */
+__device__ __forceinline__ void tj_h_epilogue_done(const tj_h_out &o) {
+  if (o.store && threadIdx.x % 128 == 0)
+    tj_h_tma_store_wait<0>();
+}
+
+/* Split-K: the block's fp32 sums for its K-range, rows below M only, into
+ * its slice of the workspace (ldw a multiple of the tile width, so every
+ * pair of columns is an aligned float2 and the tile needs no column
+ * guard); gemm_f16_sm90a_splitk_reduce adds the slices. */
+template <int BN>
+__device__ __forceinline__ void tj_h_partial(const float (&d)[BN / 2],
+                                             float *w, int ldw, int M,
+                                             int row0, int n0) {
+  int t = threadIdx.x % 128;
+  int row = row0 + 16 * (t / 32) + (t % 32) / 4;
+  int col = n0 + 2 * (t % 4);
+  float *w0 = w + (long long)row * ldw + col;
+  float *w1 = w0 + 8LL * ldw;
+#pragma unroll
+  for (int j = 0; j < BN / 8; j++) {
+    if (row < M)
+      *reinterpret_cast<float2 *>(w0 + 8 * j) =
+          make_float2(d[4 * j], d[4 * j + 1]);
+    if (row + 8 < M)
+      *reinterpret_cast<float2 *>(w1 + 8 * j) =
+          make_float2(d[4 * j + 2], d[4 * j + 3]);
+  }
+}
+
+/* Which tile this block computes.  Blocks start in launch order (x
+ * fastest); walking a band of TJ_H_GROUP tile rows column by column keeps
+ * the A rows and B columns that blocks in flight share in L2, where plain
+ * row order would stream all of B once per tile row. */
+#define TJ_H_GROUP 8
+/* Tile t of a tiles_m x tiles_n grid of tiles in that order (the
+ * persistent entries walk t themselves). */
+__device__ __forceinline__ void tj_h_tile_at(int t, int tiles_m, int tiles_n,
+                                             int &mt, int &nt) {
+  int band = t / (TJ_H_GROUP * tiles_n);
+  int first = band * TJ_H_GROUP;
+  int rows = tiles_m - first < TJ_H_GROUP ? tiles_m - first : TJ_H_GROUP;
+  int in_band = t - band * (TJ_H_GROUP * tiles_n);
+  mt = first + in_band % rows;
+  nt = in_band / rows;
+}
+
+__device__ __forceinline__ void tj_h_tile_order(int &mt, int &nt) {
+  tj_h_tile_at(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, mt,
+               nt);
+}
+
+/* Where the stages and their barriers sit in dynamic shared memory: A
+ * tiles, B tiles, the epilogue's buffers (TJ_H_EPI_BYTES: two 64 x 64
+ * fp16 boxes for each consumer warpgroup), then a "full" and an "empty"
+ * mbarrier per stage. */
+struct tj_h_stages {
+  unsigned sa, sb, epi, full, empty;
+};
+
+/* Lay out the stages and initialise the barriers; every thread calls it
+ * (it ends in __syncthreads).  The tensor maps' descriptors are fetched
+ * meanwhile (tc: only where the epilogue stores through it). */
+template <int BN, int STAGES>
+__device__ __forceinline__ tj_h_stages tj_h_setup(const tj_tmap *ta,
+                                                  const tj_tmap *tb,
+                                                  const tj_tmap *tc,
+                                                  unsigned releases = 8) {
+  extern __shared__ unsigned char tj_h_smem[];
+  tj_h_stages st;
+  /* The swizzle repeats every 1024 bytes and TMA and wgmma both assume a
+   * tile (and an epilogue box) starts on that period. */
+  st.sa = (tj_h_smem_addr(tj_h_smem) + 1023u) & ~1023u;
+  st.sb = st.sa + STAGES * (TJ_H_BM * TJ_H_BK * 2);
+  st.epi = st.sb + STAGES * (TJ_H_BK * BN * 2);
+  st.full = st.epi + TJ_H_EPI_BYTES;
+  st.empty = st.full + 8 * STAGES;
+  if (threadIdx.x == 0) {
+    tj_h_prefetch_map(ta);
+    tj_h_prefetch_map(tb);
+    if (tc)
+      tj_h_prefetch_map(tc);
+    for (int s = 0; s < STAGES; s++) {
+      tj_h_bar_init(st.full + 8 * s, 1);
+      /* a warp of each consumer (of both blocks of a multicast pair) */
+      tj_h_bar_init(st.empty + 8 * s, releases);
+    }
+    /* Make the initialised barriers visible to the async proxy (TMA). */
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  return st;
+}
+
+/* kper > 0: split-K, block z of the grid takes k-tiles [z * kper, z * kper
+ * + kper) and writes fp32 partials to work; kper == 0: the whole K and
+ * the epilogue into C. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
+                                          int M, int N, int K,
+                                          const tj_h_out &o, int kper,
+                                          float *work) {
+  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr);
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
+  int kt0 = 0;
+  if (kper > 0) {
+    /* A K-range past the end (K < split * 64) is empty: its block writes
+     * zeros, which the sum needs. */
+    kt0 = blockIdx.z * kper;
+    int left = ktiles - kt0;
+    ktiles = left < 0 ? 0 : left < kper ? left : kper;
+  }
+  int mt, nt;
+  tj_h_tile_order(mt, nt);
+  int m0 = mt * TJ_H_BM, n0 = nt * BN;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0)
+      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, ktiles, m0, n0,
+                               kt0, 0);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  float d[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; i++)
+    d[i] = 0.0f;
+  tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, ktiles, 0);
+  if (kper > 0) {
+    int ldw = gridDim.x * BN;
+    tj_h_partial<BN>(d, work + (long long)blockIdx.z * M * ldw, ldw, M,
+                     m0 + 64 * (wg - 1), n0);
+    return;
+  }
+  unsigned boxes = 0;
+  tj_h_epilogue<BN>(d, o, st.epi, wg - 1, m0 + 64 * (wg - 1), n0, boxes);
+  tj_h_epilogue_done(o);
+}
+
+/* Persistent: a grid of at most one block per SM, each block taking tiles
+ * blockIdx.x, + gridDim.x, ... in the banded order.  The k-tile count it
+ * runs on across tiles, so stages and barrier phases carry over: the
+ * producer loads the next tile's first stages while the consumers are
+ * still in this tile's epilogue, which the one-tile-per-block entries
+ * leave to a new block's start.
+ *
+ * MC: the same in clusters of two that share B (TMA multicast): cluster c
+ * of the grid walks pairs of tiles c, c + gridDim.x / 2, ... in the
+ * banded order over pair rows; block rank r of the cluster computes tile
+ * row 2 * pair row + r of the pair's tile column.  Each block fetches its
+ * own A and half of the B tile, multicast into both, so the two fetch
+ * B's boxes once between them (cuBLAS's nvjet kernels for these shapes
+ * run in clusters of two as well; bench/RESULTS.md, sixth round).  A
+ * stage goes back to a producer when the consumers of both blocks are
+ * done with it (16 arrivals), since each producer writes into both; and
+ * neither block leaves before the other, whose consumers still arrive on
+ * its barriers. */
+
+template <int BN, int STAGES, int MC = 0>
+__device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
+                                                     const tj_tmap *tb, int M,
+                                                     int N, int K,
+                                                     const tj_h_out &o) {
+  const int G = MC ? 2 : 1; /* blocks a group of tiles, tile rows apart */
+  tj_h_stages st =
+      tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr, 8 * G);
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  unsigned rank = 0;
+  if (MC) {
+    /* The other block's barriers are initialised before anything of ours
+     * reaches them. */
+    tj_h_cluster_sync();
+    rank = tj_h_cluster_rank();
+  }
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
+  int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
+  int groups_m = (tiles_m + G - 1) / G, groups = groups_m * tiles_n;
+  int first = blockIdx.x / G, step = gridDim.x / G;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      int it = 0;
+      for (int t = first; t < groups; t += step, it += ktiles) {
+        int gm, nt;
+        tj_h_tile_at(t, groups_m, tiles_n, gm, nt);
+        int m0 = (G * gm + (int)rank) * TJ_H_BM;
+        /* A pair's second tile wholly below M (an odd tile row count)
+         * loads no A. */
+        tj_h_produce<BN, STAGES, MC>(ta, tb, sa, sb, full, empty, ktiles, m0,
+                                     nt * BN, 0, it, rank, !MC || m0 < M);
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    unsigned peer_empty = MC ? tj_h_map_rank(empty, rank ^ 1u) : 0;
+    int it = 0;
+    unsigned boxes = 0;
+    float d[BN / 2];
+    for (int t = first; t < groups; t += step, it += ktiles) {
+      int gm, nt;
+      tj_h_tile_at(t, groups_m, tiles_n, gm, nt);
+#pragma unroll
+      for (int i = 0; i < BN / 2; i++)
+        d[i] = 0.0f;
+      tj_h_consume<BN, STAGES, MC>(d, wg - 1, sa, sb, full, empty, ktiles, it,
+                                   peer_empty);
+      /* The tile's last stage goes back too: the next tile reuses it.  (In
+       * tj_h_consume itself this arrive made ptxas serialize the wgmmas of
+       * the one-tile entries.) */
+      if (threadIdx.x % 32 == 0) {
+        unsigned off = 8 * ((it + ktiles - 1) % STAGES);
+        tj_h_release<MC>(empty + off, peer_empty + off);
+      }
+      /* Rows past M (the second tile of an odd pair row) store nothing. */
+      tj_h_epilogue<BN>(d, o, st.epi, wg - 1,
+                        (G * gm + (int)rank) * TJ_H_BM + 64 * (wg - 1),
+                        nt * BN, boxes);
+    }
+    tj_h_epilogue_done(o);
+  }
+  /* Every thread of both blocks, the producer's idle ones included (not
+   * .aligned: warp 0's thread 0 comes from its loop, the rest at once). */
+  if (MC)
+    tj_h_cluster_sync_any();
+}
+
+/* Stream-K (gemm_f16_sm90a_128x128_streamk): the grid's G blocks (at most
+ * one an SM, so all resident at once) share out the k-tiles of all the
+ * tiles, tiles x ktiles units in the banded tile order, in G runs as even
+ * as whole units allow: block b takes units [U * b / G, U * (b + 1) / G).
+ * No SM idles for want of a tile, as it does where the tiles are fewer
+ * than the SMs (128 x 11008 x 4096: 86 tiles of 128 x 128 on 132 SMs) or
+ * leave a last wave part full.  A block walks its run a tile at a time
+ * (a segment).  A tile is stored by the block holding its first k-tile
+ * (its owner).  A segment that begins inside a tile can only be a run's
+ * first: its sums go to the block's slot of work, in the consumer
+ * threads' own order, and the block's flag there then holds seq (the
+ * launch's number, never the same twice in a process, so a flag left by
+ * an earlier launch in reused memory is not taken for this one's).  A
+ * segment that holds a tile's first k-tiles but not its last can only be
+ * a run's last: its owner waits for the blocks after it that hold the
+ * rest, and adds their sums to its own in block order (so the same bits
+ * on every run on a device) before storing the tile.  Those blocks wrote
+ * their sums first thing, and a block waits only at the end of its run
+ * for slots that no block waits to write, so nothing waits in a circle;
+ * the waits are short, the slots being written long before.  Every block
+ * must be resident at once (or at least two, with blocks started in
+ * index order).
+ *   work  G slots of TJ_H_BM x BN floats, then G unsigned flags. */
+
+/* The first unit of block b's run. */
+__device__ __forceinline__ long long tj_k_start(long long units, int blocks,
+                                                int b) {
+  return units * b / blocks;
+}
+
+/* The block whose run holds unit u. */
+__device__ __forceinline__ int tj_k_block_of(long long units, int blocks,
+                                             long long u) {
+  int b = (int)(u * blocks / units);
+  while (b + 1 < blocks && tj_k_start(units, blocks, b + 1) <= u)
+    b++;
+  while (b > 0 && tj_k_start(units, blocks, b) > u)
+    b--;
+  return b;
+}
+
+/* The segment of a run [u, u1) that starts at unit u: its tile, its
+ * first k-tile there, and its k-tiles (returned), up to the tile's end
+ * or the run's. */
+__device__ __forceinline__ int tj_k_segment(long long u, long long u1,
+                                            int ktiles, int &tile, int &k0) {
+  tile = (int)(u / ktiles);
+  k0 = (int)(u % ktiles);
+  return u1 - u < ktiles - k0 ? (int)(u1 - u) : ktiles - k0;
+}
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_gemm_streamk(const tj_tmap *ta,
+                                                  const tj_tmap *tb, int M,
+                                                  int N, int K,
+                                                  const tj_h_out &o,
+                                                  float *work, unsigned seq) {
+  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr);
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
+  int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
+  long long units = (long long)tiles_m * tiles_n * ktiles;
+  int blocks = gridDim.x, b = blockIdx.x;
+  long long u0 = tj_k_start(units, blocks, b);
+  long long u1 = tj_k_start(units, blocks, b + 1);
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      int it = 0;
+      for (long long u = u0; u < u1;) {
+        int tile, k0, kn = tj_k_segment(u, u1, ktiles, tile, k0);
+        int mt, nt;
+        tj_h_tile_at(tile, tiles_m, tiles_n, mt, nt);
+        tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, kn,
+                                 mt * TJ_H_BM, nt * BN, k0, it);
+        it += kn;
+        u += kn;
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  int cw = wg - 1, t = threadIdx.x - 128;
+  float4 *slots = reinterpret_cast<float4 *>(work);
+  unsigned *flags =
+      reinterpret_cast<unsigned *>(work + (long long)blocks * TJ_H_BM * BN);
+  const int per_slot = TJ_H_BM * BN / 4; /* float4s */
+  int it = 0;
+  unsigned boxes = 0;
+  float d[BN / 2];
+  for (long long u = u0; u < u1;) {
+    int tile, k0, kn = tj_k_segment(u, u1, ktiles, tile, k0);
+    int mt, nt;
+    tj_h_tile_at(tile, tiles_m, tiles_n, mt, nt);
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+      d[i] = 0.0f;
+    tj_h_consume<BN, STAGES>(d, cw, sa, sb, full, empty, kn, it);
+    /* The segment's last stage goes back too (as the persistent entries
+     * do at a tile's end). */
+    if (threadIdx.x % 32 == 0)
+      tj_h_bar_arrive(empty + 8 * ((it + kn - 1) % STAGES));
+    it += kn;
+    u += kn;
+    if (k0 > 0) {
+      /* The rest of a tile a block before began, so the run's first
+       * segment: the sums to this block's slot, then its flag, once every
+       * consumer thread's are written. */
+      float4 *slot = slots + (long long)b * per_slot;
+#pragma unroll
+      for (int i = 0; i < BN / 2; i += 4)
+        __stcg(slot + (i / 4) * 256 + t,
+               make_float4(d[i], d[i + 1], d[i + 2], d[i + 3]));
+      tj_h_named_sync(3, 256);
+      if (t == 0) {
+        __threadfence();
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + b),
+                     "r"(seq)
+                     : "memory");
+      }
+      continue;
+    }
+    if (kn < ktiles) {
+      /* The tile's first k-tiles and not its last, so the run's last
+       * segment: the sums of the blocks after that hold the rest, in
+       * block order. */
+      int last = tj_k_block_of(units, blocks,
+                               (long long)(tile + 1) * ktiles - 1);
+      for (int c = b + 1; c <= last; c++) {
+        if (t == 0) {
+          /* A wait past 2^35 cycles (over ten seconds) means a block that
+           * will never come (fewer SMs than the grid has blocks): the
+           * launch fails rather than hang the caller. */
+          long long since = clock64();
+          unsigned v;
+          do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                         : "=r"(v)
+                         : "l"(flags + c)
+                         : "memory");
+            if (v != seq && clock64() - since > (1LL << 35))
+              asm volatile("trap;");
+          } while (v != seq);
+        }
+        tj_h_named_sync(3, 256);
+        const float4 *slot = slots + (long long)c * per_slot;
+#pragma unroll
+        for (int i = 0; i < BN / 2; i += 4) {
+          float4 p = __ldcg(slot + (i / 4) * 256 + t);
+          d[i] += p.x;
+          d[i + 1] += p.y;
+          d[i + 2] += p.z;
+          d[i + 3] += p.w;
+        }
+      }
+    }
+    tj_h_epilogue<BN>(d, o, st.epi, cw, mt * TJ_H_BM + 64 * cw, nt * BN,
+                      boxes);
+  }
+  tj_h_epilogue_done(o);
+}
+
+/* Split-K across a cluster of two blocks: block rank 1 of the pair sends
+ * its fp32 sums for the second half of K into rank 0's shared memory
+ * (st.async, counted by an mbarrier there), and rank 0 adds them to its
+ * own in that fixed order and writes C: the same bits on every run, no
+ * workspace, no second launch.  For shapes whose 128 x 64 tiles fill at
+ * most half the SMs (128 x 4096 x 4096: 64 tiles), where one block per
+ * tile is held back by what a single SM can load. */
+
+/* Four floats into another block's shared memory, their 16 bytes counted
+ * toward its barrier bar (both cluster addresses). */
+__device__ __forceinline__ void tj_h_send4(unsigned addr, float a, float b,
+                                           float c, float d, unsigned bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 "
+               "[%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+               : "memory");
+}
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
+                                                     const tj_tmap *tb, int M,
+                                                     int N, int K,
+                                                     const tj_h_out &o) {
+  tj_h_stages st =
+      tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr);
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  /* Rank 1's bytes land in rank 0's epilogue buffers (TJ_H_EPI_BYTES: 128
+   * x BN floats), which rank 0 empties before its epilogue writes there;
+   * after the stages' barriers, one more that counts them. */
+  unsigned got = empty + 8 * STAGES, part = st.epi;
+  unsigned rank = tj_h_cluster_rank();
+  if (threadIdx.x == 0 && rank == 0) {
+    tj_h_bar_init(got, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    static_assert(TJ_H_BM * BN * 4 <= TJ_H_EPI_BYTES, "rank 1's sums fit");
+    tj_h_bar_expect(got, 128 * BN * 4); /* its one arrival, and the bytes */
+  }
+  tj_h_cluster_sync();
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK, half = (ktiles + 1) / 2;
+  int kt0 = rank ? half : 0, kn = rank ? ktiles - half : half;
+  int mt, nt;
+  tj_h_tile_at(blockIdx.y * (gridDim.x / 2) + blockIdx.x / 2, gridDim.y,
+               gridDim.x / 2, mt, nt);
+  int m0 = mt * TJ_H_BM, n0 = nt * BN;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0)
+      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, kn, m0, n0, kt0,
+                               0);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  float d[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; i++)
+    d[i] = 0.0f;
+  tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, kn, 0);
+  /* Consumer thread t holds the same accumulator elements in both blocks:
+   * its four floats i..i+3 go to slot (i / 4) * 256 + t. */
+  unsigned t = threadIdx.x - 128;
+  if (rank == 1) {
+    unsigned rpart = tj_h_map_rank(part, 0), rgot = tj_h_map_rank(got, 0);
+#pragma unroll
+    for (int i = 0; i < BN / 2; i += 4)
+      tj_h_send4(rpart + ((i / 4) * 256 + t) * 16, d[i], d[i + 1], d[i + 2],
+                 d[i + 3], rgot);
+    return;
+  }
+  tj_h_bar_wait(got, 0);
+#pragma unroll
+  for (int i = 0; i < BN / 2; i += 4) {
+    float a, b, c, e;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(a), "=f"(b), "=f"(c), "=f"(e)
+                 : "r"(part + ((i / 4) * 256 + t) * 16)
+                 : "memory");
+    d[i] += a;
+    d[i + 1] += b;
+    d[i + 2] += c;
+    d[i + 3] += e;
+  }
+  /* Both warpgroups have read their sums before either writes a box. */
+  if (o.store)
+    tj_h_named_sync(3, 256);
+  unsigned boxes = 0;
+  tj_h_epilogue<BN>(d, o, st.epi, wg - 1, m0 + 64 * (wg - 1), n0, boxes);
+  tj_h_epilogue_done(o);
+}
+
+/* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
+ * on every run; then alpha and beta as tj_h_store2 applies them. */
+__device__ __forceinline__ void tj_h_reduce(const float *work, int split,
+                                            int M, int N, int ldw,
+                                            float alpha, float beta,
+                                            __half *C, int ldc) {
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= N)
+    return;
+  long long slice = (long long)M * ldw;
+  for (int row = blockIdx.y; row < M; row += gridDim.y) {
+    const float *w = work + (long long)row * ldw + col;
+    float v = 0.0f;
+    for (int z = 0; z < split; z++)
+      v += w[z * slice];
+    __half *c = C + (long long)row * ldc + col;
+    float r = alpha * v;
+    if (beta != 0.0f)
+      r += beta * __half2float(*c);
+    *c = __float2half_rn(r);
+  }
+}
+
+/* ------------------------------------------------------- skinny (M <= 16)
+ *
+ * C = alpha * A * B + beta * C for M <= 16 rows, where the work is
+ * reading B once at the memory's rate (issue 14's skinny shapes).  The
+ * product runs transposed, C^T = B^T * A^T, so that wgmma's 64-row side
+ * lies along N and its narrow side (n16) along M: a tile of B, as TMA
+ * loads it for the tiles above (64 k rows x 64 columns, 128-byte
+ * swizzle), is wgmma's A operand read transposed (imm-trans-a 1), and
+ * A's 16 x 64 box (rows past M filled with zeros by TMA) is its B
+ * operand, K-major.  No 128-row tile is wasted on 16 rows.
+ *
+ *   block     one consumer warpgroup (warps 0-3) and a producer warp
+ *             (warp 4, one thread issuing TMA); BN = 128 or 256 columns
+ *             of C (BN / 64 m64 wgmmas per k16 step) and a K-range.
+ *   stages    TJ_S_STAGES of 64 k rows: BN / 4 KiB of B and 2 KiB of A
+ *             each; two 128-column blocks fit an SM, one 256-column
+ *             block.
+ *   split-K   in a cluster of S blocks along x (S compiled in, one entry
+ *             each): block rank r takes the r-th of S K-ranges of the
+ *             strip, writes its fp32 sums to its own shared memory, and
+ *             after a cluster barrier every block adds all S of them for
+ *             its share of the strip's elements, in rank order (the same
+ *             bits on every run), through distributed shared memory: no
+ *             workspace, one launch.
+ *   alpha 0   A and B are not read (no stage is loaded); C = beta * C.
+ */
+#define TJ_S_ROWS 16
+#define TJ_S_STAGES 5
+#define TJ_S_THREADS 160
+#define TJ_S_B_BYTES(bn) (TJ_H_BK * (bn) * 2)
+#define TJ_S_STAGE_BYTES(bn) (TJ_S_B_BYTES(bn) + TJ_S_ROWS * TJ_H_BK * 2)
+/* The stages, 1 KiB for their alignment, the barriers, the fp32 sums. */
+#define TJ_S_SMEM_BYTES(bn)                                         \
+  (TJ_S_STAGES * TJ_S_STAGE_BYTES(bn) + 1024 + 2 * 8 * TJ_S_STAGES + \
+   TJ_S_ROWS * (bn) * 4)
+
+/* wgmma m64n16k16, f32 += f16 * f16, A transposed (MN-major: B's tile),
+ * B K-major (A's box). */
+__device__ __forceinline__ void tj_s_wgmma(float (&d)[8],
+                                           unsigned long long da,
+                                           unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+               "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "l"(da), "l"(db), "r"(1)
+               : "memory");
+}
+
+/* Four floats (16-byte aligned) of a block's shared memory, at a
+ * cluster address (this block's own addresses are cluster addresses
+ * too). */
+__device__ __forceinline__ float4 tj_s_ld4_cluster(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+template <int BN, int S>
+__device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
+                                          int M, int N, int K, float alpha,
+                                          float beta, __half *C, int ldc,
+                                          int evict_first) {
+  extern __shared__ unsigned char tj_h_smem[];
+  unsigned stages = (tj_h_smem_addr(tj_h_smem) + 1023u) & ~1023u;
+  unsigned full = stages + TJ_S_STAGES * TJ_S_STAGE_BYTES(BN);
+  unsigned empty = full + 8 * TJ_S_STAGES;
+  unsigned sums = empty + 8 * TJ_S_STAGES;
+  if (threadIdx.x == 0) {
+    tj_h_prefetch_map(ta);
+    tj_h_prefetch_map(tb);
+    for (int s = 0; s < TJ_S_STAGES; s++) {
+      tj_h_bar_init(full + 8 * s, 1);
+      tj_h_bar_init(empty + 8 * s, 4); /* each consumer warp */
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  unsigned rank = S > 1 ? tj_h_cluster_rank() : 0;
+  int n0 = (int)(blockIdx.x / S) * BN;
+  /* This block's K-range: the r-th of S runs of whole k-tiles (an empty
+   * one where K is short sums to zeros). */
+  int ktiles = alpha == 0.0f ? 0 : (K + TJ_H_BK - 1) / TJ_H_BK;
+  int kper = (ktiles + S - 1) / S, kt0 = (int)rank * kper;
+  int kn = ktiles - kt0 < kper ? ktiles - kt0 : kper;
+  if (kn < 0)
+    kn = 0;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 4) {
+    /* evict_first: B, read once, goes through L2 marked first to go, so
+     * that its lines replace each other rather than lines others left
+     * there (dirty ones would cost a write back each). */
+    unsigned long long policy = 0;
+    if (lane == 0 && evict_first)
+      asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;"
+                   : "=l"(policy));
+    if (lane == 0)
+      for (int kt = 0; kt < kn; kt++) {
+        int s = kt % TJ_S_STAGES;
+        tj_h_bar_wait(empty + 8 * s, ((kt / TJ_S_STAGES) & 1) ^ 1);
+        unsigned bar = full + 8 * s, dst = stages + s * TJ_S_STAGE_BYTES(BN);
+        tj_h_bar_expect(bar, TJ_S_STAGE_BYTES(BN));
+        int k = (kt0 + kt) * TJ_H_BK;
+        for (int j = 0; j < BN / 64; j++) {
+          unsigned at = dst + j * (TJ_H_BK * 128);
+          if (evict_first)
+            tj_h_tma_load_hint(at, tb, n0 + 64 * j, k, bar, policy);
+          else
+            tj_h_tma_load(at, tb, n0 + 64 * j, k, bar);
+        }
+        tj_h_tma_load(dst + TJ_S_B_BYTES(BN), ta, k, 0, bar);
+      }
+    __syncwarp();
+  } else {
+    float d[BN / 64][8];
+#pragma unroll
+    for (int c = 0; c < BN / 64; c++)
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        d[c][i] = 0.0f;
+    for (int kt = 0; kt < kn; kt++) {
+      int s = kt % TJ_S_STAGES;
+      tj_h_bar_wait(full + 8 * s, (kt / TJ_S_STAGES) & 1);
+      unsigned b = stages + s * TJ_S_STAGE_BYTES(BN), a = b + TJ_S_B_BYTES(BN);
+      tj_h_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < TJ_H_BK / 16; kk++) {
+        /* B's box c: 16 k rows (2048 bytes) per step, 8-row groups 1024
+         * apart; A's box: 16 halves (32 bytes) along its 128-byte rows. */
+        unsigned long long db = tj_h_desc(a + 32 * kk, 16, 1024);
+#pragma unroll
+        for (int c = 0; c < BN / 64; c++)
+          tj_s_wgmma(d[c], tj_h_desc(b + c * (TJ_H_BK * 128) + 2048 * kk,
+                                     TJ_H_BK * 128, 1024),
+                     db);
+      }
+      tj_h_wgmma_commit();
+      tj_h_wgmma_wait_one();
+      if (kt > 0 && lane == 0)
+        tj_h_bar_arrive(empty + 8 * ((kt - 1) % TJ_S_STAGES));
+    }
+    tj_h_wgmma_wait_all();
+    /* m64n16's layout, transposed: thread t holds columns n = 16 * warp +
+     * lane / 4 (and n + 8) of box c, rows m = 8 * i + 2 * (lane % 4) (and
+     * m + 1); sums[m][n] over the block's BN columns. */
+    int n = 16 * warp + lane / 4, m = 2 * (lane % 4);
+#pragma unroll
+    for (int c = 0; c < BN / 64; c++)
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        unsigned at = sums + 4 * ((m + 8 * i) * BN + 64 * c + n);
+        asm volatile("st.shared.f32 [%0], %1;\n"
+                     "st.shared.f32 [%2], %3;\n"
+                     "st.shared.f32 [%4], %5;\n"
+                     "st.shared.f32 [%6], %7;" ::"r"(at),
+                     "f"(d[c][4 * i]), "r"(at + 4 * BN),
+                     "f"(d[c][4 * i + 1]), "r"(at + 32), "f"(d[c][4 * i + 2]),
+                     "r"(at + 4 * BN + 32), "f"(d[c][4 * i + 3])
+                     : "memory");
+      }
+  }
+  /* Every block's sums are written (all threads, both warp roles; not
+   * .aligned, as the producer warp's lanes come from different paths). */
+  if (S > 1)
+    tj_h_cluster_sync_any();
+  else
+    __syncthreads();
+  /* Block rank r finishes groups of four elements (of one row) r, r + S,
+   * ... in runs of a block's threads, so that neighbouring threads store
+   * neighbouring columns; a group's S sums are one 16-byte load from each
+   * block, all in flight before they are added in rank order. */
+  int groups = (M < TJ_S_ROWS ? M : TJ_S_ROWS) * BN / 4;
+  for (int g = (int)rank * TJ_S_THREADS + (int)threadIdx.x; g < groups;
+       g += S * TJ_S_THREADS) {
+    float4 part[S];
+#pragma unroll
+    for (int q = 0; q < S; q++)
+      part[q] = tj_s_ld4_cluster(S > 1 ? tj_h_map_rank(sums + 16 * g, q)
+                                       : sums + 16 * g);
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int q = 0; q < S; q++) {
+      v[0] += part[q].x;
+      v[1] += part[q].y;
+      v[2] += part[q].z;
+      v[3] += part[q].w;
+    }
+    int row = 4 * g / BN, col = n0 + 4 * g % BN;
+    __half *c = C + (long long)row * ldc + col;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      if (col + j >= N)
+        break;
+      float r = alpha * v[j];
+      if (beta != 0.0f)
+        r += beta * __half2float(c[j]);
+      c[j] = __float2half_rn(r);
+    }
+  }
+  /* No block leaves while another may still read its sums. */
+  if (S > 1)
+    tj_h_cluster_sync_any();
+}
+
+/* The tile entries' results, as their parameters give them. */
+#define TJ_H_OUT \
+  tj_h_out { C, ldc, M, N, alpha, beta, &tma_c, store }
+#define TJ_H_BODY(bn, stages) \
+  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT, 0, nullptr)
+#define TJ_H_SPLIT_BODY(bn, stages)                                       \
+  tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K,                          \
+                        tj_h_out{nullptr, 0, M, N, 1.0f, 0.0f, nullptr, 0}, \
+                        kper, work)
+#define TJ_H_REDUCE_BODY() \
+  tj_h_reduce(work, split, M, N, ldw, alpha, beta, C, ldc)
+#define TJ_H_PERSISTENT_BODY(bn, stages) \
+  tj_h_gemm_persistent<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
+#define TJ_H_CLUSTER_K2_BODY(bn, stages) \
+  tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
+#define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
+  tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
+#define TJ_H_STREAMK_BODY(bn, stages)                                       \
+  tj_h_gemm_streamk<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT, work, \
+                                seq)
+#define TJ_S_BODY(bn, split) \
+  tj_s_gemm<bn, split>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc, \
+                       evict_first)
+#else
+/* Not sm_90a: the entries exist (every arch compiles every embedded
+ * kernel) but must never run; tj_gemm_f16 does not launch them there. */
+#if defined(__CUDA_ARCH__)
+#define TJ_H_BODY(bn, stages) asm volatile("trap;")
+#else
+#define TJ_H_BODY(bn, stages) __builtin_trap()
+#endif
+#define TJ_H_SPLIT_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_H_REDUCE_BODY() TJ_H_BODY(0, 0)
+#define TJ_H_PERSISTENT_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_H_PERSISTENT_MC2_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_H_STREAMK_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_S_BODY(bn, split) TJ_H_BODY(0, 0)
+#endif
+
+/* A cluster of two (3, 4, 8) blocks along x: NVRTC for sm_90 and later (it refuses
+ * the attribute for older archs, which get the trapping stub, as does
+ * every other compiler: launched never). */
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TJ_H_CLUSTER2 __cluster_dims__(2, 1, 1)
+#define TJ_H_CLUSTER3 __cluster_dims__(3, 1, 1)
+#define TJ_H_CLUSTER4 __cluster_dims__(4, 1, 1)
+#define TJ_H_CLUSTER8 __cluster_dims__(8, 1, 1)
+#else
+#define TJ_H_CLUSTER2
+#define TJ_H_CLUSTER3
+#define TJ_H_CLUSTER4
+#define TJ_H_CLUSTER8
+#endif
+
