@@ -292,7 +292,7 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
    * must not depend on them). */
   const char *v = getenv("TJ_BENCH_VARIANTS");
   int variants = !(v && strcmp(v, "0") == 0);
-  double tma_ms = 0, streamk_ms = 0;
+  double tma_ms = 0, streamk_ms = 0, streamk256_ms = 0;
   if (variants && entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0 &&
       strncmp(entry, "gemm_f16_sm90a_skinny", 21) != 0) {
     /* The tiles' epilogue through shared memory and TMA stores, and
@@ -303,6 +303,18 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
                             reps, record);
     streamk_ms = time_variant(g, "TJ_GEMM_STREAMK", "stream-K", shape, ms,
                               reps, record);
+    /* Over the 128 x 256 tiles (the tile width, read at open with it;
+     * the caller's own setting back after). */
+    const char *had = getenv("TJ_GEMM_SM90A_TILE");
+    char *tile = had ? strdup(had) : NULL;
+    setenv("TJ_GEMM_SM90A_TILE", "256", 1);
+    streamk256_ms = time_variant(g, "TJ_GEMM_STREAMK", "stream-K 128x256",
+                                 shape, ms, reps, record);
+    if (tile)
+      setenv("TJ_GEMM_SM90A_TILE", tile, 1);
+    else
+      unsetenv("TJ_GEMM_SM90A_TILE");
+    free(tile);
   }
   if (entry && strncmp(entry, "gemm_skinny_f16_tc_", 19) == 0) {
     /* The path it replaces (the FMA kernel to 8 rows, then the tiled
@@ -367,6 +379,8 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   record_vs_vendor(g, "evict-first", shape, 0, vms, evict_ms, record);
   record_vs_vendor(g, "TMA store", shape, 0, vms, tma_ms, record);
   record_vs_vendor(g, "stream-K", shape, 0, vms, streamk_ms, record);
+  record_vs_vendor(g, "stream-K 128x256", shape, 0, vms, streamk256_ms,
+                   record);
   if ((double)g->m * g->n <= 64.0 * 1024 * 1024) {
     snprintf(label, sizeof label, "rel L2 vs %s %s", g->vendor->name, shape);
     record("gemm", label, agreement(g), "");

@@ -19,10 +19,12 @@
  * The tiles, the multicast pairs, split-K and the skinny kernel have run
  * on an H200 against the oracle (check_kernels_gpu) and cuBLAS (tj-bench;
  * bench/RESULTS.md).  The epilogue through TMA (TJ_GEMM_TMA_STORE=1),
- * stream-K (gemm_f16_sm90a_128x128_streamk, TJ_GEMM_STREAMK=1) and the
- * skinny kernel's evict-first loads (TJ_GEMM_EVICT_FIRST=1) have not run
- * on a GPU yet: each is off unless its variable asks, and the GPU suite
- * and tj-bench are ready to try them.
+ * stream-K (gemm_f16_sm90a_trial.hip: _128x128_streamk, and
+ * _128x256_streamk with TJ_GEMM_SM90A_TILE=256; TJ_GEMM_STREAMK=1) and
+ * the skinny kernel's evict-first loads (TJ_GEMM_EVICT_FIRST=1) have not
+ * run on a GPU yet: each is off unless its variable asks (or a --tune
+ * with TJ_GEMM_TUNE_TRIAL=1), and the GPU suite and tj-bench are ready to
+ * try them.
  *
  * The plan (issue 14, first step)
  *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
@@ -98,8 +100,9 @@
  *   2-CTA clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2)
  *   are in; the epilogue through shared memory with TMA stores (cuBLAS's
  *   kernel for these shapes has room for one, bench/RESULTS.md sixth
- *   round) and stream-K (gemm_f16_sm90a_128x128_streamk, for tiles fewer
- *   than the SMs or a part-full last wave) are written and compiled, not
+ *   round) and stream-K (gemm_f16_sm90a_128x128_streamk and
+ *   _128x256_streamk, for tiles fewer than the SMs or a part-full last
+ *   wave) are written and compiled, not
  *   yet run: each is asked for by its variable, not the default.
  *
  * Launch
@@ -873,7 +876,9 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
     tj_h_cluster_sync_any();
 }
 
-/* Stream-K (gemm_f16_sm90a_128x128_streamk): the grid's G blocks (at most
+/* Stream-K (gemm_f16_sm90a_128x128_streamk, _128x256_streamk: BN 128 or
+ * 256; their entries are in gemm_f16_sm90a_trial.hip): the grid's G
+ * blocks (at most
  * one an SM, so all resident at once) share out the k-tiles of all the
  * tiles, tiles x ktiles units in the banded tile order, in G runs as even
  * as whole units allow: block b takes units [U * b / G, U * (b + 1) / G).

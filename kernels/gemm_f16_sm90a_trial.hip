@@ -1,7 +1,8 @@
 /*
  * gemm_f16_sm90a_trial.hip: Hopper GEMM entries not yet run on a GPU:
- * stream-K over 128 x 128 tiles.  tj_gemm_f16 runs them only where asked
- * (TJ_GEMM_STREAMK=1, or a tuning decision made by a --tune with
+ * stream-K over 128 x 128 and 128 x 256 tiles.  tj_gemm_f16 runs them
+ * only where asked (TJ_GEMM_STREAMK=1, with TJ_GEMM_SM90A_TILE=256 for
+ * the second, or a tuning decision made by a --tune with
  * TJ_GEMM_TUNE_TRIAL=1); in a file of their own so that the rule's
  * entries (gemm_f16_sm90a.hip) compile without them.  Their code is
  * gemm_f16_sm90a.h, which the library's copy of this file starts with.
@@ -29,4 +30,23 @@
  */
 extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_streamk(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store, float *work, unsigned seq) {
   TJ_H_STREAMK_BODY(128, 5);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (min(ceil(N / 256) * ceil(M / 128) * ceil(K / 64), SMs),
+ *              1, 1)
+ *   shared     230464
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned, and with store 1 C
+ *              16-byte aligned and ldc a multiple of 8; work 16-byte
+ *              aligned
+ *   notes      stream-K over the 128 x 256 tiles, as
+ *              gemm_f16_sm90a_128x128_streamk over the 128 x 128 ones.
+ *              work: gridDim.x * 128 * 256 floats, then gridDim.x unsigned
+ *              flags, none of which may hold seq at the launch.  Otherwise
+ *              as gemm_f16_sm90a_128x256.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_streamk(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store, float *work, unsigned seq) {
+  TJ_H_STREAMK_BODY(256, 4);
 }

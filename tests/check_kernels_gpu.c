@@ -343,6 +343,8 @@ START_TEST(verify_names_what_ran)
             "gemm_f16_sm90a_skinny256_k3");
   check_ran(rt, "gemm_f16_sm90a_128x128_streamk", 520,
             "gemm_f16_sm90a_128x128_streamk");
+  check_ran(rt, "gemm_f16_sm90a_128x256_streamk", 1032,
+            "gemm_f16_sm90a_128x256_streamk");
   check_ran(rt, "gemm_f16_sm90a_128x64", 12, NULL);
   check_ran(rt, "gemm_f16", 7, NULL);
   tj_runtime_close(rt);
@@ -978,7 +980,8 @@ START_TEST(gemm_hopper_skinny_evict_first_same_bits)
 }
 END_TEST
 
-/* Stream-K (TJ_GEMM_STREAMK=1): the forced shapes above, where a tile's
+/* Stream-K (TJ_GEMM_STREAMK=1), over 128 x 128 and 128 x 256 tiles
+ * (TJ_GEMM_SM90A_TILE=256): the forced shapes above, where a tile's
  * k-tiles are shared by up to a dozen blocks (128 x 1376 x 4096: 704
  * units on 132 blocks) or each block holds whole tiles (K = 1), against
  * the oracle; then twice on one of them, the same bits (the owner adds
@@ -987,6 +990,7 @@ START_TEST(gemm_hopper_streamk_shapes)
 {
   setenv("TJ_GEMM_STREAMK", "1", 1);
   hopper_forced_shapes("128", "1", "gemm_f16_sm90a_128x128_streamk");
+  hopper_forced_shapes("256", "1", "gemm_f16_sm90a_128x256_streamk");
   unsetenv("TJ_GEMM_STREAMK");
   static const char *const values[] = {"1", "1"};
   uint16_t *A, *B, *C;

@@ -567,6 +567,16 @@ START_TEST(configurations_plan_as_named)
   p = tj__gemm_plan_config(skt, 132, 1024, 1024, 1024);
   ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x128_streamk");
   ck_assert(p.streamk && p.tma_store);
+  ck_assert_int_eq(p.tile_n, 128);
+  const tj__gemm_config *sk2 = tj__gemm_config_find("sm90a_128x256_streamk");
+  ck_assert_ptr_nonnull(sk2);
+  p = tj__gemm_plan_config(sk2, 132, 2048, 2048, 2048); /* 128 x 32 units */
+  ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x256_streamk");
+  ck_assert(p.streamk && !p.tma_store && p.tile_n == 256);
+  ck_assert_uint_eq(p.grid.x, 132);
+  ck_assert_uint_eq(p.shared, SM90A_SHARED(256, 4));
+  p = tj__gemm_plan_config(sk2, 132, 100, 300, 64); /* 2 units */
+  ck_assert_uint_eq(p.grid.x, 2);
   size_t n;
   const tj__gemm_config *c = tj__gemm_configs(&n);
   int stores = 0;
@@ -589,7 +599,7 @@ START_TEST(configurations_plan_as_named)
               p.grid.z == q.grid.z && p.shared == q.shared &&
               p.split == q.split && !q.tma_store);
   }
-  ck_assert_int_eq(stores, 8); /* every unsplit tile configuration */
+  ck_assert_int_eq(stores, 9); /* every unsplit tile configuration */
   /* The heuristic names the plain configurations, never these. */
   ck_assert_str_eq(tj__gemm_heuristic(132, 2048, 2048, 2048)->name,
                    "sm90a_128x256_persistent");
@@ -622,7 +632,7 @@ START_TEST(every_configuration_compiles)
                                       21) == 0);
     /* Stream-K and TMA stores: unsplit tiles, timed ahead of time only;
      * a _tmastore configuration is its base's plus the store. */
-    ck_assert(!c[i].streamk || (c[i].bn == 128 && c[i].split == 1 &&
+    ck_assert(!c[i].streamk || (c[i].bn >= 128 && c[i].split == 1 &&
                                 !c[i].persistent && !c[i].first_use));
     ck_assert(!c[i].tma_store || (c[i].split == 1 && !c[i].skinny &&
                                   !c[i].first_use));
@@ -659,7 +669,7 @@ START_TEST(every_configuration_compiles)
    * (M <= 16 times only those). */
   ck_assert_int_le(first_use, 7);
   ck_assert_int_le(first_use_skinny, 9);
-  ck_assert_int_eq(nentries, 19);
+  ck_assert_int_eq(nentries, 20);
   ck_assert_ptr_null(tj__gemm_config_find("sm90a_128x128_split17"));
   ck_assert_ptr_null(tj__gemm_config_find(NULL));
   if (!TJ_PLATFORM_IS_NVIDIA)

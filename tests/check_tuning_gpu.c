@@ -238,8 +238,8 @@ START_TEST(tune_ahead_times_every_candidate)
    * check), the trials (stream-K and the TMA-store epilogues) included,
    * and was timed. */
   ck_assert_int_eq(g.set_aside, 0);
-  ck_assert_int_eq(g.streamk, 2);
-  ck_assert_int_eq(g.tma_store, 8);
+  ck_assert_int_eq(g.streamk, 4);
+  ck_assert_int_eq(g.tma_store, 9);
   char want_cls[TJ__SHAPE_CLASS_MAX];
   snprintf(want_cls, sizeof want_cls, "t1x32x64/c4/s%d", rt->sms);
   ck_assert_str_eq(g.cls, want_cls);

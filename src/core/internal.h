@@ -472,9 +472,9 @@ typedef struct tj__gemm_env {
   int evict_first;  /* TJ_GEMM_EVICT_FIRST: 1 (the Hopper skinny kernel
                        loads B marked evict-first in L2), 0; -1: the
                        rule's (not yet: off) */
-  int streamk;      /* TJ_GEMM_STREAMK: 1 (stream-K over 128 x 128 tiles
-                       for every Hopper tile call), 0; -1: the rule's (not
-                       yet: never) */
+  int streamk;      /* TJ_GEMM_STREAMK: 1 (stream-K over 128 x 128 tiles,
+                       128 x 256 with tile 256, for every Hopper tile
+                       call), 0; -1: the rule's (not yet: never) */
   int tune_trial;   /* TJ_GEMM_TUNE_TRIAL=1: --tune also times the
                        configurations marked trial */
 } tj__gemm_env;

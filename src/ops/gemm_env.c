@@ -43,7 +43,8 @@
  *                          evict-first in L2, or not: the default until
  *                          it has been timed on a GPU (kernels_api.c,
  *                          launch_sm90a)
- *   TJ_GEMM_STREAMK=1      stream-K over the 128 x 128 tiles for every
+ *   TJ_GEMM_STREAMK=1      stream-K over the 128 x 128 tiles (128 x 256
+ *                          with TJ_GEMM_SM90A_TILE=256) for every
  *                          Hopper call with more than 16 rows, ahead of
  *                          the rule and the tuning table (plan_sm90a,
  *                          tj__gemm_plan_call); not the rule anywhere

@@ -298,26 +298,29 @@ static tj__gemm_plan plan_cluster_k2(int M, int N)
                          GEMM_PATH_SM90A, 0, 0, 0};
 }
 
-/* Whether stream-K's units (tiles x k-tiles) stay within its 64-bit
- * unit arithmetic (units x blocks). */
-static int streamk_fits(int M, int N, int K)
+/* Whether stream-K's units (128 x bn tiles x k-tiles) stay within its
+ * 64-bit unit arithmetic (units x blocks). */
+static int streamk_fits(int M, int N, int K, int bn)
 {
-  return (double)((M - 1) / SM90A_BM + 1) * (double)((N - 1) / 128 + 1) *
+  return (double)((M - 1) / SM90A_BM + 1) * (double)((N - 1) / bn + 1) *
              (double)((K - 1) / 64 + 1) <
          0x1p52;
 }
 
-/* Stream-K over the 128 x 128 tiles: at most a block an SM, each taking
- * an even share of all the tiles' k-tiles (no more blocks than those). */
-static tj__gemm_plan plan_streamk(int sms, int M, int N, int K)
+/* Stream-K over the 128 x bn tiles (bn 128 or 256): at most a block an
+ * SM, each taking an even share of all the tiles' k-tiles (no more
+ * blocks than those). */
+static tj__gemm_plan plan_streamk(int sms, int M, int N, int K, int bn)
 {
   unsigned long long units = (unsigned long long)((M - 1) / SM90A_BM + 1) *
-                             (unsigned long long)((N - 1) / 128 + 1) *
+                             (unsigned long long)((N - 1) / bn + 1) *
                              (unsigned long long)((K - 1) / 64 + 1);
   unsigned grid = units < (unsigned)sms ? (unsigned)units : (unsigned)sms;
-  return (tj__gemm_plan){"gemm_f16_sm90a_128x128_streamk", {grid, 1, 1},
-                         {SM90A_THREADS, 1, 1}, SM90A_SHARED(128, 5), 1, 0,
-                         GEMM_PATH_SM90A, 0, 1, 0};
+  return (tj__gemm_plan){bn == 256 ? "gemm_f16_sm90a_128x256_streamk"
+                                   : "gemm_f16_sm90a_128x128_streamk",
+                         {grid, 1, 1}, {SM90A_THREADS, 1, 1},
+                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, bn, 1,
+                         0};
 }
 
 /* The 128 x 256 tile, persistent in clusters of two that share B: one
@@ -370,10 +373,12 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
     p = plan_split((unsigned)((N - 1) / 128 + 1),
                    (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
                    c->split);
-  else if (c->streamk && streamk_fits(M, N, K))
-    p = plan_streamk(sms, M, N, K);
+  else if (c->streamk && streamk_fits(M, N, K, c->bn))
+    p = plan_streamk(sms, M, N, K, c->bn);
   else if (c->streamk)
-    p = plan_tile("gemm_f16_sm90a_128x128_persistent", 128, 1, sms, M, N);
+    p = plan_tile(c->bn == 256 ? "gemm_f16_sm90a_128x256_persistent"
+                               : "gemm_f16_sm90a_128x128_persistent",
+                  c->bn, 1, sms, M, N);
   else
     p = plan_tile(c->entry, c->bn, c->persistent, sms, M, N);
   p.tma_store = c->tma_store;
@@ -416,10 +421,13 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
   if (!env)
     env = &none;
   /* Stream-K where asked (TJ_GEMM_STREAMK=1; not yet the rule anywhere:
-   * not yet run on a GPU), unless a split is forced or the units are too
+   * not yet run on a GPU), over 128 x 256 tiles where TJ_GEMM_SM90A_TILE
+   * is 256, else 128 x 128, unless a split is forced or the units are too
    * many for its 64-bit unit arithmetic (units x blocks). */
-  if (env->streamk == 1 && env->forced_split <= 1 && streamk_fits(M, N, K))
-    return plan_streamk(sms, M, N, K);
+  int sk_bn = env->tile == 256 ? 256 : 128;
+  if (env->streamk == 1 && env->forced_split <= 1 &&
+      streamk_fits(M, N, K, sk_bn))
+    return plan_streamk(sms, M, N, K, sk_bn);
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
   unsigned slim = (unsigned)((N - 1) / 64 + 1);

@@ -48,10 +48,10 @@
 #define SM90A_SHARED(bn, stages)                                  \
   ((stages) * (SM90A_BM + (bn)) * 64 * 2 + SM90A_EPI_BYTES + 1024 + \
    16 * (stages))
-/* gemm_f16_sm90a_128x128_streamk's workspace for a grid of g blocks: a
- * 128 x 128 fp32 tile of sums and a flag for each. */
-#define SM90A_STREAMK_WORK(g) \
-  ((size_t)(g) * (SM90A_BM * 128 * sizeof(float) + sizeof(unsigned)))
+/* gemm_f16_sm90a_128x<bn>_streamk's workspace for a grid of g blocks: a
+ * 128 x bn fp32 tile of sums and a flag for each. */
+#define SM90A_STREAMK_WORK(g, bn) \
+  ((size_t)(g) * (SM90A_BM * (size_t)(bn) * sizeof(float) + sizeof(unsigned)))
 /* gemm_f16_sm90a_128x64_cluster_k2: the 8 stages of 128 x 64 and one more
  * barrier (the other block's fp32 sums of the tile land in the epilogue's
  * buffers). */
@@ -94,9 +94,11 @@ typedef struct tj__gemm_plan {
   unsigned shared; /* dynamic: the sm90a and skinny tensor-core entries */
   int split, kper;
   tj__gemm_path path;
-  int tile_n; /* columns of C a block owns (the skinny tensor-core path) */
-  int streamk; /* gemm_f16_sm90a_128x128_streamk: a workspace of
-                  SM90A_STREAMK_WORK(grid.x) bytes and a launch number */
+  int tile_n; /* columns of C a block owns (the skinny tensor-core path,
+                 the Hopper skinny kernel, stream-K) */
+  int streamk; /* gemm_f16_sm90a_128x<tile_n>_streamk: a workspace of
+                  SM90A_STREAMK_WORK(grid.x, tile_n) bytes and a launch
+                  number */
   int tma_store; /* the tiles store C through TMA where the call allows it
                     (a configuration's; TJ_GEMM_TMA_STORE overrides) */
 } tj__gemm_plan;

@@ -142,10 +142,13 @@ static const tj__gemm_config configs[] = {
   SKINNY(128, 8, "_k8"),
   /* Trials: not yet run on a GPU, so timed only by a --tune with
    * TJ_GEMM_TUNE_TRIAL=1 (a fault in one would end the process), never
-   * on first use: stream-K over the 128 x 128 tiles, and the tiles
+   * on first use: stream-K over the 128 x 128 and 128 x 256 tiles, and the
+   * tiles
    * storing C through TMA (TJ_GEMM_TMA_STORE's epilogue; where a call's
    * C or beta does not allow it, the same tiles store it directly). */
   {"sm90a_128x128_streamk", "gemm_f16_sm90a_128x128_streamk", 128, 1, 0, 0,
+   0, 0, 0, 1, 0, 1},
+  {"sm90a_128x256_streamk", "gemm_f16_sm90a_128x256_streamk", 256, 1, 0, 0,
    0, 0, 0, 1, 0, 1},
   TMA_STORE("sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 0, 0, 0, 0),
   TMA_STORE("sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent",
@@ -156,6 +159,8 @@ static const tj__gemm_config configs[] = {
   TMA_STORE("sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent",
             128, 1, 0, 0, 0),
   TMA_STORE("sm90a_128x128_streamk", "gemm_f16_sm90a_128x128_streamk", 128,
+            0, 0, 0, 1),
+  TMA_STORE("sm90a_128x256_streamk", "gemm_f16_sm90a_128x256_streamk", 256,
             0, 0, 0, 1),
   TMA_STORE("sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 0, 0, 0, 0),
   TMA_STORE("sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2",
