@@ -4,14 +4,14 @@
  * to, the per-runtime memo of decisions, and the tuner that times the
  * candidates (on first use, and ahead of time for tokitai-jit --tune).
  *
- * Configurations.  Each is an entry of gemm_f16_sm90a.hip, a tile and a
- * split factor (or stream-K), and whether C is stored through TMA (the
- * _tmastore ones; until they and stream-K have run on a GPU, they are
- * trials, which only a --tune with TJ_GEMM_TUNE_TRIAL=1 times); for the
- * tiles the split and
- * the store are launch arguments, not compile-time constants, and for the
- * skinny kernel (M <= 16) the split is the
- * cluster size its entry was compiled with, so every configuration runs
+ * Configurations.  Each is an entry of gemm_f16_sm90a.hip (a trial's,
+ * of gemm_f16_sm90a_trial.hip), a tile and a split factor (or stream-K),
+ * and whether C is stored through TMA (the _tmastore ones; until they and
+ * stream-K have run on a GPU, they are trials, which only a --tune with
+ * TJ_GEMM_TUNE_TRIAL=1 times); for the tiles the split and the store are
+ * launch arguments, not compile-time constants, and for the skinny kernel
+ * (M <= 16) the split is the cluster size its entry was compiled with, so
+ * every configuration runs
  * one of the entries that tests/check_kernels.c (and check_tuning.c, over
  * this table) compile for sm_90a on the CPU machine: no configuration
  * reaches the compiler that a test did not compile.  A decision naming a
