@@ -1,7 +1,8 @@
 #!/bin/sh
-# gemm_ptxas_sm90a.sh: every entry of kernels/gemm_f16_sm90a.hip and
-# gemm_f16_sm90a_trial.hip (each after gemm_f16_sm90a.h) compiles
-# for sm_90a with no register spills, no stack frame, and no ptxas note
+# gemm_ptxas_sm90a.sh: every entry of the sm_90a kernel files
+# (gemm_f16_sm90a.hip, gemm_f16_sm90a_trial.hip, each after the
+# gemm_f16_sm90a.h it names) compiles for sm_90a with no register
+# spills, no stack frame, and no ptxas note
 # of lost performance (its "wgmma.mma_async instructions are serialized"
 # is one: the tensor cores then wait for each instruction in turn).  Each
 # is a cliff in speed that the results, and so the GPU suites, never show,
@@ -18,12 +19,16 @@ kernels=${srcdir:-.}/kernels
 need_platform nvidia
 nvcc=$(cuda_tool nvcc) || { echo "$me: needs the CUDA toolkit's nvcc; skipping"; exit 77; }
 make_tmp
-# Each sm_90a file as the library compiles it: gemm_f16_sm90a.h (its
-# "embed: prepend"), then the file; the reports of all of them together.
+# Each sm_90a file ("embed: arch sm_90a") as the library compiles it:
+# what its "embed: prepend" names, then the file (build-aux/embed.sh);
+# the reports of all of them together.
 : >"$tmp/log"
 : >"$tmp/g.ptx"
-for f in gemm_f16_sm90a gemm_f16_sm90a_trial; do
-  cat "$kernels/gemm_f16_sm90a.h" "$kernels/$f.hip" >"$tmp/$f.cu"
+for path in "$kernels"/*.hip; do
+  grep -q '^ \* embed: arch sm_90a$' "$path" || continue
+  f=$(basename "$path" .hip)
+  prepend=$(sed -n 's/^ \* embed: prepend \([A-Za-z0-9_.-]*\)$/\1/p' "$path" | head -n 1)
+  cat ${prepend:+"$kernels/$prepend"} "$path" >"$tmp/$f.cu"
   "$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -cubin \
     -Xptxas -v -o "$tmp/$f.cubin" "$tmp/$f.cu" >"$tmp/$f.log" 2>&1 ||
     { echo "FAIL: $nvcc could not compile $f.hip for sm_90a:"; cat "$tmp/$f.log"; exit 1; }
