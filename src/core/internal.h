@@ -508,6 +508,9 @@ typedef struct tj__gemm_config {
 /* The table, and one by name (NULL when this library has none). */
 const tj__gemm_config *tj__gemm_configs(size_t *n);
 const tj__gemm_config *tj__gemm_config_find(const char *name);
+/* The first configuration that launches entry with split parts (0: any
+ * split) and stores C directly (never a _tmastore one), or NULL. */
+const tj__gemm_config *tj__gemm_config_of_entry(const char *entry, int split);
 /* Whether config is one this library has for op ("gemm_f16"). */
 int tj__tuning_config_known(const char *op, const char *config);
 /* The shape class of a call on a device of sms SMs (gemm_tune.c defines

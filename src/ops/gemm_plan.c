@@ -356,9 +356,18 @@ static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
                          sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0, 0};
 }
 
+tj__gemm_plan tj__gemm_plan_unstreamed(int bn, int store, int sms, int M,
+                                       int N)
+{
+  tj__gemm_plan p = plan_tile(bn == 256 ? "gemm_f16_sm90a_128x256_persistent"
+                                        : "gemm_f16_sm90a_128x128_persistent",
+                              bn, 1, sms, M, N);
+  p.tma_store = store;
+  return p;
+}
+
 /* The plan of one configuration of the tuning table, on sms SMs (a
- * stream-K one past its unit arithmetic: the persistent 128 x 128 tiles,
- * as where its workspace cannot be had). */
+ * stream-K one past its unit arithmetic: tj__gemm_plan_unstreamed). */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K)
 {
@@ -376,9 +385,7 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
   else if (c->streamk && streamk_fits(M, N, K, c->bn))
     p = plan_streamk(sms, M, N, K, c->bn);
   else if (c->streamk)
-    p = plan_tile(c->bn == 256 ? "gemm_f16_sm90a_128x256_persistent"
-                               : "gemm_f16_sm90a_128x128_persistent",
-                  c->bn, 1, sms, M, N);
+    p = tj__gemm_plan_unstreamed(c->bn, c->tma_store, sms, M, N);
   else
     p = plan_tile(c->entry, c->bn, c->persistent, sms, M, N);
   p.tma_store = c->tma_store;
@@ -498,13 +505,7 @@ const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K)
   if (M <= SM90A_SKINNY_ROWS)
     return skinny_rule(N, (K - 1) / 64 + 1, sms);
   tj__gemm_plan p = plan_sm90a(NULL, sms, M, N, K);
-  size_t n;
-  const tj__gemm_config *c = tj__gemm_configs(&n);
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(c[i].entry, p.entry) == 0 && c[i].split == p.split &&
-        !c[i].tma_store)
-      return &c[i];
-  return NULL;
+  return tj__gemm_config_of_entry(p.entry, p.split);
 }
 
 /*

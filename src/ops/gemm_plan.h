@@ -114,5 +114,10 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
 /* The plan of one configuration of the tuning table, on sms SMs. */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K);
+/* What runs instead of stream-K over 128 x bn tiles where it cannot (its
+ * workspace not to be had, its units past its arithmetic): the persistent
+ * tiles of the same width, on sms SMs, storing C as store says. */
+tj__gemm_plan tj__gemm_plan_unstreamed(int bn, int store, int sms, int M,
+                                       int N);
 
 #endif

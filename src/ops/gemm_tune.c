@@ -143,9 +143,9 @@ static const tj__gemm_config configs[] = {
   /* Trials: not yet run on a GPU, so timed only by a --tune with
    * TJ_GEMM_TUNE_TRIAL=1 (a fault in one would end the process), never
    * on first use: stream-K over the 128 x 128 and 128 x 256 tiles, and the
-   * tiles
-   * storing C through TMA (TJ_GEMM_TMA_STORE's epilogue; where a call's
-   * C or beta does not allow it, the same tiles store it directly). */
+   * tiles storing C through TMA (TJ_GEMM_TMA_STORE's epilogue; where a
+   * call's C or beta does not allow it, the same tiles store it
+   * directly). */
   {"sm90a_128x128_streamk", "gemm_f16_sm90a_128x128_streamk", 128, 1, 0, 0,
    0, 0, 0, 1, 0, 1},
   {"sm90a_128x256_streamk", "gemm_f16_sm90a_128x256_streamk", 256, 1, 0, 0,
@@ -180,6 +180,15 @@ const tj__gemm_config *tj__gemm_config_find(const char *name)
 {
   for (size_t i = 0; name && i < sizeof configs / sizeof configs[0]; i++)
     if (strcmp(configs[i].name, name) == 0)
+      return &configs[i];
+  return NULL;
+}
+
+const tj__gemm_config *tj__gemm_config_of_entry(const char *entry, int split)
+{
+  for (size_t i = 0; entry && i < sizeof configs / sizeof configs[0]; i++)
+    if (!configs[i].tma_store && strcmp(configs[i].entry, entry) == 0 &&
+        (split == 0 || configs[i].split == split))
       return &configs[i];
   return NULL;
 }

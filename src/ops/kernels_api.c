@@ -479,13 +479,9 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
       tj__alloc_async(&rt->device, &work,
                       SM90A_STREAMK_WORK(p.grid.x, p.tile_n),
                       stream) != TJ_OK) {
-    /* Without the workspace, the persistent tiles of the same width (as
-     * many blocks, and the same shared memory). */
+    /* Without the workspace, the persistent tiles of the same width. */
     work = NULL;
-    p = (tj__gemm_plan){p.tile_n == 256 ? "gemm_f16_sm90a_128x256_persistent"
-                                        : "gemm_f16_sm90a_128x128_persistent",
-                        p.grid, p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 0,
-                        0, p.tma_store};
+    p = tj__gemm_plan_unstreamed(p.tile_n, p.tma_store, rt->sms, M, N);
   }
   rc = launch_tiles(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C, ldc,
                     work);

@@ -279,12 +279,7 @@ static const tj__gemm_config *config_of(const char *name)
 {
   if (strcmp(name, "gemm_f16_sm90a_splitk_reduce") == 0)
     name = "gemm_f16_sm90a_128x128_splitk";
-  size_t n;
-  const tj__gemm_config *c = tj__gemm_configs(&n);
-  for (size_t i = 0; i < n; i++)
-    if (strcmp(c[i].entry, name) == 0)
-      return &c[i];
-  return NULL;
+  return tj__gemm_config_of_entry(name, 0);
 }
 
 /* The plan tj_gemm_f16 has for the run's shape and buffers (after the
