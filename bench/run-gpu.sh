@@ -2,8 +2,9 @@
 # run-gpu.sh: build, test and measure on a GPU machine in one go, from a
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
-#   bash bench/run-gpu.sh [check|bench|all|gemm-check|gemm-bench|gemm-tune]
-#   (default all)
+#   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
+#   gemm-bench gemm-tune (default all); several modes share one build and
+#   run in the order given, each to its end even where one before failed.
 # gemm-check and gemm-bench: only what issue 14 needs, each well inside a
 # device call: the GPU suite's gemm, hopper and verify cases and the
 # tuning suite on the GPU; tj-bench's
@@ -16,7 +17,7 @@
 # before it is timed), then tj-bench's GEMM section running those
 # decisions.
 set -u
-what=${1:-all}
+[ $# -gt 0 ] || set -- all
 out=${OUT:-$PWD/out}
 mkdir -p "$out"
 . .device/gpu-env.sh
@@ -26,59 +27,83 @@ cd /tmp/tj/tokitai-jit-*/ || exit 1
 status=0
 ( ./configure --with-hip-platform=nvidia --enable-bench > "$out/configure.log" 2>&1 &&
   make -j16 > "$out/make.log" 2>&1 ) || { tail -30 "$out/configure.log" "$out/make.log"; exit 1; }
-if [ "$what" = gemm-check ]; then
-  make -j16 tests/check_kernels_gpu tests/check_tuning_gpu > "$out/make-tests.log" 2>&1 || { tail -30 "$out/make-tests.log"; exit 1; }
+NINE="--shape 1024x1024x1024 --shape 2048x2048x2048 --shape 4096x4096x4096
+  --shape 8192x8192x8192 --shape 128x4096x4096 --shape 128x11008x4096
+  --shape 128x4096x11008 --shape 4096x11008x4096 --shape 4096x4096x11008"
+
+gemm_check() {
+  make -j16 tests/check_kernels_gpu tests/check_tuning_gpu > "$out/make-tests.log" 2>&1 || { tail -30 "$out/make-tests.log"; return 1; }
   mkdir -p tests/tmp
+  local st=0
   {
     for c in gemm hopper verify; do
       echo "== check_kernels_gpu, case $c"
       CK_RUN_CASE=$c CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
-        timeout 400 ./tests/check_kernels_gpu || status=1
+        timeout 400 ./tests/check_kernels_gpu || st=1
     done
     echo "== check_tuning_gpu"
     CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
-      timeout 300 ./tests/check_tuning_gpu || status=1
+      timeout 300 ./tests/check_tuning_gpu || st=1
   } > "$out/check-gemm.log" 2>&1
   grep -E '^[0-9]+%: Checks|^== ' "$out/check-gemm.log"
-  exit $status
-fi
-NINE="--shape 1024x1024x1024 --shape 2048x2048x2048 --shape 4096x4096x4096
-  --shape 8192x8192x8192 --shape 128x4096x4096 --shape 128x11008x4096
-  --shape 128x4096x11008 --shape 4096x11008x4096 --shape 4096x4096x11008"
-if [ "$what" = gemm-tune ]; then
-  export TOKITAI_JIT_CACHE=/tmp/tj/tune-cache.db
+  return $st
+}
+
+gemm_tune() {
+  local st=0
   # $NINE unquoted: one word each.
-  TJ_GEMM_TUNE_TRIAL=1 timeout 300 ./tokitai-jit --tune gemm_f16 $NINE \
-    > "$out/tune.txt" 2>&1 || status=1
-  ./tokitai-jit --list-tuning --json > "$out/tuning.json" 2>&1 || status=1
-  TJ_BENCH_VARIANTS=0 TJ_BENCH_CACHE=$TOKITAI_JIT_CACHE timeout 240 \
-    ./bench/tj-bench --only gemm > "$out/bench-gemm-tuned.txt" 2>&1 || status=1
-  exit $status
-fi
-if [ "$what" = gemm-bench ]; then
+  TOKITAI_JIT_CACHE=/tmp/tj/tune-cache.db TJ_GEMM_TUNE_TRIAL=1 timeout 300 \
+    ./tokitai-jit --tune gemm_f16 $NINE > "$out/tune.txt" 2>&1 || st=1
+  TOKITAI_JIT_CACHE=/tmp/tj/tune-cache.db ./tokitai-jit --list-tuning --json \
+    > "$out/tuning.json" 2>&1 || st=1
+  TJ_BENCH_VARIANTS=0 TJ_BENCH_CACHE=/tmp/tj/tune-cache.db timeout 240 \
+    ./bench/tj-bench --only gemm > "$out/bench-gemm-tuned.txt" 2>&1 || st=1
+  return $st
+}
+
+gemm_bench() {
+  local st=0
   # Its default shapes are issue 14's eighteen.
-  TJ_BENCH_VARIANTS=0 timeout 200 ./bench/tj-bench --only gemm > "$out/bench-gemm-default.txt" 2>&1 || status=1
-  timeout 300 ./bench/tj-bench --only gemm > "$out/bench-gemm-variants.txt" 2>&1 || status=1
-  exit $status
-fi
-if [ "$what" != bench ]; then
-  make -j16 check > "$out/check.log" 2>&1 || status=1
-  cat tests/*.log > "$out/tests.log" 2>/dev/null
-  grep -E '^(PASS|FAIL|SKIP|ERROR|XFAIL|XPASS):' "$out/check.log"
-  grep -h -E '^[0-9]+%: Checks' tests/*.log
-  [ $status = 0 ] || grep -h -B2 -A8 -E ':(F|E):' tests/*.log | head -80
-fi
-if [ "$what" != check ]; then
-  nvcc -O3 -arch=sm_90 -o /tmp/tj/pilot_gelu_bwd bench/pilot_gelu_bwd.cu > "$out/pilot-build.log" 2>&1 ||
-    echo "pilot build failed: $(tail -3 "$out/pilot-build.log")"
-  pilot=; [ -x /tmp/tj/pilot_gelu_bwd ] && pilot="--pilot /tmp/tj/pilot_gelu_bwd"
-  # The tuning decisions the benchmark runs: made ahead of time for the
-  # issue-14 shapes with M >= 128 (the Hopper kernel's), in the cache the
-  # benchmark uses, and listed with their times.
-  export TOKITAI_JIT_CACHE=/tmp/tj/bench-cache.db
-  ./tokitai-jit --tune gemm_f16 $NINE > "$out/tune.txt" 2>&1 || status=1
-  ./tokitai-jit --list-tuning --json > "$out/tuning.json" 2>&1 || status=1
-  TJ_BENCH_CACHE=$TOKITAI_JIT_CACHE ./bench/tj-bench --json "$out/bench.json" $pilot 2>&1 |
-    tee "$out/bench.txt" || status=1
-fi
+  TJ_BENCH_VARIANTS=0 timeout 200 ./bench/tj-bench --only gemm > "$out/bench-gemm-default.txt" 2>&1 || st=1
+  timeout 300 ./bench/tj-bench --only gemm > "$out/bench-gemm-variants.txt" 2>&1 || st=1
+  return $st
+}
+
+full() {  # $1: check, bench or all
+  local st=0
+  if [ "$1" != bench ]; then
+    make -j16 check > "$out/check.log" 2>&1 || st=1
+    cat tests/*.log > "$out/tests.log" 2>/dev/null
+    grep -E '^(PASS|FAIL|SKIP|ERROR|XFAIL|XPASS):' "$out/check.log"
+    grep -h -E '^[0-9]+%: Checks' tests/*.log
+    [ $st = 0 ] || grep -h -B2 -A8 -E ':(F|E):' tests/*.log | head -80
+  fi
+  if [ "$1" != check ]; then
+    nvcc -O3 -arch=sm_90 -o /tmp/tj/pilot_gelu_bwd bench/pilot_gelu_bwd.cu > "$out/pilot-build.log" 2>&1 ||
+      echo "pilot build failed: $(tail -3 "$out/pilot-build.log")"
+    local pilot=; [ -x /tmp/tj/pilot_gelu_bwd ] && pilot="--pilot /tmp/tj/pilot_gelu_bwd"
+    # The tuning decisions the benchmark runs: made ahead of time for the
+    # issue-14 shapes with M >= 128 (the Hopper kernel's), in the cache the
+    # benchmark uses, and listed with their times.
+    export TOKITAI_JIT_CACHE=/tmp/tj/bench-cache.db
+    ./tokitai-jit --tune gemm_f16 $NINE > "$out/tune.txt" 2>&1 || st=1
+    ./tokitai-jit --list-tuning --json > "$out/tuning.json" 2>&1 || st=1
+    TJ_BENCH_CACHE=$TOKITAI_JIT_CACHE ./bench/tj-bench --json "$out/bench.json" $pilot 2>&1 |
+      tee "$out/bench.txt" || st=1
+    unset TOKITAI_JIT_CACHE
+  fi
+  return $st
+}
+
+for what in "$@"; do
+  echo "== $what ($(date +%T))"
+  case $what in
+    gemm-check) gemm_check || status=1 ;;
+    gemm-bench) gemm_bench || status=1 ;;
+    gemm-tune) gemm_tune || status=1 ;;
+    check|bench|all) full "$what" || status=1 ;;
+    *) echo "run-gpu.sh: unknown mode '$what'" >&2; status=1 ;;
+  esac
+done
+echo "== done ($(date +%T))"
 exit $status
