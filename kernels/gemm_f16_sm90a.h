@@ -18,13 +18,12 @@
  * serialization (tests/gemm_ptxas_sm90a.sh, on any machine with nvcc).
  * The tiles, the multicast pairs, split-K and the skinny kernel have run
  * on an H200 against the oracle (check_kernels_gpu) and cuBLAS (tj-bench;
- * bench/RESULTS.md).  The epilogue through TMA (TJ_GEMM_TMA_STORE=1),
- * stream-K (gemm_f16_sm90a_trial.hip: _128x128_streamk, and
- * _128x256_streamk with TJ_GEMM_SM90A_TILE=256; TJ_GEMM_STREAMK=1) and
- * the skinny kernel's evict-first loads (TJ_GEMM_EVICT_FIRST=1) have not
- * run on a GPU yet: each is off unless its variable asks (or a --tune
- * with TJ_GEMM_TUNE_TRIAL=1), and the GPU suite and tj-bench are ready to
- * try them.
+ * bench/RESULTS.md), and so have the epilogue through TMA and the
+ * skinny kernel's evict-first loads, each the default since it ran
+ * faster there (TJ_GEMM_TMA_STORE=0 and TJ_GEMM_EVICT_FIRST=0 turn them
+ * off), and stream-K (gemm_f16_sm90a_trial.hip: _128x128_streamk, and
+ * _128x256_streamk with TJ_GEMM_SM90A_TILE=256), slower there, so only
+ * TJ_GEMM_STREAMK=1 or a --tune with TJ_GEMM_TUNE_TRIAL=1 runs it.
  *
  * The plan (issue 14, first step)
  *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)

@@ -902,9 +902,9 @@ START_TEST(gemm_plans_fill_the_devices_sms)
   tj_runtime_close(rt);
   /* The heuristic the tuner times first follows the same count. */
   ck_assert_str_eq(tj__gemm_heuristic(132, 128, 4096, 4096)->name,
-                   "sm90a_128x64_cluster_k2");
+                   "sm90a_128x64_cluster_k2_tmastore");
   ck_assert_str_eq(tj__gemm_heuristic(114, 128, 4096, 4096)->name,
-                   "sm90a_128x64");
+                   "sm90a_128x64_tmastore");
   ck_assert_str_eq(tj__gemm_heuristic(114, 64, 4096, 4096)->name,
                    "sm90a_128x128_split3");
 }

@@ -196,6 +196,18 @@ static void check_report_identity(tj_runtime *rt, const tj_report *r)
   free(m);
 }
 
+/* The rows tj_verify compares of an m-row GEMM with N = K = n: every
+ * row of a skinny one (m < n); of a square one, every row up to n = 512,
+ * above it a sample of 2^27 / n^2 rows, at least 2. */
+static uint64_t verify_rows_compared(uint64_t m, uint64_t n)
+{
+  if (m < n)
+    return m;
+  uint64_t rows = ((uint64_t)1 << 27) / (n * n);
+  rows = rows < 2 ? 2 : rows;
+  return rows < n ? rows : n;
+}
+
 static void check_report(tj_runtime *rt, const tj_report *r, uint64_t n,
                          uint64_t compared)
 {
@@ -251,6 +263,7 @@ static void verify_gemm(tj_runtime *rt, uint64_t n, uint64_t compared)
   ck_assert(r.bytes_moved == 6.0 * (double)n * (double)n);
   ck_assert(r.tflop_per_s > 0 && isfinite(r.tflop_per_s));
   check_report(rt, &r, n, compared);
+  ck_assert_uint_eq(verify_rows_compared(n, n) * n, compared);
   if (compared < n * n)
     ck_assert_msg(strstr(r.non_claims, "rows were compared"), "%s", r.non_claims);
 }
@@ -307,7 +320,7 @@ static void check_ran(tj_runtime *rt, const char *kernel, uint64_t n,
   CHECK_TJ(rt, tj_verify(rt, kernel, n, 5, &r));
   printf("%s n=%llu ran %s: %s\n", kernel, (unsigned long long)n, r.ran,
          r.evidence);
-  check_report(rt, &r, n, (uint64_t)r.m * n);
+  check_report(rt, &r, n, verify_rows_compared(r.m, n) * n);
   int g = (int)n;
   const uint16_t *a = (const uint16_t *)((uintptr_t)1 << 40);
   const uint16_t *b = (const uint16_t *)((uintptr_t)2 << 40);
@@ -611,15 +624,21 @@ static void check_gemm_result(const gemm_case *g, const uint16_t *C,
   free(dense);
 }
 
-/* C's padding columns (ldc > N) are never written. */
+/* Rows of guard after C in run_gemm_case's allocation: a tile's or a
+ * TMA box's rows past M (up to 127 of a tile, twice that for a multicast
+ * pair's second tile) would land there if they were not cut at M. */
+#define GEMM_GUARD_ROWS 256
+
+/* C's padding columns (ldc > N) and the guard rows after its last are
+ * never written. */
 static void check_gemm_padding(const gemm_case *g, const uint16_t *C,
                                const uint16_t *before, const char *what)
 {
-  for (int m = 0; m < g->M; m++)
-    for (int n = g->N; n < g->ldc; n++) {
+  for (int m = 0; m < g->M + GEMM_GUARD_ROWS; m++)
+    for (int n = m < g->M ? g->N : 0; n < g->ldc; n++) {
       size_t at = (size_t)m * (size_t)g->ldc + (size_t)n;
-      ck_assert_msg(C[at] == before[at], "%s: padding C[%d][%d] was written",
-                    what, m, n);
+      ck_assert_msg(C[at] == before[at], "%s: %s C[%d][%d] was written",
+                    what, m < g->M ? "padding" : "past the last row", m, n);
     }
 }
 
@@ -631,11 +650,12 @@ static void *gemm_to_device(const uint16_t *host, size_t elems, int offset)
 }
 
 /* A, B and (beta != 0) C random in [-1, 1], padding included, so a read
- * of padding would show; C all NaN when beta == 0, so a read of C would. */
+ * of padding would show; C all NaN when beta == 0, so a read of C would.
+ * C's allocation runs GEMM_GUARD_ROWS rows past its last, filled alike. */
 static void run_gemm_case(tj_runtime *rt, const gemm_case *g, hipStream_t stream)
 {
   size_t na = (size_t)g->M * (size_t)g->lda, nb = (size_t)g->K * (size_t)g->ldb;
-  size_t nc = (size_t)g->M * (size_t)g->ldc;
+  size_t nc = ((size_t)g->M + GEMM_GUARD_ROWS) * (size_t)g->ldc;
   uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2), *C0 = xmalloc(nc * 2);
   uint16_t *C = xmalloc(nc * 2);
   double *want = xmalloc((size_t)g->M * (size_t)g->N * sizeof *want);
@@ -800,9 +820,10 @@ END_TEST
  * carried from one tile to the next; grids from 1 block to all SMs) and
  * the narrow tile.  The epilogue through TMA is asked for
  * (TJ_GEMM_TMA_STORE=1), which it takes where beta == 0, C is 16-byte
- * aligned and ldc a multiple of 8: M and N past a tile by one or two
- * (boxes cut by M and N, a warpgroup's whole box below M), ldc past N
- * (the padding must stay as it was); odd ldc or beta != 0 store
+ * aligned and N and ldc are multiples of 8: M past a tile by one or two
+ * (boxes cut by M, a warpgroup's whole box below M), N past a tile by
+ * 8 (a box cut by N), ldc past N (the padding and the rows after C must
+ * stay as they were); N or ldc not a multiple of 8, or beta != 0, store
  * directly. */
 static void hopper_forced_shapes(const char *tile, const char *persistent,
                                  const char *want)
@@ -931,6 +952,11 @@ static void gemm_same_bits_under(int M, int N, int K, const char *name,
   uint16_t *first = xmalloc(nc * 2), *C = xmalloc(nc * 2);
   random_f16(A, na, -1, 1, (uint64_t)M * 7 + 21);
   random_f16(B, nb, -1, 1, (uint64_t)N * 3 + 22);
+  /* A runtime held open across the runs' own: it makes the device's
+   * context current before the first allocation (on NVIDIA, hipMalloc
+   * with none current fails: "invalid device context") and keeps the
+   * context, and so the buffers, alive between the runs' closes. */
+  tj_runtime *hold = open_gpu();
   void *dA = gemm_to_device(A, na, 0), *dB = gemm_to_device(B, nb, 0);
   void *dC = dev_poisoned(nc * 2);
   for (int i = 0; i < runs; i++) {
@@ -951,21 +977,23 @@ static void gemm_same_bits_under(int M, int N, int K, const char *name,
   hipFree(dA);
   hipFree(dB);
   hipFree(dC);
+  tj_runtime_close(hold);
   free(runs > 1 ? first : C);
   *hA = A;
   *hB = B;
   *hC = runs > 1 ? C : first;
 }
 
-/* B marked evict-first in L2 (TJ_GEMM_EVICT_FIRST=1) changes where its
- * lines go, never the result: the same bits as without, and the oracle's
- * values, on the skinny kernel's widths and a cluster split (on an sm_90
- * device; elsewhere the other kernels, which ignore it). */
+/* B marked evict-first in L2 (the default; TJ_GEMM_EVICT_FIRST=0 turns
+ * it off) changes where its lines go, never the result: the same bits as
+ * without, and the oracle's values, on the skinny kernel's widths and a
+ * cluster split (on an sm_90 device; elsewhere the other kernels, which
+ * ignore it). */
 START_TEST(gemm_hopper_skinny_evict_first_same_bits)
 {
   static const int shapes[][3] = {{1, 4096, 4096}, {16, 11008, 520},
                                   {5, 264, 1000}};
-  static const char *const values[] = {NULL, "1"};
+  static const char *const values[] = {NULL, "0"};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     int M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
     uint16_t *A, *B, *C;

@@ -600,11 +600,24 @@ START_TEST(configurations_plan_as_named)
               p.split == q.split && !q.tma_store);
   }
   ck_assert_int_eq(stores, 9); /* every unsplit tile configuration */
-  /* The heuristic names the plain configurations, never these. */
+  /* The heuristic names the rule's plans, which store through TMA: the
+   * _tmastore configurations, but split-K's (which never does) and the
+   * skinny kernel's. */
   ck_assert_str_eq(tj__gemm_heuristic(132, 2048, 2048, 2048)->name,
-                   "sm90a_128x256_persistent");
+                   "sm90a_128x256_persistent_tmastore");
   ck_assert_str_eq(tj__gemm_heuristic(132, 128, 11008, 4096)->name,
-                   "sm90a_128x128");
+                   "sm90a_128x128_tmastore");
+  /* An entry's configuration of either store; where it has only one
+   * (split-K), that one. */
+  ck_assert_str_eq(tj__gemm_config_of_entry("gemm_f16_sm90a_128x64", 0, 0)->name,
+                   "sm90a_128x64");
+  ck_assert_str_eq(tj__gemm_config_of_entry("gemm_f16_sm90a_128x64", 1, 1)->name,
+                   "sm90a_128x64_tmastore");
+  ck_assert_str_eq(
+      tj__gemm_config_of_entry("gemm_f16_sm90a_128x128_splitk", 3, 1)->name,
+      "sm90a_128x128_split3");
+  ck_assert_ptr_null(tj__gemm_config_of_entry("gemm_f16_sm90a_128x64", 2, 1));
+  ck_assert_ptr_null(tj__gemm_config_of_entry("gemm_f16", 0, 0));
 }
 END_TEST
 
@@ -630,16 +643,19 @@ START_TEST(every_configuration_compiles)
     ck_assert(c[i].split == 1 || c[i].bn == 128 || c[i].skinny);
     ck_assert(!c[i].skinny || strncmp(c[i].entry, "gemm_f16_sm90a_skinny",
                                       21) == 0);
-    /* Stream-K and TMA stores: unsplit tiles, timed ahead of time only;
-     * a _tmastore configuration is its base's plus the store. */
+    /* Stream-K and TMA stores: unsplit tiles; stream-K timed ahead of
+     * time only; a _tmastore configuration is its base's plus the store,
+     * and the unsplit tiles of the small set store through TMA, as the
+     * rule's do. */
     ck_assert(!c[i].streamk || (c[i].bn >= 128 && c[i].split == 1 &&
                                 !c[i].persistent && !c[i].first_use));
-    ck_assert(!c[i].tma_store || (c[i].split == 1 && !c[i].skinny &&
-                                  !c[i].first_use));
-    /* Trials (not yet run on a GPU): never on first use; for now exactly
-     * stream-K and the TMA stores. */
+    ck_assert(!c[i].tma_store || (c[i].split == 1 && !c[i].skinny));
+    ck_assert(!c[i].first_use || c[i].split > 1 || c[i].skinny ||
+              c[i].tma_store);
+    /* Trials (slower where measured): never on first use; for now
+     * exactly stream-K. */
     ck_assert(!c[i].trial || !c[i].first_use);
-    ck_assert_int_eq(c[i].trial, c[i].streamk || c[i].tma_store);
+    ck_assert_int_eq(c[i].trial, c[i].streamk);
     if (c[i].tma_store) {
       char base[64];
       size_t len = strlen(c[i].name);
@@ -696,15 +712,15 @@ START_TEST(every_configuration_compiles)
   ck_assert_str_eq(tj__gemm_heuristic(132, 16, 128, 4096)->name,
                    "sm90a_skinny_n128_k8");
   ck_assert_str_eq(tj__gemm_heuristic(132, 128, 4096, 4096)->name,
-                   "sm90a_128x64_cluster_k2");
+                   "sm90a_128x64_cluster_k2_tmastore");
   ck_assert_str_eq(tj__gemm_heuristic(132, 1024, 1024, 1024)->name,
-                   "sm90a_128x64");
+                   "sm90a_128x64_tmastore");
   ck_assert_str_eq(tj__gemm_heuristic(132, 4096, 4096, 4096)->name,
-                   "sm90a_128x256_mc2");
+                   "sm90a_128x256_mc2_tmastore");
   ck_assert_str_eq(tj__gemm_heuristic(132, 2048, 2048, 2048)->name,
-                   "sm90a_128x256_persistent");
+                   "sm90a_128x256_persistent_tmastore");
   ck_assert_str_eq(tj__gemm_heuristic(132, 128, 11008, 4096)->name,
-                   "sm90a_128x128");
+                   "sm90a_128x128_tmastore");
 }
 END_TEST
 

@@ -467,11 +467,11 @@ typedef struct tj__gemm_env {
   int skinny_sm90a; /* TJ_GEMM_SKINNY_SM90A: 0 (off), 1; -1: the rule's
                        (on): the Hopper skinny kernel for M <= 16 */
   int tma_store;    /* TJ_GEMM_TMA_STORE: 1 (the Hopper tiles store C
-                       through TMA where they can), 0; -1: the rule's (not
-                       yet: off) */
+                       through TMA where they can), 0; -1: the plan's
+                       (the rule's: on) */
   int evict_first;  /* TJ_GEMM_EVICT_FIRST: 1 (the Hopper skinny kernel
                        loads B marked evict-first in L2), 0; -1: the
-                       rule's (not yet: off) */
+                       rule's (on) */
   int streamk;      /* TJ_GEMM_STREAMK: 1 (stream-K over 128 x 128 tiles,
                        128 x 256 with tile 256, for every Hopper tile
                        call), 0; -1: the rule's (not yet: never) */
@@ -496,10 +496,11 @@ typedef struct tj__gemm_config {
   int mc2;           /* persistent in clusters of two sharing B (multicast) */
   int skinny;        /* the Hopper skinny kernel (M <= 16): bn its strip's
                         columns, split its cluster's blocks */
-  int streamk;       /* stream-K over the 128 x 128 tiles */
+  int streamk;       /* stream-K over the tiles of bn columns */
   int tma_store;     /* C stored through TMA where the call allows it
                         (TJ_GEMM_TMA_STORE's epilogue) */
-  int trial;         /* not yet run on a GPU: timed only by a --tune with
+  int trial;         /* not fit for use yet (stream-K: slower where
+                        measured): timed only by a --tune with
                         TJ_GEMM_TUNE_TRIAL=1 */
 } tj__gemm_config;
 /* The rows the Hopper skinny kernel takes (its configurations are the
@@ -509,8 +510,11 @@ typedef struct tj__gemm_config {
 const tj__gemm_config *tj__gemm_configs(size_t *n);
 const tj__gemm_config *tj__gemm_config_find(const char *name);
 /* The first configuration that launches entry with split parts (0: any
- * split) and stores C directly (never a _tmastore one), or NULL. */
-const tj__gemm_config *tj__gemm_config_of_entry(const char *entry, int split);
+ * split) and stores C through TMA (store 1: a _tmastore one) or directly
+ * (0); where entry has none of that store (split-K, the skinny kernel),
+ * its first of the other; NULL where the table does not launch entry. */
+const tj__gemm_config *tj__gemm_config_of_entry(const char *entry, int split,
+                                                int store);
 /* Whether config is one this library has for op ("gemm_f16"). */
 int tj__tuning_config_known(const char *op, const char *config);
 /* The shape class of a call on a device of sms SMs (gemm_tune.c defines

@@ -31,18 +31,20 @@
  *                          (sm90a_skinny_fits); 1 is the default
  *   TJ_GEMM_TMA_STORE=1 or 0
  *                          the Hopper tiles' epilogue through shared
- *                          memory and TMA stores where beta == 0 and C
- *                          is a TMA tensor, or never (not even for a
- *                          tuning decision naming a _tmastore
- *                          configuration): straight from the
- *                          accumulators, the rule until the TMA one has
- *                          been run and timed on a GPU (kernels_api.c,
- *                          tma_store_fits)
+ *                          memory and TMA stores where beta == 0, N and
+ *                          ldc are multiples of 8 and C is 16-byte
+ *                          aligned (the rule's, and a _tmastore tuning
+ *                          configuration's), or never (not even for a
+ *                          decision naming a _tmastore configuration):
+ *                          straight from the accumulators, the rule's
+ *                          store (and a plain configuration's) until
+ *                          the H200 timed the TMA one faster
+ *                          (kernels_api.c, tma_store_fits)
  *   TJ_GEMM_EVICT_FIRST=1 or 0
  *                          the Hopper skinny kernel loads B marked
- *                          evict-first in L2, or not: the default until
- *                          it has been timed on a GPU (kernels_api.c,
- *                          launch_sm90a)
+ *                          evict-first in L2 (the default since the
+ *                          H200 timed it: kernels_api.c, launch_tiles),
+ *                          or not
  *   TJ_GEMM_STREAMK=1      stream-K over the 128 x 128 tiles (128 x 256
  *                          with TJ_GEMM_SM90A_TILE=256) for every
  *                          Hopper call with more than 16 rows, ahead of

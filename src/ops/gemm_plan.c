@@ -419,8 +419,8 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
  * the figures above are the H200's 132, and a GPU with fewer SMs reaches
  * each threshold with fewer tiles.
  */
-static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
-                                int K)
+static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_env *env, int sms,
+                                      int M, int N, int K)
 {
   static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1,
                                     .tile_k2 = -1, .multicast = -1,
@@ -494,6 +494,19 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
   return plan_tile(entry, bn, persistent && bn != 64, sms, M, N);
 }
 
+/* The rule's plan, its tiles storing C through TMA wherever the call
+ * allows it (tma_store_fits in kernels_api.c; split-K's partials never
+ * do): on the H200 (tj-bench, 2026-12-05, bench/RESULTS.md) the tiles ran
+ * 1.03 to 1.20x faster so at all nine shapes with M >= 128, against the
+ * direct stores from the accumulators, timed in the same run. */
+static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
+                                int K)
+{
+  tj__gemm_plan p = plan_sm90a_tiles(env, sms, M, N, K);
+  p.tma_store = p.split == 1;
+  return p;
+}
+
 int tj__gemm_tunable(const tj_runtime *rt, int M)
 {
   return M <= SM90A_SKINNY_ROWS ? sm90a_skinny_fits(rt, M, NULL, 8, NULL, 8)
@@ -505,7 +518,7 @@ const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K)
   if (M <= SM90A_SKINNY_ROWS)
     return skinny_rule(N, (K - 1) / 64 + 1, sms);
   tj__gemm_plan p = plan_sm90a(NULL, sms, M, N, K);
-  return tj__gemm_config_of_entry(p.entry, p.split);
+  return tj__gemm_config_of_entry(p.entry, p.split, p.tma_store);
 }
 
 /*

@@ -338,9 +338,11 @@ static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
 }
 
 /* Whether a Hopper tile's epilogue stores C through TMA: asked for (by
- * TJ_GEMM_TMA_STORE=1, or by plan p, a tuning configuration's, unless
- * TJ_GEMM_TMA_STORE=0; not the rule's until it has been measured on a
- * GPU), beta == 0 (nothing of C is read) and C a tensor TMA takes; map
+ * TJ_GEMM_TMA_STORE=1, or by plan p, the rule's or a _tmastore tuning
+ * configuration's, unless TJ_GEMM_TMA_STORE=0), beta == 0 (nothing of C is read) and C a tensor TMA takes, with
+ * rows of whole 16-byte pieces (N a multiple of 8): on the H200 a box
+ * across the end of a 2817-column row wrote C[r][2817], in ldc's
+ * padding, so TMA's cut at N is not to be trusted inside a piece; map
  * then holds a descriptor over C in 64 x 64 boxes. */
 static int tma_store_fits(const tj_runtime *rt, const tj__gemm_plan *p,
                           int M, int N, float beta, void *C, int ldc,
@@ -348,7 +350,7 @@ static int tma_store_fits(const tj_runtime *rt, const tj__gemm_plan *p,
 {
   int asked = rt->gemm_env.tma_store >= 0 ? rt->gemm_env.tma_store
                                           : p->tma_store;
-  return asked == 1 && beta == 0.0f &&
+  return asked == 1 && beta == 0.0f && N % 8 == 0 &&
          ((uintptr_t)C & 15u) == 0 && ldc % 8 == 0 &&
          tj__tensor_map_f16(map, C, (uint64_t)M, (uint64_t)N, (uint64_t)ldc,
                             64, 64) == TJ_OK;
@@ -420,11 +422,15 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
     return rc;
   /* The tiles take a third map, over C, and whether to store through it;
    * the skinny kernel whether B goes through L2 marked evict-first
-   * (TJ_GEMM_EVICT_FIRST=1; not the default until measured). */
+   * (unless TJ_GEMM_EVICT_FIRST=0): on the H200 (tj-bench, 2026-12-05,
+   * bench/RESULTS.md) B read once and marked so ran the nine skinny
+   * shapes at 1.08 to 1.20x cuBLAS where the unmarked reads ran 0.95 to
+   * 1.03x, with L2 left full of dirty lines as a model's last layer
+   * leaves it; with L2 cleaned first the two were within 4% either way. */
   _Alignas(64) unsigned char tc[TJ__TENSOR_MAP_BYTES] = {0};
   int store = p->path == GEMM_PATH_SM90A &&
               tma_store_fits(rt, p, M, N, beta, C, ldc, tc);
-  int evict_first = rt->gemm_env.evict_first == 1;
+  int evict_first = rt->gemm_env.evict_first != 0;
   /* Stream-K's flags hold the launch's number when set: never one that an
    * earlier stream-K launch of this process left in reused memory (0 is
    * skipped; 2^32 of them would wrap).  Other launches take no number. */

@@ -272,14 +272,15 @@ static int launch_once(const verify_run *v)
 
 /* ------------------------------------------------------- which GEMM runs */
 
-/* The tuning configuration that launches the Hopper entry name (the
- * split-K reduce: the first split, which launches it behind the split-K
- * entry); NULL for the other entries. */
+/* The tuning configuration that launches the Hopper entry name as the
+ * rule does, storing C through TMA where the call allows it (the split-K
+ * reduce: the first split, which launches it behind the split-K entry);
+ * NULL for the other entries. */
 static const tj__gemm_config *config_of(const char *name)
 {
   if (strcmp(name, "gemm_f16_sm90a_splitk_reduce") == 0)
     name = "gemm_f16_sm90a_128x128_splitk";
-  return tj__gemm_config_of_entry(name, 0);
+  return tj__gemm_config_of_entry(name, 0, 1);
 }
 
 /* The plan tj_gemm_f16 has for the run's shape and buffers (after the

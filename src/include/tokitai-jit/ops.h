@@ -139,7 +139,7 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x,
  * rows, C 4-byte aligned): time every configuration that applies (more
  * than a first use does, about 0.2 s each; with TJ_GEMM_TUNE_TRIAL=1 in
  * the environment when rt was opened, also the trials, configurations
- * not yet run on a GPU), on random inputs the call
+ * slower where measured: stream-K), on random inputs the call
  * allocates, record the winner in the runtime's cache (replacing any
  * decision for the class) and use it in this runtime.  A configuration
  * whose output differs from the heuristic's choice's by more than
