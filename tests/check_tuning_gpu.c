@@ -256,6 +256,11 @@ START_TEST(tune_ahead_times_every_candidate)
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 256, 512, 1024, keep, &plain), TJ_OK);
   ck_assert(plain.num_times >= 2 && plain.set_aside == 0);
   ck_assert(plain.streamk == 0 && plain.tma_store == 7);
+  /* N not a multiple of 8: no TMA store applies, so none is timed, not
+   * even the heuristic's (its tiles are timed storing directly). */
+  got_tuning odd = {0};
+  ck_assert_int_eq(tj_gemm_f16_tune(rt, 256, 516, 1024, keep, &odd), TJ_OK);
+  ck_assert(odd.num_times >= 2 && odd.set_aside == 0 && odd.tma_store == 0);
   const tj__gemm_config *c = tj__gemm_config_find(g.config);
   ck_assert_ptr_nonnull(c);
   uint16_t *fake = (uint16_t *)((uintptr_t)1 << 40);

@@ -332,6 +332,14 @@ static double now_ms(void)
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Whether the tune's launches can store C through TMA: not where
+ * TJ_GEMM_TMA_STORE=0 turns it off, nor where N is not a multiple of 8
+ * (its scratch C has ldc = N; kernels_api.c, tma_store_fits). */
+static int stores_through_tma(const tune_job *j)
+{
+  return j->rt->gemm_env.tma_store != 0 && j->N % 8 == 0;
+}
+
 /* Whether config c is worth timing: an unsplit one ahead of time, or on
  * first use when it is in the small set (a trial only ahead of time, with
  * TJ_GEMM_TUNE_TRIAL=1); a split-K one where the 128 x 128
@@ -349,23 +357,38 @@ static int applies(const tune_job *j, const tj__gemm_config *c)
    * cannot take them: they would time their base again. */
   if (c->mc2 && j->rt->gemm_env.multicast == 0)
     return 0;
-  if (c->tma_store && (j->rt->gemm_env.tma_store == 0 || j->N % 8 != 0))
+  if (c->tma_store && !stores_through_tma(j))
     return 0;
   if (c->trial && !(j->ahead && j->rt->gemm_env.tune_trial))
     return 0;
+  /* A tile storing directly stands in for its _tmastore twin of the
+   * small set where the TMA store does not apply. */
   if (c->split == 1)
-    return j->ahead || c->first_use;
+    return j->ahead || c->first_use ||
+           (!c->tma_store && !stores_through_tma(j) &&
+            tj__gemm_config_of_entry(c->entry, 1, 1)->first_use);
   long long tiles = (long long)((j->M - 1) / 128 + 1) * ((j->N - 1) / 128 + 1);
   int ktiles = (j->K - 1) / 64 + 1;
   return tiles < j->sms && c->split <= ktiles / (j->ahead ? 4 : 8) &&
          tiles * c->split <= 2LL * j->sms && (j->ahead || c->first_use);
 }
 
+/* The heuristic's choice as this tune would run it: where the TMA store
+ * does not apply, the same tiles storing directly (which applies()
+ * keeps), so that one launch is not timed under two names. */
+static const tj__gemm_config *heuristic(const tune_job *j)
+{
+  const tj__gemm_config *h = tj__gemm_heuristic(j->sms, j->M, j->N, j->K);
+  if (h && h->tma_store && !stores_through_tma(j))
+    return tj__gemm_config_of_entry(h->entry, h->split, 0);
+  return h;
+}
+
 /* The candidates, the heuristic's choice first (its kernel is loaded
  * for the call anyway). */
 static int candidates(const tune_job *j, const tj__gemm_config **out)
 {
-  const tj__gemm_config *h = tj__gemm_heuristic(j->sms, j->M, j->N, j->K);
+  const tj__gemm_config *h = heuristic(j);
   int n = 0;
   if (h)
     out[n++] = h;
@@ -608,7 +631,7 @@ static int time_all(tune_job *j)
   int nc = candidates(j, cand), n = 0, nev = 0, rc = TJ_OK;
   if (!t)
     return tj__fail(j->rt, TJ_ENOMEM, "out of memory");
-  const tj__gemm_config *h = tj__gemm_heuristic(j->sms, j->M, j->N, j->K);
+  const tj__gemm_config *h = heuristic(j);
   j->complete = 1;
   for (int i = 0; i < nc; i++) {
     if (!j->ahead && cand[i] != h && !built(j->rt, cand[i]))
