@@ -256,11 +256,6 @@ START_TEST(tune_ahead_times_every_candidate)
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 256, 512, 1024, keep, &plain), TJ_OK);
   ck_assert(plain.num_times >= 2 && plain.set_aside == 0);
   ck_assert(plain.streamk == 0 && plain.tma_store == 7);
-  /* N not a multiple of 8: no TMA store applies, so none is timed, not
-   * even the heuristic's (its tiles are timed storing directly). */
-  got_tuning odd = {0};
-  ck_assert_int_eq(tj_gemm_f16_tune(rt, 256, 516, 1024, keep, &odd), TJ_OK);
-  ck_assert(odd.num_times >= 2 && odd.set_aside == 0 && odd.tma_store == 0);
   const tj__gemm_config *c = tj__gemm_config_find(g.config);
   ck_assert_ptr_nonnull(c);
   uint16_t *fake = (uint16_t *)((uintptr_t)1 << 40);
@@ -283,6 +278,18 @@ START_TEST(tune_ahead_times_every_candidate)
                                       fake + ((size_t)2 << 30), 4096),
                    sc->entry);
   gemm_matches_oracle(rt, 8, 4096, 4096, 0.5f, 37);
+  tj_runtime_close(rt);
+  /* TJ_GEMM_TMA_STORE=0: no TMA store is timed, not even the
+   * heuristic's, whose tiles are timed once, storing directly: the plain
+   * tune's candidates less the seven _tmastore ones. */
+  setenv("TJ_GEMM_TMA_STORE", "0", 1); /* read at open */
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  unsetenv("TJ_GEMM_TMA_STORE");
+  got_tuning direct = {0};
+  ck_assert_int_eq(tj_gemm_f16_tune(rt, 256, 512, 1024, keep, &direct),
+                   TJ_OK);
+  ck_assert(direct.set_aside == 0 && direct.tma_store == 0);
+  ck_assert_int_eq(direct.num_times, plain.num_times - 7);
   tj_runtime_close(rt);
   /* Nothing to tune where the Hopper kernels do not run. */
   setenv("TJ_GEMM_SM90A", "0", 1); /* read at open */
