@@ -3,19 +3,20 @@
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
-#   gemm-bench gemm-tune (default all); several modes share one build and
-#   run in the order given, each to its end even where one before failed.
-# gemm-check and gemm-bench: only what issue 14 needs, each well inside a
-# device call: the GPU suite's gemm, hopper and verify cases and the
-# tuning suite on the GPU; tj-bench's
-# GEMM section on issue 14's eighteen shapes, first without the opt-in
-# variants (so that a variant that fails loses nothing else), then with
-# them timed beside the default (TJ_GEMM_TMA_STORE, TJ_GEMM_STREAMK,
-# TJ_GEMM_EVICT_FIRST).  gemm-tune: tokitai-jit --tune for the nine
-# shapes with M >= 128 into a new cache (every configuration, stream-K and
-# the TMA-store epilogues included, each checked against the rule's choice
-# before it is timed), then tj-bench's GEMM section running those
-# decisions.
+#   tuning-check gemm-bench gemm-tune (default all); several modes share
+#   one build and run in the order given, each to its end even where one
+#   before failed.
+# Issue 14's modes, each well inside a device call: gemm-check, the GPU
+# suite's gemm, hopper and verify cases and the tuning suite on the GPU
+# (about 8 minutes on an H200); tuning-check, the tuning suite alone;
+# gemm-bench, tj-bench's GEMM section on issue 14's eighteen shapes,
+# first without the variants (so that a variant that fails loses nothing
+# else), then with them timed beside the default (TJ_GEMM_TMA_STORE=0,
+# TJ_GEMM_STREAMK=1, TJ_GEMM_EVICT_FIRST=0); gemm-tune, tokitai-jit
+# --tune for the nine shapes with M >= 128 into a new cache (every
+# configuration, stream-K's trials included, each checked against the
+# rule's choice before it is timed), then tj-bench's GEMM section running
+# those decisions.
 set -u
 [ $# -gt 0 ] || set -- all
 out=${OUT:-$PWD/out}
@@ -33,12 +34,13 @@ NINE="--shape 1024x1024x1024 --shape 2048x2048x2048 --shape 4096x4096x4096
   --shape 8192x8192x8192 --shape 128x4096x4096 --shape 128x11008x4096
   --shape 128x4096x11008 --shape 4096x11008x4096 --shape 4096x4096x11008"
 
-gemm_check() {
+gemm_check() {  # $1: the check_kernels_gpu cases (none: only tuning)
   make -j16 tests/check_kernels_gpu tests/check_tuning_gpu > "$out/make-tests.log" 2>&1 || { tail -30 "$out/make-tests.log"; return 1; }
+  rm -f "$out/make-tests.log"
   mkdir -p tests/tmp
   local st=0
   {
-    for c in gemm hopper verify; do
+    for c in $1; do
       echo "== check_kernels_gpu, case $c"
       CK_RUN_CASE=$c CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
         timeout 400 ./tests/check_kernels_gpu || st=1
@@ -100,7 +102,8 @@ full() {  # $1: check, bench or all
 for what in "$@"; do
   echo "== $what ($(date +%T))"
   case $what in
-    gemm-check) gemm_check || status=1 ;;
+    gemm-check) gemm_check "gemm hopper verify" || status=1 ;;
+    tuning-check) gemm_check "" || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;
     gemm-tune) gemm_tune || status=1 ;;
     check|bench|all) full "$what" || status=1 ;;
