@@ -496,9 +496,9 @@ static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_env *env, int sms,
 
 /* The rule's plan, its tiles storing C through TMA wherever the call
  * allows it (tma_store_fits in kernels_api.c; split-K's partials never
- * do): on the H200 (tj-bench, 2026-12-05, bench/RESULTS.md) the tiles ran
- * 1.03 to 1.20x faster so at all nine shapes with M >= 128, against the
- * direct stores from the accumulators, timed in the same run. */
+ * do): on the H200 (tj-bench, 2026-12-05, bench/RESULTS.md, two runs)
+ * the tiles ran 1.02 to 1.20x faster so at all nine shapes with M >= 128
+ * than storing straight from the accumulators, timed in the same run. */
 static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
                                 int K)
 {
