@@ -17,6 +17,9 @@
 # configuration, stream-K's trials included, each checked against the
 # rule's choice before it is timed), then tj-bench's GEMM section running
 # those decisions.
+# The build stays in /tmp/tj/tokitai-jit-*/ for commands after this one in
+# the same call; they need the library's dependencies on the loader's
+# path first (`. .device/gpu-env.sh` from the repository root).
 set -u
 [ $# -gt 0 ] || set -- all
 out=${OUT:-$PWD/out}
