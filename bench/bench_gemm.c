@@ -194,6 +194,27 @@ static const int shapes[][3] = {
 /* Our GEMM on a runtime opened with name=value in the environment, which
  * tj_gemm_f16 reads at open (TJ_GEMM_SPLITK, TJ_GEMM_SM90A, ...), on the
  * same cache. */
+/* name=value in the environment; env_restore(name, saved) puts back what
+ * the caller had there (saved: the value returned, or NULL for none). */
+static char *env_set(const char *name, const char *value)
+{
+  const char *had = getenv(name);
+  char *saved = had ? strdup(had) : NULL;
+  if (had && !saved)
+    die("out of memory");
+  setenv(name, value, 1);
+  return saved;
+}
+
+static void env_restore(const char *name, char *saved)
+{
+  if (saved)
+    setenv(name, saved, 1);
+  else
+    unsetenv(name);
+  free(saved);
+}
+
 static double time_with_env_entry(gemm_ctx *g, const char *name,
                                   const char *value, int reps,
                                   const char **entry, clean_flush *clean)
@@ -202,9 +223,9 @@ static double time_with_env_entry(gemm_ctx *g, const char *name,
   o.cache_path = tj_runtime_cache_path(g->rt);
   o.flags = o.cache_path ? 0 : TJ_CACHE_DISABLE;
   tj_runtime *rt = NULL, *keep = g->rt;
-  setenv(name, value, 1);
-  int rc = tj_runtime_open(&rt, &o);
-  unsetenv(name);
+  char *saved = env_set(name, value);
+  int rc = tj_runtime_open(&rt, &o); /* reads the environment */
+  env_restore(name, saved);
   if (rc != TJ_OK)
     die("tj_runtime_open: %s", tj_errmsg(rt));
   g->rt = rt;
@@ -224,7 +245,7 @@ static double time_with_env(gemm_ctx *g, const char *name, const char *value,
   return time_with_env_entry(g, name, value, reps, NULL, NULL);
 }
 
-/* An opt-in variant (name=1): its time, and the default's (ms) over it. */
+/* A variant (name=value): its time, and the default's (ms) over it. */
 static double time_variant(gemm_ctx *g, const char *name, const char *value,
                            const char *what, const char *shape, double ms,
                            int reps, bench_record_fn record)
@@ -304,18 +325,11 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
                                shape, ms, reps, record);
     streamk_ms = time_variant(g, "TJ_GEMM_STREAMK", "1", "stream-K", shape,
                               ms, reps, record);
-    /* Over the 128 x 256 tiles (the tile width, read at open with it;
-     * the caller's own setting back after). */
-    const char *had = getenv("TJ_GEMM_SM90A_TILE");
-    char *tile = had ? strdup(had) : NULL;
-    setenv("TJ_GEMM_SM90A_TILE", "256", 1);
+    /* Over the 128 x 256 tiles (the tile width, read at open with it). */
+    char *tile = env_set("TJ_GEMM_SM90A_TILE", "256");
     streamk256_ms = time_variant(g, "TJ_GEMM_STREAMK", "1",
                                  "stream-K 128x256", shape, ms, reps, record);
-    if (tile)
-      setenv("TJ_GEMM_SM90A_TILE", tile, 1);
-    else
-      unsetenv("TJ_GEMM_SM90A_TILE");
-    free(tile);
+    env_restore("TJ_GEMM_SM90A_TILE", tile);
   }
   if (entry && strncmp(entry, "gemm_skinny_f16_tc_", 19) == 0) {
     /* The path it replaces (the FMA kernel to 8 rows, then the tiled
