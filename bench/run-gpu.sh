@@ -3,9 +3,9 @@
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
-#   tuning-check gemm-bench gemm-tune (default all); several modes share
-#   one build and run in the order given, each to its end even where one
-#   before failed.
+#   tuning-check gemm-bench gemm-tune skinny-cost (default all); several
+#   modes share one build and run in the order given, each to its end
+#   even where one before failed.
 # Issue 14's modes, each well inside a device call: gemm-check, the GPU
 # suite's gemm, hopper and verify cases and the tuning suite on the GPU
 # (about 8 minutes on an H200); tuning-check, the tuning suite alone;
@@ -16,7 +16,8 @@
 # --tune for the nine shapes with M >= 128 into a new cache (every
 # configuration, stream-K's trials included, each checked against the
 # rule's choice before it is timed), then tj-bench's GEMM section running
-# those decisions.
+# those decisions; skinny-cost, the Hopper skinny kernel's fixed cost
+# at each forced strip width and cluster size (skinny_cost below).
 # The build stays in /tmp/tj/tokitai-jit-*/ for commands after this one in
 # the same call; they need the library's dependencies on the loader's
 # path first (`. .device/gpu-env.sh` from the repository root).
@@ -76,6 +77,23 @@ gemm_bench() {
   return $st
 }
 
+skinny_cost() {
+  # The Hopper skinny kernel's fixed cost, each strip width and cluster
+  # size forced: one k-tile (1 x 4096 x 64) beside the 33 MB and 90 MB
+  # shapes of the same N, against a copy of the same bytes
+  # (bench/RESULTS.md, eighth round: about 4 us more than a copy's).
+  local st=0 w s
+  for w in 256 128; do
+    for s in 1 2 3 4; do
+      echo "== TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s"
+      TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=1x4096x64,1x4096x4096,1x4096x11008 \
+        TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s timeout 60 \
+        ./bench/tj-bench --only gemm 2>&1 | grep -E 'runs|clean L2|copy of' || st=1
+    done
+  done > "$out/skinny-cost.txt"
+  return $st
+}
+
 full() {  # $1: check, bench or all
   local st=0
   if [ "$1" != bench ]; then
@@ -107,6 +125,7 @@ for what in "$@"; do
   case $what in
     gemm-check) gemm_check "gemm hopper verify" || status=1 ;;
     tuning-check) gemm_check "" || status=1 ;;
+    skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;
     gemm-tune) gemm_tune || status=1 ;;
     check|bench|all) full "$what" || status=1 ;;
