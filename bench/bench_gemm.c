@@ -191,9 +191,6 @@ static const int shapes[][3] = {
     {4096, 11008, 4096}, {4096, 4096, 11008}};
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
-/* Our GEMM on a runtime opened with name=value in the environment, which
- * tj_gemm_f16 reads at open (TJ_GEMM_SPLITK, TJ_GEMM_SM90A, ...), on the
- * same cache. */
 /* name=value in the environment; env_restore(name, saved) puts back what
  * the caller had there (saved: the value returned, or NULL for none). */
 static char *env_set(const char *name, const char *value)
@@ -215,6 +212,9 @@ static void env_restore(const char *name, char *saved)
   free(saved);
 }
 
+/* Our GEMM on a runtime opened with name=value in the environment, which
+ * tj_gemm_f16 reads at open (TJ_GEMM_SPLITK, TJ_GEMM_SM90A, ...), on the
+ * same cache. */
 static double time_with_env_entry(gemm_ctx *g, const char *name,
                                   const char *value, int reps,
                                   const char **entry, clean_flush *clean)
