@@ -552,6 +552,14 @@ int tj__gemm_outputs_agree(const uint16_t *ref, const uint16_t *got, size_t n,
  * table), and one launch
  * of cfg, on stream, as tj_gemm_f16 would launch it (workspace included). */
 const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K);
+/* Whether a Hopper tile launch stores C through TMA: asked for (by
+ * env's TJ_GEMM_TMA_STORE, else by planned, the plan's or configuration's
+ * store), beta == 0 (C not read), N and ldc multiples of 8 (rows of whole
+ * 16-byte pieces: TMA's cut at N wrote past it inside one on the H200)
+ * and C 16-byte aligned.  tj_gemm_f16's launches and the tuner's
+ * candidates both ask it. */
+int tj__gemm_tma_store_applies(const tj__gemm_env *env, int planned, int N,
+                               float beta, const void *C, int ldc);
 /* Whether rt runs an M-row GEMM with suitable A and B on the Hopper
  * kernel (the one with configurations to tune). */
 int tj__gemm_tunable(const tj_runtime *rt, int M);

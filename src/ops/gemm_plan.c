@@ -507,6 +507,14 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
   return p;
 }
 
+int tj__gemm_tma_store_applies(const tj__gemm_env *env, int planned, int N,
+                               float beta, const void *C, int ldc)
+{
+  int asked = env->tma_store >= 0 ? env->tma_store : planned;
+  return asked == 1 && beta == 0.0f && N % 8 == 0 && ldc % 8 == 0 &&
+         (uintptr_t)C % 16 == 0;
+}
+
 int tj__gemm_tunable(const tj_runtime *rt, int M)
 {
   return M <= SM90A_SKINNY_ROWS ? sm90a_skinny_fits(rt, M, NULL, 8, NULL, 8)

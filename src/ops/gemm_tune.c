@@ -332,12 +332,13 @@ static double now_ms(void)
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Whether the tune's launches can store C through TMA: not where
- * TJ_GEMM_TMA_STORE=0 turns it off, nor where N is not a multiple of 8
- * (its scratch C has ldc = N; kernels_api.c, tma_store_fits). */
+/* Whether a _tmastore candidate's launches store C through TMA, as
+ * tj_gemm_f16's would (its scratch C: beta 0, ldc = N); else they would
+ * time their direct-store twin again. */
 static int stores_through_tma(const tune_job *j)
 {
-  return j->rt->gemm_env.tma_store != 0 && j->N % 8 == 0;
+  return tj__gemm_tma_store_applies(&j->rt->gemm_env, 1, j->N, 0.0f, j->C,
+                                    j->N);
 }
 
 /* Whether config c is worth timing: an unsplit one ahead of time, or on

@@ -337,21 +337,18 @@ static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
   return TJ_OK;
 }
 
-/* Whether a Hopper tile's epilogue stores C through TMA: asked for (by
- * TJ_GEMM_TMA_STORE=1, or by plan p, the rule's or a _tmastore tuning
- * configuration's, unless TJ_GEMM_TMA_STORE=0), beta == 0 (nothing of C is read) and C a tensor TMA takes, with
- * rows of whole 16-byte pieces (N a multiple of 8): on the H200 a box
- * across the end of a 2817-column row wrote C[r][2817], in ldc's
- * padding, so TMA's cut at N is not to be trusted inside a piece; map
- * then holds a descriptor over C in 64 x 64 boxes. */
+/* Whether a Hopper tile's epilogue stores C through TMA (plan p's
+ * store, the rule's or a tuning configuration's, where the call allows
+ * it: tj__gemm_tma_store_applies; on the H200 a box across the end of a
+ * 2817-column row wrote C[r][2817], in ldc's padding, hence N a multiple
+ * of 8) and the driver takes C as a tensor; map then holds a descriptor
+ * over C in 64 x 64 boxes. */
 static int tma_store_fits(const tj_runtime *rt, const tj__gemm_plan *p,
                           int M, int N, float beta, void *C, int ldc,
                           void *map)
 {
-  int asked = rt->gemm_env.tma_store >= 0 ? rt->gemm_env.tma_store
-                                          : p->tma_store;
-  return asked == 1 && beta == 0.0f && N % 8 == 0 &&
-         ((uintptr_t)C & 15u) == 0 && ldc % 8 == 0 &&
+  return tj__gemm_tma_store_applies(&rt->gemm_env, p->tma_store, N, beta, C,
+                                    ldc) &&
          tj__tensor_map_f16(map, C, (uint64_t)M, (uint64_t)N, (uint64_t)ldc,
                             64, 64) == TJ_OK;
 }
