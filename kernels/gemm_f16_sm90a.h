@@ -2,7 +2,8 @@
  * gemm_f16_sm90a.h: C = alpha * A * B + beta * C on fp16 matrices, fp32
  * accumulation, all row-major, with Hopper's wgmma and TMA (sm_90a only):
  * the code of the entries in gemm_f16_sm90a.hip (the rule's and the
- * tuning table's) and gemm_f16_sm90a_trial.hip (not yet run on a GPU).
+ * tuning table's) and gemm_f16_sm90a_trial.hip (stream-K, which no rule
+ * takes).
  * Each of those files names this one in a line "embed: prepend", so the
  * library's copy of its source is this file and then its own
  * (build-aux/embed.sh), one compile each: a trial's entries cost the

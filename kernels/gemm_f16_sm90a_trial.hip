@@ -1,6 +1,8 @@
 /*
- * gemm_f16_sm90a_trial.hip: Hopper GEMM entries not yet run on a GPU:
- * stream-K over 128 x 128 and 128 x 256 tiles.  tj_gemm_f16 runs them
+ * gemm_f16_sm90a_trial.hip: Hopper GEMM entries no rule takes: stream-K
+ * over 128 x 128 and 128 x 256 tiles, correct on the H200 but slower
+ * there than the rule's entries (bench/RESULTS.md, eighth round).
+ * tj_gemm_f16 runs them
  * only where asked (TJ_GEMM_STREAMK=1, with TJ_GEMM_SM90A_TILE=256 for
  * the second, or a tuning decision made by a --tune with
  * TJ_GEMM_TUNE_TRIAL=1); in a file of their own so that the rule's

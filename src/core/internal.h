@@ -474,7 +474,8 @@ typedef struct tj__gemm_env {
                        rule's (on) */
   int streamk;      /* TJ_GEMM_STREAMK: 1 (stream-K over 128 x 128 tiles,
                        128 x 256 with tile 256, for every Hopper tile
-                       call), 0; -1: the rule's (not yet: never) */
+                       call), 0; -1: the rule's (never: slower where
+                       measured) */
   int tune_trial;   /* TJ_GEMM_TUNE_TRIAL=1: --tune also times the
                        configurations marked trial */
 } tj__gemm_env;

@@ -49,13 +49,11 @@
  *                          with TJ_GEMM_SM90A_TILE=256) for every
  *                          Hopper call with more than 16 rows, ahead of
  *                          the rule and the tuning table (plan_sm90a,
- *                          tj__gemm_plan_call); not the rule anywhere
- *                          until it has been run and timed on a GPU
+ *                          tj__gemm_plan_call); the rule nowhere: the
+ *                          H200 timed it slower at every shape
  *   TJ_GEMM_TUNE_TRIAL=1   tokitai-jit --tune also times the
  *                          configurations marked trial (gemm_tune.c:
- *                          stream-K and the TMA-store epilogues), which
- *                          have not yet been run on a GPU: a fault there
- *                          would end the tuning process
+ *                          stream-K, slower where measured)
  *   TOKITAI_JIT_TUNE=1     first-use tuning (gemm_tune.c), unless the
  *                          runtime was opened with TJ_NO_TUNING
  */

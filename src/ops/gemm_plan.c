@@ -427,10 +427,11 @@ static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_env *env, int sms,
                                     .streamk = -1};
   if (!env)
     env = &none;
-  /* Stream-K where asked (TJ_GEMM_STREAMK=1; not yet the rule anywhere:
-   * not yet run on a GPU), over 128 x 256 tiles where TJ_GEMM_SM90A_TILE
-   * is 256, else 128 x 128, unless a split is forced or the units are too
-   * many for its 64-bit unit arithmetic (units x blocks). */
+  /* Stream-K where asked (TJ_GEMM_STREAMK=1; the rule nowhere: slower on
+   * the H200 at every shape timed), over 128 x 256 tiles where
+   * TJ_GEMM_SM90A_TILE is 256, else 128 x 128, unless a split is forced
+   * or the units are too many for its 64-bit unit arithmetic (units x
+   * blocks). */
   int sk_bn = env->tile == 256 ? 256 : 128;
   if (env->streamk == 1 && env->forced_split <= 1 &&
       streamk_fits(M, N, K, sk_bn))
