@@ -177,6 +177,72 @@ static double copy_gbs_of(size_t bytes, clean_flush *clean, int reps)
   return 2.0 * (double)c.bytes / (ms * 1e6);
 }
 
+/*
+ * The third yardstick for the skinny shapes: a kernel that only reads
+ * bytes (16 at a time, four loads in flight a thread, a grid of four
+ * 512-thread blocks an SM), the most a read of them reaches in one
+ * launch at that size.  Compiled through tj_kernel_compile, as a user's
+ * kernel is.
+ */
+static const char read_src[] =
+    "extern \"C\" __global__ void __launch_bounds__(512)\n"
+    "tj_bench_read(const uint4 *p, unsigned long long n, unsigned *out) {\n"
+    "  unsigned long long s = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x +\n"
+    "                         threadIdx.x;\n"
+    "  unsigned x = 0;\n"
+    "  for (; i + 3 * s < n; i += 4 * s) {\n"
+    "    uint4 a = p[i], b = p[i + s], c = p[i + 2 * s], d = p[i + 3 * s];\n"
+    "    x ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;\n"
+    "    x ^= c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;\n"
+    "  }\n"
+    "  for (; i < n; i += s) {\n"
+    "    uint4 a = p[i];\n"
+    "    x ^= a.x ^ a.y ^ a.z ^ a.w;\n"
+    "  }\n"
+    "  if (x == 0x9e3779b9u) /* keeps the loads; true of no data here */\n"
+    "    out[0] = x;\n"
+    "}\n";
+
+typedef struct read_ctx {
+  tj_kernel *k;
+  const void *p;
+  unsigned long long n; /* 16-byte units */
+  unsigned *out;
+  unsigned grid;
+} read_ctx;
+
+static void run_read(void *p)
+{
+  read_ctx *r = p;
+  void *args[] = {&r->p, &r->n, &r->out};
+  if (tj_launch(r->k, (tj_dim3){r->grid, 1, 1}, (tj_dim3){512, 1, 1}, 0, NULL,
+                args) != TJ_OK)
+    die("tj_bench_read: launch failed");
+}
+
+/* The first bytes (a multiple of 16) at p read as above, in GB/s, the
+ * median of reps launches each after clean's flush. */
+static double read_gbs_of(tj_runtime *rt, const void *p, size_t bytes,
+                          clean_flush *clean, int reps)
+{
+  static tj_kernel *k; /* the runtime's; it outlives every call here */
+  static unsigned *out;
+  static unsigned grid;
+  if (!k) {
+    tj_device_info info;
+    if (tj_kernel_compile(rt, read_src, "tj_bench_read", NULL, &k) != TJ_OK)
+      die("tj_bench_read: %s", tj_errmsg(rt));
+    CHECK(hipMalloc((void **)&out, sizeof *out));
+    grid = tj_device_get_info(0, &info) == TJ_OK && info.compute_units > 0
+               ? 4u * (unsigned)info.compute_units
+               : 512u;
+  }
+  read_ctx r = {k, p, bytes / 16, out, grid};
+  double ms = time_clean_flushed(clean, run_read, &r, reps);
+  return (double)(bytes / 16 * 16) / (ms * 1e6);
+}
+
 /* Every shape is timed with L2 emptied first: B of 1 x 4096 x 4096 is
  * 32 MiB and would otherwise be served from L2 after the first rep.
  * The shapes of issue 14: square, and M in {1, 4, 16, 128, 4096} with
@@ -379,6 +445,14 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
              shape);
     record("gemm", label,
            copy_gbs_of((size_t)(bytes / 2), clean, reps) / copy_gbs, "x");
+    /* And a kernel that reads B's bytes, no more: what streaming them
+     * costs at this size without a product to compute. */
+    snprintf(label, sizeof label, "read of B %s / copy, clean L2", shape);
+    record("gemm", label,
+           read_gbs_of(g->rt, g->B, (size_t)g->k * g->n * 2, clean, reps) /
+               copy_gbs, "x");
+    snprintf(label, sizeof label, "gemm_f16 %s clean L2 time", shape);
+    record("gemm", label, clean_ms * 1e3, "us");
   }
   if (!have_vendor)
     return;

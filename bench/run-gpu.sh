@@ -37,6 +37,7 @@ rm -f "$out/configure.log" "$out/make.log"
 NINE="--shape 1024x1024x1024 --shape 2048x2048x2048 --shape 4096x4096x4096
   --shape 8192x8192x8192 --shape 128x4096x4096 --shape 128x11008x4096
   --shape 128x4096x11008 --shape 4096x11008x4096 --shape 4096x4096x11008"
+SKINNY=1x4096x4096,1x11008x4096,1x4096x11008,4x4096x4096,4x11008x4096,4x4096x11008,16x4096x4096,16x11008x4096,16x4096x11008
 
 gemm_check() {  # $1: the check_kernels_gpu cases (none: only tuning)
   make -j16 tests/check_kernels_gpu tests/check_tuning_gpu > "$out/make-tests.log" 2>&1 || { tail -30 "$out/make-tests.log"; return 1; }
@@ -80,17 +81,28 @@ gemm_bench() {
 skinny_cost() {
   # The Hopper skinny kernel's fixed cost, each strip width and cluster
   # size forced: one k-tile (1 x 4096 x 64) beside the 33 MB and 90 MB
-  # shapes of the same N, against a copy of the same bytes
-  # (bench/RESULTS.md, eighth round: about 4 us more than a copy's).
+  # shapes of the same N, against a copy of the same bytes and a kernel
+  # that only reads B (bench/RESULTS.md, eighth round: about 4 us more
+  # than a copy's); then the rule's choice at the nine skinny shapes, and
+  # ncu's view of the 33 MB one beside the read.
   local st=0 w s
   for w in 256 128; do
-    for s in 1 2 3 4; do
+    for s in 1 2 3 4 8; do
+      [ $w = 256 ] && [ $s = 8 ] && continue  # no 256-column cluster of 8
       echo "== TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s"
       TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=1x4096x64,1x4096x4096,1x4096x11008 \
         TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s timeout 60 \
-        ./bench/tj-bench --only gemm 2>&1 | grep -E 'runs|clean L2|copy of' || st=1
+        ./bench/tj-bench --only gemm 2>&1 |
+        grep -E 'runs|clean L2|copy of|read of' || st=1
     done
   done > "$out/skinny-cost.txt"
+  TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
+    ./bench/tj-bench --only gemm > "$out/bench-skinny.txt" 2>&1 || st=1
+  TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=1x4096x4096 timeout 180 \
+    ncu --clock-control none --launch-count 16 \
+    --kernel-name regex:'skinny|tj_bench_read' --metrics \
+    gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_active.max,sm__cycles_active.avg,gpc__cycles_elapsed.max,launch__grid_size \
+    ./bench/tj-bench --only gemm > "$out/ncu-skinny.txt" 2>&1 || st=1
   return $st
 }
 
