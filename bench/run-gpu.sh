@@ -3,7 +3,9 @@
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
-#   tuning-check gemm-bench gemm-tune skinny-cost (default all); several
+#   tuning-check gemm-bench gemm-tune skinny-cost hopper-check tiles-bench
+#   tiles-smoke
+#   (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
 # Issue 14's modes, each well inside a device call: gemm-check, the GPU
@@ -17,7 +19,10 @@
 # configuration, stream-K's trials included, each checked against the
 # rule's choice before it is timed), then tj-bench's GEMM section running
 # those decisions; skinny-cost, the Hopper skinny kernel's fixed cost
-# at each forced strip width and cluster size (skinny_cost below).
+# at each forced strip width and cluster size (skinny_cost below);
+# hopper-check, the GPU suite's hopper case and the tuning suite;
+# tiles-bench, tj-bench's GEMM section with its variants on the nine
+# shapes with M >= 128.
 # The build stays in /tmp/tj/tokitai-jit-*/ for commands after this one in
 # the same call; they need the library's dependencies on the loader's
 # path first (`. .device/gpu-env.sh` from the repository root).
@@ -140,6 +145,18 @@ for what in "$@"; do
     skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;
     gemm-tune) gemm_tune || status=1 ;;
+    hopper-check) gemm_check "hopper" || status=1 ;;
+    tiles-smoke)  # the cluster-split tiles forced, one shape each; a hang
+                  # or a wrong result ends the run here
+      for t in 256k3 128k4; do
+        TJ_GEMM_SM90A_TILE=$t TJ_BENCH_VARIANTS=0 \
+          TJ_BENCH_SHAPES=128x11008x4096,128x4096x4096 timeout 60 \
+          ./bench/tj-bench --only gemm 2>&1 | grep -E 'runs|rel L2|TFLOP' ||
+          { echo "tiles-smoke: $t failed"; exit 1; }
+      done ;;
+    tiles-bench)
+      TJ_BENCH_SHAPES=$(echo $NINE | sed 's/--shape //g; s/ /,/g') timeout 300 \
+        ./bench/tj-bench --only gemm > "$out/bench-gemm-tiles.txt" 2>&1 || status=1 ;;
     check|bench|all) full "$what" || status=1 ;;
     *) echo "run-gpu.sh: unknown mode '$what'" >&2; status=1 ;;
   esac

@@ -1131,6 +1131,117 @@ __device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
   tj_h_epilogue_done(o);
 }
 
+/* Four floats (16-byte aligned) of a block's shared memory, at a
+ * cluster address (this block's own addresses are cluster addresses
+ * too). */
+__device__ __forceinline__ float4 tj_s_ld4_cluster(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+/* Split-K across a cluster of S blocks (gemm_f16_sm90a_128x256_cluster_k3,
+ * _128x128_cluster_k4): block rank r takes the r-th of S runs of whole
+ * k-tiles of its 128 x BN tile (an empty run, where K is short, sums to
+ * zeros), writes its fp32 sums into its own stages (done with by then),
+ * and after a cluster barrier every block finishes a share of the tile's
+ * elements: the S sums of each, read through distributed shared memory
+ * and added in rank order (the same bits on every run), then alpha and
+ * beta, stored straight to C.  No workspace, one launch, and S times the
+ * blocks of one per tile: for shapes whose tiles are a fraction of the
+ * SMs (128 x 11008 x 4096: 43 tiles of 128 x 256, 129 blocks in threes).
+ * The epilogue never goes through TMA (the store argument is ignored). */
+/* Floats a row of the sums: BN and 8 more, so that the eight rows of a
+ * warp's 64-bit stores (two phases of 16 lanes) fall in different banks. */
+#define TJ_H_KS_PITCH(bn) ((bn) + 8)
+template <int BN, int STAGES, int S>
+__device__ __forceinline__ void tj_h_gemm_cluster_ks(const tj_tmap *ta,
+                                                     const tj_tmap *tb, int M,
+                                                     int N, int K,
+                                                     const tj_h_out &o) {
+  static_assert(TJ_H_BM * TJ_H_KS_PITCH(BN) * 4 <=
+                    STAGES * TJ_H_STAGE_BYTES(BN),
+                "the sums fit in the stages");
+  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, nullptr);
+  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
+  unsigned rank = tj_h_cluster_rank(), sums = sa;
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK, kper = (ktiles + S - 1) / S;
+  int kt0 = (int)rank * kper, kn = ktiles - kt0 < kper ? ktiles - kt0 : kper;
+  if (kn < 0)
+    kn = 0;
+  int mt, nt;
+  tj_h_tile_at(blockIdx.y * (gridDim.x / S) + blockIdx.x / S, gridDim.y,
+               gridDim.x / S, mt, nt);
+  int m0 = mt * TJ_H_BM, n0 = nt * BN;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0)
+      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, kn, m0, n0, kt0,
+                               0);
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+      d[i] = 0.0f;
+    tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, kn, 0);
+    /* Both warpgroups' wgmmas have read their last stage before either
+     * writes over the stages; every load the producer issued has landed
+     * (each was waited for). */
+    tj_h_named_sync(3, 256);
+    /* The accumulator layout (tj_h_epilogue_direct's): rows r and r + 8,
+     * columns 8 * j + 2 * (t % 4) and + 1. */
+    int t = threadIdx.x % 128;
+    int r = 64 * (wg - 1) + 16 * (t / 32) + (t % 32) / 4;
+    unsigned at = sums + 4 * (r * TJ_H_KS_PITCH(BN) + 2 * (t % 4));
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n"
+                   "st.shared.v2.f32 [%3], {%4, %5};" ::"r"(at + 32 * j),
+                   "f"(d[4 * j]), "f"(d[4 * j + 1]),
+                   "r"(at + 32 * j + 32 * TJ_H_KS_PITCH(BN)),
+                   "f"(d[4 * j + 2]), "f"(d[4 * j + 3])
+                   : "memory");
+  }
+  /* Every block's sums are written (all threads of both roles; not
+   * .aligned: the producer's thread 0 comes from its loop). */
+  tj_h_cluster_sync_any();
+  if (wg != 0) {
+    /* Groups of four columns of one row: rank r takes groups r * 256 + u,
+     * + S * 256, ... (u: the consumer thread), neighbouring threads
+     * neighbouring columns; a group's S sums are in flight at once. */
+    unsigned u = threadIdx.x - 128;
+    bool pairs = (reinterpret_cast<unsigned long long>(o.C) & 3ull) == 0 &&
+                 (o.ldc & 1) == 0;
+    for (int g = (int)(rank * 256 + u); g < TJ_H_BM * BN / 4; g += S * 256) {
+      int row = g / (BN / 4), col = 4 * (g % (BN / 4));
+      unsigned at = sums + 4 * (row * TJ_H_KS_PITCH(BN) + col);
+      float4 part[S];
+#pragma unroll
+      for (int q = 0; q < S; q++)
+        part[q] = tj_s_ld4_cluster(tj_h_map_rank(at, q));
+      float4 v = part[0];
+#pragma unroll
+      for (int q = 1; q < S; q++) {
+        v.x += part[q].x;
+        v.y += part[q].y;
+        v.z += part[q].z;
+        v.w += part[q].w;
+      }
+      tj_h_store2(o.C, o.ldc, o.M, o.N, o.alpha, o.beta, m0 + row, n0 + col,
+                  v.x, v.y, pairs);
+      tj_h_store2(o.C, o.ldc, o.M, o.N, o.alpha, o.beta, m0 + row,
+                  n0 + col + 2, v.z, v.w, pairs);
+    }
+  }
+  /* No block leaves while another may still read its sums. */
+  tj_h_cluster_sync_any();
+}
+
 /* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
  * on every run; then alpha and beta as tj_h_store2 applies them. */
 __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
@@ -1202,18 +1313,6 @@ __device__ __forceinline__ void tj_s_wgmma(float (&d)[8],
                  "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
                : "l"(da), "l"(db), "r"(1)
                : "memory");
-}
-
-/* Four floats (16-byte aligned) of a block's shared memory, at a
- * cluster address (this block's own addresses are cluster addresses
- * too). */
-__device__ __forceinline__ float4 tj_s_ld4_cluster(unsigned addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
 }
 
 template <int BN, int S>
@@ -1379,6 +1478,8 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
   tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
+#define TJ_H_CLUSTER_KS_BODY(bn, stages, s) \
+  tj_h_gemm_cluster_ks<bn, stages, s>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_H_STREAMK_BODY(bn, stages)                                       \
   tj_h_gemm_streamk<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT, work, \
                                 seq)
@@ -1398,6 +1499,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #define TJ_H_PERSISTENT_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) TJ_H_BODY(bn, stages)
+#define TJ_H_CLUSTER_KS_BODY(bn, stages, s) TJ_H_BODY(bn, stages)
 #define TJ_H_STREAMK_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_S_BODY(bn, split) TJ_H_BODY(0, 0)
 #endif

@@ -346,6 +346,8 @@ START_TEST(block_sizes_match_the_kernel_sources)
       {"gemm_f16_sm90a_128x128_persistent", 384},
       {"gemm_f16_sm90a_128x64", 384},
       {"gemm_f16_sm90a_128x64_cluster_k2", 384},
+      {"gemm_f16_sm90a_128x256_cluster_k3", 384},
+      {"gemm_f16_sm90a_128x128_cluster_k4", 384},
       {"gemm_f16_sm90a_128x256_mc2", 384},
       {"gemm_f16_sm90a_128x128_streamk", 384},
       {"gemm_f16_sm90a_128x256_streamk", 384},
@@ -483,6 +485,23 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x64_cluster_k2");
+    /* The tiles split across clusters of three and four: any shape, as
+     * asked; a forced split still splits through the workspace. */
+    setenv("TJ_GEMM_SM90A_TILE", "256k3", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
+                     "gemm_f16_sm90a_128x256_cluster_k3");
+    ck_assert_str_eq(entry_for(rt, 255, 136, 8),
+                     "gemm_f16_sm90a_128x256_cluster_k3");
+    setenv("TJ_GEMM_SM90A_TILE", "128k4", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
+                     "gemm_f16_sm90a_128x128_cluster_k4");
+    setenv("TJ_GEMM_SPLITK", "4", 1);
+    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
+                     "gemm_f16_sm90a_128x128_splitk");
+    unsetenv("TJ_GEMM_SPLITK");
     setenv("TJ_GEMM_SM90A_TILE", "96", 1);
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
@@ -1005,7 +1024,7 @@ START_TEST(sm90a_entries_compile_for_sm90a)
     }
     tj_runtime_close(rt);
   }
-  ck_assert_int_eq(entries, 20);
+  ck_assert_int_eq(entries, 22);
   tj_cache *c = NULL;
   ck_assert_int_eq(tj_cache_open(&c, db, 0), TJ_OK);
   arch_rows n = {0, 0};

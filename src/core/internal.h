@@ -462,6 +462,9 @@ typedef struct tj__gemm_env {
   int tile_k2;      /* TJ_GEMM_SM90A_TILE=64k2 (1) or another tile (0): the
                        128 x 64 tile split across a cluster of two; -1: the
                        rule's */
+  int tile_ks;      /* TJ_GEMM_SM90A_TILE=256k3 (3) or 128k4 (4): that
+                       tile with K split across a cluster of as many
+                       blocks; 0: not asked */
   int multicast;    /* TJ_GEMM_MULTICAST: 1, 0; -1: the rule's (the 128 x
                        256 persistent tile in clusters of two sharing B) */
   int skinny_sm90a; /* TJ_GEMM_SKINNY_SM90A: 0 (off), 1; -1: the rule's
@@ -503,6 +506,9 @@ typedef struct tj__gemm_config {
   int trial;         /* not fit for use yet (stream-K: slower where
                         measured): timed only by a --tune with
                         TJ_GEMM_TUNE_TRIAL=1 */
+  int cluster_k;     /* the 128 x bn tile with K split across a cluster of
+                        this many blocks (0: none; 2 for 128 x 64 is
+                        cluster_k2's) */
 } tj__gemm_config;
 /* The rows the Hopper skinny kernel takes (its configurations are the
  * table's skinny ones). */

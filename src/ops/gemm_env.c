@@ -10,10 +10,12 @@
  *                          plan_skinny_tc and plan_sm90a_skinny, which
  *                          takes the largest split it has up to n; 1:
  *                          never split)
- *   TJ_GEMM_SM90A_TILE=64, 64k2, 128 or 256
+ *   TJ_GEMM_SM90A_TILE=64, 64k2, 128, 128k4, 256 or 256k3
  *                          the Hopper tile of unsplit calls, 64k2 the
- *                          128 x 64 one split across a cluster of two
- *                          (plan_sm90a); for M <= 16, 128 or 256 the
+ *                          128 x 64 one split across a cluster of two,
+ *                          128k4 and 256k3 those split across a cluster
+ *                          of four and three (plan_sm90a); for M <= 16,
+ *                          128 or 256 (and 128k4, 256k3) the
  *                          Hopper skinny kernel's strip width
  *                          (plan_sm90a_skinny)
  *   TJ_GEMM_PERSISTENT=1 or 0
@@ -84,9 +86,13 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
               zero_or_one(getenv("TOKITAI_JIT_TUNE")) == 1;
   env->tile_k2 = -1;
   if (tile && (strcmp(tile, "64") == 0 || strcmp(tile, "128") == 0 ||
-               strcmp(tile, "256") == 0 || strcmp(tile, "64k2") == 0)) {
+               strcmp(tile, "256") == 0 || strcmp(tile, "64k2") == 0 ||
+               strcmp(tile, "256k3") == 0 || strcmp(tile, "128k4") == 0)) {
     env->tile = atoi(tile);
     env->tile_k2 = strcmp(tile, "64k2") == 0;
+    env->tile_ks = strcmp(tile, "256k3") == 0   ? 3
+                   : strcmp(tile, "128k4") == 0 ? 4
+                                                : 0;
   }
   env->persistent = zero_or_one(getenv("TJ_GEMM_PERSISTENT"));
   env->skinny_tc = zero_or_one(getenv("TJ_GEMM_SKINNY_TC"));

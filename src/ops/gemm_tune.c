@@ -105,7 +105,7 @@
 
 #define SPLIT(n)                                                            \
   {"sm90a_128x128_split" #n, "gemm_f16_sm90a_128x128_splitk", 128, n,       \
-   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0, 0, 0, 0, 0}
+   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0, 0, 0, 0, 0, 0}
 /* The Hopper skinny kernel (M <= 16) in bn-column strips, K split across a
  * cluster of s blocks: gemm_f16_sm90a_skinny<suffix>, every one in the
  * small set (they share the file's one compile and take microseconds).
@@ -113,29 +113,29 @@
  * the wider strip first. */
 #define SKINNY(bn, s, suffix)                                              \
   {"sm90a_skinny_n" #bn "_k" #s, "gemm_f16_sm90a_skinny" suffix, bn, s, 1,  \
-   0, 0, 0, 1, 0, 0, 0}
+   0, 0, 0, 1, 0, 0, 0, 0}
 /* Configuration base with its epilogue through TMA stores (where a
  * call's C or beta does not allow them, the same tiles store directly):
  * the rule's store since the H200 measured it faster at every shape it
  * takes (2026-12-05), so these, not their bases, are in the small set. */
 #define TMA_STORE(base, entry, bn, first_use, persistent, k2, mc2)         \
-  {base "_tmastore", entry, bn, 1, first_use, persistent, k2, mc2, 0, 0, 1, 0}
+  {base "_tmastore", entry, bn, 1, first_use, persistent, k2, mc2, 0, 0, 1, 0, 0}
 static const tj__gemm_config configs[] = {
   /* The tiles storing C directly from the accumulators. */
   {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0, 0, 0, 0,
-   0, 0},
-  {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 0,
-   1, 0, 0, 0, 0, 0, 0},
-  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 0, 0, 0, 0, 0, 0,
-   0, 0},
-  {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
-   1, 0, 0, 0, 0, 0, 0},
-  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 0, 0, 0, 0, 0, 0, 0,
-   0},
-  {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 64, 1, 0, 0,
-   1, 0, 0, 0, 0, 0},
-  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1, 0,
    0, 0, 0},
+  {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 0,
+   1, 0, 0, 0, 0, 0, 0, 0},
+  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 0, 0, 0, 0, 0, 0,
+   0, 0, 0},
+  {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
+   1, 0, 0, 0, 0, 0, 0, 0},
+  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 0, 0, 0, 0, 0, 0, 0,
+   0, 0},
+  {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 64, 1, 0, 0,
+   1, 0, 0, 0, 0, 0, 0},
+  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1, 0,
+   0, 0, 0, 0},
   /* The same through TMA stores. */
   TMA_STORE("sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 0, 0, 0, 0),
   TMA_STORE("sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent",
@@ -156,18 +156,25 @@ static const tj__gemm_config configs[] = {
   SKINNY(256, 3, "256_k3"), SKINNY(128, 3, "_k3"),
   SKINNY(256, 4, "256_k4"), SKINNY(128, 4, "_k4"),
   SKINNY(128, 8, "_k8"),
+  /* The 128 x 256 and 128 x 128 tiles with K split across a cluster of
+   * three and four blocks (the partial sums added through distributed
+   * shared memory): trials until the H200 has timed them. */
+  {"sm90a_128x256_cluster_k3", "gemm_f16_sm90a_128x256_cluster_k3", 256, 1,
+   0, 0, 0, 0, 0, 0, 0, 1, 3},
+  {"sm90a_128x128_cluster_k4", "gemm_f16_sm90a_128x128_cluster_k4", 128, 1,
+   0, 0, 0, 0, 0, 0, 0, 1, 4},
   /* Trials, timed only by a --tune with TJ_GEMM_TUNE_TRIAL=1, never on
    * first use: stream-K over the 128 x 128 and 128 x 256 tiles, with
    * either store.  On the H200 (2026-12-05) it took 1.14 to 2.45 times
    * the rule's time at the nine shapes with M >= 128: still a trial. */
   {"sm90a_128x128_streamk", "gemm_f16_sm90a_128x128_streamk", 128, 1, 0, 0,
-   0, 0, 0, 1, 0, 1},
+   0, 0, 0, 1, 0, 1, 0},
   {"sm90a_128x256_streamk", "gemm_f16_sm90a_128x256_streamk", 256, 1, 0, 0,
-   0, 0, 0, 1, 0, 1},
+   0, 0, 0, 1, 0, 1, 0},
   {"sm90a_128x128_streamk_tmastore", "gemm_f16_sm90a_128x128_streamk", 128,
-   1, 0, 0, 0, 0, 0, 1, 1, 1},
+   1, 0, 0, 0, 0, 0, 1, 1, 1, 0},
   {"sm90a_128x256_streamk_tmastore", "gemm_f16_sm90a_128x256_streamk", 256,
-   1, 0, 0, 0, 0, 0, 1, 1, 1},
+   1, 0, 0, 0, 0, 0, 1, 1, 1, 0},
 };
 #undef SPLIT
 #undef SKINNY

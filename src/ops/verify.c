@@ -92,6 +92,8 @@ static const verify_kind kinds[] = {
     {"gemm_f16_sm90a_splitk_reduce", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x64", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x64_cluster_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
+    {"gemm_f16_sm90a_128x256_cluster_k3", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
+    {"gemm_f16_sm90a_128x128_cluster_k4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x256_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x128_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x256_mc2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
