@@ -139,39 +139,6 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(384, 1) gemm_f16_sm90
 
 /* contract
  *   block      384 1 1
- *   grid       (3 * ceil(N / 256), ceil(M / 128), 1)
- *   shared     230464
- *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
- *              tensor maps' rules); C 2-byte aligned
- *   notes      split-K in a cluster of three blocks (compiled in): blocks
- *              3n, 3n + 1 and 3n + 2 take the first, second and third run
- *              of k-tiles of 128 x 256 tile n of the grid's rows, each
- *              writes its fp32 sums into its own shared memory, and each
- *              finishes a third of the tile's elements from all three
- *              (distributed shared memory, added in rank order), storing
- *              C directly (store is ignored).  Otherwise as
- *              gemm_f16_sm90a_128x256.  sm_90a only (traps elsewhere).
- */
-extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_cluster_k3(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
-  TJ_H_CLUSTER_KS_BODY(256, 4, 3);
-}
-
-/* contract
- *   block      384 1 1
- *   grid       (4 * ceil(N / 128), ceil(M / 128), 1)
- *   shared     197712
- *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
- *              tensor maps' rules); C 2-byte aligned
- *   notes      as gemm_f16_sm90a_128x256_cluster_k3 with 128 x 128 tiles
- *              and K split across a cluster of four blocks.  Otherwise as
- *              gemm_f16_sm90a_128x128.  sm_90a only (traps elsewhere).
- */
-extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_cluster_k4(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
-  TJ_H_CLUSTER_KS_BODY(128, 5, 4);
-}
-
-/* contract
- *   block      384 1 1
  *   grid       (2 * min(ceil(ceil(M / 128) / 2) * ceil(N / 256), SMs / 2),
  *              1, 1)
  *   shared     230464

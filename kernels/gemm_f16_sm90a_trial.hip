@@ -1,12 +1,13 @@
 /*
  * gemm_f16_sm90a_trial.hip: Hopper GEMM entries no rule takes: stream-K
  * over 128 x 128 and 128 x 256 tiles, correct on the H200 but slower
- * there than the rule's entries (bench/RESULTS.md, eighth round).
- * tj_gemm_f16 runs them
- * only where asked (TJ_GEMM_STREAMK=1, with TJ_GEMM_SM90A_TILE=256 for
- * the second, or a tuning decision made by a --tune with
- * TJ_GEMM_TUNE_TRIAL=1); in a file of their own so that the rule's
- * entries (gemm_f16_sm90a.hip) compile without them.  Their code is
+ * there than the rule's entries (bench/RESULTS.md, eighth round), and
+ * the 128 x 256 and 128 x 128 tiles with K split across a cluster of
+ * three and four blocks.  tj_gemm_f16 runs them only where asked
+ * (TJ_GEMM_STREAMK=1, with TJ_GEMM_SM90A_TILE=256 for the second;
+ * TJ_GEMM_SM90A_TILE=256k3 or 128k4; or a tuning decision made by a
+ * --tune with TJ_GEMM_TUNE_TRIAL=1); in a file of their own so that the
+ * rule's entries (gemm_f16_sm90a.hip) compile without them.  Their code is
  * gemm_f16_sm90a.h, which the library's copy of this file starts with.
  *
  * embed: arch sm_90a
@@ -51,4 +52,37 @@ extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_stre
  */
 extern "C" __global__ void __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_streamk(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store, float *work, unsigned seq) {
   TJ_H_STREAMK_BODY(256, 4);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (3 * ceil(N / 256), ceil(M / 128), 1)
+ *   shared     230464
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      split-K in a cluster of three blocks (compiled in): blocks
+ *              3n, 3n + 1 and 3n + 2 take the first, second and third run
+ *              of k-tiles of 128 x 256 tile n of the grid's rows, each
+ *              writes its fp32 sums into its own shared memory, and each
+ *              finishes a third of the tile's elements from all three
+ *              (distributed shared memory, added in rank order), storing
+ *              C directly (store is ignored).  Otherwise as
+ *              gemm_f16_sm90a_128x256.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(384, 1) gemm_f16_sm90a_128x256_cluster_k3(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
+  TJ_H_CLUSTER_KS_BODY(256, 4, 3);
+}
+
+/* contract
+ *   block      384 1 1
+ *   grid       (4 * ceil(N / 128), ceil(M / 128), 1)
+ *   shared     197712
+ *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
+ *              tensor maps' rules); C 2-byte aligned
+ *   notes      as gemm_f16_sm90a_128x256_cluster_k3 with 128 x 128 tiles
+ *              and K split across a cluster of four blocks.  Otherwise as
+ *              gemm_f16_sm90a_128x128.  sm_90a only (traps elsewhere).
+ */
+extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(384, 1) gemm_f16_sm90a_128x128_cluster_k4(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, const __grid_constant__ tj_tmap tma_c, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int store) {
+  TJ_H_CLUSTER_KS_BODY(128, 5, 4);
 }
