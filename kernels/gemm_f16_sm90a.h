@@ -24,7 +24,11 @@
  * faster there (TJ_GEMM_TMA_STORE=0 and TJ_GEMM_EVICT_FIRST=0 turn them
  * off), and stream-K (gemm_f16_sm90a_trial.hip: _128x128_streamk, and
  * _128x256_streamk with TJ_GEMM_SM90A_TILE=256), slower there, so only
- * TJ_GEMM_STREAMK=1 or a --tune with TJ_GEMM_TUNE_TRIAL=1 runs it.
+ * TJ_GEMM_STREAMK=1 or a --tune with TJ_GEMM_TUNE_TRIAL=1 runs it.  The
+ * tiles split across a cluster of three and four blocks
+ * (gemm_f16_sm90a_trial.hip: _128x256_cluster_k3, _128x128_cluster_k4)
+ * have not run on a GPU yet: only TJ_GEMM_SM90A_TILE=256k3 or 128k4, or a
+ * --tune with TJ_GEMM_TUNE_TRIAL=1, runs them.
  *
  * The plan (issue 14, first step)
  *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
