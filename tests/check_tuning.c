@@ -13,6 +13,8 @@
 #include "codeobj.h"
 #include "gemm_plan.h"
 
+#include "tokitai-jit/kernels.h"
+
 #include <stdint.h>
 
 #define FAKE(i) ((void *)((uintptr_t)(i) << 32))
@@ -577,6 +579,28 @@ START_TEST(configurations_plan_as_named)
   ck_assert_uint_eq(p.shared, SM90A_SHARED(256, 4));
   p = tj__gemm_plan_config(sk2, 132, 100, 300, 64); /* 2 units */
   ck_assert_uint_eq(p.grid.x, 2);
+  /* The tiles split across a cluster: as many blocks a tile along x (a
+   * whole number of clusters), the entry's contract's shared memory,
+   * unsplit to the launch and storing directly. */
+  static const struct {
+    const char *name, *entry;
+    unsigned blocks, shared;
+  } ks[] = {
+      {"sm90a_128x256_cluster_k3", "gemm_f16_sm90a_128x256_cluster_k3", 3,
+       TJ_KERNEL_GEMM_F16_SM90A_128X256_CLUSTER_K3_SHARED_BYTES},
+      {"sm90a_128x128_cluster_k4", "gemm_f16_sm90a_128x128_cluster_k4", 4,
+       TJ_KERNEL_GEMM_F16_SM90A_128X128_CLUSTER_K4_SHARED_BYTES}};
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+    const tj__gemm_config *k = tj__gemm_config_find(ks[i].name);
+    ck_assert_ptr_nonnull(k);
+    p = tj__gemm_plan_config(k, 132, 130, 11008, 4096);
+    ck_assert_str_eq(p.entry, ks[i].entry);
+    ck_assert_uint_eq(p.grid.x, ks[i].blocks * ((11008 - 1) / k->bn + 1));
+    ck_assert_uint_eq(p.grid.y, 2);
+    ck_assert_uint_eq(p.grid.z, 1);
+    ck_assert_uint_eq(p.shared, ks[i].shared);
+    ck_assert(p.split == 1 && !p.tma_store && !p.streamk);
+  }
   size_t n;
   const tj__gemm_config *c = tj__gemm_configs(&n);
   int stores = 0;
