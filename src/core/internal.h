@@ -462,8 +462,8 @@ typedef struct tj__gemm_env {
   int tile_k2;      /* TJ_GEMM_SM90A_TILE=64k2 (1) or another tile (0): the
                        128 x 64 tile split across a cluster of two; -1: the
                        rule's */
-  int tile_ks;      /* TJ_GEMM_SM90A_TILE=256k3 (3) or 128k4 (4): that
-                       tile with K split across a cluster of as many
+  int tile_ks;      /* TJ_GEMM_SM90A_TILE=256k3 or 128k4 (1): that tile
+                       with K split across a cluster of three or four
                        blocks; 0: not asked */
   int multicast;    /* TJ_GEMM_MULTICAST: 1, 0; -1: the rule's (the 128 x
                        256 persistent tile in clusters of two sharing B) */

@@ -90,9 +90,8 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
                strcmp(tile, "256k3") == 0 || strcmp(tile, "128k4") == 0)) {
     env->tile = atoi(tile);
     env->tile_k2 = strcmp(tile, "64k2") == 0;
-    env->tile_ks = strcmp(tile, "256k3") == 0   ? 3
-                   : strcmp(tile, "128k4") == 0 ? 4
-                                                : 0;
+    env->tile_ks =
+        strcmp(tile, "256k3") == 0 || strcmp(tile, "128k4") == 0;
   }
   env->persistent = zero_or_one(getenv("TJ_GEMM_PERSISTENT"));
   env->skinny_tc = zero_or_one(getenv("TJ_GEMM_SKINNY_TC"));

@@ -298,16 +298,17 @@ static tj__gemm_plan plan_cluster_k2(int M, int N)
                          GEMM_PATH_SM90A, 0, 0, 0};
 }
 
-/* The 128 x bn tile (128 or 256) with K split across a cluster of s
- * blocks (gemm_f16_sm90a_128x256_cluster_k3, _128x128_cluster_k4): s
- * blocks a tile, along x. */
-static tj__gemm_plan plan_cluster_ks(int M, int N, int bn, int s)
+/* The 128 x bn tile (128 or 256) with K split across a cluster of blocks
+ * (gemm_f16_sm90a_128x256_cluster_k3, _128x128_cluster_k4): the entry's
+ * cluster size (compiled in) of blocks a tile, along x. */
+static tj__gemm_plan plan_cluster_ks(int M, int N, int bn)
 {
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned tn = (unsigned)((N - 1) / bn + 1);
+  unsigned s = bn == 256 ? 3 : 4;
   return (tj__gemm_plan){bn == 256 ? "gemm_f16_sm90a_128x256_cluster_k3"
                                    : "gemm_f16_sm90a_128x128_cluster_k4",
-                         {(unsigned)s * tn, mt, 1}, {SM90A_THREADS, 1, 1},
+                         {s * tn, mt, 1}, {SM90A_THREADS, 1, 1},
                          sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0, 0};
 }
 
@@ -390,7 +391,7 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
   if (c->cluster_k2)
     p = plan_cluster_k2(M, N);
   else if (c->cluster_k)
-    p = plan_cluster_ks(M, N, c->bn, c->cluster_k);
+    p = plan_cluster_ks(M, N, c->bn);
   else if (c->mc2)
     p = plan_mc2(sms, M, N);
   else if (c->split > 1)
@@ -460,7 +461,7 @@ static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_env *env, int sms,
   /* TJ_GEMM_SM90A_TILE=256k3 or 128k4: that tile, K split across a
    * cluster (the rule nowhere yet). */
   if (forced <= 1 && env->tile_ks)
-    return plan_cluster_ks(M, N, env->tile, env->tile_ks);
+    return plan_cluster_ks(M, N, env->tile);
   /* More than 64 rows in 128 x 64 tiles that fill a quarter to a half of
    * the SMs, K long enough for two halves: each tile's K split across a
    * cluster of two blocks, ahead of split-K (128 x 4096 x 11008: 0.98x
