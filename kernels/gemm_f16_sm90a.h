@@ -745,6 +745,43 @@ __device__ __forceinline__ tj_h_stages tj_h_setup(const tj_tmap *ta,
   return st;
 }
 
+/* The run of whole k-tiles that part `part` of a K split in runs of kper
+ * takes: [kt0, kt0 + kn) of the ktiles.  A run past the end (K short of
+ * the split) is empty, kn == 0: its block sums to zeros, which the total
+ * needs. */
+__device__ __forceinline__ void tj_h_krun(int ktiles, int kper, int part,
+                                          int &kt0, int &kn) {
+  kt0 = part * kper;
+  kn = max(0, min(ktiles - kt0, kper));
+}
+
+/* The warp roles of a block that runs one tile's k-tiles [kt0, kt0 + kn)
+ * through the stages st: warpgroup 0 gives up registers and its thread 0
+ * issues the loads; the two consumer warpgroups take the registers and
+ * multiply into d (zeroed here), 64 rows each.  false in the producer
+ * warpgroup (d untouched), true in the consumers once d holds the sums. */
+template <int BN, int STAGES>
+__device__ __forceinline__ bool tj_h_tile_mma(float (&d)[BN / 2],
+                                              const tj_tmap *ta,
+                                              const tj_tmap *tb,
+                                              const tj_h_stages &st, int m0,
+                                              int n0, int kt0, int kn) {
+  int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0)
+      tj_h_produce<BN, STAGES>(ta, tb, st.sa, st.sb, st.full, st.empty, kn,
+                               m0, n0, kt0, 0);
+    return false;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+#pragma unroll
+  for (int i = 0; i < BN / 2; i++)
+    d[i] = 0.0f;
+  tj_h_consume<BN, STAGES>(d, wg - 1, st.sa, st.sb, st.full, st.empty, kn, 0);
+  return true;
+}
+
 /* kper > 0: split-K, block z of the grid takes k-tiles [z * kper, z * kper
  * + kper) and writes fp32 partials to work; kper == 0: the whole K and
  * the epilogue into C. */
@@ -754,33 +791,17 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
                                           const tj_h_out &o, int kper,
                                           float *work) {
   tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr);
-  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
   int wg = threadIdx.x / 128;
   int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
-  int kt0 = 0;
-  if (kper > 0) {
-    /* A K-range past the end (K < split * 64) is empty: its block writes
-     * zeros, which the sum needs. */
-    kt0 = blockIdx.z * kper;
-    int left = ktiles - kt0;
-    ktiles = left < 0 ? 0 : left < kper ? left : kper;
-  }
+  int kt0 = 0, kn = ktiles;
+  if (kper > 0)
+    tj_h_krun(ktiles, kper, blockIdx.z, kt0, kn);
   int mt, nt;
   tj_h_tile_order(mt, nt);
   int m0 = mt * TJ_H_BM, n0 = nt * BN;
-  if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (threadIdx.x == 0)
-      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, ktiles, m0, n0,
-                               kt0, 0);
-    return;
-  }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   float d[BN / 2];
-#pragma unroll
-  for (int i = 0; i < BN / 2; i++)
-    d[i] = 0.0f;
-  tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, ktiles, 0);
+  if (!tj_h_tile_mma<BN, STAGES>(d, ta, tb, st, m0, n0, kt0, kn))
+    return;
   if (kper > 0) {
     int ldw = gridDim.x * BN;
     tj_h_partial<BN>(d, work + (long long)blockIdx.z * M * ldw, ldw, M,
@@ -1070,11 +1091,10 @@ __device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
                                                      const tj_h_out &o) {
   tj_h_stages st =
       tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr);
-  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
   /* Rank 1's bytes land in rank 0's epilogue buffers (TJ_H_EPI_BYTES: 128
    * x BN floats), which rank 0 empties before its epilogue writes there;
    * after the stages' barriers, one more that counts them. */
-  unsigned got = empty + 8 * STAGES, part = st.epi;
+  unsigned got = st.empty + 8 * STAGES, part = st.epi;
   unsigned rank = tj_h_cluster_rank();
   if (threadIdx.x == 0 && rank == 0) {
     tj_h_bar_init(got, 1);
@@ -1090,19 +1110,9 @@ __device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
   tj_h_tile_at(blockIdx.y * (gridDim.x / 2) + blockIdx.x / 2, gridDim.y,
                gridDim.x / 2, mt, nt);
   int m0 = mt * TJ_H_BM, n0 = nt * BN;
-  if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (threadIdx.x == 0)
-      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, kn, m0, n0, kt0,
-                               0);
-    return;
-  }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   float d[BN / 2];
-#pragma unroll
-  for (int i = 0; i < BN / 2; i++)
-    d[i] = 0.0f;
-  tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, kn, 0);
+  if (!tj_h_tile_mma<BN, STAGES>(d, ta, tb, st, m0, n0, kt0, kn))
+    return;
   /* Consumer thread t holds the same accumulator elements in both blocks:
    * its four floats i..i+3 go to slot (i / 4) * 256 + t. */
   unsigned t = threadIdx.x - 128;
@@ -1138,7 +1148,7 @@ __device__ __forceinline__ void tj_h_gemm_cluster_k2(const tj_tmap *ta,
 /* Four floats (16-byte aligned) of a block's shared memory, at a
  * cluster address (this block's own addresses are cluster addresses
  * too). */
-__device__ __forceinline__ float4 tj_s_ld4_cluster(unsigned addr) {
+__device__ __forceinline__ float4 tj_h_ld4_cluster(unsigned addr) {
   float4 v;
   asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
@@ -1170,29 +1180,16 @@ __device__ __forceinline__ void tj_h_gemm_cluster_ks(const tj_tmap *ta,
                     STAGES * TJ_H_STAGE_BYTES(BN),
                 "the sums fit in the stages");
   tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, nullptr);
-  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
-  unsigned rank = tj_h_cluster_rank(), sums = sa;
+  unsigned rank = tj_h_cluster_rank(), sums = st.sa;
   int wg = threadIdx.x / 128;
-  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK, kper = (ktiles + S - 1) / S;
-  int kt0 = (int)rank * kper, kn = ktiles - kt0 < kper ? ktiles - kt0 : kper;
-  if (kn < 0)
-    kn = 0;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK, kt0, kn;
+  tj_h_krun(ktiles, (ktiles + S - 1) / S, rank, kt0, kn);
   int mt, nt;
   tj_h_tile_at(blockIdx.y * (gridDim.x / S) + blockIdx.x / S, gridDim.y,
                gridDim.x / S, mt, nt);
   int m0 = mt * TJ_H_BM, n0 = nt * BN;
-  if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (threadIdx.x == 0)
-      tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, kn, m0, n0, kt0,
-                               0);
-  } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    float d[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++)
-      d[i] = 0.0f;
-    tj_h_consume<BN, STAGES>(d, wg - 1, sa, sb, full, empty, kn, 0);
+  float d[BN / 2];
+  if (tj_h_tile_mma<BN, STAGES>(d, ta, tb, st, m0, n0, kt0, kn)) {
     /* Both warpgroups' wgmmas have read their last stage before either
      * writes over the stages; every load the producer issued has landed
      * (each was waited for). */
@@ -1227,7 +1224,7 @@ __device__ __forceinline__ void tj_h_gemm_cluster_ks(const tj_tmap *ta,
       float4 part[S];
 #pragma unroll
       for (int q = 0; q < S; q++)
-        part[q] = tj_s_ld4_cluster(tj_h_map_rank(at, q));
+        part[q] = tj_h_ld4_cluster(tj_h_map_rank(at, q));
       float4 v = part[0];
 #pragma unroll
       for (int q = 1; q < S; q++) {
@@ -1344,10 +1341,8 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   /* This block's K-range: the r-th of S runs of whole k-tiles (an empty
    * one where K is short sums to zeros). */
   int ktiles = alpha == 0.0f ? 0 : (K + TJ_H_BK - 1) / TJ_H_BK;
-  int kper = (ktiles + S - 1) / S, kt0 = (int)rank * kper;
-  int kn = ktiles - kt0 < kper ? ktiles - kt0 : kper;
-  if (kn < 0)
-    kn = 0;
+  int kt0, kn;
+  tj_h_krun(ktiles, (ktiles + S - 1) / S, rank, kt0, kn);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp == 4) {
     /* evict_first: B, read once, goes through L2 marked first to go, so
@@ -1438,7 +1433,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     float4 part[S];
 #pragma unroll
     for (int q = 0; q < S; q++)
-      part[q] = tj_s_ld4_cluster(S > 1 ? tj_h_map_rank(sums + 16 * g, q)
+      part[q] = tj_h_ld4_cluster(S > 1 ? tj_h_map_rank(sums + 16 * g, q)
                                        : sums + 16 * g);
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
