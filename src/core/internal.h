@@ -496,7 +496,6 @@ typedef struct tj__gemm_config {
   int split;         /* K parts (1: none) */
   int first_use;     /* in the small set a first-use tune may time */
   int persistent;    /* one block per SM walking the tiles */
-  int cluster_k2;    /* K split across a cluster of two blocks */
   int mc2;           /* persistent in clusters of two sharing B (multicast) */
   int skinny;        /* the Hopper skinny kernel (M <= 16): bn its strip's
                         columns, split its cluster's blocks */
@@ -506,9 +505,9 @@ typedef struct tj__gemm_config {
   int trial;         /* not fit for use yet (stream-K: slower where
                         measured): timed only by a --tune with
                         TJ_GEMM_TUNE_TRIAL=1 */
-  int cluster_k;     /* the 128 x bn tile with K split across a cluster of
-                        this many blocks (0: none; 2 for 128 x 64 is
-                        cluster_k2's) */
+  int cluster_k;     /* the 128 x bn tile with K split across a cluster,
+                        its size the width's (gemm_plan.c: 2 blocks for
+                        128 x 64, 4 for 128 x 128, 3 for 128 x 256) */
 } tj__gemm_config;
 /* The rows the Hopper skinny kernel takes (its configurations are the
  * table's skinny ones). */

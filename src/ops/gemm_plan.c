@@ -388,10 +388,8 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
   tj__gemm_plan p;
   if (c->skinny)
     return plan_skinny_config(c, N);
-  if (c->cluster_k2)
-    p = plan_cluster_k2(M, N);
-  else if (c->cluster_k)
-    p = plan_cluster_ks(M, N, c->bn);
+  if (c->cluster_k)
+    p = c->bn == 64 ? plan_cluster_k2(M, N) : plan_cluster_ks(M, N, c->bn);
   else if (c->mc2)
     p = plan_mc2(sms, M, N);
   else if (c->split > 1)

@@ -104,50 +104,45 @@
 /* ------------------------------------------------------------ the table */
 
 #define SPLIT(n)                                                            \
-  {"sm90a_128x128_split" #n, "gemm_f16_sm90a_128x128_splitk", 128, n,       \
-   (n) == 2 || (n) == 4 || (n) == 8, 0, 0, 0, 0, 0, 0, 0, 0}
+  {.name = "sm90a_128x128_split" #n, .entry = "gemm_f16_sm90a_128x128_splitk", \
+   .bn = 128, .split = n, .first_use = (n) == 2 || (n) == 4 || (n) == 8}
 /* The Hopper skinny kernel (M <= 16) in bn-column strips, K split across a
  * cluster of s blocks: gemm_f16_sm90a_skinny<suffix>, every one in the
  * small set (they share the file's one compile and take microseconds).
  * In the order the rule weighs them (gemm_plan.c, skinny_rule): by split,
  * the wider strip first. */
-#define SKINNY(bn, s, suffix)                                              \
-  {"sm90a_skinny_n" #bn "_k" #s, "gemm_f16_sm90a_skinny" suffix, bn, s, 1,  \
-   0, 0, 0, 1, 0, 0, 0, 0}
-/* Configuration base with its epilogue through TMA stores (where a
- * call's C or beta does not allow them, the same tiles store directly):
- * the rule's store since the H200 measured it faster at every shape it
- * takes (2026-12-05), so these, not their bases, are in the small set. */
-#define TMA_STORE(base, entry, bn, first_use, persistent, k2, mc2)         \
-  {base "_tmastore", entry, bn, 1, first_use, persistent, k2, mc2, 0, 0, 1, 0, 0}
+#define SKINNY(bn_, s, suffix)                                              \
+  {.name = "sm90a_skinny_n" #bn_ "_k" #s,                                   \
+   .entry = "gemm_f16_sm90a_skinny" suffix, .bn = bn_, .split = s,          \
+   .first_use = 1, .skinny = 1}
+/* A tile storing C directly (the base), and the same with its epilogue
+ * through TMA stores (where a call's C or beta does not allow them, the
+ * same tiles store directly): the rule's store since the H200 measured it
+ * faster at every shape it takes (2026-12-05), so the _tmastore ones, not
+ * their bases, are in the small set (first_use). */
+#define TILE(name_, bn_, ...)                                               \
+  {.name = "sm90a_" name_, .entry = "gemm_f16_sm90a_" name_, .bn = bn_,     \
+   .split = 1, __VA_ARGS__}
+#define TMA_STORE(name_, bn_, ...)                                          \
+  {.name = "sm90a_" name_ "_tmastore", .entry = "gemm_f16_sm90a_" name_,    \
+   .bn = bn_, .split = 1, .tma_store = 1, __VA_ARGS__}
 static const tj__gemm_config configs[] = {
   /* The tiles storing C directly from the accumulators. */
-  {"sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 1, 0, 0, 0, 0, 0, 0,
-   0, 0, 0},
-  {"sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent", 256, 1, 0,
-   1, 0, 0, 0, 0, 0, 0, 0},
-  {"sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 0, 0, 0, 0, 0, 0,
-   0, 0, 0},
-  {"sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent", 128, 1, 0,
-   1, 0, 0, 0, 0, 0, 0, 0},
-  {"sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 0, 0, 0, 0, 0, 0, 0,
-   0, 0},
-  {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 64, 1, 0, 0,
-   1, 0, 0, 0, 0, 0, 0},
-  {"sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 1, 0, 1, 0, 1, 0,
-   0, 0, 0, 0},
+  TILE("128x256", 256, .first_use = 0),
+  TILE("128x256_persistent", 256, .persistent = 1),
+  TILE("128x128", 128, .first_use = 0),
+  TILE("128x128_persistent", 128, .persistent = 1),
+  TILE("128x64", 64, .first_use = 0),
+  TILE("128x64_cluster_k2", 64, .cluster_k = 1),
+  TILE("128x256_mc2", 256, .persistent = 1, .mc2 = 1),
   /* The same through TMA stores. */
-  TMA_STORE("sm90a_128x256", "gemm_f16_sm90a_128x256", 256, 0, 0, 0, 0),
-  TMA_STORE("sm90a_128x256_persistent", "gemm_f16_sm90a_128x256_persistent",
-            256, 1, 1, 0, 0),
-  TMA_STORE("sm90a_128x256_mc2", "gemm_f16_sm90a_128x256_mc2", 256, 0, 1, 0,
-            1),
-  TMA_STORE("sm90a_128x128", "gemm_f16_sm90a_128x128", 128, 1, 0, 0, 0),
-  TMA_STORE("sm90a_128x128_persistent", "gemm_f16_sm90a_128x128_persistent",
-            128, 0, 1, 0, 0),
-  TMA_STORE("sm90a_128x64", "gemm_f16_sm90a_128x64", 64, 1, 0, 0, 0),
-  TMA_STORE("sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2",
-            64, 1, 0, 1, 0),
+  TMA_STORE("128x256", 256, .first_use = 0),
+  TMA_STORE("128x256_persistent", 256, .first_use = 1, .persistent = 1),
+  TMA_STORE("128x256_mc2", 256, .persistent = 1, .mc2 = 1),
+  TMA_STORE("128x128", 128, .first_use = 1),
+  TMA_STORE("128x128_persistent", 128, .persistent = 1),
+  TMA_STORE("128x64", 64, .first_use = 1),
+  TMA_STORE("128x64_cluster_k2", 64, .first_use = 1, .cluster_k = 1),
   SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
   SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
   SPLIT(15), SPLIT(16),
@@ -159,25 +154,20 @@ static const tj__gemm_config configs[] = {
   /* The 128 x 256 and 128 x 128 tiles with K split across a cluster of
    * three and four blocks (the partial sums added through distributed
    * shared memory): trials until the H200 has timed them. */
-  {"sm90a_128x256_cluster_k3", "gemm_f16_sm90a_128x256_cluster_k3", 256, 1,
-   0, 0, 0, 0, 0, 0, 0, 1, 3},
-  {"sm90a_128x128_cluster_k4", "gemm_f16_sm90a_128x128_cluster_k4", 128, 1,
-   0, 0, 0, 0, 0, 0, 0, 1, 4},
+  TILE("128x256_cluster_k3", 256, .cluster_k = 1, .trial = 1),
+  TILE("128x128_cluster_k4", 128, .cluster_k = 1, .trial = 1),
   /* Trials, timed only by a --tune with TJ_GEMM_TUNE_TRIAL=1, never on
    * first use: stream-K over the 128 x 128 and 128 x 256 tiles, with
    * either store.  On the H200 (2026-12-05) it took 1.14 to 2.45 times
    * the rule's time at the nine shapes with M >= 128: still a trial. */
-  {"sm90a_128x128_streamk", "gemm_f16_sm90a_128x128_streamk", 128, 1, 0, 0,
-   0, 0, 0, 1, 0, 1, 0},
-  {"sm90a_128x256_streamk", "gemm_f16_sm90a_128x256_streamk", 256, 1, 0, 0,
-   0, 0, 0, 1, 0, 1, 0},
-  {"sm90a_128x128_streamk_tmastore", "gemm_f16_sm90a_128x128_streamk", 128,
-   1, 0, 0, 0, 0, 0, 1, 1, 1, 0},
-  {"sm90a_128x256_streamk_tmastore", "gemm_f16_sm90a_128x256_streamk", 256,
-   1, 0, 0, 0, 0, 0, 1, 1, 1, 0},
+  TILE("128x128_streamk", 128, .streamk = 1, .trial = 1),
+  TILE("128x256_streamk", 256, .streamk = 1, .trial = 1),
+  TMA_STORE("128x128_streamk", 128, .streamk = 1, .trial = 1),
+  TMA_STORE("128x256_streamk", 256, .streamk = 1, .trial = 1),
 };
 #undef SPLIT
 #undef SKINNY
+#undef TILE
 #undef TMA_STORE
 
 const tj__gemm_config *tj__gemm_configs(size_t *n)
