@@ -382,16 +382,16 @@ static const tj__gemm_config *heuristic(const tune_job *j)
   return h;
 }
 
-/* The candidates, the heuristic's choice first (its kernel is loaded
- * for the call anyway). */
-static int candidates(const tune_job *j, const tj__gemm_config **out)
+/* The candidates, the heuristic's choice (*h; NULL for none) first: its
+ * kernel is loaded for the call anyway. */
+static int candidates(const tune_job *j, const tj__gemm_config **out,
+                      const tj__gemm_config **h)
 {
-  const tj__gemm_config *h = heuristic(j);
   int n = 0;
-  if (h)
-    out[n++] = h;
+  if ((*h = heuristic(j)))
+    out[n++] = *h;
   for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
-    if (&configs[i] != h && applies(j, &configs[i]) && n < MAX_CANDIDATES)
+    if (&configs[i] != *h && applies(j, &configs[i]) && n < MAX_CANDIDATES)
       out[n++] = &configs[i];
   return n;
 }
@@ -623,13 +623,12 @@ static int check_all(tune_job *j, const tj__gemm_config **use, int *n)
  */
 static int time_all(tune_job *j)
 {
-  const tj__gemm_config *cand[MAX_CANDIDATES], *use[MAX_CANDIDATES];
+  const tj__gemm_config *cand[MAX_CANDIDATES], *use[MAX_CANDIDATES], *h;
   double (*t)[AHEAD_MAX_RUNS] = calloc(MAX_CANDIDATES, sizeof *t);
   hipEvent_t ev[2 * MAX_CANDIDATES];
-  int nc = candidates(j, cand), n = 0, nev = 0, rc = TJ_OK;
+  int nc = candidates(j, cand, &h), n = 0, nev = 0, rc = TJ_OK;
   if (!t)
     return tj__fail(j->rt, TJ_ENOMEM, "out of memory");
-  const tj__gemm_config *h = heuristic(j);
   j->complete = 1;
   for (int i = 0; i < nc; i++) {
     if (!j->ahead && cand[i] != h && !built(j->rt, cand[i]))
