@@ -179,22 +179,28 @@ static double copy_gbs_of(size_t bytes, clean_flush *clean, int reps)
 
 /*
  * The third yardstick for the skinny shapes: a kernel that only reads
- * bytes (16 at a time, four loads in flight a thread, a grid of four
- * 512-thread blocks an SM), the most a read of them reaches in one
- * launch at that size.  Compiled through tj_kernel_compile, as a user's
- * kernel is.
+ * bytes (16 at a time, TJ_U loads in flight a thread: 4, or what -DTJ_U=
+ * says), the most a read of them reaches in one launch at that size.
+ * Compiled through tj_kernel_compile, as a user's kernel is.
  */
 static const char read_src[] =
+    "#ifndef TJ_U\n"
+    "#define TJ_U 4\n"
+    "#endif\n"
     "extern \"C\" __global__ void __launch_bounds__(512)\n"
     "tj_bench_read(const uint4 *p, unsigned long long n, unsigned *out) {\n"
     "  unsigned long long s = (unsigned long long)gridDim.x * blockDim.x;\n"
     "  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x +\n"
     "                         threadIdx.x;\n"
     "  unsigned x = 0;\n"
-    "  for (; i + 3 * s < n; i += 4 * s) {\n"
-    "    uint4 a = p[i], b = p[i + s], c = p[i + 2 * s], d = p[i + 3 * s];\n"
-    "    x ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;\n"
-    "    x ^= c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;\n"
+    "  for (; i + (TJ_U - 1) * s < n; i += TJ_U * s) {\n"
+    "    uint4 v[TJ_U];\n"
+    "#pragma unroll\n"
+    "    for (int u = 0; u < TJ_U; u++)\n"
+    "      v[u] = p[i + u * s];\n"
+    "#pragma unroll\n"
+    "    for (int u = 0; u < TJ_U; u++)\n"
+    "      x ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;\n"
     "  }\n"
     "  for (; i < n; i += s) {\n"
     "    uint4 a = p[i];\n"
@@ -221,26 +227,96 @@ static void run_read(void *p)
     die("tj_bench_read: launch failed");
 }
 
-/* The first bytes (a multiple of 16) at p read as above, in GB/s, the
- * median of reps launches each after clean's flush. */
+/* The SMs of device 0 (132 where it cannot say). */
+static unsigned device_sms(void)
+{
+  tj_device_info info;
+  return tj_device_get_info(0, &info) == TJ_OK && info.compute_units > 0
+             ? (unsigned)info.compute_units
+             : 132u;
+}
+
+/* The read kernel with unroll loads in flight a thread (4 or 8); the
+ * runtime's, which outlives every call here. */
+static tj_kernel *read_kernel(tj_runtime *rt, int unroll)
+{
+  static tj_kernel *k[2];
+  int i = unroll == 8;
+  if (!k[i] && tj_kernel_compile(rt, read_src, "tj_bench_read",
+                                 i ? "-DTJ_U=8" : NULL, &k[i]) != TJ_OK)
+    die("tj_bench_read: %s", tj_errmsg(rt));
+  return k[i];
+}
+
+/* The first bytes (a multiple of 16) at p read by the read kernel with
+ * unroll loads in flight and blocks_per_sm 512-thread blocks an SM: the
+ * median time of reps launches each after clean's flush, in ms. */
+static double read_ms_of(tj_runtime *rt, const void *p, size_t bytes,
+                         int unroll, unsigned blocks_per_sm,
+                         clean_flush *clean, int reps)
+{
+  static unsigned *out;
+  if (!out)
+    CHECK(hipMalloc((void **)&out, sizeof *out));
+  read_ctx r = {read_kernel(rt, unroll), p, bytes / 16, out,
+                blocks_per_sm * device_sms()};
+  return time_clean_flushed(clean, run_read, &r, reps);
+}
+
+/* The same as GB/s, with four loads in flight and four blocks an SM. */
 static double read_gbs_of(tj_runtime *rt, const void *p, size_t bytes,
                           clean_flush *clean, int reps)
 {
-  static tj_kernel *k; /* the runtime's; it outlives every call here */
-  static unsigned *out;
-  static unsigned grid;
-  if (!k) {
-    tj_device_info info;
-    if (tj_kernel_compile(rt, read_src, "tj_bench_read", NULL, &k) != TJ_OK)
-      die("tj_bench_read: %s", tj_errmsg(rt));
-    CHECK(hipMalloc((void **)&out, sizeof *out));
-    grid = tj_device_get_info(0, &info) == TJ_OK && info.compute_units > 0
-               ? 4u * (unsigned)info.compute_units
-               : 512u;
-  }
-  read_ctx r = {k, p, bytes / 16, out, grid};
-  double ms = time_clean_flushed(clean, run_read, &r, reps);
+  double ms = read_ms_of(rt, p, bytes, 4, 4, clean, reps);
   return (double)(bytes / 16 * 16) / (ms * 1e6);
+}
+
+/*
+ * What any kernel can reach on the skinny shapes' bytes in one launch,
+ * timed as they are (each launch after the clean flush, between events):
+ * the time of a launch that reads nothing (the read kernel with n = 0,
+ * a full grid), and reads of 1 MiB to 256 MiB with each read kernel
+ * (4 or 8 loads in flight; 2, 4 or 8 blocks an SM), as a fraction of
+ * the 256 MiB copy's rate and in microseconds.  A GEMM must read at
+ * least B: where the best read of B's bytes is short of 80% of the copy
+ * rate, so is any GEMM of that shape.
+ */
+static void bench_read_floor(tj_runtime *rt, double copy_gbs,
+                             clean_flush *clean, bench_record_fn record)
+{
+  static const size_t sizes[] = {
+      (size_t)1 << 20, (size_t)8 << 20,
+      (size_t)4096 * 4096 * 2,  /* B of M x 4096 x 4096 */
+      (size_t)11008 * 4096 * 2, /* B of M x 11008 x 4096 */
+      (size_t)256 << 20};
+  static const int unrolls[] = {4, 8};
+  static const unsigned per_sm[] = {2, 4, 8};
+  char label[128];
+  void *p = NULL;
+  CHECK(hipMalloc(&p, (size_t)256 << 20));
+  CHECK(hipMemset(p, 1, (size_t)256 << 20));
+  printf("  what a read reaches in one launch (clean L2)\n");
+  record("gemm", "launch that reads nothing, clean L2 time",
+         read_ms_of(rt, p, 0, 4, 4, clean, 20) * 1e3, "us");
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    double best = 0;
+    for (size_t u = 0; u < sizeof unrolls / sizeof unrolls[0]; u++)
+      for (size_t b = 0; b < sizeof per_sm / sizeof per_sm[0]; b++) {
+        double ms = read_ms_of(rt, p, sizes[i], unrolls[u], per_sm[b], clean,
+                               20);
+        double frac = (double)sizes[i] / (ms * 1e6) / copy_gbs;
+        snprintf(label, sizeof label, "read of %zu bytes, %d in flight, %u "
+                 "blocks an SM, clean L2 time", sizes[i], unrolls[u],
+                 per_sm[b]);
+        record("gemm", label, ms * 1e3, "us");
+        if (frac > best)
+          best = frac;
+      }
+    snprintf(label, sizeof label, "read of %zu bytes, the best / copy, clean "
+             "L2", sizes[i]);
+    record("gemm", label, best, "x");
+  }
+  hipFree(p);
 }
 
 /* Every shape is timed with L2 emptied first: B of 1 x 4096 x 4096 is
@@ -579,6 +655,11 @@ void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
   CHECK(hipMalloc(&clean.a, 16384 * 2));
   CHECK(hipMalloc(&clean.c, 8192 * 2));
   CHECK(hipMemset(clean.a, 0, 16384 * 2));
+  /* TJ_BENCH_READ_FLOOR=1: what a read reaches in one launch, before the
+   * shapes; =0: not; unset: with the default shapes (not quick). */
+  const char *rf = getenv("TJ_BENCH_READ_FLOOR");
+  if (rf ? strcmp(rf, "0") != 0 : !n_chosen && !quick)
+    bench_read_floor(rt, copy_gbs, &clean, record);
   for (size_t i = 0; i < n_list; i++) {
     gemm_ctx g = {rt, &vendor, list[i][0], list[i][1], list[i][2],
                   NULL, NULL, NULL};
