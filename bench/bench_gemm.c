@@ -285,8 +285,9 @@ static void bench_read_floor(tj_runtime *rt, double copy_gbs,
                              clean_flush *clean, bench_record_fn record)
 {
   static const size_t sizes[] = {
-      (size_t)1 << 20, (size_t)8 << 20,
+      (size_t)1 << 20, (size_t)4 << 20, (size_t)8 << 20, (size_t)16 << 20,
       (size_t)4096 * 4096 * 2,  /* B of M x 4096 x 4096 */
+      (size_t)64 << 20,
       (size_t)11008 * 4096 * 2, /* B of M x 11008 x 4096 */
       (size_t)256 << 20};
   static const int unrolls[] = {4, 8};
