@@ -2,16 +2,17 @@
  * gemm_f16_sm90a.h: C = alpha * A * B + beta * C on fp16 matrices, fp32
  * accumulation, all row-major, with Hopper's wgmma and TMA (sm_90a only):
  * the code of the entries in gemm_f16_sm90a.hip (the rule's and the
- * tuning table's) and gemm_f16_sm90a_trial.hip (stream-K, which no rule
- * takes).
+ * tuning table's tiles, M > 16), gemm_f16_sm90a_skinny.hip (the skinny
+ * kernel, M <= 16) and gemm_f16_sm90a_trial.hip (stream-K and the
+ * cluster-split tiles, which no rule takes).
  * Each of those files names this one in a line "embed: prepend", so the
  * library's copy of its source is this file and then its own
- * (build-aux/embed.sh), one compile each: a trial's entries cost the
- * default's first compile nothing.
+ * (build-aux/embed.sh), one compile each: a first call compiles only
+ * the file of its kind, and a trial's entries cost it nothing.
  * Same meaning as gemm_f16 (see its header): any M, N, K >= 1, lda >= K,
  * ldb >= N, ldc >= N; beta == 0 writes C without reading it; alpha == 0
  * still computes A * B.  tj_gemm_f16 picks these entries itself; this
- * code runs only on sm_90a, so the library compiles both files for sm_90a
+ * code runs only on sm_90a, so the library compiles these files for sm_90a
  * on an sm_90 device (their "embed: arch" marker tells embed.sh), and for
  * any other arch each entry is a stub that traps.
  *

@@ -4,8 +4,9 @@
  * to, the per-runtime memo of decisions, and the tuner that times the
  * candidates (on first use, and ahead of time for tokitai-jit --tune).
  *
- * Configurations.  Each is an entry of gemm_f16_sm90a.hip (a trial's,
- * of gemm_f16_sm90a_trial.hip), a tile and a split factor (or stream-K),
+ * Configurations.  Each is an entry of gemm_f16_sm90a.hip (a skinny
+ * one's, of gemm_f16_sm90a_skinny.hip; a trial's, of
+ * gemm_f16_sm90a_trial.hip), a tile and a split factor (or stream-K),
  * and whether C is stored through TMA (the _tmastore ones, the rule's
  * store; stream-K, slower where the H200 ran it, is a trial, which only
  * a --tune with TJ_GEMM_TUNE_TRIAL=1 times); for the tiles the split and
@@ -104,8 +105,9 @@
 /* ------------------------------------------------------------ the table */
 
 #define SPLIT(n)                                                            \
-  {.name = "sm90a_128x128_split" #n, .entry = "gemm_f16_sm90a_128x128_splitk", \
-   .bn = 128, .split = n, .first_use = (n) == 2 || (n) == 4 || (n) == 8}
+  {.name = "sm90a_128x128_split" #n,                                       \
+   .entry = "gemm_f16_sm90a_128x128_splitk", .bn = 128, .split = n,         \
+   .first_use = (n) == 2 || (n) == 4 || (n) == 8}
 /* The Hopper skinny kernel (M <= 16) in bn-column strips, K split across a
  * cluster of s blocks: gemm_f16_sm90a_skinny<suffix>, every one in the
  * small set (they share the file's one compile and take microseconds).

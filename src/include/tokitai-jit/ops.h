@@ -48,12 +48,13 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * dimensions; fp32 accumulation.  beta == 0: C is not read.  On an sm_90
  * device (H100, H200), M <= 16 with A and B 16-byte aligned and lda and
  * ldb multiples of 8 runs the Hopper skinny kernel
- * (gemm_f16_sm90a_skinny* in kernels/gemm_f16_sm90a.hip: B through TMA,
- * K split across a thread-block cluster whose blocks add their sums in a
- * fixed order, one launch, the same bits on every run; alpha == 0 reads
- * neither A nor B; TJ_GEMM_SKINNY_SM90A=0 turns it off).  Otherwise, on
- * NVIDIA sm_80 and later, M <= 16 runs a tensor-core kernel that streams B
- * (gemm_skinny_f16_tc_n32 / _n64 in kernels/gemm_skinny_f16.hip), for any
+ * (gemm_f16_sm90a_skinny* in kernels/gemm_f16_sm90a_skinny.hip: B
+ * through TMA, K split across a thread-block cluster whose blocks add
+ * their sums in a fixed order, one launch, the same bits on every run;
+ * alpha == 0 reads neither A nor B; TJ_GEMM_SKINNY_SM90A=0 turns it
+ * off).  Otherwise, on NVIDIA sm_80 and later, M <= 16 runs a tensor-core
+ * kernel that streams B (gemm_skinny_f16_tc_n32 / _n64 in
+ * kernels/gemm_skinny_f16.hip), for any
  * alignment, where it was measured fastest: 64-column strips that fill
  * the GPU (N > 8384 on an H200) at any M, narrower N from 2 to 8 rows
  * (and from 9 where the Hopper kernel cannot run); where its strips of C
