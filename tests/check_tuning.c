@@ -421,7 +421,7 @@ END_TEST
 
 typedef struct seen {
   int n;
-  char config[64], cls[64], device[64], origin[16], first[64];
+  char config[64], cls[64], device[64], origin[16], first[64], rule[64];
   int m, known, num_times, runs;
   double ms;
 } seen;
@@ -437,6 +437,7 @@ static int keep_visit(const tj_tuning *t, void *ctx)
   s->m = t->m;
   s->known = t->known;
   s->num_times = t->num_times;
+  snprintf(s->rule, sizeof s->rule, "%s", t->rule ? t->rule : "(null)");
   if (t->num_times) {
     snprintf(s->first, sizeof s->first, "%s", t->times[0].config);
     s->ms = t->times[0].ms;
@@ -470,6 +471,26 @@ START_TEST(list_tuning_explains_and_clear_forgets)
   ck_assert_str_eq(s.first, "sm90a_128x128_split2");
   ck_assert(s.ms > 0.0499 && s.ms < 0.0501);
   ck_assert_int_eq(s.runs, 10);
+  /* A decision made before the rule's line: no rule. */
+  ck_assert_str_eq(s.rule, "(null)");
+  /* The rule's line names the heuristic's choice; it is no time (the
+   * times stay two), and one that is no configuration name is left out. */
+  tsql_exec(path, "UPDATE tuning SET measured = measured || "
+                  "'rule\tsm90a_128x128\n'");
+  memset(&s, 0, sizeof s);
+  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_list_tuning(c, keep_visit, &s), TJ_OK);
+  tj_cache_close(c);
+  ck_assert_int_eq(s.num_times, 2);
+  ck_assert_str_eq(s.rule, "sm90a_128x128");
+  tsql_exec(path, "UPDATE tuning SET measured = 'sm90a_128x128\t0.09\t10\n"
+                  "rule\tno such; name\n'");
+  memset(&s, 0, sizeof s);
+  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_list_tuning(c, keep_visit, &s), TJ_OK);
+  tj_cache_close(c);
+  ck_assert_int_eq(s.num_times, 1);
+  ck_assert_str_eq(s.rule, "(null)");
   ck_assert_int_eq(tj_cache_open(&c, path, 0), TJ_OK);
   ck_assert_int_eq(tj_cache_clear(c), TJ_OK);
   memset(&s, 0, sizeof s);

@@ -188,7 +188,8 @@ END_TEST
 typedef struct got_tuning {
   int calls, num_times, sorted, chosen_first, known;
   int set_aside, streamk, tma_store; /* untimed; timed stream-K, TMA store */
-  char config[64], cls[64];
+  int rule_timed; /* the rule's choice is named, and among the timed */
+  char config[64], cls[64], rule[64];
 } got_tuning;
 
 static int keep(const tj_tuning *t, void *ctx)
@@ -198,7 +199,7 @@ static int keep(const tj_tuning *t, void *ctx)
   g->num_times = t->num_times;
   g->known = t->known;
   g->sorted = 1;
-  g->set_aside = g->streamk = g->tma_store = 0;
+  g->set_aside = g->streamk = g->tma_store = g->rule_timed = 0;
   for (int i = 1; i < t->num_times; i++)
     g->sorted &= t->times[i - 1].ms <= t->times[i].ms;
   for (int i = 0; i < t->num_times; i++) {
@@ -206,7 +207,10 @@ static int keep(const tj_tuning *t, void *ctx)
     g->set_aside += t->times[i].runs == 0;
     g->streamk += c && c->streamk && t->times[i].runs > 0;
     g->tma_store += c && c->tma_store && t->times[i].runs > 0;
+    g->rule_timed |= t->rule && strcmp(t->rule, t->times[i].config) == 0 &&
+                     t->times[i].runs > 0;
   }
+  snprintf(g->rule, sizeof g->rule, "%s", t->rule ? t->rule : "(null)");
   g->chosen_first = t->num_times > 0 &&
                     strcmp(t->times[0].config, t->config) == 0;
   snprintf(g->config, sizeof g->config, "%s", t->config);
@@ -240,12 +244,20 @@ START_TEST(tune_ahead_times_every_candidate)
   ck_assert_int_eq(g.set_aside, 0);
   ck_assert_int_eq(g.streamk, 4);
   ck_assert_int_eq(g.tma_store, 9);
+  /* The decision names the rule's choice, which was timed with the rest. */
+  ck_assert(g.rule_timed);
+  ck_assert_str_eq(g.rule, tj__gemm_heuristic(rt->sms, 128, 4096, 4096)->name);
   char want_cls[TJ__SHAPE_CLASS_MAX];
   snprintf(want_cls, sizeof want_cls, "t1x32x64/c4/s%d", rt->sms);
   ck_assert_str_eq(g.cls, want_cls);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning WHERE origin "
                                   "= 'tune' AND shape_class LIKE "
                                   "'t1x32x64/c4/s%'"),
+                   1);
+  /* The stored row names it too, on a line of its own. */
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning WHERE instr("
+                                  "measured, char(10) || 'rule' || char(9)) "
+                                  "> 0"),
                    1);
   gemm_matches_oracle(rt, 128, 4096, 4096, 0.0f, 31);
   tj_runtime_close(rt);

@@ -781,14 +781,16 @@ if [ "$have_sqlite3" = yes ]; then
   sqlite3 "$tcache" "INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't1x32x64/c4/s132', 'sm90a_128x128_split4', 128, 4096, 4096, 'NVIDIA H200', 10, 'sm90a_128x128_split4$(printf '\t')0.051000$(printf '\t')10
 sm90a_128x128$(printf '\t')0.102000$(printf '\t')10
 sm90a_128x128_streamk$(printf '\t')0.000000$(printf '\t')0
+rule$(printf '\t')sm90a_128x128
 ', 'first use', 1700000000);
 INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't2x32x64/c4/s132', 'sm90a_future_config', 256, 4096, 4096, 'NVIDIA H200', 10, '', 'tune', 1700000000)" ||
     fail "sqlite3 could not add decisions to $tcache"
   run 0 --list-tuning --cache "$tcache"
   out '^gemm_f16 t1x32x64/c4/s132 on sm_90 \(nvidia\): sm90a_128x128_split4$'
   out '^  timed 128x4096x4096 on NVIDIA H200, .* \(first use\)$'
+  out '^  without it the rule runs sm90a_128x128: 2\.00x the chosen.s time$'
   out '^  sm90a_128x128_split4 +0\.0510 ms +10 runs +1\.00x  chosen$'
-  out '^  sm90a_128x128 +0\.1020 ms +10 runs +2\.00x$'
+  out '^  sm90a_128x128 +0\.1020 ms +10 runs +2\.00x  rule$'
   out '^  sm90a_128x128_streamk +set aside, not timed: its output differed'
   out "^  ignored: this library has no configuration 'sm90a_future_config'"
   out '^2 tuning decisions in '
@@ -797,8 +799,8 @@ INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't2x32x64/c4/
   keys_are list-tuning
   if command -v jq >/dev/null 2>&1; then
     checks=$((checks + 1))
-    [ "$(jq -r '.[0].config, .[0].used, (.[0].times | length), .[0].times[1].ms, .[0].times[2].runs, .[1].used' <"$tmp/out" | tr '\n' ' ')" = \
-      "sm90a_128x128_split4 true 3 0.102 0 false " ] ||
+    [ "$(jq -r '.[0].config, .[0].used, (.[0].times | length), .[0].times[1].ms, .[0].times[2].runs, .[0].rule, .[1].used, .[1].rule' <"$tmp/out" | tr '\n' ' ')" = \
+      "sm90a_128x128_split4 true 3 0.102 0 sm90a_128x128 false null " ] ||
       fail "$last: jq reads other values: $(jq -c '.' <"$tmp/out")"
   fi
   run 0 --clear-cache --cache "$tcache"

@@ -377,10 +377,13 @@ typedef struct tuning_visit {
 } tuning_visit;
 
 /* The "config<TAB>ms<TAB>runs" lines of a row as times pointing into
- * copy (malloc'd, like *times); lines that do not parse are skipped. */
+ * copy (malloc'd, like *times), and its "rule<TAB>config" line as *rule
+ * (NULL where there is none); lines that do not parse are skipped.  (A
+ * release before the rule line skips it too: "config" is no number.) */
 static int parse_measured(const char *measured, char **copy,
-                          tj_tuning_time **times)
+                          tj_tuning_time **times, const char **rule)
 {
+  *rule = NULL;
   size_t lines = 1;
   for (const char *p = measured; *p; p++)
     lines += *p == '\n';
@@ -396,6 +399,11 @@ static int parse_measured(const char *measured, char **copy,
     if (!tab)
       continue;
     *tab = '\0';
+    if (strcmp(line, "rule") == 0) {
+      if (tj__tuning_name_ok(tab + 1))
+        *rule = tab + 1;
+      continue;
+    }
     double ms = strtod(tab + 1, &end);
     if (end == tab + 1 || *end != '\t' || !tj__tuning_name_ok(line))
       continue;
@@ -412,7 +420,8 @@ static int visit_tuning(const tj__tuning_row *r, int bad, void *arg)
   tuning_visit *v = arg;
   char *copy = NULL;
   tj_tuning_time *times = NULL;
-  int n = parse_measured(r->measured, &copy, &times);
+  const char *rule = NULL;
+  int n = parse_measured(r->measured, &copy, &times, &rule);
   if (n < 0) {
     free(copy);
     free(times);
@@ -422,7 +431,7 @@ static int visit_tuning(const tj__tuning_row *r, int bad, void *arg)
   tj_tuning t = {r->op, r->arch, r->platform, r->compiler, r->shape_class,
                  r->config, r->m, r->n, r->k, r->device, r->origin,
                  r->created, !bad && tj__tuning_config_known(r->op, r->config),
-                 n, times};
+                 n, times, rule};
   int stop = v->fn(&t, v->ctx);
   free(copy);
   free(times);

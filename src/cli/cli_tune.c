@@ -40,10 +40,25 @@ static void print_tuning_json(const tj_tuning *t)
     cli_json_string(stdout, t->times[i].config);
     printf(", \"ms\": %.6f, \"runs\": %d}", t->times[i].ms, t->times[i].runs);
   }
-  printf("]}");
+  printf("], \"rule\": ");
+  if (t->rule)
+    cli_json_string(stdout, t->rule);
+  else
+    printf("null");
+  printf("}");
 }
 
-/* The decision, then each candidate's median against the fastest. */
+/* The time of config among t's, in ms; 0 where it was not timed. */
+static double time_of(const tj_tuning *t, const char *config)
+{
+  for (int i = 0; config && i < t->num_times; i++)
+    if (strcmp(t->times[i].config, config) == 0 && t->times[i].runs > 0)
+      return t->times[i].ms;
+  return 0;
+}
+
+/* The decision, what it gains over the rule, then each candidate's median
+ * against the fastest. */
 static void print_tuning_text(const cli_options *o, const tj_tuning *t)
 {
   char when[32];
@@ -63,6 +78,12 @@ static void print_tuning_text(const cli_options *o, const tj_tuning *t)
     printf("  (no times recorded)\n");
     return;
   }
+  double chosen = time_of(t, t->config), rule = time_of(t, t->rule);
+  if (t->rule && strcmp(t->rule, t->config) == 0)
+    printf("  the rule's choice: the decision changes nothing\n");
+  else if (chosen > 0 && rule > 0)
+    printf("  without it the rule runs %s: %.2fx the chosen's time\n",
+           t->rule, rule / chosen);
   double best = t->times[0].ms;
   for (int i = 0; i < t->num_times; i++) {
     const tj_tuning_time *x = &t->times[i];
@@ -71,9 +92,11 @@ static void print_tuning_text(const cli_options *o, const tj_tuning *t)
              "rule's choice on the same inputs\n", x->config);
       continue;
     }
-    printf("  %-26s %10.4f ms  %3d runs  %5.2fx%s\n", x->config, x->ms,
-           x->runs, best > 0 ? x->ms / best : 1.0,
-           strcmp(x->config, t->config) == 0 ? "  chosen" : "");
+    int is_chosen = strcmp(x->config, t->config) == 0;
+    int is_rule = t->rule && strcmp(x->config, t->rule) == 0;
+    printf("  %-26s %10.4f ms  %3d runs  %5.2fx%s%s\n", x->config, x->ms,
+           x->runs, best > 0 ? x->ms / best : 1.0, is_chosen ? "  chosen" : "",
+           is_rule ? "  rule" : "");
   }
 }
 

@@ -270,7 +270,8 @@ int tj__cache_trim(tj__cache *c, int64_t max_age_seconds, uint64_t max_bytes,
 #define TJ__CACHE_NO_LIMIT(bytes) ((bytes) == 0 || (bytes) > (uint64_t)INT64_MAX)
 
 /* One tuning decision (the tuning table, src/cache/tuning.c); strings
- * borrowed.  measured: "config<TAB>ms<TAB>runs" lines, fastest first. */
+ * borrowed.  measured: "config<TAB>ms<TAB>runs" lines, fastest first,
+ * then a "rule<TAB>config" line (the heuristic's choice among them). */
 typedef struct tj__tuning_row {
   const char *op, *arch, *platform, *compiler, *shape_class, *config;
   int m, n, k;

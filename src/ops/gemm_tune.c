@@ -322,6 +322,7 @@ typedef struct tune_job {
   timed t[MAX_CANDIDATES];
   int n;
   int complete; /* every candidate was timed */
+  const tj__gemm_config *rule; /* the heuristic's choice, as timed */
 } tune_job;
 
 static double now_ms(void)
@@ -629,6 +630,7 @@ static int time_all(tune_job *j)
   double (*t)[AHEAD_MAX_RUNS] = calloc(MAX_CANDIDATES, sizeof *t);
   hipEvent_t ev[2 * MAX_CANDIDATES];
   int nc = candidates(j, cand, &h), n = 0, nev = 0, rc = TJ_OK;
+  j->rule = h;
   if (!t)
     return tj__fail(j->rt, TJ_ENOMEM, "out of memory");
   j->complete = 1;
@@ -663,10 +665,11 @@ static int time_all(tune_job *j)
   return rc;
 }
 
-/* The "config<TAB>ms<TAB>runs" lines of the tuning table; malloc'd. */
+/* The "config<TAB>ms<TAB>runs" lines of the tuning table, then a
+ * "rule<TAB>config" line naming the heuristic's choice; malloc'd. */
 static char *measured_lines(const tune_job *j)
 {
-  size_t cap = (size_t)j->n * 96 + 1, used = 0;
+  size_t cap = (size_t)(j->n + 1) * 96 + 1, used = 0;
   char *s = malloc(cap);
   if (!s)
     return NULL;
@@ -674,6 +677,8 @@ static char *measured_lines(const tune_job *j)
   for (int i = 0; i < j->n; i++)
     used += (size_t)snprintf(s + used, cap - used, "%s\t%.6f\t%d\n",
                              j->t[i].config->name, j->t[i].ms, j->t[i].runs);
+  if (j->rule)
+    snprintf(s + used, cap - used, "rule\t%s\n", j->rule->name);
   return s;
 }
 
@@ -861,7 +866,8 @@ static void report(const tune_job *j, const char *cls, const char *device,
                                 j->t[i].runs};
   tj_tuning t = {"gemm_f16", j->rt->arch, TJ__PLATFORM, j->rt->compiler, cls,
                  j->t[0].config->name, j->M, j->N, j->K, device, "tune",
-                 (int64_t)time(NULL), 1, j->n, times};
+                 (int64_t)time(NULL), 1, j->n, times,
+                 j->rule ? j->rule->name : NULL};
   fn(&t, ctx);
 }
 

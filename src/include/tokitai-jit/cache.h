@@ -228,6 +228,12 @@ typedef struct tj_tuning {
   int num_times;           /* the candidates timed, fastest first, then
                               any set aside (runs 0) */
   const tj_tuning_time *times;
+  const char *rule;        /* the configuration the library's rule runs
+                              for the shape without a decision, one of
+                              times (so the decision's gain is its time
+                              over the chosen one's); NULL where the
+                              decision does not say (one made before
+                              this field) */
 } tj_tuning;
 
 typedef int (*tj_tuning_visit)(const tj_tuning *t, void *ctx);
