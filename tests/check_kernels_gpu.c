@@ -1037,10 +1037,14 @@ START_TEST(gemm_hopper_narrow_tile_shapes)
   hopper_forced_shapes("256k3", "0", "gemm_f16_sm90a_128x256_cluster_k3");
   hopper_forced_shapes("128k4", "0", "gemm_f16_sm90a_128x128_cluster_k4");
   /* Twice, the same bits: each element's sums are added in rank order. */
-  static const char *const values[] = {"256k3", "256k3"};
+  static const char *const k3[] = {"256k3", "256k3"};
+  static const char *const k4[] = {"128k4", "128k4"};
   uint16_t *A, *B, *C;
-  gemm_same_bits_under(128, 11008, 4096, "TJ_GEMM_SM90A_TILE", values, 2, &A,
-                       &B, &C);
+  gemm_same_bits_under(128, 11008, 4096, "TJ_GEMM_SM90A_TILE", k3, 2, &A, &B,
+                       &C);
+  free(A); free(B); free(C);
+  gemm_same_bits_under(128, 4096, 4096, "TJ_GEMM_SM90A_TILE", k4, 2, &A, &B,
+                       &C);
   free(A); free(B); free(C);
 }
 END_TEST
