@@ -4,7 +4,7 @@
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
 #   tuning-check gemm-bench gemm-tune skinny-cost hopper-check tiles-bench
-#   tiles-smoke read-floor
+#   tiles-smoke read-floor start-bench
 #   (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
@@ -24,7 +24,8 @@
 # tiles-bench, tj-bench's GEMM section with its variants on the nine
 # shapes with M >= 128; read-floor, what a kernel that only reads reaches
 # in one launch (an empty launch, reads of 1 MiB to 256 MiB in six
-# shapes of grid), beside 1 x 4096 x 64 and 1 x 4096 x 4096.
+# shapes of grid), beside 1 x 4096 x 64 and 1 x 4096 x 4096;
+# start-bench, tj-bench's start section (each entry's cold compile).
 # The build stays in /tmp/tj/tokitai-jit-*/ for commands after this one in
 # the same call; they need the library's dependencies on the loader's
 # path first (`. .device/gpu-env.sh` from the repository root).
@@ -156,6 +157,11 @@ for what in "$@"; do
           ./bench/tj-bench --only gemm 2>&1 | grep -E 'runs|rel L2|TFLOP' ||
           { echo "tiles-smoke: $t failed"; exit 1; }
       done ;;
+    start-bench)  # warm starts, and each entry's cold compile (new process,
+                  # empty driver cache): the Hopper tiles' file against the
+                  # skinny one's
+      timeout 300 ./bench/tj-bench --only start > "$out/bench-start.txt" 2>&1 ||
+        status=1 ;;
     read-floor)  # what a read reaches in one launch (bench_read_floor),
                  # beside one k-tile and the 33 MB skinny shape
       TJ_BENCH_READ_FLOOR=1 TJ_BENCH_VARIANTS=0 \
