@@ -210,20 +210,75 @@ static const char read_src[] =
     "    out[0] = x;\n"
     "}\n";
 
+/*
+ * The same read the way the Hopper GEMM reads B: bulk copies (TMA, no
+ * tensor map) of 8 KiB chunks into shared memory, five in flight a
+ * block, one thread issuing them; block b takes chunks b, b + gridDim.x,
+ * ...  sm_90 and later only (cp.async.bulk).
+ */
+static const char read_bulk_src[] =
+    "#define TJ_CH 8192\n"
+    "#define TJ_ST 5\n"
+    "__device__ __forceinline__ void tj_issue(unsigned bar, unsigned dst,\n"
+    "                                         const unsigned char *src) {\n"
+    "  asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\"\n"
+    "               :: \"r\"(bar), \"r\"(TJ_CH) : \"memory\");\n"
+    "  asm volatile(\"cp.async.bulk.shared::cluster.global.mbarrier::\"\n"
+    "               \"complete_tx::bytes [%0], [%1], %2, [%3];\"\n"
+    "               :: \"r\"(dst), \"l\"(src), \"r\"(TJ_CH), \"r\"(bar)\n"
+    "               : \"memory\");\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(32)\n"
+    "tj_bench_read_bulk(const unsigned char *p, unsigned long long chunks,\n"
+    "                   unsigned *out) {\n"
+    "  __shared__ __align__(128) unsigned char buf[TJ_ST][TJ_CH];\n"
+    "  __shared__ __align__(8) unsigned long long bar[TJ_ST];\n"
+    "  if (threadIdx.x != 0)\n"
+    "    return;\n"
+    "  unsigned b0 = (unsigned)__cvta_generic_to_shared(&bar[0]);\n"
+    "  unsigned d0 = (unsigned)__cvta_generic_to_shared(&buf[0][0]);\n"
+    "  for (int s = 0; s < TJ_ST; s++)\n"
+    "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], 1;\"\n"
+    "                 :: \"r\"(b0 + 8 * s) : \"memory\");\n"
+    "  asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
+    "  unsigned long long step = gridDim.x;\n"
+    "  for (int s = 0; s < TJ_ST; s++) {\n"
+    "    unsigned long long c = blockIdx.x + s * step;\n"
+    "    if (c < chunks)\n"
+    "      tj_issue(b0 + 8 * s, d0 + s * TJ_CH, p + c * TJ_CH);\n"
+    "  }\n"
+    "  unsigned long long k = 0;\n"
+    "  for (unsigned long long c = blockIdx.x; c < chunks; c += step, k++) {\n"
+    "    unsigned s = (unsigned)(k % TJ_ST), done = 0;\n"
+    "    unsigned parity = (unsigned)(k / TJ_ST) & 1u;\n"
+    "    while (!done)\n"
+    "      asm volatile(\"{\\n.reg .pred q;\\n\"\n"
+    "                   \"mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2;\\n\"\n"
+    "                   \"selp.u32 %0, 1, 0, q;\\n}\"\n"
+    "                   : \"=r\"(done) : \"r\"(b0 + 8 * s), \"r\"(parity)\n"
+    "                   : \"memory\");\n"
+    "    unsigned long long next = c + TJ_ST * step;\n"
+    "    if (next < chunks)\n"
+    "      tj_issue(b0 + 8 * s, d0 + s * TJ_CH, p + next * TJ_CH);\n"
+    "  }\n"
+    "  if (k == 0xffffffffffffull) /* never: keeps out a parameter */\n"
+    "    out[0] = 0;\n"
+    "}\n";
+
 typedef struct read_ctx {
   tj_kernel *k;
   const void *p;
-  unsigned long long n; /* 16-byte units */
+  unsigned long long n; /* 16-byte units; the bulk read's: 8 KiB chunks */
   unsigned *out;
-  unsigned grid;
+  unsigned grid, block;
 } read_ctx;
 
 static void run_read(void *p)
 {
   read_ctx *r = p;
   void *args[] = {&r->p, &r->n, &r->out};
-  if (tj_launch(r->k, (tj_dim3){r->grid, 1, 1}, (tj_dim3){512, 1, 1}, 0, NULL,
-                args) != TJ_OK)
+  if (tj_launch(r->k, (tj_dim3){r->grid, 1, 1}, (tj_dim3){r->block, 1, 1}, 0,
+                NULL, args) != TJ_OK)
     die("tj_bench_read: launch failed");
 }
 
@@ -259,7 +314,36 @@ static double read_ms_of(tj_runtime *rt, const void *p, size_t bytes,
   if (!out)
     CHECK(hipMalloc((void **)&out, sizeof *out));
   read_ctx r = {read_kernel(rt, unroll), p, bytes / 16, out,
-                blocks_per_sm * device_sms()};
+                blocks_per_sm * device_sms(), 512};
+  return time_clean_flushed(clean, run_read, &r, reps);
+}
+
+/* The bulk read's kernel, or NULL where the GPU has no cp.async.bulk
+ * (before sm_90, and AMD): the runtime's, which outlives every call. */
+static tj_kernel *read_bulk_kernel(tj_runtime *rt)
+{
+  static tj_kernel *k;
+  static int tried;
+  const char *arch = tj_runtime_arch(rt);
+  if (!tried && arch && strncmp(arch, "sm_", 3) == 0 && atoi(arch + 3) >= 90) {
+    tried = 1;
+    if (tj_kernel_compile(rt, read_bulk_src, "tj_bench_read_bulk", NULL,
+                          &k) != TJ_OK)
+      die("tj_bench_read_bulk: %s", tj_errmsg(rt));
+  }
+  return k;
+}
+
+/* bytes (a multiple of 8 KiB) at p read by the bulk read with
+ * blocks_per_sm blocks an SM: as read_ms_of. */
+static double read_bulk_ms_of(tj_kernel *k, const void *p, size_t bytes,
+                              unsigned blocks_per_sm, clean_flush *clean,
+                              int reps)
+{
+  static unsigned *out;
+  if (!out)
+    CHECK(hipMalloc((void **)&out, sizeof *out));
+  read_ctx r = {k, p, bytes / 8192, out, blocks_per_sm * device_sms(), 32};
   return time_clean_flushed(clean, run_read, &r, reps);
 }
 
@@ -276,8 +360,9 @@ static double read_gbs_of(tj_runtime *rt, const void *p, size_t bytes,
  * timed as they are (each launch after the clean flush, between events):
  * the time of a launch that reads nothing (the read kernel with n = 0,
  * a full grid), and reads of 1 MiB to 256 MiB with each read kernel
- * (4 or 8 loads in flight; 2, 4 or 8 blocks an SM), as a fraction of
- * the 256 MiB copy's rate and in microseconds.  A GEMM must read at
+ * (4 or 8 loads in flight; 2, 4 or 8 blocks an SM) and, on sm_90 and
+ * later, the bulk read (1, 2 or 4 blocks an SM), as a fraction of the
+ * 256 MiB copy's rate and in microseconds.  A GEMM must read at
  * least B: where the best read of B's bytes is short of 80% of the copy
  * rate, so is any GEMM of that shape.
  */
@@ -291,7 +376,8 @@ static void bench_read_floor(tj_runtime *rt, double copy_gbs,
       (size_t)11008 * 4096 * 2, /* B of M x 11008 x 4096 */
       (size_t)256 << 20};
   static const int unrolls[] = {4, 8};
-  static const unsigned per_sm[] = {2, 4, 8};
+  static const unsigned per_sm[] = {2, 4, 8}, bulk_per_sm[] = {1, 2, 4};
+  tj_kernel *bulk = read_bulk_kernel(rt);
   char label[128];
   void *p = NULL;
   CHECK(hipMalloc(&p, (size_t)256 << 20));
@@ -313,6 +399,17 @@ static void bench_read_floor(tj_runtime *rt, double copy_gbs,
         if (frac > best)
           best = frac;
       }
+    for (size_t b = 0; bulk && b < sizeof bulk_per_sm / sizeof bulk_per_sm[0];
+         b++) {
+      double ms = read_bulk_ms_of(bulk, p, sizes[i], bulk_per_sm[b], clean,
+                                  20);
+      double frac = (double)sizes[i] / (ms * 1e6) / copy_gbs;
+      snprintf(label, sizeof label, "read of %zu bytes, bulk copies, %u "
+               "blocks an SM, clean L2 time", sizes[i], bulk_per_sm[b]);
+      record("gemm", label, ms * 1e3, "us");
+      if (frac > best)
+        best = frac;
+    }
     snprintf(label, sizeof label, "read of %zu bytes, the best / copy, clean "
              "L2", sizes[i]);
     record("gemm", label, best, "x");
