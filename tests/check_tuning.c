@@ -446,6 +446,17 @@ static int keep_visit(const tj_tuning *t, void *ctx)
   return 0;
 }
 
+/* The decisions in the file at path, listed through a read-only handle. */
+static seen listed(void)
+{
+  tj_cache *c = NULL;
+  seen s = {0};
+  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_list_tuning(c, keep_visit, &s), TJ_OK);
+  tj_cache_close(c);
+  return s;
+}
+
 START_TEST(list_tuning_explains_and_clear_forgets)
 {
   tj_runtime *rt = open_arch(TEST_ARCH, 0);
@@ -455,11 +466,7 @@ START_TEST(list_tuning_explains_and_clear_forgets)
   /* A line that does not parse is left out of the times. */
   tsql_exec(path, "UPDATE tuning SET measured = measured || 'junk\n"
                   "sm90a_128x256\tfast\t3\n'");
-  tj_cache *c = NULL;
-  seen s = {0};
-  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
-  ck_assert_int_eq(tj_cache_list_tuning(c, keep_visit, &s), TJ_OK);
-  tj_cache_close(c);
+  seen s = listed();
   ck_assert_int_eq(s.n, 1);
   ck_assert_str_eq(s.config, "sm90a_128x128_split2");
   ck_assert_str_eq(s.cls, "t1x32x64/c4/s132");
@@ -477,20 +484,15 @@ START_TEST(list_tuning_explains_and_clear_forgets)
    * times stay two), and one that is no configuration name is left out. */
   tsql_exec(path, "UPDATE tuning SET measured = measured || "
                   "'rule\tsm90a_128x128\n'");
-  memset(&s, 0, sizeof s);
-  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
-  ck_assert_int_eq(tj_cache_list_tuning(c, keep_visit, &s), TJ_OK);
-  tj_cache_close(c);
+  s = listed();
   ck_assert_int_eq(s.num_times, 2);
   ck_assert_str_eq(s.rule, "sm90a_128x128");
   tsql_exec(path, "UPDATE tuning SET measured = 'sm90a_128x128\t0.09\t10\n"
                   "rule\tno such; name\n'");
-  memset(&s, 0, sizeof s);
-  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
-  ck_assert_int_eq(tj_cache_list_tuning(c, keep_visit, &s), TJ_OK);
-  tj_cache_close(c);
+  s = listed();
   ck_assert_int_eq(s.num_times, 1);
   ck_assert_str_eq(s.rule, "(null)");
+  tj_cache *c = NULL;
   ck_assert_int_eq(tj_cache_open(&c, path, 0), TJ_OK);
   ck_assert_int_eq(tj_cache_clear(c), TJ_OK);
   memset(&s, 0, sizeof s);
