@@ -1,14 +1,14 @@
 /*
  * gemm_f16_sm90a.h: C = alpha * A * B + beta * C on fp16 matrices, fp32
  * accumulation, all row-major, with Hopper's wgmma and TMA (sm_90a only):
- * the code of the entries in gemm_f16_sm90a.hip (the rule's and the
- * tuning table's tiles, M > 16), gemm_f16_sm90a_skinny.hip (the skinny
- * kernel, M <= 16) and gemm_f16_sm90a_trial.hip (stream-K and the
- * cluster-split tiles, which no rule takes).
+ * the code of the entries in gemm_f16_sm90a.hip (the tiles, M > 16, that
+ * the rule and a first use's tuning run), gemm_f16_sm90a_skinny.hip (the
+ * skinny kernel, M <= 16) and gemm_f16_sm90a_extra.hip (tiles only asked
+ * for, stream-K and the cluster-split tiles, which no rule takes).
  * Each of those files names this one in a line "embed: prepend", so the
  * library's copy of its source is this file and then its own
  * (build-aux/embed.sh), one compile each: a first call compiles only
- * the file of its kind, and a trial's entries cost it nothing.
+ * what the rule may run for its kind.
  * Same meaning as gemm_f16 (see its header): any M, N, K >= 1, lda >= K,
  * ldb >= N, ldc >= N; beta == 0 writes C without reading it; alpha == 0
  * still computes A * B.  tj_gemm_f16 picks these entries itself; this
@@ -23,11 +23,11 @@
  * bench/RESULTS.md), and so have the epilogue through TMA and the
  * skinny kernel's evict-first loads, each the default since it ran
  * faster there (TJ_GEMM_TMA_STORE=0 and TJ_GEMM_EVICT_FIRST=0 turn them
- * off), and stream-K (gemm_f16_sm90a_trial.hip: _128x128_streamk, and
+ * off), and stream-K (gemm_f16_sm90a_extra.hip: _128x128_streamk, and
  * _128x256_streamk with TJ_GEMM_SM90A_TILE=256), slower there, so only
  * TJ_GEMM_STREAMK=1 or a --tune with TJ_GEMM_TUNE_TRIAL=1 runs it.  The
  * tiles split across a cluster of three and four blocks
- * (gemm_f16_sm90a_trial.hip: _128x256_cluster_k3, _128x128_cluster_k4)
+ * (gemm_f16_sm90a_extra.hip: _128x256_cluster_k3, _128x128_cluster_k4)
  * have not run on a GPU yet: only TJ_GEMM_SM90A_TILE=256k3 or 128k4, or a
  * --tune with TJ_GEMM_TUNE_TRIAL=1, runs them.
  *
@@ -849,7 +849,7 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
 }
 
 /* Stream-K (gemm_f16_sm90a_128x128_streamk, _128x256_streamk: BN 128 or
- * 256; their entries are in gemm_f16_sm90a_trial.hip): the grid's G
+ * 256; their entries are in gemm_f16_sm90a_extra.hip): the grid's G
  * blocks (at most
  * one an SM, so all resident at once) share out the k-tiles of all the
  * tiles, tiles x ktiles units in the banded tile order, in G runs as even

@@ -117,7 +117,7 @@ START_TEST(first_use_tunes_records_and_agrees)
   CHECK_TJ(rt, tj_runtime_get_stats(rt, &st));
   ck_assert_uint_eq(st.compiles, 1);
   static const char *const entries[] = {
-    "gemm_f16_sm90a_128x256", "gemm_f16_sm90a_128x128",
+    "gemm_f16_sm90a_128x256_mc2", "gemm_f16_sm90a_128x128",
     "gemm_f16_sm90a_128x128_splitk", "gemm_f16_sm90a_splitk_reduce",
     "gemm_f16_sm90a_128x256_persistent", "gemm_f16_sm90a_128x64",
     "gemm_f16_sm90a_128x64_cluster_k2"};

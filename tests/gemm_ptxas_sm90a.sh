@@ -1,7 +1,7 @@
 #!/bin/sh
 # gemm_ptxas_sm90a.sh: every entry of the sm_90a kernel files
 # (gemm_f16_sm90a.hip, gemm_f16_sm90a_skinny.hip,
-# gemm_f16_sm90a_trial.hip, each after the
+# gemm_f16_sm90a_extra.hip, each after the
 # gemm_f16_sm90a.h it names) compiles for sm_90a with no register
 # spills, no stack frame, and no ptxas note
 # of lost performance (its "wgmma.mma_async instructions are serialized"

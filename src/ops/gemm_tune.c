@@ -5,8 +5,9 @@
  * candidates (on first use, and ahead of time for tokitai-jit --tune).
  *
  * Configurations.  Each is an entry of gemm_f16_sm90a.hip (a skinny
- * one's, of gemm_f16_sm90a_skinny.hip; a trial's, of
- * gemm_f16_sm90a_trial.hip), a tile and a split factor (or stream-K),
+ * one's, of gemm_f16_sm90a_skinny.hip; a trial's and those of tiles the
+ * rule never runs, of gemm_f16_sm90a_extra.hip), a tile and a split
+ * factor (or stream-K),
  * and whether C is stored through TMA (the _tmastore ones, the rule's
  * store; stream-K, slower where the H200 ran it, is a trial, which only
  * a --tune with TJ_GEMM_TUNE_TRIAL=1 times); for the tiles the split and
