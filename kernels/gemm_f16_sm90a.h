@@ -28,8 +28,11 @@
  * TJ_GEMM_STREAMK=1 or a --tune with TJ_GEMM_TUNE_TRIAL=1 runs it.  The
  * tiles split across a cluster of three and four blocks
  * (gemm_f16_sm90a_extra.hip: _128x256_cluster_k3, _128x128_cluster_k4)
- * have not run on a GPU yet: only TJ_GEMM_SM90A_TILE=256k3 or 128k4, or a
- * --tune with TJ_GEMM_TUNE_TRIAL=1, runs them.
+ * are correct on an H100 (the GPU suite's hopper case) and slower there
+ * than the rule at all nine of issue 14's shapes with M >= 128 (1.13 to
+ * 2.94 times its time; bench/RESULTS.md, tenth round): only
+ * TJ_GEMM_SM90A_TILE=256k3 or 128k4, or a --tune with
+ * TJ_GEMM_TUNE_TRIAL=1, runs them.
  *
  * The plan (issue 14, first step)
  *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
