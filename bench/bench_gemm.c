@@ -303,18 +303,18 @@ static tj_kernel *read_kernel(tj_runtime *rt, int unroll)
   return k[i];
 }
 
-/* The first bytes (a multiple of 16) at p read by the read kernel with
- * unroll loads in flight and blocks_per_sm 512-thread blocks an SM: the
- * median time of reps launches each after clean's flush, in ms. */
-static double read_ms_of(tj_runtime *rt, const void *p, size_t bytes,
-                         int unroll, unsigned blocks_per_sm,
+/* units at p read by k (a read kernel: 16-byte units with 512-thread
+ * blocks, the bulk read's 8 KiB chunks with 32) in blocks_per_sm blocks
+ * an SM: the median time of reps launches each after clean's flush, in
+ * ms. */
+static double read_ms_of(tj_kernel *k, const void *p, unsigned long long units,
+                         unsigned block, unsigned blocks_per_sm,
                          clean_flush *clean, int reps)
 {
   static unsigned *out;
   if (!out)
     CHECK(hipMalloc((void **)&out, sizeof *out));
-  read_ctx r = {read_kernel(rt, unroll), p, bytes / 16, out,
-                blocks_per_sm * device_sms(), 512};
+  read_ctx r = {k, p, units, out, blocks_per_sm * device_sms(), block};
   return time_clean_flushed(clean, run_read, &r, reps);
 }
 
@@ -334,24 +334,13 @@ static tj_kernel *read_bulk_kernel(tj_runtime *rt)
   return k;
 }
 
-/* bytes (a multiple of 8 KiB) at p read by the bulk read with
- * blocks_per_sm blocks an SM: as read_ms_of. */
-static double read_bulk_ms_of(tj_kernel *k, const void *p, size_t bytes,
-                              unsigned blocks_per_sm, clean_flush *clean,
-                              int reps)
-{
-  static unsigned *out;
-  if (!out)
-    CHECK(hipMalloc((void **)&out, sizeof *out));
-  read_ctx r = {k, p, bytes / 8192, out, blocks_per_sm * device_sms(), 32};
-  return time_clean_flushed(clean, run_read, &r, reps);
-}
-
-/* The same as GB/s, with four loads in flight and four blocks an SM. */
+/* The first bytes (a multiple of 16) at p read with four loads in
+ * flight a thread and four blocks an SM, in GB/s. */
 static double read_gbs_of(tj_runtime *rt, const void *p, size_t bytes,
                           clean_flush *clean, int reps)
 {
-  double ms = read_ms_of(rt, p, bytes, 4, 4, clean, reps);
+  double ms = read_ms_of(read_kernel(rt, 4), p, bytes / 16, 512, 4, clean,
+                         reps);
   return (double)(bytes / 16 * 16) / (ms * 1e6);
 }
 
@@ -375,37 +364,37 @@ static void bench_read_floor(tj_runtime *rt, double copy_gbs,
       (size_t)64 << 20,
       (size_t)11008 * 4096 * 2, /* B of M x 11008 x 4096 */
       (size_t)256 << 20};
-  static const int unrolls[] = {4, 8};
-  static const unsigned per_sm[] = {2, 4, 8}, bulk_per_sm[] = {1, 2, 4};
+  /* Each way to read: its kernel, the bytes of its unit, its block, its
+   * blocks an SM, and how the label names it. */
+  typedef struct read_way {
+    tj_kernel *k;
+    unsigned unit, block, per_sm;
+    const char *name;
+  } read_way;
+  read_way ways[9];
+  size_t n = 0;
+  for (unsigned per_sm = 2; per_sm <= 8; per_sm *= 2)
+    ways[n++] = (read_way){read_kernel(rt, 4), 16, 512, per_sm, "4 in flight"};
+  for (unsigned per_sm = 2; per_sm <= 8; per_sm *= 2)
+    ways[n++] = (read_way){read_kernel(rt, 8), 16, 512, per_sm, "8 in flight"};
   tj_kernel *bulk = read_bulk_kernel(rt);
+  for (unsigned per_sm = 1; bulk && per_sm <= 4; per_sm *= 2)
+    ways[n++] = (read_way){bulk, 8192, 32, per_sm, "bulk copies"};
   char label[128];
   void *p = NULL;
   CHECK(hipMalloc(&p, (size_t)256 << 20));
   CHECK(hipMemset(p, 1, (size_t)256 << 20));
   printf("  what a read reaches in one launch (clean L2)\n");
   record("gemm", "launch that reads nothing, clean L2 time",
-         read_ms_of(rt, p, 0, 4, 4, clean, 20) * 1e3, "us");
+         read_ms_of(read_kernel(rt, 4), p, 0, 512, 4, clean, 20) * 1e3, "us");
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     double best = 0;
-    for (size_t u = 0; u < sizeof unrolls / sizeof unrolls[0]; u++)
-      for (size_t b = 0; b < sizeof per_sm / sizeof per_sm[0]; b++) {
-        double ms = read_ms_of(rt, p, sizes[i], unrolls[u], per_sm[b], clean,
-                               20);
-        double frac = (double)sizes[i] / (ms * 1e6) / copy_gbs;
-        snprintf(label, sizeof label, "read of %zu bytes, %d in flight, %u "
-                 "blocks an SM, clean L2 time", sizes[i], unrolls[u],
-                 per_sm[b]);
-        record("gemm", label, ms * 1e3, "us");
-        if (frac > best)
-          best = frac;
-      }
-    for (size_t b = 0; bulk && b < sizeof bulk_per_sm / sizeof bulk_per_sm[0];
-         b++) {
-      double ms = read_bulk_ms_of(bulk, p, sizes[i], bulk_per_sm[b], clean,
-                                  20);
+    for (size_t w = 0; w < n; w++) {
+      double ms = read_ms_of(ways[w].k, p, sizes[i] / ways[w].unit,
+                             ways[w].block, ways[w].per_sm, clean, 20);
       double frac = (double)sizes[i] / (ms * 1e6) / copy_gbs;
-      snprintf(label, sizeof label, "read of %zu bytes, bulk copies, %u "
-               "blocks an SM, clean L2 time", sizes[i], bulk_per_sm[b]);
+      snprintf(label, sizeof label, "read of %zu bytes, %s, %u blocks an SM, "
+               "clean L2 time", sizes[i], ways[w].name, ways[w].per_sm);
       record("gemm", label, ms * 1e3, "us");
       if (frac > best)
         best = frac;
