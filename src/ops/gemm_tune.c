@@ -387,16 +387,16 @@ static const tj__gemm_config *heuristic(const tune_job *j)
   return h;
 }
 
-/* The candidates, the heuristic's choice (*h; NULL for none) first: its
+/* The candidates, the heuristic's choice h (NULL for none) first: its
  * kernel is loaded for the call anyway. */
-static int candidates(const tune_job *j, const tj__gemm_config **out,
-                      const tj__gemm_config **h)
+static int candidates(const tune_job *j, const tj__gemm_config *h,
+                      const tj__gemm_config **out)
 {
   int n = 0;
-  if ((*h = heuristic(j)))
-    out[n++] = *h;
+  if (h)
+    out[n++] = h;
   for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
-    if (&configs[i] != *h && applies(j, &configs[i]) && n < MAX_CANDIDATES)
+    if (&configs[i] != h && applies(j, &configs[i]) && n < MAX_CANDIDATES)
       out[n++] = &configs[i];
   return n;
 }
@@ -628,11 +628,11 @@ static int check_all(tune_job *j, const tj__gemm_config **use, int *n)
  */
 static int time_all(tune_job *j)
 {
-  const tj__gemm_config *cand[MAX_CANDIDATES], *use[MAX_CANDIDATES], *h;
+  const tj__gemm_config *cand[MAX_CANDIDATES], *use[MAX_CANDIDATES];
+  const tj__gemm_config *h = j->rule = heuristic(j);
   double (*t)[AHEAD_MAX_RUNS] = calloc(MAX_CANDIDATES, sizeof *t);
   hipEvent_t ev[2 * MAX_CANDIDATES];
-  int nc = candidates(j, cand, &h), n = 0, nev = 0, rc = TJ_OK;
-  j->rule = h;
+  int nc = candidates(j, h, cand), n = 0, nev = 0, rc = TJ_OK;
   if (!t)
     return tj__fail(j->rt, TJ_ENOMEM, "out of memory");
   j->complete = 1;
