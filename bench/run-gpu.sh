@@ -4,7 +4,7 @@
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
 #   tuning-check gemm-bench gemm-tune skinny-cost hopper-check tiles-bench
-#   tiles-smoke read-floor start-bench
+#   tiles-smoke read-floor skinny-bench start-bench
 #   (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
@@ -26,7 +26,10 @@
 # shapes with M >= 128; read-floor, what a kernel that only reads reaches
 # in one launch (an empty launch, reads of 1 MiB to 256 MiB in nine
 # shapes of grid), beside 1 x 4096 x 64 and 1 x 4096 x 4096;
+# skinny-bench, tj-bench's GEMM section on the nine skinny shapes alone;
 # start-bench, tj-bench's start section (each entry's cold compile).
+# The check modes write each test's time to $out/check-CASE.xml (Check's
+# XML log).
 # The build stays in /tmp/tj/tokitai-jit-*/ for commands after this one in
 # the same call; they need the library's dependencies on the loader's
 # path first (`. .device/gpu-env.sh` from the repository root).
@@ -57,10 +60,12 @@ gemm_check() {  # $1: the check_kernels_gpu cases (none: only tuning)
     for c in $1; do
       echo "== check_kernels_gpu, case $c"
       CK_RUN_CASE=$c CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
+        CK_XML_LOG_FILE_NAME="$out/check-$c.xml" \
         timeout 560 ./tests/check_kernels_gpu || st=1
     done
     echo "== check_tuning_gpu"
     CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
+      CK_XML_LOG_FILE_NAME="$out/check-tuning.xml" \
       timeout 300 ./tests/check_tuning_gpu || st=1
   } > "$out/check-gemm.log" 2>&1
   grep -E '^[0-9]+%: Checks|^== ' "$out/check-gemm.log"
@@ -168,6 +173,9 @@ for what in "$@"; do
       TJ_BENCH_READ_FLOOR=1 TJ_BENCH_VARIANTS=0 \
         TJ_BENCH_SHAPES=1x4096x64,1x4096x4096 timeout 120 \
         ./bench/tj-bench --only gemm > "$out/read-floor.txt" 2>&1 || status=1 ;;
+    skinny-bench)
+      TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
+        ./bench/tj-bench --only gemm > "$out/bench-skinny.txt" 2>&1 || status=1 ;;
     tiles-bench)
       TJ_BENCH_SHAPES=$(echo $NINE | sed 's/--shape //g; s/ /,/g') timeout 300 \
         ./bench/tj-bench --only gemm > "$out/bench-gemm-tiles.txt" 2>&1 || status=1 ;;

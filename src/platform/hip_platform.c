@@ -331,7 +331,10 @@ int tj__device_query(int ordinal, tj__device_props *props, int what)
   snprintf(props->arch, sizeof props->arch, "%s", p.gcnArchName);
   props->total_mem = p.totalGlobalMem;
   props->compute_units = p.multiProcessorCount;
-  props->clock_khz = (what & TJ__QUERY_CLOCK) ? p.clockRate : 0;
+  int clocks = (what & TJ__QUERY_CLOCK) != 0;
+  props->clock_khz = clocks ? p.clockRate : 0;
+  props->memory_clock_khz = clocks ? p.memoryClockRate : 0;
+  props->memory_bus_bits = clocks ? p.memoryBusWidth : 0;
   return TJ_OK;
 }
 
@@ -830,10 +833,16 @@ int tj__device_query(int ordinal, tj__device_props *props, int what)
     return TJ_EDEVICE;
   snprintf(props->arch, sizeof props->arch, "sm_%d%d", major, minor);
   /* Deprecated in CUDA 13 but still answered; 0 where a driver stops. */
-  props->clock_khz = 0;
-  if ((what & TJ__QUERY_CLOCK) &&
-      cu->cuDeviceGetAttribute(&props->clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, d))
-    props->clock_khz = 0;
+  static const CUdevice_attribute asked[3] = {
+      CU_DEVICE_ATTRIBUTE_CLOCK_RATE, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
+      CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH};
+  int *into[3] = {&props->clock_khz, &props->memory_clock_khz,
+                  &props->memory_bus_bits};
+  for (int i = 0; i < 3; i++) {
+    *into[i] = 0;
+    if ((what & TJ__QUERY_CLOCK) && cu->cuDeviceGetAttribute(into[i], asked[i], d))
+      *into[i] = 0;
+  }
   return TJ_OK;
 }
 

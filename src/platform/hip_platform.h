@@ -248,6 +248,9 @@ typedef struct tj__device_props {
   int compute_units; /* CUs on AMD, SMs on NVIDIA */
   int clock_khz;     /* peak clock; 0 when the driver does not say, and
                         unless asked for (TJ__QUERY_CLOCK) */
+  int memory_clock_khz, memory_bus_bits; /* the memory's peak clock and bus
+                        width, under the same terms (the benchmark's
+                        peak rate: 2 x clock x width) */
 } tj__device_props;
 
 /* Number of visible devices; 0 (and TJ_OK) when there is no driver. */
@@ -257,7 +260,7 @@ int tj__device_count(int *count);
 int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen);
 int tj__device_make_current(const tj__device *dev);
 void tj__device_close(tj__device *dev);
-/* what: 0, or TJ__QUERY_CLOCK for the clock too.  The clock is asked for
+/* what: 0, or TJ__QUERY_CLOCK for the clocks (and bus width) too.  The clock is asked for
  * only by tj_device_get_info: on an H200 with CUDA 13 the runtime's warm
  * start rose from about 0.9 to 1.5 ms when every open asked for it. */
 #define TJ__QUERY_CLOCK 1
