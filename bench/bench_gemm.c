@@ -282,6 +282,15 @@ static void run_read(void *p)
     die("tj_bench_read: launch failed");
 }
 
+/* The word a read kernel writes where its data says to (never here). */
+static unsigned *read_out(void)
+{
+  static unsigned *out;
+  if (!out)
+    CHECK(hipMalloc((void **)&out, sizeof *out));
+  return out;
+}
+
 /* The SMs of device 0 (132 where it cannot say). */
 static unsigned device_sms(void)
 {
@@ -311,10 +320,7 @@ static double read_ms_of(tj_kernel *k, const void *p, unsigned long long units,
                          unsigned block, unsigned blocks_per_sm,
                          clean_flush *clean, int reps)
 {
-  static unsigned *out;
-  if (!out)
-    CHECK(hipMalloc((void **)&out, sizeof *out));
-  read_ctx r = {k, p, units, out, blocks_per_sm * device_sms(), block};
+  read_ctx r = {k, p, units, read_out(), blocks_per_sm * device_sms(), block};
   return time_clean_flushed(clean, run_read, &r, reps);
 }
 
@@ -342,6 +348,79 @@ static double read_gbs_of(tj_runtime *rt, const void *p, size_t bytes,
   double ms = read_ms_of(read_kernel(rt, 4), p, bytes / 16, 512, 4, clean,
                          reps);
   return (double)(bytes / 16 * 16) / (ms * 1e6);
+}
+
+/*
+ * Layers back to back, as a model's decode step runs them: LAYERS calls
+ * of one shape in a row on one stream, each on its own B (B's values at
+ * its own address: at the smallest 8 x 32 MiB, five times an H200's L2,
+ * so every B comes from memory), timed between one pair of events after
+ * the clean flush.  A layer's time is the chain's over LAYERS: each launch
+ * queued behind the one before, as in a program, not after an idle GPU.
+ */
+#define LAYERS 8
+
+typedef struct chain_ctx {
+  void (*one)(void *); /* run_ours or run_vendor on g, or run_read on r */
+  gemm_ctx *g;         /* g->B, or r->p, set to each layer's B in turn */
+  read_ctx *r;
+  void *B[LAYERS];
+} chain_ctx;
+
+static void run_chain(void *p)
+{
+  chain_ctx *c = p;
+  for (int i = 0; i < LAYERS; i++) {
+    if (c->g)
+      c->g->B = c->B[i];
+    else
+      c->r->p = c->B[i];
+    c->one(c->g ? (void *)c->g : (void *)c->r);
+  }
+}
+
+/* Ours, the read of B and the vendor's as layers back to back: ours as a
+ * fraction of the copy rate, the read's beside it, and the vendor's time
+ * over ours. */
+static void bench_layers(gemm_ctx *g, int have_vendor, double bytes,
+                         double copy_gbs, clean_flush *clean,
+                         const char *shape, bench_record_fn record)
+{
+  enum { REPS = 10 };
+  char label[128];
+  size_t b_bytes = (size_t)g->k * g->n * 2;
+  void *b0 = g->B;
+  chain_ctx c = {run_ours, g, NULL, {b0}};
+  for (int i = 1; i < LAYERS; i++) {
+    CHECK(hipMalloc(&c.B[i], b_bytes));
+    CHECK(hipMemcpyDtoDAsync(c.B[i], b0, b_bytes, NULL));
+  }
+  double ms = time_clean_flushed(clean, run_chain, &c, REPS) / LAYERS;
+  snprintf(label, sizeof label, "gemm_f16 %s, %d layers back to back, "
+           "bandwidth / copy", shape, LAYERS);
+  record("gemm", label, bytes / (ms * 1e6) / copy_gbs, "x");
+  snprintf(label, sizeof label, "gemm_f16 %s, %d layers back to back, time "
+           "a layer", shape, LAYERS);
+  record("gemm", label, ms * 1e3, "us");
+  read_ctx r = {read_kernel(g->rt, 4), NULL, b_bytes / 16, read_out(),
+                4 * device_sms(), 512};
+  chain_ctx rc = c;
+  rc.one = run_read, rc.g = NULL, rc.r = &r;
+  double rms = time_clean_flushed(clean, run_chain, &rc, REPS) / LAYERS;
+  snprintf(label, sizeof label, "read of B %s, %d layers back to back / "
+           "copy", shape, LAYERS);
+  record("gemm", label, (double)(b_bytes / 16 * 16) / (rms * 1e6) / copy_gbs,
+         "x");
+  if (have_vendor) {
+    c.one = run_vendor;
+    double vms = time_clean_flushed(clean, run_chain, &c, REPS) / LAYERS;
+    snprintf(label, sizeof label, "gemm_f16 / %s %s, %d layers back to back "
+             "(time ratio)", g->vendor->name, shape, LAYERS);
+    record("gemm", label, vms / ms, "x");
+  }
+  g->B = b0;
+  for (int i = 1; i < LAYERS; i++)
+    hipFree(c.B[i]);
 }
 
 /* The memory's peak rate in GB/s as the driver gives it (twice its clock
@@ -674,6 +753,7 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
                copy_gbs, "x");
     snprintf(label, sizeof label, "gemm_f16 %s clean L2 time", shape);
     record("gemm", label, clean_ms * 1e3, "us");
+    bench_layers(g, have_vendor, bytes, copy_gbs, clean, shape, record);
   }
   if (!have_vendor)
     return;
