@@ -12,11 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BENCH_MAX_RESULTS 256
+#define BENCH_MAX_RESULTS 1024
 
 typedef struct bench_result {
   char section[32];
-  char name[96];
+  char name[128];
   double value;
   char unit[16];
 } bench_result;

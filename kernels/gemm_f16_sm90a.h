@@ -1286,6 +1286,13 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  /* Launched to start early (TJ_GEMM_PDL: programmatic dependent launch),
+   * the block may have got here while the kernel ahead of it on the
+   * stream still runs: nothing of A, B or C is touched before that kernel
+   * is done and its writes show.  The kernel after this one may start its
+   * own setup from here.  Launched plainly, both return at once. */
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   unsigned rank = S > 1 ? tj_h_cluster_rank() : 0;
   int n0 = (int)(blockIdx.x / S) * BN;
   /* This block's K-range: the r-th of S runs of whole k-tiles (an empty

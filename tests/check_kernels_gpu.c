@@ -1008,6 +1008,76 @@ START_TEST(gemm_hopper_skinny_evict_first_same_bits)
 }
 END_TEST
 
+/* TJ_GEMM_PDL=1: the Hopper skinny kernel launched to start early
+ * (programmatic dependent launch), both GEMMs of a chain where the
+ * second's A is the first's C: 16 x 4096 out of a 90 MB B, long enough
+ * that the second's blocks start while the first runs, and NaN until the
+ * first writes it, so that a read too soon would show in the second's
+ * result.  Three times, each against the oracle on what the first wrote
+ * and the same bits as a plain launch of the second on it.  Elsewhere
+ * (not sm_90) the same calls run other kernels and must match alike. */
+START_TEST(gemm_hopper_skinny_early_launch_waits)
+{
+  enum { M = 16, K1 = 11008, K = 4096, N = 4096 };
+  size_t na = (size_t)M * K1, nb0 = (size_t)K1 * K, nx = (size_t)M * K;
+  size_t nb1 = (size_t)K * N, ny = (size_t)M * N;
+  uint16_t *A0 = xmalloc(na * 2), *B0 = xmalloc(nb0 * 2);
+  uint16_t *B1 = xmalloc(nb1 * 2), *X = xmalloc(nx * 2);
+  uint16_t *Y = xmalloc(ny * 2), *plain_y = xmalloc(ny * 2);
+  double *want = xmalloc(ny * sizeof *want);
+  random_f16(A0, na, -1, 1, 31);
+  random_f16(B0, nb0, -1, 1, 32);
+  random_f16(B1, nb1, -1, 1, 33);
+  setenv("TJ_GEMM_PDL", "1", 1); /* read at open */
+  tj_runtime *rt = open_gpu();
+  unsetenv("TJ_GEMM_PDL");
+  tj_runtime *plain = open_gpu();
+  void *dA0 = gemm_to_device(A0, na, 0), *dB0 = gemm_to_device(B0, nb0, 0);
+  void *dB1 = gemm_to_device(B1, nb1, 0);
+  void *dX = dev_poisoned(nx * 2), *dY = dev_poisoned(ny * 2);
+  if (strcmp(tj_runtime_arch(rt), "sm_90") == 0) {
+    const char *first = tj_gemm_f16_kernel(rt, M, K, K1, dA0, K1, dB0, K,
+                                           dX, K);
+    const char *second = tj_gemm_f16_kernel(rt, M, N, K, dX, K, dB1, N, dY,
+                                            N);
+    ck_assert_msg(first && strncmp(first, "gemm_f16_sm90a_skinny", 21) == 0,
+                  "the first GEMM runs %s", first);
+    ck_assert_msg(second && strncmp(second, "gemm_f16_sm90a_skinny", 21) == 0,
+                  "the second GEMM runs %s", second);
+  }
+  gemm_case g = {M, N, K, K, N, N, 1.0f, 0.0f, 0};
+  for (int r = 0; r < 3; r++) {
+    CHECK_HIP(hipMemset(dX, 0xff, nx * 2));
+    CHECK_HIP(hipMemset(dY, 0xff, ny * 2));
+    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, K, K1, 1.0f, dA0, K1, dB0, K, 0.0f,
+                             dX, K));
+    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dX, K, dB1, N, 0.0f,
+                             dY, N));
+    CHECK_HIP(hipStreamSynchronize(NULL));
+    get(X, dX, nx * 2);
+    get(Y, dY, ny * 2);
+    tj__oracle_gemm(M, N, K, 1.0, X, K, B1, N, 0.0, NULL, N, want);
+    check_gemm_result(&g, Y, want, "launched early behind the GEMM that "
+                      "writes its A");
+    CHECK_TJ(plain, tj_gemm_f16(plain, NULL, M, N, K, 1.0f, dX, K, dB1, N,
+                                0.0f, dY, N));
+    CHECK_HIP(hipStreamSynchronize(NULL));
+    get(plain_y, dY, ny * 2);
+    ck_assert_msg(memcmp(Y, plain_y, ny * 2) == 0,
+                  "run %d: the early launch's C differs from the plain one's",
+                  r + 1);
+  }
+  hipFree(dA0);
+  hipFree(dB0);
+  hipFree(dB1);
+  hipFree(dX);
+  hipFree(dY);
+  tj_runtime_close(plain);
+  tj_runtime_close(rt);
+  free(A0); free(B0); free(B1); free(X); free(Y); free(plain_y); free(want);
+}
+END_TEST
+
 /* Stream-K (TJ_GEMM_STREAMK=1), over 128 x 128 and 128 x 256 tiles
  * (TJ_GEMM_SM90A_TILE=256): the forced shapes above, where a tile's
  * k-tiles are shared by up to a dozen blocks (128 x 1376 x 4096: 704
@@ -1429,5 +1499,8 @@ int main(void)
   tcase_add_test(hopper, gemm_hopper_skinny_shapes);
   tcase_add_test(hopper, gemm_hopper_skinny_evict_first_same_bits);
   tcase_add_test(hopper, gemm_hopper_is_deterministic_and_switchable);
+  /* The early launch in a case of its own (CK_RUN_CASE=early), short. */
+  TCase *early = test_case(s, "early", 300);
+  tcase_add_test(early, gemm_hopper_skinny_early_launch_waits);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

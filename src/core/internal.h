@@ -482,6 +482,9 @@ typedef struct tj__gemm_env {
                        measured) */
   int tune_trial;   /* TJ_GEMM_TUNE_TRIAL=1: --tune also times the
                        configurations marked trial */
+  int early;        /* TJ_GEMM_PDL=1: the Hopper skinny kernel launched so
+                       that it may start before the kernel ahead of it on
+                       the stream ends; 0 or -1 (the rule's): not */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 
@@ -643,6 +646,12 @@ tj__cache *tj__runtime_cache(tj_runtime *rt);
  * memory or its cache; TJ_ENOENT when it would have to be compiled (the
  * first-use tuner times only what is built). */
 int tj__kernel_get_built(tj_runtime *rt, const char *name, tj_kernel **out);
+/* tj_launch with early as tj__launch takes it (1: programmatic dependent
+ * launch, for a kernel that waits with griddepcontrol.wait before it
+ * touches memory); k, grid and block as tj_launch has checked them. */
+int tj__launch_kernel(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
+                      unsigned shared_bytes, void *stream, void **args,
+                      int early);
 
 /* The steps every build takes, an embedded kernel's (runtime.c) and a
  * module's (user.c).  what names the kernel or module in messages. */

@@ -838,13 +838,18 @@ int tj_launch(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
 {
   if (!k || !grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
     return TJ_EINVAL;
+  return tj__launch_kernel(k, grid, block, shared_bytes, stream, args, 0);
+}
+
+int tj__launch_kernel(const tj_kernel *k, tj_dim3 grid, tj_dim3 block,
+                      unsigned shared_bytes, void *stream, void **args,
+                      int early)
+{
   if (!k->function)
     return TJ_ENODEVICE;
-  hipError_t e = hipModuleLaunchKernel((hipFunction_t)k->function, grid.x,
-                                       grid.y, grid.z, block.x, block.y,
-                                       block.z, shared_bytes,
-                                       (hipStream_t)stream, args, NULL);
-  return e == hipSuccess ? TJ_OK : TJ_EDEVICE;
+  const unsigned g[3] = {grid.x, grid.y, grid.z};
+  const unsigned b[3] = {block.x, block.y, block.z};
+  return tj__launch(k->function, g, b, shared_bytes, stream, args, early);
 }
 
 /* The name the entry has in the code object: a module's entries may be

@@ -53,6 +53,12 @@
  *                          the rule and the tuning table (plan_sm90a,
  *                          tj__gemm_plan_call); the rule nowhere: the
  *                          H200 timed it slower at every shape
+ *   TJ_GEMM_PDL=1          the Hopper skinny kernel launched with
+ *                          programmatic dependent launch: its blocks may
+ *                          start (barriers, tensor maps) while the kernel
+ *                          ahead of it on the stream ends, and read
+ *                          nothing before it has (kernels_api.c,
+ *                          launch_tiles); not the rule's until timed
  *   TJ_GEMM_TUNE_TRIAL=1   tokitai-jit --tune also times the
  *                          configurations marked trial (gemm_tune.c:
  *                          stream-K, slower where measured)
@@ -101,4 +107,5 @@ void tj__gemm_env_read(tj__gemm_env *env, unsigned flags)
   env->evict_first = zero_or_one(getenv("TJ_GEMM_EVICT_FIRST"));
   env->streamk = zero_or_one(getenv("TJ_GEMM_STREAMK"));
   env->tune_trial = zero_or_one(getenv("TJ_GEMM_TUNE_TRIAL")) == 1;
+  env->early = zero_or_one(getenv("TJ_GEMM_PDL"));
 }

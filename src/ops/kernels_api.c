@@ -438,8 +438,11 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
   void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store,
                    &work, &seq};
   void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
-  rc = tj_launch(k, p->grid, p->block, p->shared, stream,
-                 p->path == GEMM_PATH_SM90A ? targs : sargs);
+  /* The skinny kernel waits (griddepcontrol.wait) before it reads A, B
+   * or C, so it may be launched to start early where asked. */
+  int early = p->path == GEMM_PATH_SM90A_SKINNY && rt->gemm_env.early == 1;
+  rc = tj__launch_kernel(k, p->grid, p->block, p->shared, stream,
+                         p->path == GEMM_PATH_SM90A ? targs : sargs, early);
   if (rc != TJ_OK)
     return launch_failed(rt, rc, fn, p->entry, p->grid, p->block);
   return TJ_OK;

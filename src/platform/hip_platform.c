@@ -338,6 +338,16 @@ int tj__device_query(int ordinal, tj__device_props *props, int what)
   return TJ_OK;
 }
 
+int tj__launch(void *function, const unsigned grid[3], const unsigned block[3],
+               unsigned shared, void *stream, void **args, int early)
+{
+  (void)early; /* no programmatic dependent launch on AMD */
+  return hipModuleLaunchKernel((hipFunction_t)function, grid[0], grid[1],
+                               grid[2], block[0], block[1], block[2], shared,
+                               (hipStream_t)stream, args, NULL) == hipSuccess
+             ? TJ_OK : TJ_EDEVICE;
+}
+
 /* No TMA and no Hopper GEMM on AMD: tj_gemm_f16 never asks. */
 int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
                        uint64_t cols, uint64_t ld, uint32_t box_rows,
@@ -863,6 +873,27 @@ int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)) == CUDA_SUCCESS
              ? TJ_OK : TJ_EDEVICE;
+}
+
+int tj__launch(void *function, const unsigned grid[3], const unsigned block[3],
+               unsigned shared, void *stream, void **args, int early)
+{
+  const tj__cuda_api *cu = tj__cuda();
+  CUresult e;
+  if (early && cu->cuLaunchKernelEx) {
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig c = {grid[0], grid[1], grid[2], block[0], block[1],
+                        block[2], shared, (CUstream)stream, &attr, 1};
+    e = cu->cuLaunchKernelEx(&c, (CUfunction)function, args, NULL);
+  } else {
+    e = cu->cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2],
+                           block[0], block[1], block[2], shared,
+                           (CUstream)stream, args, NULL);
+  }
+  return e == CUDA_SUCCESS ? TJ_OK : TJ_EDEVICE;
 }
 
 int tj__hopper_driver(void)

@@ -115,7 +115,8 @@ typedef struct tj__cuda_api {
   X(cuMemAllocFromPoolAsync, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))  \
   X(cuMemFreeAsync, (CUdeviceptr, CUstream))                                  \
   X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *))                 \
-  X(cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream))
+  X(cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream))        \
+  X(cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))
 #define TJ__CUDA_FIELD(name, args) CUresult (*name) args;
   TJ__CUDA_FUNCS(TJ__CUDA_FIELD)
   TJ__CUDA_OPTIONAL_FUNCS(TJ__CUDA_FIELD)
@@ -300,6 +301,14 @@ int tj__free_async(void *p, void *stream);
 /* bytes of device memory at p set to value, ordered on stream (NULL: the
  * default stream).  TJ_EDEVICE where the driver cannot. */
 int tj__memset_async(void *p, int value, size_t bytes, void *stream);
+/* Launch function as hipModuleLaunchKernel does, and where early is 1 so
+ * that it may start before the kernel ahead of it on the stream has ended
+ * (programmatic dependent launch): the kernel must then touch no memory
+ * that kernel writes before its griddepcontrol.wait, which holds it until
+ * that kernel is done and its writes show.  A plain launch where the
+ * driver cannot (AMD; a driver without cuLaunchKernelEx). */
+int tj__launch(void *function, const unsigned grid[3], const unsigned block[3],
+               unsigned shared, void *stream, void **args, int early);
 /* Whether work queued on stream (NULL: the default stream) is being
  * captured into a graph, where it would be recorded and not run (so it
  * cannot be timed): 1 captured, 0 not, -1 when the driver cannot say. */
