@@ -9,7 +9,7 @@
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
 # Issue 14's modes, each well inside a device call: gemm-check, the GPU
-# suite's gemm and verify cases and the tuning suite on the GPU;
+# suite's gemm, verify and early cases and the tuning suite on the GPU;
 # hopper-check, its hopper case (440 s alone on an H100, 2026-12-05: a
 # call of its own) and the tuning suite; tuning-check, the tuning suite
 # alone;
@@ -149,7 +149,7 @@ full() {  # $1: check, bench or all
 for what in "$@"; do
   echo "== $what ($(date +%T))"
   case $what in
-    gemm-check) gemm_check "gemm verify" || status=1 ;;
+    gemm-check) gemm_check "gemm verify early" || status=1 ;;
     tuning-check) gemm_check "" || status=1 ;;
     skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;
