@@ -943,8 +943,9 @@ static void *driver_lacking(void *ctx, const char *name)
 }
 #endif
 
-/* A driver without the Hopper-only entries still loads (the GPU is not
- * lost), with them NULL; one without a required entry does not. */
+/* A driver without the Hopper-only entries (and cuLaunchKernelEx) still
+ * loads (the GPU is not lost), with them NULL; one without a required
+ * entry does not. */
 START_TEST(driver_table_takes_hopper_entries_as_optional)
 {
 #if defined(TJ_PLATFORM_NVIDIA)
@@ -955,12 +956,14 @@ START_TEST(driver_table_takes_hopper_entries_as_optional)
   ck_assert_ptr_nonnull(api.cuTensorMapEncodeTiled);
   ck_assert_ptr_nonnull(api.cuMemAllocFromPoolAsync);
   const char *old[] = {"cuTensorMapEncodeTiled", "cuMemPoolCreate",
-                       "cuMemAllocFromPoolAsync", "cuMemFreeAsync", NULL};
+                       "cuMemAllocFromPoolAsync", "cuMemFreeAsync",
+                       "cuLaunchKernelEx", NULL};
   ck_assert_int_eq(tj__cuda_fill(&api, driver_lacking, old), 1);
   ck_assert_ptr_null(api.cuTensorMapEncodeTiled);
   ck_assert_ptr_null(api.cuMemPoolCreate);
   ck_assert_ptr_null(api.cuMemAllocFromPoolAsync);
   ck_assert_ptr_null(api.cuMemFreeAsync);
+  ck_assert_ptr_null(api.cuLaunchKernelEx); /* an early launch goes plain */
   ck_assert_ptr_nonnull(api.cuMemPoolDestroy);
   ck_assert_ptr_nonnull(api.cuLaunchKernel);
   const char *broken[] = {"cuLaunchKernel", NULL};
