@@ -10,7 +10,7 @@
 #   even where one before failed.
 # Issue 14's modes, each well inside a device call: gemm-check, the GPU
 # suite's gemm, verify and early cases and the tuning suite on the GPU;
-# hopper-check, its hopper case (440 s alone on an H100, 2026-12-05: a
+# hopper-check, its early and hopper cases (hopper: 440 s alone on an H100, 2026-12-05: a
 # call of its own) and the tuning suite; tuning-check, the tuning suite
 # alone;
 # gemm-bench, tj-bench's GEMM section on issue 14's eighteen shapes,
@@ -154,7 +154,7 @@ for what in "$@"; do
     skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;
     gemm-tune) gemm_tune || status=1 ;;
-    hopper-check) gemm_check "hopper" || status=1 ;;
+    hopper-check) gemm_check "early hopper" || status=1 ;;
     tiles-smoke)  # the cluster-split tiles forced, one shape each; a hang
                   # or a wrong result ends the run here
       for t in 256k3 128k4; do

@@ -1008,14 +1008,16 @@ START_TEST(gemm_hopper_skinny_evict_first_same_bits)
 }
 END_TEST
 
-/* TJ_GEMM_PDL=1: the Hopper skinny kernel launched to start early
- * (programmatic dependent launch), both GEMMs of a chain where the
+/* The Hopper skinny kernel launched to start early (programmatic
+ * dependent launch, the default), both GEMMs of a chain where the
  * second's A is the first's C: 16 x 4096 out of a 90 MB B, long enough
  * that the second's blocks start while the first runs, and NaN until the
  * first writes it, so that a read too soon would show in the second's
  * result.  Three times, each against the oracle on what the first wrote
- * and the same bits as a plain launch of the second on it.  Elsewhere
- * (not sm_90) the same calls run other kernels and must match alike. */
+ * and the same bits as a plain launch (TJ_GEMM_PDL=0) of the second on
+ * it.  Then the first GEMM writing the second's B instead (which the
+ * second asks L2 for before it waits).  Elsewhere (not sm_90) the same
+ * calls run other kernels and must match just the same. */
 START_TEST(gemm_hopper_skinny_early_launch_waits)
 {
   enum { M = 16, K1 = 11008, K = 4096, N = 4096 };
@@ -1025,13 +1027,15 @@ START_TEST(gemm_hopper_skinny_early_launch_waits)
   uint16_t *B1 = xmalloc(nb1 * 2), *X = xmalloc(nx * 2);
   uint16_t *Y = xmalloc(ny * 2), *plain_y = xmalloc(ny * 2);
   double *want = xmalloc(ny * sizeof *want);
+  /* B0 in [-1/32, 1/32]: X of order 1, so that Y's sums (of order 20)
+   * keep within the oracle's tolerance. */
   random_f16(A0, na, -1, 1, 31);
-  random_f16(B0, nb0, -1, 1, 32);
+  random_f16(B0, nb0, -0.03125, 0.03125, 32);
   random_f16(B1, nb1, -1, 1, 33);
-  setenv("TJ_GEMM_PDL", "1", 1); /* read at open */
   tj_runtime *rt = open_gpu();
-  unsetenv("TJ_GEMM_PDL");
+  setenv("TJ_GEMM_PDL", "0", 1); /* read at open */
   tj_runtime *plain = open_gpu();
+  unsetenv("TJ_GEMM_PDL");
   void *dA0 = gemm_to_device(A0, na, 0), *dB0 = gemm_to_device(B0, nb0, 0);
   void *dB1 = gemm_to_device(B1, nb1, 0);
   void *dX = dev_poisoned(nx * 2), *dY = dev_poisoned(ny * 2);
@@ -1067,6 +1071,35 @@ START_TEST(gemm_hopper_skinny_early_launch_waits)
                   "run %d: the early launch's C differs from the plain one's",
                   r + 1);
   }
+  /* The other way round: the first GEMM writes the second's B (X, 16 x
+   * 4096, NaN before), which the second asks L2 for before its wait,
+   * while the first (which lets its dependents start at once) still
+   * runs: Z = A1 (16 x 16) * X must be the oracle's on the X written. */
+  uint16_t *A1 = xmalloc(16 * 16 * 2);
+  random_f16(A1, 16 * 16, -1, 1, 34);
+  void *dA1 = gemm_to_device(A1, 16 * 16, 0);
+  if (strcmp(tj_runtime_arch(rt), "sm_90") == 0) {
+    const char *e = tj_gemm_f16_kernel(rt, M, K, M, dA1, M, dX, K, dY, K);
+    ck_assert_msg(e && strncmp(e, "gemm_f16_sm90a_skinny", 21) == 0,
+                  "the GEMM on the first's C as B runs %s", e);
+  }
+  gemm_case gz = {M, K, M, M, K, K, 1.0f, 0.0f, 0};
+  for (int r = 0; r < 3; r++) {
+    CHECK_HIP(hipMemset(dX, 0xff, nx * 2));
+    CHECK_HIP(hipMemset(dY, 0xff, ny * 2));
+    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, K, K1, 1.0f, dA0, K1, dB0, K, 0.0f,
+                             dX, K));
+    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, K, M, 1.0f, dA1, M, dX, K, 0.0f,
+                             dY, K));
+    CHECK_HIP(hipStreamSynchronize(NULL));
+    get(X, dX, nx * 2);
+    get(Y, dY, (size_t)M * K * 2);
+    tj__oracle_gemm(M, K, M, 1.0, A1, M, X, K, 0.0, NULL, K, want);
+    check_gemm_result(&gz, Y, want, "launched early behind the GEMM that "
+                      "writes its B");
+  }
+  hipFree(dA1);
+  free(A1);
   hipFree(dA0);
   hipFree(dB0);
   hipFree(dB1);
