@@ -76,6 +76,16 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * memory for fp32 partials from the runtime's pool, ordered on stream,
  * and the result is still the same bits on every run.
  *
+ * Early start.  On an sm_90 device the M <= 16 Hopper kernel is launched
+ * with programmatic dependent launch: its blocks may start while the
+ * kernel ahead of it on stream ends, and it touches A, B and C only once
+ * that kernel is done, so the result is what a plain launch gives (it
+ * only hints L2 to fetch B sooner).  It lets the kernel after it start
+ * early too: one of yours launched after it with the same attribute must
+ * wait (griddepcontrol.wait, cudaGridDependencySynchronize) before it
+ * reads C, as after any kernel that allows it.  TJ_GEMM_PDL=0 in the
+ * environment launches it plainly.
+ *
  * Tuning.  The Hopper kernels have several configurations (tile width,
  * split factor; for M <= 16 strip width and cluster size); which one runs
  * is the tuning decision for the call's
@@ -94,7 +104,7 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TJ_GEMM_SKINNY_TC,
  * TJ_GEMM_SKINNY_SM90A, TJ_GEMM_SM90A_TILE, TJ_GEMM_PERSISTENT,
  * TJ_GEMM_MULTICAST, TJ_GEMM_TMA_STORE, TJ_GEMM_EVICT_FIRST,
- * TJ_GEMM_STREAMK, TOKITAI_JIT_TUNE) is read at
+ * TJ_GEMM_STREAMK, TJ_GEMM_PDL, TOKITAI_JIT_TUNE) is read at
  * tj_runtime_open. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
