@@ -879,7 +879,6 @@ int tj__launch(void *function, const unsigned grid[3], const unsigned block[3],
                unsigned shared, void *stream, void **args, int early)
 {
   const tj__cuda_api *cu = tj__cuda();
-  CUresult e;
   if (early && cu->cuLaunchKernelEx) {
     CUlaunchAttribute attr;
     memset(&attr, 0, sizeof attr);
@@ -887,13 +886,17 @@ int tj__launch(void *function, const unsigned grid[3], const unsigned block[3],
     attr.value.programmaticStreamSerializationAllowed = 1;
     CUlaunchConfig c = {grid[0], grid[1], grid[2], block[0], block[1],
                         block[2], shared, (CUstream)stream, &attr, 1};
-    e = cu->cuLaunchKernelEx(&c, (CUfunction)function, args, NULL);
-  } else {
-    e = cu->cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2],
-                           block[0], block[1], block[2], shared,
-                           (CUstream)stream, args, NULL);
+    if (cu->cuLaunchKernelEx(&c, (CUfunction)function, args, NULL) ==
+        CUDA_SUCCESS)
+      return TJ_OK;
+    /* Refused (a driver that takes no such launch where this one is
+     * going, as into a graph before CUDA 12.3): plainly, as the kernel
+     * runs the same either way. */
   }
-  return e == CUDA_SUCCESS ? TJ_OK : TJ_EDEVICE;
+  return cu->cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2],
+                            block[0], block[1], block[2], shared,
+                            (CUstream)stream, args, NULL) == CUDA_SUCCESS
+             ? TJ_OK : TJ_EDEVICE;
 }
 
 int tj__hopper_driver(void)
