@@ -890,8 +890,7 @@ int tj__launch(void *function, const unsigned grid[3], const unsigned block[3],
         CUDA_SUCCESS)
       return TJ_OK;
     /* Refused (a driver that takes no such launch where this one is
-     * going, as into a graph before CUDA 12.3): plainly, as the kernel
-     * runs the same either way. */
+     * going): plainly, as the kernel runs the same either way. */
   }
   return cu->cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2],
                             block[0], block[1], block[2], shared,
