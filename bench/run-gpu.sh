@@ -3,16 +3,18 @@
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
-#   tuning-check gemm-bench gemm-tune skinny-cost hopper-check tiles-bench
-#   tiles-smoke read-floor skinny-bench start-bench
+#   tuning-check gemm-bench gemm-tune skinny-cost hopper-check skinny-check
+#   tiles-bench tiles-smoke read-floor skinny-bench start-bench
 #   (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
 # Issue 14's modes, each well inside a device call: gemm-check, the GPU
-# suite's gemm, verify and early cases and the tuning suite on the GPU;
-# hopper-check, its early and hopper cases (hopper: 440 s alone on an H100, 2026-12-05: a
-# call of its own) and the tuning suite; tuning-check, the tuning suite
-# alone;
+# suite's gemm, verify and skinny cases and the tuning suite on the GPU;
+# hopper-check, its hopper case (the tiles; 440 s alone on an H100 with
+# the skinny tests still in, 2026-12-05: a call of its own) and the
+# tuning suite; skinny-check, its skinny case
+# (the Hopper skinny kernel: shapes, evict-first, the early start) and
+# the tuning suite; tuning-check, the tuning suite alone;
 # gemm-bench, tj-bench's GEMM section on issue 14's eighteen shapes,
 # first without the variants (so that a variant that fails loses nothing
 # else), then with them timed beside the default (TJ_GEMM_TMA_STORE=0,
@@ -149,12 +151,13 @@ full() {  # $1: check, bench or all
 for what in "$@"; do
   echo "== $what ($(date +%T))"
   case $what in
-    gemm-check) gemm_check "gemm verify early" || status=1 ;;
+    gemm-check) gemm_check "gemm verify skinny" || status=1 ;;
     tuning-check) gemm_check "" || status=1 ;;
     skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;
     gemm-tune) gemm_tune || status=1 ;;
-    hopper-check) gemm_check "early hopper" || status=1 ;;
+    hopper-check) gemm_check "hopper" || status=1 ;;
+    skinny-check) gemm_check "skinny" || status=1 ;;
     tiles-smoke)  # the cluster-split tiles forced, one shape each; a hang
                   # or a wrong result ends the run here
       for t in 256k3 128k4; do

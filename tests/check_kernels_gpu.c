@@ -1529,11 +1529,12 @@ int main(void)
   tcase_add_test(hopper, gemm_hopper_multicast_shapes);
   tcase_add_test(hopper, gemm_hopper_streamk_shapes);
   tcase_add_test(hopper, gemm_hopper_narrow_tile_shapes);
-  tcase_add_test(hopper, gemm_hopper_skinny_shapes);
-  tcase_add_test(hopper, gemm_hopper_skinny_evict_first_same_bits);
   tcase_add_test(hopper, gemm_hopper_is_deterministic_and_switchable);
-  /* The early launch in a case of its own (CK_RUN_CASE=early), short. */
-  TCase *early = test_case(s, "early", 300);
-  tcase_add_test(early, gemm_hopper_skinny_early_launch_waits);
+  /* The Hopper skinny kernel's in a case of their own (CK_RUN_CASE=
+   * skinny), much shorter than the tiles'. */
+  TCase *skinny = test_case(s, "skinny", 300);
+  tcase_add_test(skinny, gemm_hopper_skinny_shapes);
+  tcase_add_test(skinny, gemm_hopper_skinny_evict_first_same_bits);
+  tcase_add_test(skinny, gemm_hopper_skinny_early_launch_waits);
   return run_gpu_suite(s, "the kernel GPU suite");
 }
