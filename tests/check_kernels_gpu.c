@@ -1008,6 +1008,45 @@ START_TEST(gemm_hopper_skinny_evict_first_same_bits)
 }
 END_TEST
 
+/* On an sm_90 device, that M x N x K takes the Hopper skinny kernel. */
+static void assert_hopper_skinny(tj_runtime *rt, int M, int N, int K,
+                                 const void *a, int lda, const void *b,
+                                 int ldb, void *c, int ldc)
+{
+  if (strcmp(tj_runtime_arch(rt), "sm_90") != 0)
+    return;
+  const char *e = tj_gemm_f16_kernel(rt, M, N, K, a, lda, b, ldb, c, ldc);
+  ck_assert_msg(e && strncmp(e, "gemm_f16_sm90a_skinny", 21) == 0,
+                "%d x %d x %d runs %s", M, N, K, e);
+}
+
+/* The early-start chain's first GEMM, X (16 x 4096) = A0 * B0 (B0 11008
+ * x 4096, 90 MB), and the buffers of both. */
+enum { EARLY_M = 16, EARLY_K1 = 11008, EARLY_K = 4096 };
+typedef struct early_chain {
+  tj_runtime *rt;
+  void *A0, *B0, *X, *Y;
+} early_chain;
+
+/* NaN in X and Y, X = A0 * B0, then Y = a * b (16 x n x k, X one of
+ * them) behind it on the same stream; X and Y back in host memory. */
+static void early_chain_run(const early_chain *c, int n, int k, const void *a,
+                            int lda, const void *b, int ldb, uint16_t *X,
+                            uint16_t *Y)
+{
+  size_t nx = (size_t)EARLY_M * EARLY_K, ny = (size_t)EARLY_M * n;
+  CHECK_HIP(hipMemset(c->X, 0xff, nx * 2));
+  CHECK_HIP(hipMemset(c->Y, 0xff, ny * 2));
+  CHECK_TJ(c->rt, tj_gemm_f16(c->rt, NULL, EARLY_M, EARLY_K, EARLY_K1, 1.0f,
+                              c->A0, EARLY_K1, c->B0, EARLY_K, 0.0f, c->X,
+                              EARLY_K));
+  CHECK_TJ(c->rt, tj_gemm_f16(c->rt, NULL, EARLY_M, n, k, 1.0f, a, lda, b,
+                              ldb, 0.0f, c->Y, n));
+  CHECK_HIP(hipStreamSynchronize(NULL));
+  get(X, c->X, nx * 2);
+  get(Y, c->Y, ny * 2);
+}
+
 /* The Hopper skinny kernel launched to start early (programmatic
  * dependent launch, the default), both GEMMs of a chain where the
  * second's A is the first's C: 16 x 4096 out of a 90 MB B, long enough
@@ -1020,94 +1059,63 @@ END_TEST
  * calls run other kernels and must match just the same. */
 START_TEST(gemm_hopper_skinny_early_launch_waits)
 {
-  enum { M = 16, K1 = 11008, K = 4096, N = 4096 };
+  enum { M = EARLY_M, K1 = EARLY_K1, K = EARLY_K, N = 4096 };
   size_t na = (size_t)M * K1, nb0 = (size_t)K1 * K, nx = (size_t)M * K;
   size_t nb1 = (size_t)K * N, ny = (size_t)M * N;
   uint16_t *A0 = xmalloc(na * 2), *B0 = xmalloc(nb0 * 2);
-  uint16_t *B1 = xmalloc(nb1 * 2), *X = xmalloc(nx * 2);
-  uint16_t *Y = xmalloc(ny * 2), *plain_y = xmalloc(ny * 2);
+  uint16_t *B1 = xmalloc(nb1 * 2), *A1 = xmalloc(M * M * 2);
+  uint16_t *X = xmalloc(nx * 2), *Y = xmalloc(ny * 2);
+  uint16_t *plain_y = xmalloc(ny * 2);
   double *want = xmalloc(ny * sizeof *want);
   /* B0 in [-1/32, 1/32]: X of order 1, so that Y's sums (of order 20)
    * keep within the oracle's tolerance. */
   random_f16(A0, na, -1, 1, 31);
   random_f16(B0, nb0, -0.03125, 0.03125, 32);
   random_f16(B1, nb1, -1, 1, 33);
+  random_f16(A1, (size_t)M * M, -1, 1, 34);
   tj_runtime *rt = open_gpu();
   setenv("TJ_GEMM_PDL", "0", 1); /* read at open */
   tj_runtime *plain = open_gpu();
   unsetenv("TJ_GEMM_PDL");
-  void *dA0 = gemm_to_device(A0, na, 0), *dB0 = gemm_to_device(B0, nb0, 0);
-  void *dB1 = gemm_to_device(B1, nb1, 0);
-  void *dX = dev_poisoned(nx * 2), *dY = dev_poisoned(ny * 2);
-  if (strcmp(tj_runtime_arch(rt), "sm_90") == 0) {
-    const char *first = tj_gemm_f16_kernel(rt, M, K, K1, dA0, K1, dB0, K,
-                                           dX, K);
-    const char *second = tj_gemm_f16_kernel(rt, M, N, K, dX, K, dB1, N, dY,
-                                            N);
-    ck_assert_msg(first && strncmp(first, "gemm_f16_sm90a_skinny", 21) == 0,
-                  "the first GEMM runs %s", first);
-    ck_assert_msg(second && strncmp(second, "gemm_f16_sm90a_skinny", 21) == 0,
-                  "the second GEMM runs %s", second);
-  }
+  early_chain c = {rt, gemm_to_device(A0, na, 0), gemm_to_device(B0, nb0, 0),
+                   dev_poisoned(nx * 2), dev_poisoned(ny * 2)};
+  void *dB1 = gemm_to_device(B1, nb1, 0), *dA1 = gemm_to_device(A1, M * M, 0);
+  assert_hopper_skinny(rt, M, K, K1, c.A0, K1, c.B0, K, c.X, K);
+  assert_hopper_skinny(rt, M, N, K, c.X, K, dB1, N, c.Y, N);
+  assert_hopper_skinny(rt, M, K, M, dA1, M, c.X, K, c.Y, K);
   gemm_case g = {M, N, K, K, N, N, 1.0f, 0.0f, 0};
+  gemm_case gb = {M, K, M, M, K, K, 1.0f, 0.0f, 0};
   for (int r = 0; r < 3; r++) {
-    CHECK_HIP(hipMemset(dX, 0xff, nx * 2));
-    CHECK_HIP(hipMemset(dY, 0xff, ny * 2));
-    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, K, K1, 1.0f, dA0, K1, dB0, K, 0.0f,
-                             dX, K));
-    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, N, K, 1.0f, dX, K, dB1, N, 0.0f,
-                             dY, N));
-    CHECK_HIP(hipStreamSynchronize(NULL));
-    get(X, dX, nx * 2);
-    get(Y, dY, ny * 2);
+    /* The second GEMM's A is the first's C. */
+    early_chain_run(&c, N, K, c.X, K, dB1, N, X, Y);
     tj__oracle_gemm(M, N, K, 1.0, X, K, B1, N, 0.0, NULL, N, want);
     check_gemm_result(&g, Y, want, "launched early behind the GEMM that "
                       "writes its A");
-    CHECK_TJ(plain, tj_gemm_f16(plain, NULL, M, N, K, 1.0f, dX, K, dB1, N,
-                                0.0f, dY, N));
+    CHECK_TJ(plain, tj_gemm_f16(plain, NULL, M, N, K, 1.0f, c.X, K, dB1, N,
+                                0.0f, c.Y, N));
     CHECK_HIP(hipStreamSynchronize(NULL));
-    get(plain_y, dY, ny * 2);
+    get(plain_y, c.Y, ny * 2);
     ck_assert_msg(memcmp(Y, plain_y, ny * 2) == 0,
                   "run %d: the early launch's C differs from the plain one's",
                   r + 1);
-  }
-  /* The other way round: the first GEMM writes the second's B (X, 16 x
-   * 4096, NaN before), which the second asks L2 for before its wait,
-   * while the first (which lets its dependents start at once) still
-   * runs: Z = A1 (16 x 16) * X must be the oracle's on the X written. */
-  uint16_t *A1 = xmalloc(16 * 16 * 2);
-  random_f16(A1, 16 * 16, -1, 1, 34);
-  void *dA1 = gemm_to_device(A1, 16 * 16, 0);
-  if (strcmp(tj_runtime_arch(rt), "sm_90") == 0) {
-    const char *e = tj_gemm_f16_kernel(rt, M, K, M, dA1, M, dX, K, dY, K);
-    ck_assert_msg(e && strncmp(e, "gemm_f16_sm90a_skinny", 21) == 0,
-                  "the GEMM on the first's C as B runs %s", e);
-  }
-  gemm_case gz = {M, K, M, M, K, K, 1.0f, 0.0f, 0};
-  for (int r = 0; r < 3; r++) {
-    CHECK_HIP(hipMemset(dX, 0xff, nx * 2));
-    CHECK_HIP(hipMemset(dY, 0xff, ny * 2));
-    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, K, K1, 1.0f, dA0, K1, dB0, K, 0.0f,
-                             dX, K));
-    CHECK_TJ(rt, tj_gemm_f16(rt, NULL, M, K, M, 1.0f, dA1, M, dX, K, 0.0f,
-                             dY, K));
-    CHECK_HIP(hipStreamSynchronize(NULL));
-    get(X, dX, nx * 2);
-    get(Y, dY, (size_t)M * K * 2);
+    /* The second GEMM's B is the first's C: 16 x 4096 x 16, B asked of L2
+     * before the wait while the first (which lets its dependents start at
+     * once) still writes it. */
+    early_chain_run(&c, K, M, dA1, M, c.X, K, X, Y);
     tj__oracle_gemm(M, K, M, 1.0, A1, M, X, K, 0.0, NULL, K, want);
-    check_gemm_result(&gz, Y, want, "launched early behind the GEMM that "
+    check_gemm_result(&gb, Y, want, "launched early behind the GEMM that "
                       "writes its B");
   }
-  hipFree(dA1);
-  free(A1);
-  hipFree(dA0);
-  hipFree(dB0);
+  hipFree(c.A0);
+  hipFree(c.B0);
+  hipFree(c.X);
+  hipFree(c.Y);
   hipFree(dB1);
-  hipFree(dX);
-  hipFree(dY);
+  hipFree(dA1);
   tj_runtime_close(plain);
   tj_runtime_close(rt);
-  free(A0); free(B0); free(B1); free(X); free(Y); free(plain_y); free(want);
+  free(A0); free(B0); free(B1); free(A1); free(X); free(Y); free(plain_y);
+  free(want);
 }
 END_TEST
 
