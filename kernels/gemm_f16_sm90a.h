@@ -199,17 +199,6 @@ __device__ __forceinline__ void tj_h_tma_load(unsigned dst, const tj_tmap *map,
                : "memory");
 }
 
-/* The box of the 2-D tensor map at (x = column, y = row) brought into
- * L2, no further (a hint: what lies outside the tensor is not fetched,
- * and no read that follows sees other values than it would without). */
-__device__ __forceinline__ void tj_h_tma_prefetch_l2(const tj_tmap *map,
-                                                     int x, int y) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, "
-               "%2}];" ::"l"(reinterpret_cast<unsigned long long>(map)),
-               "r"(x), "r"(y)
-               : "memory");
-}
-
 /* tj_h_tma_load with an L2 eviction policy (a createpolicy value) for
  * the box's lines. */
 __device__ __forceinline__ void tj_h_tma_load_hint(unsigned dst,
@@ -1297,6 +1286,14 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  /* Launched to start early (TJ_GEMM_PDL=1: programmatic dependent
+   * launch), the block may have got here while the kernel ahead of it on
+   * the stream still runs: nothing of A, B or C is touched before that
+   * kernel is done and its writes show.  The kernel after this one may
+   * start its own setup from here.  Launched plainly, both return at
+   * once. */
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   unsigned rank = S > 1 ? tj_h_cluster_rank() : 0;
   int n0 = (int)(blockIdx.x / S) * BN;
   /* This block's K-range: the r-th of S runs of whole k-tiles (an empty
@@ -1305,21 +1302,6 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   int kt0, kn;
   tj_h_krun(ktiles, (ktiles + S - 1) / S, rank, kt0, kn);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  /* Launched to start early (programmatic dependent launch: tj_gemm_f16's
-   * default here), the block may have got this far while the kernel ahead
-   * of it on the stream still runs.  It asks L2 for its first stages of B
-   * meanwhile: a hint, which cannot make a read see other values than
-   * without it (L2 is where every SM's writes meet), so safe even where
-   * that kernel writes B.  Then nothing of A, B or C is read or written
-   * before that kernel is done and its writes show (griddepcontrol.wait);
-   * and the kernel after this one may start its own setup.  Launched
-   * plainly, the wait returns at once. */
-  if (warp == 4 && lane == 0)
-    for (int kt = 0; kt < kn && kt < TJ_S_STAGES; kt++)
-      for (int j = 0; j < BN / 64; j++)
-        tj_h_tma_prefetch_l2(tb, n0 + 64 * j, (kt0 + kt) * TJ_H_BK);
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (warp == 4) {
     /* evict_first: B, read once, goes through L2 marked first to go, so
      * that its lines replace each other rather than lines others left
