@@ -406,6 +406,17 @@ START_TEST(tuning_opt_out_and_environment)
   ck_assert_int_eq(rt->gemm_env.sm90a_off, 1);
   unsetenv("TJ_GEMM_SPLITK");
   unsetenv("TJ_GEMM_SM90A");
+  /* TJ_GEMM_PDL: 1 starts the skinny kernel early, 0 never; anything else
+   * (and unset) is the rule's, -1. */
+  ck_assert_int_eq(rt->gemm_env.early, -1);
+  static const char *const pdl[][2] = {{"1", "1"}, {"0", "0"}, {"2", "-1"},
+                                       {"yes", "-1"}};
+  for (size_t i = 0; i < sizeof pdl / sizeof pdl[0]; i++) {
+    setenv("TJ_GEMM_PDL", pdl[i][0], 1);
+    rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
+    ck_assert_int_eq(rt->gemm_env.early, atoi(pdl[i][1]));
+  }
+  unsetenv("TJ_GEMM_PDL");
   /* A compile-only runtime never tunes: tj_gemm_f16_tune says why. */
   rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 128, 4096, 4096, NULL, NULL),
