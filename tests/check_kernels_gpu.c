@@ -1053,8 +1053,8 @@ static void early_chain_run(const early_chain *c, int n, int k, const void *a,
  * that the second's blocks start while the first runs, and NaN until the
  * first writes it, so that a read too soon would show in the second's
  * result.  Three times, each against the oracle on what the first wrote
- * and the same bits as a plain launch of the second on
- * it.  Then the first GEMM writing the second's B instead.  Elsewhere (not sm_90) the same
+ * and the same bits as a plain launch of the second on it; then the first
+ * GEMM writing the second's B instead.  Elsewhere (not sm_90) the same
  * calls run other kernels and must match just the same. */
 START_TEST(gemm_hopper_skinny_early_launch_waits)
 {
