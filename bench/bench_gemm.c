@@ -422,7 +422,8 @@ static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
   chain_ctx rc = c;
   rc.one = run_read, rc.g = NULL, rc.r = &r;
   double rms = time_clean_flushed(clean, run_chain, &rc, REPS) / LAYERS;
-  snprintf(label, sizeof label, "read of B %s, %d layers in a row / copy", shape, LAYERS);
+  snprintf(label, sizeof label, "read of B %s, %d layers in a row / copy",
+           shape, LAYERS);
   record("gemm", label, (double)(b_bytes / 16 * 16) / (rms * 1e6) / copy_gbs,
          "x");
   if (have_vendor) {

@@ -850,7 +850,8 @@ int tj__device_query(int ordinal, tj__device_props *props, int what)
                   &props->memory_bus_bits};
   for (int i = 0; i < 3; i++) {
     *into[i] = 0;
-    if ((what & TJ__QUERY_CLOCK) && cu->cuDeviceGetAttribute(into[i], asked[i], d))
+    if ((what & TJ__QUERY_CLOCK) &&
+        cu->cuDeviceGetAttribute(into[i], asked[i], d))
       *into[i] = 0;
   }
   return TJ_OK;

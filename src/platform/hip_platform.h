@@ -261,9 +261,10 @@ int tj__device_count(int *count);
 int tj__device_open(int ordinal, tj__device *dev, char *err, size_t errlen);
 int tj__device_make_current(const tj__device *dev);
 void tj__device_close(tj__device *dev);
-/* what: 0, or TJ__QUERY_CLOCK for the clocks (and bus width) too.  The clock is asked for
- * only by tj_device_get_info: on an H200 with CUDA 13 the runtime's warm
- * start rose from about 0.9 to 1.5 ms when every open asked for it. */
+/* what: 0, or TJ__QUERY_CLOCK for the clocks (and bus width) too.  The
+ * clocks are asked for only by tj_device_get_info and the benchmark: on an
+ * H200 with CUDA 13 the runtime's warm start rose from about 0.9 to 1.5 ms
+ * when every open asked for the clock. */
 #define TJ__QUERY_CLOCK 1
 int tj__device_query(int ordinal, tj__device_props *props, int what);
 /* The driver's view of a loaded function (registers, static shared and
