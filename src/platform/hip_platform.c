@@ -338,16 +338,6 @@ int tj__device_query(int ordinal, tj__device_props *props, int what)
   return TJ_OK;
 }
 
-int tj__launch(void *function, const unsigned grid[3], const unsigned block[3],
-               unsigned shared, void *stream, void **args, int early)
-{
-  (void)early; /* no programmatic dependent launch on AMD */
-  return hipModuleLaunchKernel((hipFunction_t)function, grid[0], grid[1],
-                               grid[2], block[0], block[1], block[2], shared,
-                               (hipStream_t)stream, args, NULL) == hipSuccess
-             ? TJ_OK : TJ_EDEVICE;
-}
-
 /* No TMA and no Hopper GEMM on AMD: tj_gemm_f16 never asks. */
 int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
                        uint64_t cols, uint64_t ld, uint32_t box_rows,
@@ -876,27 +866,24 @@ int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
              ? TJ_OK : TJ_EDEVICE;
 }
 
-int tj__launch(void *function, const unsigned grid[3], const unsigned block[3],
-               unsigned shared, void *stream, void **args, int early)
+/* function launched with programmatic dependent launch (tj__launch's
+ * early): 1 when the driver took it, 0 where it has no cuLaunchKernelEx or
+ * refused the launch. */
+static int launch_early(void *function, const unsigned grid[3],
+                        const unsigned block[3], unsigned shared,
+                        void *stream, void **args)
 {
   const tj__cuda_api *cu = tj__cuda();
-  if (early && cu->cuLaunchKernelEx) {
-    CUlaunchAttribute attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig c = {grid[0], grid[1], grid[2], block[0], block[1],
-                        block[2], shared, (CUstream)stream, &attr, 1};
-    if (cu->cuLaunchKernelEx(&c, (CUfunction)function, args, NULL) ==
-        CUDA_SUCCESS)
-      return TJ_OK;
-    /* Refused (a driver that takes no such launch where this one is
-     * going): plainly, as the kernel runs the same either way. */
-  }
-  return cu->cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2],
-                            block[0], block[1], block[2], shared,
-                            (CUstream)stream, args, NULL) == CUDA_SUCCESS
-             ? TJ_OK : TJ_EDEVICE;
+  if (!cu->cuLaunchKernelEx)
+    return 0;
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig c = {grid[0], grid[1], grid[2], block[0], block[1],
+                      block[2], shared, (CUstream)stream, &attr, 1};
+  return cu->cuLaunchKernelEx(&c, (CUfunction)function, args, NULL) ==
+         CUDA_SUCCESS;
 }
 
 int tj__hopper_driver(void)
@@ -1283,6 +1270,23 @@ static char fingerprint[160];
 static void read_fingerprint(void)
 {
   compute_fingerprint(fingerprint, sizeof fingerprint);
+}
+
+int tj__launch(void *function, const unsigned grid[3], const unsigned block[3],
+               unsigned shared, void *stream, void **args, int early)
+{
+#if defined(TJ_PLATFORM_NVIDIA)
+  /* Refused (a driver that takes no such launch where this one is going):
+   * plainly, as the kernel runs the same either way. */
+  if (early && launch_early(function, grid, block, shared, stream, args))
+    return TJ_OK;
+#else
+  (void)early; /* no programmatic dependent launch on AMD */
+#endif
+  return hipModuleLaunchKernel((hipFunction_t)function, grid[0], grid[1],
+                               grid[2], block[0], block[1], block[2], shared,
+                               (hipStream_t)stream, args, NULL) == hipSuccess
+             ? TJ_OK : TJ_EDEVICE;
 }
 
 void tj__compiler_fingerprint(char *buf, size_t len)
