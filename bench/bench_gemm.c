@@ -340,13 +340,22 @@ static tj_kernel *read_bulk_kernel(tj_runtime *rt)
   return k;
 }
 
-/* The first bytes (a multiple of 16) at p read with four loads in
- * flight a thread and four blocks an SM, in GB/s. */
+/* The read of B beside each skinny shape: the first bytes (a multiple of
+ * 16) at p with four loads in flight a thread and four 512-thread blocks
+ * an SM. */
+static read_ctx read_of_b(tj_runtime *rt, const void *p, size_t bytes)
+{
+  return (read_ctx){read_kernel(rt, 4), p, bytes / 16, read_out(),
+                    4 * device_sms(), 512};
+}
+
+/* That read's rate in GB/s, the median of reps launches each after
+ * clean's flush. */
 static double read_gbs_of(tj_runtime *rt, const void *p, size_t bytes,
                           clean_flush *clean, int reps)
 {
-  double ms = read_ms_of(read_kernel(rt, 4), p, bytes / 16, 512, 4, clean,
-                         reps);
+  read_ctx r = read_of_b(rt, p, bytes);
+  double ms = time_clean_flushed(clean, run_read, &r, reps);
   return (double)(bytes / 16 * 16) / (ms * 1e6);
 }
 
@@ -417,8 +426,7 @@ static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
              "launch (TJ_GEMM_PDL=1) / copy", shape, LAYERS);
     record("gemm", label, bytes / (early_ms * 1e6) / copy_gbs, "x");
   }
-  read_ctx r = {read_kernel(g->rt, 4), NULL, b_bytes / 16, read_out(),
-                4 * device_sms(), 512};
+  read_ctx r = read_of_b(g->rt, NULL, b_bytes);
   chain_ctx rc = c;
   rc.one = run_read, rc.g = NULL, rc.r = &r;
   double rms = time_clean_flushed(clean, run_chain, &rc, REPS) / LAYERS;
