@@ -1286,9 +1286,9 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  /* Launched to start early (TJ_GEMM_PDL=1: programmatic dependent
-   * launch), the block may have got here while the kernel ahead of it on
-   * the stream still runs: nothing of A, B or C is touched before that
+  /* Launched to start early (programmatic dependent launch, the default;
+   * TJ_GEMM_PDL=0 launches plainly), the block may have got here while
+   * the kernel ahead of it on the stream still runs: nothing of A, B or C is touched before that
    * kernel is done and its writes show.  The kernel after this one may
    * start its own setup from here.  Launched plainly, both return at
    * once. */

@@ -1048,14 +1048,14 @@ static void early_chain_run(const early_chain *c, int n, int k, const void *a,
 }
 
 /* The Hopper skinny kernel launched to start early (programmatic
- * dependent launch, TJ_GEMM_PDL=1), both GEMMs of a chain where the
+ * dependent launch, the default), both GEMMs of a chain where the
  * second's A is the first's C: 16 x 4096 out of a 90 MB B, long enough
  * that the second's blocks start while the first runs, and NaN until the
  * first writes it, so that a read too soon would show in the second's
  * result.  Three times, each against the oracle on what the first wrote
- * and the same bits as a plain launch of the second on it; then the first
- * GEMM writing the second's B instead.  Elsewhere (not sm_90) the same
- * calls run other kernels and must match just the same. */
+ * and the same bits as a plain launch (TJ_GEMM_PDL=0) of the second on
+ * it; then the first GEMM writing the second's B instead.  Elsewhere (not
+ * sm_90) the same calls run other kernels and must match just the same. */
 START_TEST(gemm_hopper_skinny_early_launch_waits)
 {
   enum { M = EARLY_M, K1 = EARLY_K1, K = EARLY_K, N = 4096 };
@@ -1072,10 +1072,10 @@ START_TEST(gemm_hopper_skinny_early_launch_waits)
   random_f16(B0, nb0, -0.03125, 0.03125, 32);
   random_f16(B1, nb1, -1, 1, 33);
   random_f16(A1, (size_t)M * M, -1, 1, 34);
-  setenv("TJ_GEMM_PDL", "1", 1); /* read at open */
   tj_runtime *rt = open_gpu();
-  unsetenv("TJ_GEMM_PDL");
+  setenv("TJ_GEMM_PDL", "0", 1); /* read at open */
   tj_runtime *plain = open_gpu();
+  unsetenv("TJ_GEMM_PDL");
   early_chain c = {rt, gemm_to_device(A0, na, 0), gemm_to_device(B0, nb0, 0),
                    dev_poisoned(nx * 2), dev_poisoned(ny * 2)};
   void *dB1 = gemm_to_device(B1, nb1, 0), *dA1 = gemm_to_device(A1, M * M, 0);

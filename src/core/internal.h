@@ -482,9 +482,9 @@ typedef struct tj__gemm_env {
                        measured) */
   int tune_trial;   /* TJ_GEMM_TUNE_TRIAL=1: --tune also times the
                        configurations marked trial */
-  int early;        /* TJ_GEMM_PDL=1: the Hopper skinny kernel launched so
-                       that it may start before the kernel ahead of it on
-                       the stream ends; 0 or -1 (the rule's): not */
+  int early;        /* TJ_GEMM_PDL: 1 or -1 (the rule's), the Hopper
+                       skinny kernel launched so that it may start before
+                       the kernel ahead of it on the stream ends; 0: not */
 } tj__gemm_env;
 void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
 

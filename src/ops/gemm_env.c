@@ -53,15 +53,15 @@
  *                          the rule and the tuning table (plan_sm90a,
  *                          tj__gemm_plan_call); the rule nowhere: the
  *                          H200 timed it slower at every shape
- *   TJ_GEMM_PDL=1          the Hopper skinny kernel launched with
+ *   TJ_GEMM_PDL=0 or 1     the Hopper skinny kernel launched plainly,
+ *                          or (the default since an H100 timed it:
+ *                          bench/RESULTS.md, eleventh and twelfth
+ *                          rounds) with
  *                          programmatic dependent launch: its blocks may
- *                          start (barriers, tensor maps) while the kernel
- *                          ahead of it on the stream ends, and touch
- *                          nothing of A, B or C before it has
- *                          (kernels_api.c, launch_tiles); faster in a
- *                          row on an H100 (bench/RESULTS.md, eleventh
- *                          round), not the default until its test passes
- *                          on a GPU
+ *                          start (barriers, tensor maps)
+ *                          while the kernel ahead of it on the stream
+ *                          ends, and touch nothing of A, B or C before it
+ *                          has (kernels_api.c, launch_tiles)
  *   TJ_GEMM_TUNE_TRIAL=1   tokitai-jit --tune also times the
  *                          configurations marked trial (gemm_tune.c:
  *                          stream-K, slower where measured)

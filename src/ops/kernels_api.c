@@ -439,14 +439,12 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
                    &work, &seq};
   void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
   /* The skinny kernel waits (griddepcontrol.wait) before it touches A,
-   * B or C, so it may be launched to start early (TJ_GEMM_PDL=1): in
+   * B or C, so it is launched to start early (unless TJ_GEMM_PDL=0): in
    * eight layers in a row on an H100 that ran the nine skinny shapes 2.3
    * to 5.7% faster, and at 1.00 to 1.11x cuBLAS where the plain launch
-   * ran 0.95 to 1.08x (bench/RESULTS.md, eleventh round).  Not yet the
-   * default: its test (a chain whose second GEMM reads the first's C)
-   * has not passed on a GPU.  A launch with anything else between (an
-   * event, a copy) waits as a plain one does. */
-  int early = p->path == GEMM_PATH_SM90A_SKINNY && rt->gemm_env.early == 1;
+   * ran 0.95 to 1.08x (bench/RESULTS.md, eleventh round).  A launch with
+   * anything else between (an event, a copy) waits as a plain one does. */
+  int early = p->path == GEMM_PATH_SM90A_SKINNY && rt->gemm_env.early != 0;
   rc = tj__launch_kernel(k, p->grid, p->block, p->shared, stream,
                          p->path == GEMM_PATH_SM90A ? targs : sargs, early);
   if (rc != TJ_OK)

@@ -76,15 +76,15 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * memory for fp32 partials from the runtime's pool, ordered on stream,
  * and the result is still the same bits on every run.
  *
- * Early start.  With TJ_GEMM_PDL=1 in the environment, the M <= 16
- * Hopper kernel on an sm_90 device is launched with programmatic
- * dependent launch: its blocks may start while the kernel ahead of it on
- * stream ends, and it touches A, B and C only once that kernel is done,
- * so the result is what a plain launch gives.  Launched either way, it
- * lets the kernel after it start early: one of yours launched after it
- * with the same attribute must wait (griddepcontrol.wait,
+ * Early start.  On an sm_90 device the M <= 16 Hopper kernel is launched
+ * with programmatic dependent launch: its blocks may start while the
+ * kernel ahead of it on stream ends, and it touches A, B and C only once
+ * that kernel is done, so the result is what a plain launch gives.  It
+ * lets the kernel after it start early too: one of yours launched after
+ * it with the same attribute must wait (griddepcontrol.wait,
  * cudaGridDependencySynchronize) before it reads C, as after any kernel
- * that allows it.
+ * that allows it.  TJ_GEMM_PDL=0 in the
+ * environment launches it plainly.
  *
  * Tuning.  The Hopper kernels have several configurations (tile width,
  * split factor; for M <= 16 strip width and cluster size); which one runs
