@@ -56,9 +56,8 @@
  *   TJ_GEMM_PDL=0 or 1     the Hopper skinny kernel launched plainly,
  *                          or (the default since an H100 timed it:
  *                          bench/RESULTS.md, eleventh and twelfth
- *                          rounds) with
- *                          programmatic dependent launch: its blocks may
- *                          start (barriers, tensor maps)
+ *                          rounds) with programmatic dependent launch:
+ *                          its blocks may start (barriers, tensor maps)
  *                          while the kernel ahead of it on the stream
  *                          ends, and touch nothing of A, B or C before it
  *                          has (kernels_api.c, launch_tiles)
