@@ -340,14 +340,17 @@ __device__ __forceinline__ void tj_h_wgmma_wait_all() {
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
 
-/* wgmma m64nNk16, f32 += f16 * f16, A K-major, B N-major (transposed),
- * scale-d set through a predicate (an immediate there crashes NVRTC), for
- * N = 64, 128 and 256 (d: N / 2 floats a thread).  PTX wants every
- * register named: TJ_H_WGMMA_REGS(n) names %0 .. %(n - 1), each range
- * written once, and TJ_H_WGMMA_D(n) binds them to d[0] .. d[n - 1]; the
+/* wgmma m64nNk16, f32 += f16 * f16, scale-d set through a predicate (an
+ * immediate there crashes NVRTC): the tiles' tj_h_wgmma, A K-major and B
+ * N-major (transposed), for N = 64, 128 and 256 (d: N / 2 floats a
+ * thread); the skinny kernel's tj_s_wgmma, m64n16 with A transposed
+ * (MN-major: B's tile) and B K-major (A's box).  PTX wants every register
+ * named: TJ_H_WGMMA_REGS(n) names %0 .. %(n - 1), each range written
+ * once, and TJ_H_WGMMA_D(n) binds them to d[0] .. d[n - 1]; the
  * descriptors follow as %n and %(n + 1), the scale-d flag as %(n + 2). */
+#define TJ_H_WGMMA_REGS8 "%0,%1,%2,%3,%4,%5,%6,%7"
 #define TJ_H_WGMMA_REGS32 \
-  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19," \
+  TJ_H_WGMMA_REGS8 ",%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19," \
   "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
 #define TJ_H_WGMMA_REGS64 \
   TJ_H_WGMMA_REGS32 "," \
@@ -364,29 +367,43 @@ __device__ __forceinline__ void tj_h_wgmma_wait_all() {
 #define TJ_H_D4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define TJ_H_D16(i) TJ_H_D4(i), TJ_H_D4(i + 4), TJ_H_D4(i + 8), TJ_H_D4(i + 12)
 #define TJ_H_D32(i) TJ_H_D16(i), TJ_H_D16(i + 16)
+#define TJ_H_WGMMA_D8 TJ_H_D4(0), TJ_H_D4(4)
 #define TJ_H_WGMMA_D32 TJ_H_D32(0)
 #define TJ_H_WGMMA_D64 TJ_H_D32(0), TJ_H_D32(32)
 #define TJ_H_WGMMA_D128 TJ_H_WGMMA_D64, TJ_H_D32(64), TJ_H_D32(96)
 #define TJ_H_WGMMA_D(n) TJ_H_WGMMA_D##n
-/* tj_h_wgmma for d of n floats: the instruction's shape, and the operand
- * numbers of the two descriptors and the scale-d flag (n, n + 1, n + 2:
- * written out, as PTX operand numbers must be). */
-#define TJ_H_WGMMA(n, shape, da_op, db_op, scale_op)                         \
-  __device__ __forceinline__ void tj_h_wgmma(float(&d)[n],                   \
-                                             unsigned long long da,          \
-                                             unsigned long long db) {        \
+/* fn for d of n floats: the instruction's shape, the operand numbers of
+ * the two descriptors and the scale-d flag (n, n + 1, n + 2: written out,
+ * as PTX operand numbers must be), and A's and B's transpose flags. */
+#define TJ_H_WGMMA(fn, n, shape, da_op, db_op, scale_op, tnsp)              \
+  __device__ __forceinline__ void fn(float(&d)[n], unsigned long long da,    \
+                                     unsigned long long db) {                \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #scale_op ", 0;\n"     \
                  "wgmma.mma_async.sync.aligned." shape ".f32.f16.f16 {"      \
                  TJ_H_WGMMA_REGS(n) "}, %" #da_op ", %" #db_op               \
-                 ", p, 1, 1, 0, 1;\n}\n"                                      \
+                 ", p, 1, 1, " tnsp ";\n}\n"                                 \
                  : TJ_H_WGMMA_D(n)                                           \
                  : "l"(da), "l"(db), "r"(1)                                  \
                  : "memory");                                                \
   }
-TJ_H_WGMMA(32, "m64n64k16", 32, 33, 34)
-TJ_H_WGMMA(64, "m64n128k16", 64, 65, 66)
-TJ_H_WGMMA(128, "m64n256k16", 128, 129, 130)
+TJ_H_WGMMA(tj_h_wgmma, 32, "m64n64k16", 32, 33, 34, "0, 1")
+TJ_H_WGMMA(tj_h_wgmma, 64, "m64n128k16", 64, 65, 66, "0, 1")
+TJ_H_WGMMA(tj_h_wgmma, 128, "m64n256k16", 128, 129, 130, "0, 1")
+TJ_H_WGMMA(tj_s_wgmma, 8, "m64n16k16", 8, 9, 10, "1, 0")
 #undef TJ_H_WGMMA
+#undef TJ_H_WGMMA_D
+#undef TJ_H_WGMMA_D128
+#undef TJ_H_WGMMA_D64
+#undef TJ_H_WGMMA_D32
+#undef TJ_H_WGMMA_D8
+#undef TJ_H_D32
+#undef TJ_H_D16
+#undef TJ_H_D4
+#undef TJ_H_WGMMA_REGS
+#undef TJ_H_WGMMA_REGS128
+#undef TJ_H_WGMMA_REGS64
+#undef TJ_H_WGMMA_REGS32
+#undef TJ_H_WGMMA_REGS8
 
 __device__ __forceinline__ unsigned tj_h_pack(float lo, float hi) {
   __half2 h = __floats2half2_rn(lo, hi);
@@ -1251,20 +1268,6 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_S_SMEM_BYTES(bn)                                         \
   (TJ_S_STAGES * TJ_S_STAGE_BYTES(bn) + 1024 + 2 * 8 * TJ_S_STAGES + \
    TJ_S_ROWS * (bn) * 4)
-
-/* wgmma m64n16k16, f32 += f16 * f16, A transposed (MN-major: B's tile),
- * B K-major (A's box). */
-__device__ __forceinline__ void tj_s_wgmma(float (&d)[8],
-                                           unsigned long long da,
-                                           unsigned long long db) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
-               "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 1, 0;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
-                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-               : "l"(da), "l"(db), "r"(1)
-               : "memory");
-}
 
 template <int BN, int S>
 __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
