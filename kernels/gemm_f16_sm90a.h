@@ -1291,10 +1291,10 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   __syncthreads();
   /* Launched to start early (programmatic dependent launch, the default;
    * TJ_GEMM_PDL=0 launches plainly), the block may have got here while
-   * the kernel ahead of it on the stream still runs: nothing of A, B or C is touched before that
-   * kernel is done and its writes show.  The kernel after this one may
-   * start its own setup from here.  Launched plainly, both return at
-   * once. */
+   * the kernel ahead of it on the stream still runs: nothing of A, B or C
+   * is touched before that kernel is done and its writes show.  The
+   * kernel after this one may start its own setup from here.  Launched
+   * plainly, both return at once. */
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   unsigned rank = S > 1 ? tj_h_cluster_rank() : 0;
