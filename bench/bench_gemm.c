@@ -314,13 +314,22 @@ static tj_kernel *read_kernel(tj_runtime *rt, int unroll)
 
 /* units at p read by k (a read kernel: 16-byte units with 512-thread
  * blocks, the bulk read's 8 KiB chunks with 32) in blocks_per_sm blocks
- * an SM: the median time of reps launches each after clean's flush, in
- * ms. */
+ * an SM. */
+static read_ctx read_ctx_of(tj_kernel *k, const void *p,
+                            unsigned long long units, unsigned block,
+                            unsigned blocks_per_sm)
+{
+  return (read_ctx){k, p, units, read_out(), blocks_per_sm * device_sms(),
+                    block};
+}
+
+/* That read timed: the median of reps launches each after clean's flush,
+ * in ms. */
 static double read_ms_of(tj_kernel *k, const void *p, unsigned long long units,
                          unsigned block, unsigned blocks_per_sm,
                          clean_flush *clean, int reps)
 {
-  read_ctx r = {k, p, units, read_out(), blocks_per_sm * device_sms(), block};
+  read_ctx r = read_ctx_of(k, p, units, block, blocks_per_sm);
   return time_clean_flushed(clean, run_read, &r, reps);
 }
 
@@ -345,8 +354,7 @@ static tj_kernel *read_bulk_kernel(tj_runtime *rt)
  * an SM. */
 static read_ctx read_of_b(tj_runtime *rt, const void *p, size_t bytes)
 {
-  return (read_ctx){read_kernel(rt, 4), p, bytes / 16, read_out(),
-                    4 * device_sms(), 512};
+  return read_ctx_of(read_kernel(rt, 4), p, bytes / 16, 512, 4);
 }
 
 /* That read's rate in GB/s, the median of reps launches each after
@@ -356,7 +364,7 @@ static double read_gbs_of(tj_runtime *rt, const void *p, size_t bytes,
 {
   read_ctx r = read_of_b(rt, p, bytes);
   double ms = time_clean_flushed(clean, run_read, &r, reps);
-  return (double)(bytes / 16 * 16) / (ms * 1e6);
+  return (double)(r.n * 16) / (ms * 1e6);
 }
 
 /*
@@ -432,8 +440,7 @@ static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
   double rms = time_clean_flushed(clean, run_chain, &rc, REPS) / LAYERS;
   snprintf(label, sizeof label, "read of B %s, %d layers in a row / copy",
            shape, LAYERS);
-  record("gemm", label, (double)(b_bytes / 16 * 16) / (rms * 1e6) / copy_gbs,
-         "x");
+  record("gemm", label, (double)(r.n * 16) / (rms * 1e6) / copy_gbs, "x");
   if (have_vendor) {
     c.one = run_vendor;
     double vms = time_clean_flushed(clean, run_chain, &c, REPS) / LAYERS;
