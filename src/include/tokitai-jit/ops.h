@@ -85,27 +85,24 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * cudaGridDependencySynchronize) before it reads C, as after any kernel
  * that allows it.  TJ_GEMM_PDL=0 in the environment launches it plainly.
  *
- * Tuning.  The Hopper kernels have several configurations (tile width,
- * split factor; for M <= 16 strip width and cluster size); which one runs
- * is the tuning decision for the call's
- * shape class in the cache (see tj_tuning in <tokitai-jit/cache.h>),
- * else a heuristic.  With TOKITAI_JIT_TUNE=1 in the environment (off by
- * default: see src/ops/gemm_tune.c for why), the first call of a shape
- * class with no decision times a few candidates, within about a second,
- * on stream, reading A and B and writing a scratch output from the pool
- * (never C), then records
- * the winner, so that later calls and processes sharing the cache use it:
- * that one call waits for stream.  It compiles nothing the call would not
- * have: it times only candidates whose kernels are built (in the runtime
- * or its cache; `tokitai-jit --warm` builds them all), and records nothing
- * until it could time them all.  It does not happen with TJ_NO_TUNING
- * (decisions in the cache are still used), without a writable cache, or
- * while stream is being captured into a graph; the heuristic runs
- * instead.  The environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK,
- * TJ_GEMM_SKINNY_TC, TJ_GEMM_SKINNY_SM90A, TJ_GEMM_SM90A_TILE,
- * TJ_GEMM_PERSISTENT, TJ_GEMM_MULTICAST, TJ_GEMM_TMA_STORE,
- * TJ_GEMM_EVICT_FIRST, TJ_GEMM_STREAMK, TJ_GEMM_PDL, TOKITAI_JIT_TUNE) is
- * read at tj_runtime_open. */
+ * Tuning.  The Hopper kernels have several configurations (tile width, split
+ * factor; for M <= 16 strip width and cluster size); which one runs is the
+ * tuning decision for the call's shape class in the cache (see tj_tuning in
+ * <tokitai-jit/cache.h>), else a heuristic.  With TOKITAI_JIT_TUNE=1 in the
+ * environment (off by default: see src/ops/gemm_tune.c for why), the first call
+ * of a shape class with no decision times a few candidates, within about a
+ * second, on stream, reading A and B and writing a scratch output from the pool
+ * (never C), then records the winner, so that later calls and processes sharing
+ * the cache use it: that one call waits for stream.  It compiles nothing the
+ * call would not have: it times only candidates whose kernels are built (in the
+ * runtime or its cache; `tokitai-jit --warm` builds them all), and records
+ * nothing until it could time them all.  It does not happen with TJ_NO_TUNING
+ * (decisions in the cache are still used), without a writable cache, or while
+ * stream is being captured into a graph; the heuristic runs instead.  The
+ * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TJ_GEMM_SKINNY_TC,
+ * TJ_GEMM_SKINNY_SM90A, TJ_GEMM_SM90A_TILE, TJ_GEMM_PERSISTENT,
+ * TJ_GEMM_MULTICAST, TJ_GEMM_TMA_STORE, TJ_GEMM_EVICT_FIRST, TJ_GEMM_STREAMK,
+ * TJ_GEMM_PDL, TOKITAI_JIT_TUNE) is read at tj_runtime_open. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, float beta, uint16_t *C,
