@@ -116,8 +116,9 @@ int tj__location_open(const char *path, unsigned flags, tj__location *loc,
 /* Judge the -wal, -shm, -journal and .lock files that exist. */
 int tj__location_check_side_files(const tj__location *loc, unsigned flags,
                                   char *msg, size_t len);
-/* Judge one file as the cache's: regular, one link, ours, not writable by
- * others (by the group only with TJ_CACHE_GROUP). */
+/* Judge one file as the cache's: regular, never a second name, ours, not
+ * writable by others (by the group only with TJ_CACHE_GROUP).  No name at
+ * all (removed since it was looked up) is no second name. */
 struct stat;
 int tj__location_check_file(const struct stat *st, const char *path,
                             unsigned flags, char *msg, size_t len);
