@@ -61,13 +61,14 @@ typedef struct gemm_ctx {
   vendor_blas *vendor;
   int m, n, k;
   void *A, *B, *C;
+  void *stream; /* NULL, but for a capture into a graph */
 } gemm_ctx;
 
 static void run_ours(void *p)
 {
   gemm_ctx *g = p;
-  if (tj_gemm_f16(g->rt, NULL, g->m, g->n, g->k, 1.0f, g->A, g->k, g->B, g->n,
-                  0.0f, g->C, g->n) != TJ_OK)
+  if (tj_gemm_f16(g->rt, g->stream, g->m, g->n, g->k, 1.0f, g->A, g->k, g->B,
+                  g->n, 0.0f, g->C, g->n) != TJ_OK)
     die("gemm_f16: %s", tj_errmsg(g->rt));
 }
 
@@ -271,6 +272,7 @@ typedef struct read_ctx {
   unsigned long long n; /* 16-byte units; the bulk read's: 8 KiB chunks */
   unsigned *out;
   unsigned grid, block;
+  void *stream; /* as gemm_ctx's */
 } read_ctx;
 
 static void run_read(void *p)
@@ -278,7 +280,7 @@ static void run_read(void *p)
   read_ctx *r = p;
   void *args[] = {&r->p, &r->n, &r->out};
   if (tj_launch(r->k, (tj_dim3){r->grid, 1, 1}, (tj_dim3){r->block, 1, 1}, 0,
-                NULL, args) != TJ_OK)
+                r->stream, args) != TJ_OK)
     die("tj_bench_read: launch failed");
 }
 
@@ -320,7 +322,7 @@ static read_ctx read_ctx_of(tj_kernel *k, const void *p,
                             unsigned blocks_per_sm)
 {
   return (read_ctx){k, p, units, read_out(), blocks_per_sm * device_sms(),
-                    block};
+                    block, NULL};
 }
 
 /* That read timed: the median of reps launches each after clean's flush,
@@ -399,6 +401,48 @@ static void run_chain(void *p)
 static tj_runtime *open_with_env(tj_runtime *like, const char *name,
                                  const char *value);
 
+typedef struct graph_ctx {
+  hipGraphExec_t exec;
+  hipStream_t stream;
+} graph_ctx;
+
+static void run_graph(void *p)
+{
+  graph_ctx *x = p;
+  CHECK(hipGraphLaunch(x->exec, x->stream));
+}
+
+/* The chain captured into a graph on a stream of its own and the graph
+ * timed as the chain is (the stream waits for the null stream's flush
+ * and events, and they for it), over LAYERS: how a program that replays
+ * its decode step as a graph runs the layers.  0 where the capture or
+ * the graph is refused. */
+static double chain_graph_ms(chain_ctx *c, clean_flush *clean, int reps)
+{
+  hipStream_t s;
+  hipGraph_t graph;
+  graph_ctx x = {0};
+  double ms = 0;
+  if (hipStreamCreate(&s) != hipSuccess)
+    return 0;
+  void **at = c->g ? &c->g->stream : &c->r->stream;
+  *at = s;
+  if (hipStreamBeginCapture(s, hipStreamCaptureModeGlobal) == hipSuccess) {
+    run_chain(c);
+    if (hipStreamEndCapture(s, &graph) == hipSuccess) {
+      if (hipGraphInstantiateWithFlags(&x.exec, graph, 0) == hipSuccess) {
+        x.stream = s;
+        ms = time_clean_flushed(clean, run_graph, &x, reps) / LAYERS;
+        hipGraphExecDestroy(x.exec);
+      }
+      hipGraphDestroy(graph);
+    }
+  }
+  *at = NULL;
+  hipStreamDestroy(s);
+  return ms;
+}
+
 /* Ours, the read of B and the vendor's as layers back to back: ours as a
  * fraction of the copy rate, the read's beside it, and the vendor's time
  * over ours; where the Hopper skinny kernel runs (entry), ours launched
@@ -423,16 +467,28 @@ static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
   snprintf(label, sizeof label, "gemm_f16 %s, %d layers in a row, time a "
            "layer", shape, LAYERS);
   record("gemm", label, ms * 1e3, "us");
+  double gms = chain_graph_ms(&c, clean, REPS);
+  if (gms > 0) {
+    snprintf(label, sizeof label, "gemm_f16 %s, %d layers in a graph, "
+             "bandwidth / copy", shape, LAYERS);
+    record("gemm", label, bytes / (gms * 1e6) / copy_gbs, "x");
+  }
   double plain_ms = 0;
   if (entry && strncmp(entry, "gemm_f16_sm90a_skinny", 21) == 0) {
     tj_runtime *keep = g->rt;
     g->rt = open_with_env(keep, "TJ_GEMM_PDL", "0");
     plain_ms = time_clean_flushed(clean, run_chain, &c, REPS) / LAYERS;
+    double plain_gms = chain_graph_ms(&c, clean, REPS);
     tj_runtime_close(g->rt);
     g->rt = keep;
     snprintf(label, sizeof label, "gemm_f16 %s, %d layers in a row, plain "
              "launch (TJ_GEMM_PDL=0) / copy", shape, LAYERS);
     record("gemm", label, bytes / (plain_ms * 1e6) / copy_gbs, "x");
+    if (plain_gms > 0) {
+      snprintf(label, sizeof label, "gemm_f16 %s, %d layers in a graph, "
+               "plain launch (TJ_GEMM_PDL=0) / copy", shape, LAYERS);
+      record("gemm", label, bytes / (plain_gms * 1e6) / copy_gbs, "x");
+    }
   }
   read_ctx r = read_of_b(g->rt, NULL, b_bytes);
   chain_ctx rc = c;
@@ -441,6 +497,12 @@ static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
   snprintf(label, sizeof label, "read of B %s, %d layers in a row / copy",
            shape, LAYERS);
   record("gemm", label, (double)(r.n * 16) / (rms * 1e6) / copy_gbs, "x");
+  double rgms = chain_graph_ms(&rc, clean, REPS);
+  if (rgms > 0) {
+    snprintf(label, sizeof label, "read of B %s, %d layers in a graph / copy",
+             shape, LAYERS);
+    record("gemm", label, (double)(r.n * 16) / (rgms * 1e6) / copy_gbs, "x");
+  }
   if (have_vendor) {
     c.one = run_vendor;
     double vms = time_clean_flushed(clean, run_chain, &c, REPS) / LAYERS;
@@ -875,7 +937,7 @@ static void bench_enqueue(tj_runtime *rt, vendor_blas *vendor,
   static const int sizes[][3] = {{1, 4096, 4096}, {2048, 2048, 2048}};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     gemm_ctx g = {rt, vendor, sizes[i][0], sizes[i][1], sizes[i][2],
-                  NULL, NULL, NULL};
+                  NULL, NULL, NULL, NULL};
     char shape[64], label[128];
     snprintf(shape, sizeof shape, "%dx%dx%d", g.m, g.n, g.k);
     g.A = random_halves((size_t)g.m * g.k, 1);
@@ -925,7 +987,7 @@ void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
     bench_read_floor(rt, copy_gbs, &clean, record);
   for (size_t i = 0; i < n_list; i++) {
     gemm_ctx g = {rt, &vendor, list[i][0], list[i][1], list[i][2],
-                  NULL, NULL, NULL};
+                  NULL, NULL, NULL, NULL};
     g.A = random_halves((size_t)g.m * g.k, 1);
     g.B = random_halves((size_t)g.k * g.n, 2);
     CHECK(hipMalloc(&g.C, (size_t)g.m * g.n * 2));

@@ -1118,6 +1118,124 @@ START_TEST(gemm_hopper_skinny_early_launch_waits)
 }
 END_TEST
 
+/* A graph's GEMMs: X = A0 * B0 and Y = X * B1 (the early-start chain's
+ * first two, skinny, the second started early behind the first), and
+ * Z = P * B1 (128 rows: the tiles), all on stream s. */
+typedef struct graph_gemms {
+  early_chain c;
+  void *B1, *P, *Z;
+} graph_gemms;
+enum { GRAPH_M = 128 };
+
+static void graph_gemms_on(tj_runtime *rt, const graph_gemms *g, hipStream_t s)
+{
+  enum { M = EARLY_M, K1 = EARLY_K1, K = EARLY_K };
+  CHECK_TJ(rt, tj_gemm_f16(rt, s, M, K, K1, 1.0f, g->c.A0, K1, g->c.B0, K,
+                           0.0f, g->c.X, K));
+  CHECK_TJ(rt, tj_gemm_f16(rt, s, M, K, K, 1.0f, g->c.X, K, g->B1, K, 0.0f,
+                           g->c.Y, K));
+  CHECK_TJ(rt, tj_gemm_f16(rt, s, GRAPH_M, K, K, 1.0f, g->P, K, g->B1, K,
+                           0.0f, g->Z, K));
+}
+
+/* X, Y and Z poisoned, then the graph run once on s; their bits back. */
+static void graph_replay(const graph_gemms *g, hipGraphExec_t exec,
+                         hipStream_t s, uint16_t *X, uint16_t *Y, uint16_t *Z)
+{
+  size_t nx = (size_t)EARLY_M * EARLY_K, nz = (size_t)GRAPH_M * EARLY_K;
+  CHECK_HIP(hipMemset(g->c.X, 0xff, nx * 2));
+  CHECK_HIP(hipMemset(g->c.Y, 0xff, nx * 2));
+  CHECK_HIP(hipMemset(g->Z, 0xff, nz * 2));
+  CHECK_HIP(hipGraphLaunch(exec, s));
+  CHECK_HIP(hipStreamSynchronize(s));
+  get(X, g->c.X, nx * 2);
+  get(Y, g->c.Y, nx * 2);
+  get(Z, g->Z, nz * 2);
+}
+
+/* The GEMMs captured into a graph, as inference programs run their
+ * layers, and the graph replayed: every replay writes the bits the same
+ * calls write on a stream, the skinny kernel's early start included (the
+ * driver records it as a programmatic edge).  Captured twice, in the
+ * strict (global) mode: by a runtime that has run these GEMMs before,
+ * the usual warm-up, and by one whose first calls they are, on a cache
+ * of its own, so that the compiles and loads happen during the capture,
+ * with first-use tuning allowed (it must not time anything there). */
+START_TEST(gemm_captured_into_a_graph)
+{
+  enum { M = EARLY_M, K1 = EARLY_K1, K = EARLY_K };
+  size_t na = (size_t)M * K1, nb0 = (size_t)K1 * K, nx = (size_t)M * K;
+  size_t nb1 = (size_t)K * K, np = (size_t)GRAPH_M * K;
+  uint16_t *A0 = xmalloc(na * 2), *B0 = xmalloc(nb0 * 2);
+  uint16_t *B1 = xmalloc(nb1 * 2), *P = xmalloc(np * 2);
+  uint16_t *X = xmalloc(nx * 2), *Y = xmalloc(nx * 2), *Z = xmalloc(np * 2);
+  uint16_t *X0 = xmalloc(nx * 2), *Y0 = xmalloc(nx * 2), *Z0 = xmalloc(np * 2);
+  double *want = xmalloc(np * sizeof *want);
+  random_f16(A0, na, -1, 1, 41);
+  random_f16(B0, nb0, -0.03125, 0.03125, 42); /* X of order 1 */
+  random_f16(B1, nb1, -1, 1, 43);
+  random_f16(P, np, -1, 1, 44);
+  tj_runtime *rt = open_gpu();
+  graph_gemms g = {{rt, gemm_to_device(A0, na, 0), gemm_to_device(B0, nb0, 0),
+                    dev_poisoned(nx * 2), dev_poisoned(nx * 2)},
+                   gemm_to_device(B1, nb1, 0), gemm_to_device(P, np, 0),
+                   dev_poisoned(np * 2)};
+  hipStream_t s;
+  CHECK_HIP(hipStreamCreate(&s));
+  /* The calls on the stream: what every replay must write. */
+  graph_gemms_on(rt, &g, s);
+  CHECK_HIP(hipStreamSynchronize(s));
+  get(X0, g.c.X, nx * 2);
+  get(Y0, g.c.Y, nx * 2);
+  get(Z0, g.Z, np * 2);
+  gemm_case gy = {M, K, K, K, K, K, 1.0f, 0.0f, 0};
+  gemm_case gz = {GRAPH_M, K, K, K, K, K, 1.0f, 0.0f, 0};
+  tj__oracle_gemm(M, K, K, 1.0, X0, K, B1, K, 0.0, NULL, K, want);
+  check_gemm_result(&gy, Y0, want, "on a stream, behind the GEMM that "
+                    "writes its A");
+  tj__oracle_gemm(GRAPH_M, K, K, 1.0, P, K, B1, K, 0.0, NULL, K, want);
+  check_gemm_result(&gz, Z0, want, "on a stream");
+  char *dir = test_tmpdir(), *cache = test_path(dir, "first-use.db");
+  tj_options o = {0};
+  o.cache_path = cache; /* tuning allowed: none may run while capturing */
+  tj_runtime *first = NULL;
+  int rc = tj_runtime_open(&first, &o);
+  ck_assert_msg(rc == TJ_OK, "open: %s", tj_errmsg(first));
+  tj_runtime *by[2] = {rt, first};
+  const char *who[2] = {"warmed up", "first use"};
+  for (int i = 0; i < 2; i++) {
+    hipGraph_t graph;
+    hipGraphExec_t exec;
+    CHECK_HIP(hipStreamBeginCapture(s, hipStreamCaptureModeGlobal));
+    graph_gemms_on(by[i], &g, s);
+    CHECK_HIP(hipStreamEndCapture(s, &graph));
+    CHECK_HIP(hipGraphInstantiateWithFlags(&exec, graph, 0));
+    for (int r = 0; r < 3; r++) {
+      graph_replay(&g, exec, s, X, Y, Z);
+      ck_assert_msg(memcmp(X, X0, nx * 2) == 0 && memcmp(Y, Y0, nx * 2) == 0 &&
+                        memcmp(Z, Z0, np * 2) == 0,
+                    "%s, replay %d: the graph's C differs from the stream's "
+                    "(X %d, Y %d, Z %d)", who[i], r + 1,
+                    memcmp(X, X0, nx * 2) != 0, memcmp(Y, Y0, nx * 2) != 0,
+                    memcmp(Z, Z0, np * 2) != 0);
+    }
+    CHECK_HIP(hipGraphExecDestroy(exec));
+    CHECK_HIP(hipGraphDestroy(graph));
+  }
+  printf("gemm: %d x %d x %d, %d x %d x %d and %d x %d x %d captured into a "
+         "graph, warmed up and on first use: 3 replays each, the stream's "
+         "bits\n", M, K, K1, M, K, K, GRAPH_M, K, K);
+  CHECK_HIP(hipStreamDestroy(s));
+  hipFree(g.c.A0); hipFree(g.c.B0); hipFree(g.c.X); hipFree(g.c.Y);
+  hipFree(g.B1); hipFree(g.P); hipFree(g.Z);
+  tj_runtime_close(first);
+  tj_runtime_close(rt);
+  free(cache); free(dir);
+  free(A0); free(B0); free(B1); free(P); free(X); free(Y); free(Z);
+  free(X0); free(Y0); free(Z0); free(want);
+}
+END_TEST
+
 /* Stream-K (TJ_GEMM_STREAMK=1), over 128 x 128 and 128 x 256 tiles
  * (TJ_GEMM_SM90A_TILE=256): the forced shapes above, where a tile's
  * k-tiles are shared by up to a dozen blocks (128 x 1376 x 4096: 704
@@ -1543,5 +1661,6 @@ int main(void)
   tcase_add_test(skinny, gemm_hopper_skinny_shapes);
   tcase_add_test(skinny, gemm_hopper_skinny_evict_first_same_bits);
   tcase_add_test(skinny, gemm_hopper_skinny_early_launch_waits);
+  tcase_add_test(skinny, gemm_captured_into_a_graph);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

@@ -60,6 +60,10 @@ typedef CUfunction hipFunction_t;
 typedef CUstream hipStream_t;
 typedef CUevent hipEvent_t;
 typedef CUdeviceptr hipDeviceptr_t;
+typedef CUgraph hipGraph_t;
+typedef CUgraphExec hipGraphExec_t;
+typedef CUstreamCaptureMode hipStreamCaptureMode;
+#define hipStreamCaptureModeGlobal CU_STREAM_CAPTURE_MODE_GLOBAL
 #define hipSuccess CUDA_SUCCESS
 #define hipErrorNoDevice CUDA_ERROR_NO_DEVICE
 #define hipErrorNotInitialized CUDA_ERROR_NOT_INITIALIZED
@@ -116,7 +120,14 @@ typedef struct tj__cuda_api {
   X(cuMemFreeAsync, (CUdeviceptr, CUstream))                                  \
   X(cuStreamIsCapturing, (CUstream, CUstreamCaptureStatus *))                 \
   X(cuMemsetD8Async, (CUdeviceptr, unsigned char, size_t, CUstream))        \
-  X(cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **))
+  X(cuLaunchKernelEx, (const CUlaunchConfig *, CUfunction, void **, void **)) \
+  /* graphs: the GPU suites capture the library's calls into one */           \
+  X(cuStreamBeginCapture, (CUstream, CUstreamCaptureMode))                    \
+  X(cuStreamEndCapture, (CUstream, CUgraph *))                                \
+  X(cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long)) \
+  X(cuGraphLaunch, (CUgraphExec, CUstream))                                   \
+  X(cuGraphExecDestroy, (CUgraphExec))                                        \
+  X(cuGraphDestroy, (CUgraph))
 #define TJ__CUDA_FIELD(name, args) CUresult (*name) args;
   TJ__CUDA_FUNCS(TJ__CUDA_FIELD)
   TJ__CUDA_OPTIONAL_FUNCS(TJ__CUDA_FIELD)
@@ -218,6 +229,37 @@ static inline hipError_t hipEventElapsedTime(float *ms, hipEvent_t a, hipEvent_t
 static inline hipError_t hipEventDestroy(hipEvent_t e)
 {
   return TJ__CU(cuEventDestroy(e));
+}
+/* Graphs, for the GPU suites (the library captures nothing itself). */
+#define TJ__CU_OPTIONAL(call, fn)                                              \
+  (tj__cuda() && tj__cuda()->fn ? tj__cuda()->call : CUDA_ERROR_NOT_SUPPORTED)
+static inline hipError_t hipStreamBeginCapture(hipStream_t s,
+                                               hipStreamCaptureMode mode)
+{
+  return TJ__CU_OPTIONAL(cuStreamBeginCapture(s, mode), cuStreamBeginCapture);
+}
+static inline hipError_t hipStreamEndCapture(hipStream_t s, hipGraph_t *g)
+{
+  return TJ__CU_OPTIONAL(cuStreamEndCapture(s, g), cuStreamEndCapture);
+}
+static inline hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t *e,
+                                                      hipGraph_t g,
+                                                      unsigned long long flags)
+{
+  return TJ__CU_OPTIONAL(cuGraphInstantiateWithFlags(e, g, flags),
+                         cuGraphInstantiateWithFlags);
+}
+static inline hipError_t hipGraphLaunch(hipGraphExec_t e, hipStream_t s)
+{
+  return TJ__CU_OPTIONAL(cuGraphLaunch(e, s), cuGraphLaunch);
+}
+static inline hipError_t hipGraphExecDestroy(hipGraphExec_t e)
+{
+  return TJ__CU_OPTIONAL(cuGraphExecDestroy(e), cuGraphExecDestroy);
+}
+static inline hipError_t hipGraphDestroy(hipGraph_t g)
+{
+  return TJ__CU_OPTIONAL(cuGraphDestroy(g), cuGraphDestroy);
 }
 static inline const char *hipGetErrorString(hipError_t e)
 {
