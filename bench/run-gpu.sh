@@ -4,7 +4,7 @@
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
 #   tuning-check gemm-bench gemm-tune skinny-cost hopper-check skinny-check
-#   tiles-bench tiles-smoke read-floor skinny-bench start-bench
+#   tiles-bench tiles-smoke read-floor skinny-bench skinny-graph start-bench
 #   (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
@@ -29,6 +29,9 @@
 # in one launch (an empty launch, reads of 1 MiB to 256 MiB in nine
 # shapes of grid), beside 1 x 4096 x 64 and 1 x 4096 x 4096;
 # skinny-bench, tj-bench's GEMM section on the nine skinny shapes alone;
+# skinny-graph, each strip width and cluster size forced, one launch at a
+# time, in a row and in a graph, at 1 and 16 x 4096 x 4096 and 1 x 4096 x
+# 11008;
 # start-bench, tj-bench's start section (each entry's cold compile).
 # The check modes write each test's time to $out/check-CASE.xml (Check's
 # XML log).
@@ -176,6 +179,20 @@ for what in "$@"; do
       TJ_BENCH_READ_FLOOR=1 TJ_BENCH_VARIANTS=0 \
         TJ_BENCH_SHAPES=1x4096x64,1x4096x4096 timeout 120 \
         ./bench/tj-bench --only gemm > "$out/read-floor.txt" 2>&1 || status=1 ;;
+    skinny-graph)
+      # Each strip width and cluster size forced at the 33 MB shapes (and
+      # one 90 MB), timed one launch at a time, as layers in a row and as
+      # layers in a graph.
+      for w in 256 128; do
+        for s in 1 2 3 4 8; do
+          [ $w = 256 ] && [ $s = 8 ] && continue
+          echo "== TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s"
+          TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=1x4096x4096,16x4096x4096,1x4096x11008 \
+            TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s timeout 60 \
+            ./bench/tj-bench --only gemm 2>&1 |
+            grep -E 'copy, clean L2 \(|layers in a (row|graph)' || status=1
+        done
+      done > "$out/skinny-graph.txt" ;;
     skinny-bench)
       TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
         ./bench/tj-bench --only gemm > "$out/bench-skinny.txt" 2>&1 || status=1 ;;
