@@ -4,7 +4,8 @@
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
 #   tuning-check gemm-bench gemm-tune skinny-cost hopper-check skinny-check
-#   tiles-bench tiles-smoke read-floor skinny-bench skinny-graph start-bench
+#   tiles-bench tiles-smoke read-floor skinny-bench skinny-graph skinny-pair
+#   start-bench
 #   (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
@@ -31,7 +32,9 @@
 # skinny-bench, tj-bench's GEMM section on the nine skinny shapes alone;
 # skinny-graph, each strip width and cluster size forced, one launch at a
 # time, in a row and in a graph, at 1 and 16 x 4096 x 4096 and 1 x 4096 x
-# 11008;
+# 11008; skinny-pair, the rule against TJ_PAIR_TILE and TJ_PAIR_SPLIT
+# forced (256 and 3 unless set), alternated twice at the nine skinny
+# shapes;
 # start-bench, tj-bench's start section (each entry's cold compile).
 # The check modes write each test's time to $out/check-CASE.xml (Check's
 # XML log).
@@ -193,6 +196,20 @@ for what in "$@"; do
             grep -E 'copy, clean L2 \(|layers in a (row|graph)' || status=1
         done
       done > "$out/skinny-graph.txt" ;;
+    skinny-pair)
+      # The rule's choice against one configuration forced
+      # ($TJ_PAIR_TILE, $TJ_PAIR_SPLIT: the rule's before), alternated
+      # twice at the nine skinny shapes.
+      for r in 1 2; do
+        echo "== rule, run $r"
+        TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
+          ./bench/tj-bench --only gemm 2>&1 |
+          grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
+        echo "== TJ_GEMM_SM90A_TILE=${TJ_PAIR_TILE:-256} TJ_GEMM_SPLITK=${TJ_PAIR_SPLIT:-3}, run $r"
+        TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY TJ_GEMM_SM90A_TILE=${TJ_PAIR_TILE:-256} \
+          TJ_GEMM_SPLITK=${TJ_PAIR_SPLIT:-3} timeout 120 ./bench/tj-bench --only gemm 2>&1 |
+          grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
+      done > "$out/skinny-pair.txt" ;;
     skinny-bench)
       TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
         ./bench/tj-bench --only gemm > "$out/bench-skinny.txt" 2>&1 || status=1 ;;

@@ -465,10 +465,10 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     /* To 16 rows the Hopper skinny kernel (its splits: see
      * gemm_dispatch_takes_the_hopper_skinny_path). */
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096),
-                     "gemm_f16_sm90a_skinny256_k3");
+                     "gemm_f16_sm90a_skinny_k3");
     ck_assert_str_eq(entry_for(rt, 16, 11008, 4096), "gemm_f16_sm90a_skinny");
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096),
-                     "gemm_f16_sm90a_skinny256_k3");
+                     "gemm_f16_sm90a_skinny_k3");
     /* Forced tile and persistence (read at open). */
     setenv("TJ_GEMM_PERSISTENT", "0", 1);
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
@@ -544,7 +544,7 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     ck_assert_uint_eq(grid_for(rt, 200, 136, 64).x, 4);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x128_streamk");
-    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16_sm90a_skinny256_k3");
+    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16_sm90a_skinny_k3");
     /* With the 256-wide tile forced, over 128 x 256 tiles: 2048^3 has 128
      * tiles of 32 k-tiles, a block an SM; 200 x 264 x 64 has 4 units. */
     setenv("TJ_GEMM_SM90A_TILE", "256", 1);
@@ -770,7 +770,7 @@ END_TEST
  * on sm_90 where TMA can read A and B, in strips of 128 or 256 columns
  * with K split across a cluster (tj__gemm_sm90a_skinny_split: at most a
  * block an SM, the fewest K-ranges that keep 56 KiB an SM in flight, the
- * wider strips first; each block keeps 4 k-tiles); TJ_GEMM_SPLITK forces
+ * narrower strips first; each block keeps 4 k-tiles); TJ_GEMM_SPLITK forces
  * the largest compiled split up to it, TJ_GEMM_SM90A_TILE the width;
  * TJ_GEMM_SKINNY_SM90A=0 and TJ_GEMM_SM90A=0 turn it off.  Not on other
  * archs, nor for operands TMA refuses. */
@@ -783,15 +783,18 @@ static void expect_skinny_split(int N, int ktiles, int sms, int split, int bn)
 
 START_TEST(gemm_dispatch_takes_the_hopper_skinny_path)
 {
-  /* 4096 columns: 48 blocks of 256 keep 8.4 MB in flight, 64 of 128
-   * 5.9 MB; 11008: 86 of 128 unsplit 7.9 MB, 43 of 256 7.5 MB (short of
-   * 132 * 56 KiB = 7.6 MB); on 114 SMs (6.5 MB) 43 of 256 suffice. */
-  expect_skinny_split(4096, 64, 132, 3, 256);
-  expect_skinny_split(4096, 172, 132, 3, 256);
+  /* 4096 columns: 96 blocks of 128 keep 8.8 MB in flight (132 * 56 KiB
+   * = 7.6 MB), 64 of 128 5.9 MB, 32 of 256 5.6 MB; 11008: 86 of 128
+   * unsplit 7.9 MB; 8192: 128 of 128 in 2 K-ranges 11.8 MB; 14336: 112
+   * of 128 unsplit 10.3 MB (56 of 256 would do too: the narrower
+   * first).  On 114 SMs (6.5 MB) the same. */
+  expect_skinny_split(4096, 64, 132, 3, 128);
+  expect_skinny_split(4096, 172, 132, 3, 128);
   expect_skinny_split(11008, 64, 132, 1, 128);
-  expect_skinny_split(8192, 64, 132, 2, 256);
-  expect_skinny_split(4096, 64, 114, 3, 256);
-  expect_skinny_split(11008, 64, 114, 1, 256);
+  expect_skinny_split(8192, 64, 132, 2, 128);
+  expect_skinny_split(14336, 64, 132, 1, 128);
+  expect_skinny_split(4096, 64, 114, 3, 128);
+  expect_skinny_split(11008, 64, 114, 1, 128);
   /* Nothing covers the latency: the most in flight; K too short for
    * more K-ranges (4 k-tiles a block); more strips than SMs. */
   expect_skinny_split(128, 64, 132, 8, 128);
@@ -806,13 +809,13 @@ START_TEST(gemm_dispatch_takes_the_hopper_skinny_path)
     tj_runtime *rt = open_for_arch(archs[i], NULL);
     for (int M = 1; M <= 16; M++) {
       ck_assert_str_eq(entry_for(rt, M, 4096, 4096),
-                       "gemm_f16_sm90a_skinny256_k3");
+                       "gemm_f16_sm90a_skinny_k3");
       ck_assert_str_eq(entry_for(rt, M, 4096, 11008),
-                       "gemm_f16_sm90a_skinny256_k3");
+                       "gemm_f16_sm90a_skinny_k3");
       ck_assert_str_eq(entry_for(rt, M, 11008, 4096), "gemm_f16_sm90a_skinny");
     }
     ck_assert_int_eq(split_for(rt, 1, 4096, 4096), 3);
-    ck_assert_uint_eq(grid_for(rt, 1, 4096, 4096).x, 48);
+    ck_assert_uint_eq(grid_for(rt, 1, 4096, 4096).x, 96);
     ck_assert_uint_eq(grid_for(rt, 16, 11008, 4096).x, 86);
     ck_assert_str_eq(entry_for(rt, 16, 64, 64), "gemm_f16_sm90a_skinny256");
     ck_assert_str_eq(entry_for(rt, 1, 128, 4096), "gemm_f16_sm90a_skinny_k8");
@@ -825,14 +828,15 @@ START_TEST(gemm_dispatch_takes_the_hopper_skinny_path)
                      "gemm_skinny_f16_m1");
     ck_assert_str_eq(entry_for(rt, 4, 4096, 4095), "gemm_skinny_f16_tc_n32");
     /* Forced splits (read at open). */
-    const char *forced[][3] = {{"1", NULL, "gemm_f16_sm90a_skinny256"},
-                               {"2", NULL, "gemm_f16_sm90a_skinny256_k2"},
-                               {"5", NULL, "gemm_f16_sm90a_skinny256_k4"},
-                               {"64", NULL, "gemm_f16_sm90a_skinny256_k4"},
-                               {"64", "128", "gemm_f16_sm90a_skinny_k8"},
-                               {NULL, "128", "gemm_f16_sm90a_skinny_k3"},
+    const char *forced[][3] = {{"1", NULL, "gemm_f16_sm90a_skinny"},
+                               {"2", NULL, "gemm_f16_sm90a_skinny_k2"},
+                               {"5", NULL, "gemm_f16_sm90a_skinny_k4"},
+                               {"64", NULL, "gemm_f16_sm90a_skinny_k8"},
+                               {"5", "256", "gemm_f16_sm90a_skinny256_k4"},
+                               {"64", "256", "gemm_f16_sm90a_skinny256_k4"},
+                               {NULL, "256", "gemm_f16_sm90a_skinny256_k3"},
                                {"2", "128", "gemm_f16_sm90a_skinny_k2"},
-                               {"1", "64", "gemm_f16_sm90a_skinny256"}};
+                               {"1", "64", "gemm_f16_sm90a_skinny"}};
     for (size_t f = 0; f < sizeof forced / sizeof forced[0]; f++) {
       if (forced[f][0])
         setenv("TJ_GEMM_SPLITK", forced[f][0], 1);
@@ -849,7 +853,7 @@ START_TEST(gemm_dispatch_takes_the_hopper_skinny_path)
     setenv("TJ_GEMM_SKINNY_SM90A", "1", 1);
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096),
-                     "gemm_f16_sm90a_skinny256_k3");
+                     "gemm_f16_sm90a_skinny_k3");
     unsetenv("TJ_GEMM_SKINNY_SM90A");
     setenv("TJ_GEMM_SM90A", "0", 1);
     rt = test_reopen(rt, open_for_arch(archs[i], NULL));

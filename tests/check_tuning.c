@@ -275,7 +275,7 @@ START_TEST(stored_decisions_are_used)
   setenv("TJ_GEMM_SPLITK", "3", 1);
   rt = test_reopen(rt, open_arch("sm_90", 0));
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 3);
-  ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_f16_sm90a_skinny256_k3");
+  ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_f16_sm90a_skinny_k3");
   unsetenv("TJ_GEMM_SPLITK");
   setenv("TJ_GEMM_SM90A", "0", 1);
   rt = test_reopen(rt, open_arch("sm_90", 0));
@@ -301,7 +301,7 @@ START_TEST(decisions_change_nothing_without_the_hopper_path)
                    TJ_PLATFORM_IS_NVIDIA ? 3 : 1);
   if (TJ_PLATFORM_IS_NVIDIA)
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096),
-                     "gemm_f16_sm90a_skinny256_k3");
+                     "gemm_f16_sm90a_skinny_k3");
   tj_runtime_close(rt);
 }
 END_TEST
@@ -770,7 +770,7 @@ START_TEST(every_configuration_compiles)
   ck_assert_str_eq(tj__gemm_heuristic(132, 64, 4096, 4096)->name,
                    "sm90a_128x128_split4");
   ck_assert_str_eq(tj__gemm_heuristic(132, 1, 4096, 4096)->name,
-                   "sm90a_skinny_n256_k3");
+                   "sm90a_skinny_n128_k3");
   ck_assert_str_eq(tj__gemm_heuristic(132, 16, 11008, 4096)->name,
                    "sm90a_skinny_n128_k1");
   ck_assert_str_eq(tj__gemm_heuristic(132, 16, 128, 4096)->name,

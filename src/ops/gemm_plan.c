@@ -183,17 +183,23 @@ static const tj__gemm_config *skinny_config(int bn, int split)
  * The skinny configuration (strip width and split) for N columns, ktiles
  * k-tiles of 64 and sms SMs: of the plans with at most one block an SM,
  * the fewest K-ranges whose blocks keep enough bytes in flight to cover
- * the memory's latency, the wider strips first (the tuning table's order
- * of them); where none does, the plan with the most in flight; where even
- * one block a strip is more than the SMs, 128-column strips unsplit (two
- * blocks share an SM).  Measured on the H200
+ * the memory's latency, the narrower strips first (the tuning table's
+ * order of them); where none does, the plan with the most in flight;
+ * where even one block a strip is more than the SMs, 128-column strips
+ * unsplit (two blocks share an SM).  Measured on the H200
  * (bench/RESULTS.md, seventh round), clean L2, fraction of the copy rate:
  * 1 x 11008 x 4096 0.845 unsplit in 128 columns (86 blocks) against
  * 0.805 in 256 (43: too few bytes in flight) and 0.72 to 0.81 split 2 to
  * 8; 1 x 4096 x 11008 0.845 split 3 in 256 columns (48 blocks) against
  * 0.50 to 0.75 split 1 or 2 (too few in flight) and 0.72 split 8 (256
  * blocks, two an SM).  More K-ranges at once read B in more places:
- * fewer is better once the bytes in flight suffice.
+ * fewer is better once the bytes in flight suffice.  At one split the
+ * narrower strips (twice the blocks, two of which fit an SM) were never
+ * slower: on the H200 one launch at a time (ninth round) 13.76 us against
+ * 14.05 at 1 x 4096 x 4096 split 3; on an H100 (fifteenth round) as
+ * layers in a row and in a graph, where the next layer's blocks share the
+ * SMs with this one's, 1 to 3% faster at 1 and 16 x 4096 x 4096 and 1 x
+ * 4096 x 11008.
  */
 static const tj__gemm_config *skinny_rule(int N, int ktiles, int sms)
 {

@@ -113,7 +113,7 @@
  * cluster of s blocks: gemm_f16_sm90a_skinny<suffix>, every one in the
  * small set (they share the file's one compile and take microseconds).
  * In the order the rule weighs them (gemm_plan.c, skinny_rule): by split,
- * the wider strip first. */
+ * the narrower strip first. */
 #define SKINNY(bn_, s, suffix)                                              \
   {.name = "sm90a_skinny_n" #bn_ "_k" #s,                                   \
    .entry = "gemm_f16_sm90a_skinny" suffix, .bn = bn_, .split = s,          \
@@ -149,10 +149,10 @@ static const tj__gemm_config configs[] = {
   SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
   SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
   SPLIT(15), SPLIT(16),
-  SKINNY(256, 1, "256"), SKINNY(128, 1, ""),
-  SKINNY(256, 2, "256_k2"), SKINNY(128, 2, "_k2"),
-  SKINNY(256, 3, "256_k3"), SKINNY(128, 3, "_k3"),
-  SKINNY(256, 4, "256_k4"), SKINNY(128, 4, "_k4"),
+  SKINNY(128, 1, ""), SKINNY(256, 1, "256"),
+  SKINNY(128, 2, "_k2"), SKINNY(256, 2, "256_k2"),
+  SKINNY(128, 3, "_k3"), SKINNY(256, 3, "256_k3"),
+  SKINNY(128, 4, "_k4"), SKINNY(256, 4, "256_k4"),
   SKINNY(128, 8, "_k8"),
   /* The 128 x 256 and 128 x 128 tiles with K split across a cluster of
    * three and four blocks (the partial sums added through distributed
