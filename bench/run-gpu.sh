@@ -34,7 +34,7 @@
 # time, in a row and in a graph, at 1 and 16 x 4096 x 4096 and 1 x 4096 x
 # 11008; skinny-pair, the rule against TJ_PAIR_TILE and TJ_PAIR_SPLIT
 # forced (256 and 3 unless set), alternated twice at the nine skinny
-# shapes;
+# shapes or TJ_PAIR_SHAPES (into skinny-pair-$TJ_PAIR_TAG.txt if set);
 # start-bench, tj-bench's start section (each entry's cold compile).
 # The check modes write each test's time to $out/check-CASE.xml (Check's
 # XML log).
@@ -199,17 +199,18 @@ for what in "$@"; do
     skinny-pair)
       # The rule's choice against one configuration forced
       # ($TJ_PAIR_TILE, $TJ_PAIR_SPLIT: the rule's before), alternated
-      # twice at the nine skinny shapes.
+      # twice at the nine skinny shapes (or $TJ_PAIR_SHAPES).
+      pair_shapes=${TJ_PAIR_SHAPES:-$SKINNY}
       for r in 1 2; do
         echo "== rule, run $r"
-        TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
+        TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$pair_shapes timeout 120 \
           ./bench/tj-bench --only gemm 2>&1 |
           grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
         echo "== TJ_GEMM_SM90A_TILE=${TJ_PAIR_TILE:-256} TJ_GEMM_SPLITK=${TJ_PAIR_SPLIT:-3}, run $r"
-        TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY TJ_GEMM_SM90A_TILE=${TJ_PAIR_TILE:-256} \
+        TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$pair_shapes TJ_GEMM_SM90A_TILE=${TJ_PAIR_TILE:-256} \
           TJ_GEMM_SPLITK=${TJ_PAIR_SPLIT:-3} timeout 120 ./bench/tj-bench --only gemm 2>&1 |
           grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
-      done > "$out/skinny-pair.txt" ;;
+      done > "$out/skinny-pair${TJ_PAIR_TAG:+-$TJ_PAIR_TAG}.txt" ;;
     skinny-bench)
       TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
         ./bench/tj-bench --only gemm > "$out/bench-skinny.txt" 2>&1 || status=1 ;;
