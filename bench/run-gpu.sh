@@ -100,6 +100,22 @@ gemm_bench() {
   return $st
 }
 
+# Every skinny strip width and cluster size forced in turn at the shapes
+# $1 (comma-separated), tj-bench's lines that match $2.
+each_skinny_config() {
+  local st=0 w s
+  for w in 256 128; do
+    for s in 1 2 3 4 8; do
+      [ $w = 256 ] && [ $s = 8 ] && continue  # no 256-column cluster of 8
+      echo "== TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s"
+      TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$1 TJ_GEMM_SM90A_TILE=$w \
+        TJ_GEMM_SPLITK=$s timeout 60 ./bench/tj-bench --only gemm 2>&1 |
+        grep -E "$2" || st=1
+    done
+  done
+  return $st
+}
+
 skinny_cost() {
   # The Hopper skinny kernel's fixed cost, each strip width and cluster
   # size forced: one k-tile (1 x 4096 x 64) beside the 33 MB and 90 MB
@@ -107,17 +123,9 @@ skinny_cost() {
   # that only reads B (bench/RESULTS.md, eighth round: about 4 us more
   # than a copy's); then the rule's choice at the nine skinny shapes, and
   # ncu's view of the 33 MB one beside the read.
-  local st=0 w s
-  for w in 256 128; do
-    for s in 1 2 3 4 8; do
-      [ $w = 256 ] && [ $s = 8 ] && continue  # no 256-column cluster of 8
-      echo "== TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s"
-      TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=1x4096x64,1x4096x4096,1x4096x11008 \
-        TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s timeout 60 \
-        ./bench/tj-bench --only gemm 2>&1 |
-        grep -E 'runs|clean L2|copy of|read of' || st=1
-    done
-  done > "$out/skinny-cost.txt"
+  local st=0
+  each_skinny_config 1x4096x64,1x4096x4096,1x4096x11008 \
+    'runs|clean L2|copy of|read of' > "$out/skinny-cost.txt" || st=1
   TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
     ./bench/tj-bench --only gemm > "$out/bench-skinny.txt" 2>&1 || st=1
   TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=1x4096x4096 timeout 180 \
@@ -186,30 +194,24 @@ for what in "$@"; do
       # Each strip width and cluster size forced at the 33 MB shapes (and
       # one 90 MB), timed one launch at a time, as layers in a row and as
       # layers in a graph.
-      for w in 256 128; do
-        for s in 1 2 3 4 8; do
-          [ $w = 256 ] && [ $s = 8 ] && continue
-          echo "== TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s"
-          TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=1x4096x4096,16x4096x4096,1x4096x11008 \
-            TJ_GEMM_SM90A_TILE=$w TJ_GEMM_SPLITK=$s timeout 60 \
-            ./bench/tj-bench --only gemm 2>&1 |
-            grep -E 'copy, clean L2 \(|layers in a (row|graph)' || status=1
-        done
-      done > "$out/skinny-graph.txt" ;;
+      each_skinny_config 1x4096x4096,16x4096x4096,1x4096x11008 \
+        'copy, clean L2 \(|layers in a (row|graph)' \
+        > "$out/skinny-graph.txt" || status=1 ;;
     skinny-pair)
       # The rule's choice against one configuration forced
       # ($TJ_PAIR_TILE, $TJ_PAIR_SPLIT: the rule's before), alternated
       # twice at the nine skinny shapes (or $TJ_PAIR_SHAPES).
       pair_shapes=${TJ_PAIR_SHAPES:-$SKINNY}
+      forced="TJ_GEMM_SM90A_TILE=${TJ_PAIR_TILE:-256} TJ_GEMM_SPLITK=${TJ_PAIR_SPLIT:-3}"
       for r in 1 2; do
-        echo "== rule, run $r"
-        TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$pair_shapes timeout 120 \
-          ./bench/tj-bench --only gemm 2>&1 |
-          grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
-        echo "== TJ_GEMM_SM90A_TILE=${TJ_PAIR_TILE:-256} TJ_GEMM_SPLITK=${TJ_PAIR_SPLIT:-3}, run $r"
-        TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$pair_shapes TJ_GEMM_SM90A_TILE=${TJ_PAIR_TILE:-256} \
-          TJ_GEMM_SPLITK=${TJ_PAIR_SPLIT:-3} timeout 120 ./bench/tj-bench --only gemm 2>&1 |
-          grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
+        for how in rule "$forced"; do
+          echo "== $how, run $r"
+          # $forced unquoted: two assignments for env.
+          env TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$pair_shapes \
+            $([ "$how" = rule ] || echo "$forced") timeout 120 \
+            ./bench/tj-bench --only gemm 2>&1 |
+            grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
+        done
       done > "$out/skinny-pair${TJ_PAIR_TAG:+-$TJ_PAIR_TAG}.txt" ;;
     skinny-bench)
       TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
