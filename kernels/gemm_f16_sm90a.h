@@ -1406,6 +1406,26 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     }
     int row = 4 * g / BN, col = n0 + 4 * g % BN;
     __half *c = C + (long long)row * ldc + col;
+    /* The group's four columns whole and 8 bytes aligned (ldc and C as
+     * callers usually have them): one 8-byte store (and load, for beta)
+     * where there were four, each element rounded as below. */
+    if (col + 4 <= N && ((unsigned long long)c & 7u) == 0) {
+      unsigned short h[4];
+      uint2 old = beta != 0.0f ? *(const uint2 *)c : make_uint2(0u, 0u);
+      unsigned short was[4] = {
+          (unsigned short)(old.x & 0xffffu), (unsigned short)(old.x >> 16),
+          (unsigned short)(old.y & 0xffffu), (unsigned short)(old.y >> 16)};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        float r = alpha * v[j];
+        if (beta != 0.0f)
+          r += beta * __half2float(__ushort_as_half(was[j]));
+        h[j] = __half_as_ushort(__float2half_rn(r));
+      }
+      *(uint2 *)c = make_uint2((unsigned)h[0] | (unsigned)h[1] << 16,
+                               (unsigned)h[2] | (unsigned)h[3] << 16);
+      continue;
+    }
 #pragma unroll
     for (int j = 0; j < 4; j++) {
       if (col + j >= N)
