@@ -85,6 +85,12 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * cudaGridDependencySynchronize) before it reads C, as after any kernel
  * that allows it.  TJ_GEMM_PDL=0 in the environment launches it plainly.
  *
+ * Graphs.  The calls may be captured into a CUDA graph on a stream of
+ * yours (the strict global mode included), before or as the runtime's
+ * first calls; the early start is recorded as a programmatic edge.  Tested
+ * with driver 580 (CUDA 13): each replay gave the bits the same calls give
+ * on a stream.
+ *
  * Tuning.  The Hopper kernels have several configurations (tile width, split
  * factor; for M <= 16 strip width and cluster size); which one runs is the
  * tuning decision for the call's shape class in the cache (see tj_tuning in
