@@ -1124,6 +1124,13 @@ __device__ __forceinline__ float4 tj_h_ld4_cluster(unsigned addr) {
   return v;
 }
 
+/* Four floats into a block's shared memory at a cluster address. */
+__device__ __forceinline__ void tj_h_st4_cluster(unsigned addr, float4 v) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
+}
+
 /* Split-K across a cluster of S blocks (gemm_f16_sm90a_128x256_cluster_k3,
  * _128x128_cluster_k4): block rank r takes the r-th of S runs of whole
  * k-tiles of its 128 x BN tile (an empty run, where K is short, sums to
@@ -1264,10 +1271,17 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_S_THREADS 160
 #define TJ_S_B_BYTES(bn) (TJ_H_BK * (bn) * 2)
 #define TJ_S_STAGE_BYTES(bn) (TJ_S_B_BYTES(bn) + TJ_S_ROWS * TJ_H_BK * 2)
-/* The stages, 1 KiB for their alignment, the barriers, the fp32 sums. */
-#define TJ_S_SMEM_BYTES(bn)                                         \
-  (TJ_S_STAGES * TJ_S_STAGE_BYTES(bn) + 1024 + 2 * 8 * TJ_S_STAGES + \
-   TJ_S_ROWS * (bn) * 4)
+/* A block of a cluster of s finishes groups (four columns of a row) in
+ * runs of a block's threads, every s-th run (tj_s_gemm): this many at
+ * most, and it receives each one's sums from the s - 1 others. */
+#define TJ_S_SLOTS(bn, s)                                                  \
+  (((4 * (bn) + (s) * TJ_S_THREADS - 1) / ((s) * TJ_S_THREADS)) *          \
+   TJ_S_THREADS)
+/* The stages, 1 KiB for their alignment, the barriers, the fp32 sums,
+ * the sums received (gemm_plan.c's skinny_shared says the same). */
+#define TJ_S_SMEM_BYTES(bn, s)                                         \
+  (TJ_S_STAGES * TJ_S_STAGE_BYTES(bn) + 1024 + 2 * 8 * TJ_S_STAGES +    \
+   TJ_S_ROWS * (bn) * 4 + ((s) - 1) * TJ_S_SLOTS(bn, s) * 16)
 
 template <int BN, int S>
 __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
@@ -1289,6 +1303,11 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  /* Every block of the cluster has started before another writes into
+   * its shared memory: arrived here, waited for before the sums are
+   * sent (long after, so the wait costs nothing). */
+  if (S > 1)
+    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
   /* Launched to start early (programmatic dependent launch, the default;
    * TJ_GEMM_PDL=0 launches plainly), the block may have got here while
    * the kernel ahead of it on the stream still runs: nothing of A, B or C
@@ -1378,24 +1397,45 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
                      : "memory");
       }
   }
-  /* Every block's sums are written (all threads, both warp roles; not
-   * .aligned, as the producer warp's lanes come from different paths). */
-  if (S > 1)
-    tj_h_cluster_sync_any();
-  else
-    __syncthreads();
-  /* Block rank r finishes groups of four elements (of one row) r, r + S,
-   * ... in runs of a block's threads, so that neighbouring threads store
-   * neighbouring columns; a group's S sums are one 16-byte load from each
-   * block, all in flight before they are added in rank order. */
+  /* Block rank r finishes groups of four elements (of one row) in runs
+   * of a block's threads, every S-th run starting at run r, so that
+   * neighbouring threads store neighbouring columns.  Each block first
+   * sends the sums it holds for the others' groups into their shared
+   * memory (slot li of the sender's place among the other S - 1), one
+   * cluster barrier makes them whole, and each block then adds its
+   * groups' S sums from its own shared memory in rank order (the same
+   * bits on every run).  Nothing of another block is touched after that
+   * barrier, so no block waits for the others to leave. */
   int groups = (M < TJ_S_ROWS ? M : TJ_S_ROWS) * BN / 4;
+  constexpr int RUN = S * TJ_S_THREADS, SLOTS = TJ_S_SLOTS(BN, S);
+  unsigned recv = sums + TJ_S_ROWS * BN * 4;
+  /* This block's sums are written (all threads, both warp roles). */
+  __syncthreads();
+  if (S > 1) {
+    asm volatile("barrier.cluster.wait;" ::: "memory");
+    for (int g = (int)threadIdx.x; g < groups; g += TJ_S_THREADS) {
+      unsigned q = (unsigned)(g / TJ_S_THREADS) % S;
+      if (q == rank)
+        continue;
+      int li = g / RUN * TJ_S_THREADS + g % TJ_S_THREADS;
+      unsigned from = rank < q ? rank : rank - 1;
+      tj_h_st4_cluster(tj_h_map_rank(recv + 16 * (from * SLOTS + li), q),
+                       tj_h_ld4_cluster(sums + 16 * g));
+    }
+    /* Not .aligned: the producer warp's lanes come from different
+     * paths. */
+    tj_h_cluster_sync_any();
+  }
   for (int g = (int)rank * TJ_S_THREADS + (int)threadIdx.x; g < groups;
-       g += S * TJ_S_THREADS) {
+       g += RUN) {
+    int li = g / RUN * TJ_S_THREADS + g % TJ_S_THREADS;
     float4 part[S];
 #pragma unroll
     for (int q = 0; q < S; q++)
-      part[q] = tj_h_ld4_cluster(S > 1 ? tj_h_map_rank(sums + 16 * g, q)
-                                       : sums + 16 * g);
+      part[q] = tj_h_ld4_cluster(
+          q == (int)rank ? sums + 16 * g
+                         : recv + 16 * ((q < (int)rank ? q : q - 1) * SLOTS +
+                                        li));
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int q = 0; q < S; q++) {
@@ -1436,9 +1476,6 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
       c[j] = __float2half_rn(r);
     }
   }
-  /* No block leaves while another may still read its sums. */
-  if (S > 1)
-    tj_h_cluster_sync_any();
 }
 
 /* The tile entries' results, as their parameters give them. */

@@ -32,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) gemm_f16_sm90a_skinny(const
 /* contract
  *   block      160 1 1
  *   grid       (2 * ceil(N / 128), 1, 1)
- *   shared     101456
+ *   shared     106576
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      K split across a cluster of 2 blocks (compiled in): blocks
@@ -47,7 +47,7 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 2) gemm_f16_sm90
 /* contract
  *   block      160 1 1
  *   grid       (3 * ceil(N / 128), 1, 1)
- *   shared     101456
+ *   shared     111696
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      K split across a cluster of 3 blocks (compiled in): blocks
@@ -62,7 +62,7 @@ extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 2) gemm_f16_sm90
 /* contract
  *   block      160 1 1
  *   grid       (4 * ceil(N / 128), 1, 1)
- *   shared     101456
+ *   shared     109136
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      K split across a cluster of 4 blocks (compiled in): blocks
@@ -77,12 +77,13 @@ extern "C" __global__ void TJ_H_CLUSTER4 __launch_bounds__(160, 2) gemm_f16_sm90
 /* contract
  *   block      160 1 1
  *   grid       (8 * ceil(N / 128), 1, 1)
- *   shared     101456
+ *   shared     119376
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      K split across a cluster of 8 blocks (compiled in): blocks
  *              8s to 8s + 7 take the 8 K-ranges of strip s and add
- *              their sums through distributed shared memory.  Otherwise as
+ *              their sums through distributed shared memory.  One block
+ *              an SM (its shared memory).  Otherwise as
  *              gemm_f16_sm90a_skinny.  sm_90a only (traps elsewhere).
  */
 extern "C" __global__ void TJ_H_CLUSTER8 __launch_bounds__(160, 2) gemm_f16_sm90a_skinny_k8(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
@@ -105,7 +106,7 @@ extern "C" __global__ void __launch_bounds__(160, 1) gemm_f16_sm90a_skinny256(co
 /* contract
  *   block      160 1 1
  *   grid       (2 * ceil(N / 256), 1, 1)
- *   shared     191568
+ *   shared     201808
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      K split across a cluster of 2 blocks as for
@@ -119,7 +120,7 @@ extern "C" __global__ void TJ_H_CLUSTER2 __launch_bounds__(160, 1) gemm_f16_sm90
 /* contract
  *   block      160 1 1
  *   grid       (3 * ceil(N / 256), 1, 1)
- *   shared     191568
+ *   shared     206928
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      K split across a cluster of 3 blocks as for
@@ -133,7 +134,7 @@ extern "C" __global__ void TJ_H_CLUSTER3 __launch_bounds__(160, 1) gemm_f16_sm90
 /* contract
  *   block      160 1 1
  *   grid       (4 * ceil(N / 256), 1, 1)
- *   shared     191568
+ *   shared     206928
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      K split across a cluster of 4 blocks as for

@@ -237,8 +237,8 @@ static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
   long long strips = (N - 1) / c->bn + 1;
   return (tj__gemm_plan){c->entry, {(unsigned)(strips * c->split), 1, 1},
                          {SM90A_SKINNY_THREADS, 1, 1},
-                         c->bn == 256 ? SM90A_SKINNY256_SHARED
-                                      : SM90A_SKINNY_SHARED,
+                         SM90A_SKINNY_SHARED((unsigned)c->bn,
+                                             (unsigned)c->split),
                          c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn, 0,
                          0};
 }
