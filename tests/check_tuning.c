@@ -637,6 +637,32 @@ START_TEST(configurations_plan_as_named)
     ck_assert_uint_eq(p.shared, ks[i].shared);
     ck_assert(p.split == 1 && !p.tma_store && !p.streamk);
   }
+  /* The skinny kernel's configurations: the entry's contract's shared
+   * memory, which grows with the cluster (the sums a block receives from
+   * the others), as the plan asks for it. */
+#define SKINNY_CONTRACT(bn, s, entry, ENTRY)                               \
+  {"sm90a_skinny_n" #bn "_k" #s, "gemm_f16_sm90a_" entry,                   \
+   TJ_KERNEL_GEMM_F16_SM90A_##ENTRY##_SHARED_BYTES}
+  static const struct {
+    const char *name, *entry;
+    unsigned shared;
+  } skc[] = {SKINNY_CONTRACT(128, 1, "skinny", SKINNY),
+            SKINNY_CONTRACT(128, 2, "skinny_k2", SKINNY_K2),
+            SKINNY_CONTRACT(128, 3, "skinny_k3", SKINNY_K3),
+            SKINNY_CONTRACT(128, 4, "skinny_k4", SKINNY_K4),
+            SKINNY_CONTRACT(128, 8, "skinny_k8", SKINNY_K8),
+            SKINNY_CONTRACT(256, 1, "skinny256", SKINNY256),
+            SKINNY_CONTRACT(256, 2, "skinny256_k2", SKINNY256_K2),
+            SKINNY_CONTRACT(256, 3, "skinny256_k3", SKINNY256_K3),
+            SKINNY_CONTRACT(256, 4, "skinny256_k4", SKINNY256_K4)};
+#undef SKINNY_CONTRACT
+  for (size_t i = 0; i < sizeof skc / sizeof skc[0]; i++) {
+    const tj__gemm_config *k = tj__gemm_config_find(skc[i].name);
+    ck_assert_msg(k != NULL, "%s", skc[i].name);
+    p = tj__gemm_plan_config(k, 132, 16, 4096, 4096);
+    ck_assert_str_eq(p.entry, skc[i].entry);
+    ck_assert_uint_eq(p.shared, skc[i].shared);
+  }
   size_t n;
   const tj__gemm_config *c = tj__gemm_configs(&n);
   int stores = 0;
