@@ -1255,15 +1255,16 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
  *             (warp 4, one thread issuing TMA); BN = 128 or 256 columns
  *             of C (BN / 64 m64 wgmmas per k16 step) and a K-range.
  *   stages    TJ_S_STAGES of 64 k rows: BN / 4 KiB of B and 2 KiB of A
- *             each; two 128-column blocks fit an SM, one 256-column
- *             block.
+ *             each; two 128-column blocks fit an SM (but in a cluster
+ *             of 8), one 256-column block.
  *   split-K   in a cluster of S blocks along x (S compiled in, one entry
  *             each): block rank r takes the r-th of S K-ranges of the
- *             strip, writes its fp32 sums to its own shared memory, and
- *             after a cluster barrier every block adds all S of them for
- *             its share of the strip's elements, in rank order (the same
- *             bits on every run), through distributed shared memory: no
- *             workspace, one launch.
+ *             strip and writes its fp32 sums to its own shared memory;
+ *             each block sends the sums of the elements another block
+ *             finishes into that block's shared memory, and after one
+ *             cluster barrier adds all S sums of its own share in rank
+ *             order (the same bits on every run): no workspace, one
+ *             launch.
  *   alpha 0   A and B are not read (no stage is loaded); C = beta * C.
  */
 #define TJ_S_ROWS 16
