@@ -173,10 +173,8 @@ static const tj__gemm_config *skinny_config(int bn, int split)
 /* The bytes a block keeps in flight (its 5 stages of B and A), and what
  * covers the memory's latency at its rate, for each SM: 56 KiB, 7.6 MB on
  * an H200's 132 (4.8 TB/s for about 1.5 us). */
-#define SM90A_SKINNY_STAGES 5
 #define SM90A_SKINNY_INFLIGHT(bn) \
-  ((long long)SM90A_SKINNY_STAGES *     \
-   ((bn) * 64 * 2 + SM90A_SKINNY_ROWS * 64 * 2))
+  ((long long)SM90A_SKINNY_STAGES * SM90A_SKINNY_STAGE_BYTES(bn))
 #define SM90A_SKINNY_COVER_PER_SM (56LL << 10)
 
 /*

@@ -71,17 +71,23 @@
 #define SM90A_SKINNY_ROWS TJ__GEMM_SKINNY_ROWS
 #define SM90A_SKINNY_THREADS 160u
 #define SM90A_SKINNY_BN 128
+/* Its stages, each a k-tile of 64: B's 64 x bn halves and A's rows. */
+#define SM90A_SKINNY_STAGES 5
+#define SM90A_SKINNY_STAGE_BYTES(bn) \
+  (64u * (bn) * 2u + SM90A_SKINNY_ROWS * 64u * 2u)
 /* Its dynamic shared memory, as the kernel lays it out (TJ_S_SMEM_BYTES
- * in kernels/gemm_f16_sm90a.h): 5 stages of B's 64 x bn and A's 16 x 64
- * halves, 1 KiB for their alignment, 10 barriers, the block's fp32 sums
- * (16 x bn), and the sums it receives from the other split - 1 blocks of
- * its cluster for the groups of four columns it finishes (at most
- * ceil(4 bn / (160 split)) runs of 160). */
-#define SM90A_SKINNY_SLOTS(bn, split)                                     \
-  ((4u * (bn) + 160u * (split) - 1u) / (160u * (split)) * 160u)
+ * in kernels/gemm_f16_sm90a.h): the stages, 1 KiB for their alignment,
+ * two barriers a stage, the block's fp32 sums (rows x bn), and the sums
+ * it receives from the other split - 1 blocks of its cluster for the
+ * groups of four columns it finishes (at most ceil(4 bn / (threads
+ * split)) runs of a block's threads). */
+#define SM90A_SKINNY_SLOTS(bn, split)                            \
+  ((4u * (bn) + SM90A_SKINNY_THREADS * (split) - 1u) /           \
+   (SM90A_SKINNY_THREADS * (split)) * SM90A_SKINNY_THREADS)
 #define SM90A_SKINNY_SHARED(bn, split)                                    \
-  (5u * (64u * (bn) * 2u + 16u * 64u * 2u) + 1024u + 80u +               \
-   16u * (bn) * 4u + ((split) - 1u) * SM90A_SKINNY_SLOTS(bn, split) * 16u)
+  (SM90A_SKINNY_STAGES * SM90A_SKINNY_STAGE_BYTES(bn) + 1024u +           \
+   2u * 8u * SM90A_SKINNY_STAGES + SM90A_SKINNY_ROWS * (bn) * 4u +       \
+   ((split) - 1u) * SM90A_SKINNY_SLOTS(bn, split) * 16u)
 /* plan_sm90a: an unforced split stands only for M <= SM90A_SPLIT_ROWS,
  * where each part keeps SM90A_SPLIT_KEEP_KTILES k-tiles, or where 128 x 64
  * tiles would fill less than a quarter of the SMs. */
