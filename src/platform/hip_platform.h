@@ -231,35 +231,35 @@ static inline hipError_t hipEventDestroy(hipEvent_t e)
   return TJ__CU(cuEventDestroy(e));
 }
 /* Graphs, for the GPU suites (the library captures nothing itself). */
-#define TJ__CU_OPTIONAL(call, fn)                                              \
-  (tj__cuda() && tj__cuda()->fn ? tj__cuda()->call : CUDA_ERROR_NOT_SUPPORTED)
+#define TJ__CU_OPTIONAL(fn, args)                                   \
+  (tj__cuda() && tj__cuda()->fn ? tj__cuda()->fn args              \
+                                : CUDA_ERROR_NOT_SUPPORTED)
 static inline hipError_t hipStreamBeginCapture(hipStream_t s,
                                                hipStreamCaptureMode mode)
 {
-  return TJ__CU_OPTIONAL(cuStreamBeginCapture(s, mode), cuStreamBeginCapture);
+  return TJ__CU_OPTIONAL(cuStreamBeginCapture, (s, mode));
 }
 static inline hipError_t hipStreamEndCapture(hipStream_t s, hipGraph_t *g)
 {
-  return TJ__CU_OPTIONAL(cuStreamEndCapture(s, g), cuStreamEndCapture);
+  return TJ__CU_OPTIONAL(cuStreamEndCapture, (s, g));
 }
 static inline hipError_t hipGraphInstantiateWithFlags(hipGraphExec_t *e,
                                                       hipGraph_t g,
                                                       unsigned long long flags)
 {
-  return TJ__CU_OPTIONAL(cuGraphInstantiateWithFlags(e, g, flags),
-                         cuGraphInstantiateWithFlags);
+  return TJ__CU_OPTIONAL(cuGraphInstantiateWithFlags, (e, g, flags));
 }
 static inline hipError_t hipGraphLaunch(hipGraphExec_t e, hipStream_t s)
 {
-  return TJ__CU_OPTIONAL(cuGraphLaunch(e, s), cuGraphLaunch);
+  return TJ__CU_OPTIONAL(cuGraphLaunch, (e, s));
 }
 static inline hipError_t hipGraphExecDestroy(hipGraphExec_t e)
 {
-  return TJ__CU_OPTIONAL(cuGraphExecDestroy(e), cuGraphExecDestroy);
+  return TJ__CU_OPTIONAL(cuGraphExecDestroy, (e));
 }
 static inline hipError_t hipGraphDestroy(hipGraph_t g)
 {
-  return TJ__CU_OPTIONAL(cuGraphDestroy(g), cuGraphDestroy);
+  return TJ__CU_OPTIONAL(cuGraphDestroy, (g));
 }
 static inline const char *hipGetErrorString(hipError_t e)
 {
