@@ -1279,7 +1279,7 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
   (((4 * (bn) + (s) * TJ_S_THREADS - 1) / ((s) * TJ_S_THREADS)) *          \
    TJ_S_THREADS)
 /* The stages, 1 KiB for their alignment, the barriers, the fp32 sums,
- * the sums received (gemm_plan.c's skinny_shared says the same). */
+ * the sums received (gemm_plan.h's SM90A_SKINNY_SHARED says the same). */
 #define TJ_S_SMEM_BYTES(bn, s)                                         \
   (TJ_S_STAGES * TJ_S_STAGE_BYTES(bn) + 1024 + 2 * 8 * TJ_S_STAGES +    \
    TJ_S_ROWS * (bn) * 4 + ((s) - 1) * TJ_S_SLOTS(bn, s) * 16)
