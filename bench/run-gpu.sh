@@ -5,7 +5,7 @@
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
 #   tuning-check gemm-bench gemm-tune skinny-cost hopper-check skinny-check
 #   tiles-bench tiles-smoke read-floor skinny-bench skinny-graph skinny-pair
-#   start-bench
+#   tree-pair start-bench
 #   (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
@@ -35,7 +35,11 @@
 # 11008; skinny-pair, the rule against TJ_PAIR_TILE and TJ_PAIR_SPLIT
 # forced (256 and 3 unless set), alternated twice at the nine skinny
 # shapes or TJ_PAIR_SHAPES (into skinny-pair-$TJ_PAIR_TAG.txt if set);
-# start-bench, tj-bench's start section (each entry's cold compile).
+# tree-pair, this tree against another's `make dist` tarball
+# ($TJ_OLD_TARBALL, .device/old-main.tar.gz unless set; built in
+# /tmp/old), alternated twice at the nine skinny shapes or
+# $TJ_PAIR_SHAPES (into tree-pair.txt); start-bench, tj-bench's start
+# section (each entry's cold compile).
 # The check modes write each test's time to $out/check-CASE.xml (Check's
 # XML log).
 # The build stays in /tmp/tj/tokitai-jit-*/ for commands after this one in
@@ -44,6 +48,7 @@
 set -u
 [ $# -gt 0 ] || set -- all
 out=${OUT:-$PWD/out}
+root=$PWD
 mkdir -p "$out"
 . .device/gpu-env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
@@ -213,6 +218,21 @@ for what in "$@"; do
             grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
         done
       done > "$out/skinny-pair${TJ_PAIR_TAG:+-$TJ_PAIR_TAG}.txt" ;;
+    tree-pair)
+      old_tar=${TJ_OLD_TARBALL:-$root/.device/old-main.tar.gz}
+      rm -rf /tmp/old && mkdir -p /tmp/old && tar xzf "$old_tar" -C /tmp/old &&
+        (cd /tmp/old/tokitai-jit-*/ &&
+         ./configure --with-hip-platform=nvidia --enable-bench > /dev/null 2>&1 &&
+         make -j16 > /dev/null 2>&1) || { echo "tree-pair: $old_tar did not build"; status=1; continue; }
+      for r in 1 2; do
+        for tree in old new; do
+          echo "== $tree, run $r"
+          dir=$PWD; [ $tree = old ] && dir=$(echo /tmp/old/tokitai-jit-*/)
+          (cd "$dir" && TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=${TJ_PAIR_SHAPES:-$SKINNY} \
+            timeout 120 ./bench/tj-bench --only gemm 2>&1) |
+            grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
+        done
+      done > "$out/tree-pair.txt" ;;
     skinny-bench)
       TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$SKINNY timeout 120 \
         ./bench/tj-bench --only gemm > "$out/bench-skinny.txt" 2>&1 || status=1 ;;
