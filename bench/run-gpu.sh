@@ -3,7 +3,8 @@
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
-#   tuning-check gemm-bench gemm-tune skinny-cost hopper-check skinny-check
+#   tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
+#   skinny-check
 #   tiles-bench tiles-smoke read-floor skinny-bench skinny-graph skinny-pair
 #   tree-pair start-bench
 #   (default all); several
@@ -19,7 +20,8 @@
 # gemm-bench, tj-bench's GEMM section on issue 14's eighteen shapes,
 # first without the variants (so that a variant that fails loses nothing
 # else), then with them timed beside the default (TJ_GEMM_TMA_STORE=0,
-# TJ_GEMM_STREAMK=1, TJ_GEMM_EVICT_FIRST=0); gemm-tune, tokitai-jit
+# TJ_GEMM_STREAMK=1, TJ_GEMM_EVICT_FIRST=0); gemm-default, its first
+# half alone; gemm-tune, tokitai-jit
 # --tune for the nine shapes with M >= 128 into a new cache (every
 # configuration, stream-K's trials included, each checked against the
 # rule's choice before it is timed), then tj-bench's GEMM section running
@@ -35,10 +37,9 @@
 # 11008; skinny-pair, the rule against TJ_PAIR_TILE and TJ_PAIR_SPLIT
 # forced (256 and 3 unless set), alternated twice at the nine skinny
 # shapes or TJ_PAIR_SHAPES (into skinny-pair-$TJ_PAIR_TAG.txt if set);
-# tree-pair, this tree against another's `make dist` tarball
-# ($TJ_OLD_TARBALL, .device/old-main.tar.gz unless set; built in
-# /tmp/old), alternated twice at the nine skinny shapes or
-# $TJ_PAIR_SHAPES (into tree-pair.txt); start-bench, tj-bench's start
+# tree-pair, this tree against the `make dist` tarball of each other
+# tree as .device/pair-NAME.tar.gz, alternated twice at the nine skinny
+# shapes or $TJ_PAIR_SHAPES (into tree-pair.txt); start-bench, tj-bench's start
 # section (each entry's cold compile).
 # The check modes write each test's time to $out/check-CASE.xml (Check's
 # XML log).
@@ -174,6 +175,9 @@ for what in "$@"; do
     tuning-check) gemm_check "" || status=1 ;;
     skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;
+    gemm-default)  # gemm-bench's first half: the eighteen shapes, no variants
+      TJ_BENCH_VARIANTS=0 timeout 200 ./bench/tj-bench --only gemm \
+        > "$out/bench-gemm-default.txt" 2>&1 || status=1 ;;
     gemm-tune) gemm_tune || status=1 ;;
     hopper-check) gemm_check "hopper" || status=1 ;;
     skinny-check) gemm_check "skinny" || status=1 ;;
@@ -219,16 +223,23 @@ for what in "$@"; do
         done
       done > "$out/skinny-pair${TJ_PAIR_TAG:+-$TJ_PAIR_TAG}.txt" ;;
     tree-pair)
-      old_tar=${TJ_OLD_TARBALL:-$root/.device/old-main.tar.gz}
-      rm -rf /tmp/old && mkdir -p /tmp/old && tar xzf "$old_tar" -C /tmp/old &&
-        (cd /tmp/old/tokitai-jit-*/ &&
-         ./configure --with-hip-platform=nvidia --enable-bench > /dev/null 2>&1 &&
-         make -j16 > /dev/null 2>&1) || { echo "tree-pair: $old_tar did not build"; status=1; continue; }
+      # $PWD's tree and each .device/pair-NAME.tar.gz, built in
+      # /tmp/pair/NAME/, alternated.
+      trees="this=$PWD"
+      for t in "$root"/.device/pair-*.tar.gz; do
+        [ -e "$t" ] || continue
+        name=$(basename "$t" .tar.gz); name=${name#pair-}
+        rm -rf "/tmp/pair/$name" && mkdir -p "/tmp/pair/$name" &&
+          tar xzf "$t" -C "/tmp/pair/$name" &&
+          (cd /tmp/pair/$name/tokitai-jit-*/ &&
+           ./configure --with-hip-platform=nvidia --enable-bench > /dev/null 2>&1 &&
+           make -j16 > /dev/null 2>&1) || { echo "tree-pair: $t did not build"; status=1; continue; }
+        trees="$trees $name=$(echo /tmp/pair/$name/tokitai-jit-*/)"
+      done
       for r in 1 2; do
-        for tree in old new; do
-          echo "== $tree, run $r"
-          dir=$PWD; [ $tree = old ] && dir=$(echo /tmp/old/tokitai-jit-*/)
-          (cd "$dir" && TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=${TJ_PAIR_SHAPES:-$SKINNY} \
+        for tree in $trees; do
+          echo "== ${tree%%=*}, run $r"
+          (cd "${tree#*=}" && TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=${TJ_PAIR_SHAPES:-$SKINNY} \
             timeout 120 ./bench/tj-bench --only gemm 2>&1) |
             grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
         done

@@ -1255,14 +1255,12 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
  *             (warp 4, one thread issuing TMA); BN = 128 or 256 columns
  *             of C (BN / 64 m64 wgmmas per k16 step) and a K-range.
  *   stages    TJ_S_STAGES of 64 k rows: BN / 4 KiB of B (loaded in
- *             boxes of 16 k rows, the host's map) and 2 KiB of A each;
- *             two 128-column blocks fit an SM (but in a cluster of 8),
- *             one 256-column block.
+ *             boxes of 16 k rows) and 2 KiB of A each; two 128-column
+ *             blocks fit an SM (but in a cluster of 8), one 256-column
+ *             block.
  *   split-K   in a cluster of S blocks along x (S compiled in, one entry
  *             each): block rank r takes the r-th of S K-ranges of the
- *             strip, split in k16 steps (the last stage of a range may
- *             hold fewer than four), and writes its fp32 sums to its own
- *             shared memory;
+ *             strip and writes its fp32 sums to its own shared memory;
  *             each block sends the sums of the elements another block
  *             finishes into that block's shared memory, and after one
  *             cluster barrier adds all S sums of its own share in rank
@@ -1273,7 +1271,6 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 #define TJ_S_ROWS 16
 #define TJ_S_STAGES 5
 #define TJ_S_THREADS 160
-#define TJ_S_STEPS (TJ_H_BK / 16)
 #define TJ_S_B_BYTES(bn) (TJ_H_BK * (bn) * 2)
 #define TJ_S_STAGE_BYTES(bn) (TJ_S_B_BYTES(bn) + TJ_S_ROWS * TJ_H_BK * 2)
 /* A block of a cluster of s finishes groups (four columns of a row) in
@@ -1323,16 +1320,11 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   unsigned rank = S > 1 ? tj_h_cluster_rank() : 0;
   int n0 = (int)(blockIdx.x / S) * BN;
-  /* This block's K-range: the r-th of S runs of k16 steps (one wgmma
-   * each; an empty run where K is short sums to zeros), in stages of up
-   * to TJ_S_STEPS steps: split in steps rather than whole 64-row
-   * stages, the longest run is at most S - 1 steps longer than the
-   * shortest (K = 4096 in three: 86, 86 and 84 steps, where whole stages
-   * ran 22, 21 and 21, the longest 3% over the mean). */
-  int steps = alpha == 0.0f ? 0 : (K + 15) / 16;
-  int st0, sn;
-  tj_h_krun(steps, (steps + S - 1) / S, rank, st0, sn);
-  int kn = (sn + TJ_S_STEPS - 1) / TJ_S_STEPS;
+  /* This block's K-range: the r-th of S runs of whole k-tiles (an empty
+   * one where K is short sums to zeros). */
+  int ktiles = alpha == 0.0f ? 0 : (K + TJ_H_BK - 1) / TJ_H_BK;
+  int kt0, kn;
+  tj_h_krun(ktiles, (ktiles + S - 1) / S, rank, kt0, kn);
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp == 4) {
     /* evict_first: B, read once, goes through L2 marked first to go, so
@@ -1348,19 +1340,20 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
         tj_h_bar_wait(empty + 8 * s, ((kt / TJ_S_STAGES) & 1) ^ 1);
         unsigned bar = full + 8 * s, dst = stages + s * TJ_S_STAGE_BYTES(BN);
         tj_h_bar_expect(bar, TJ_S_STAGE_BYTES(BN));
+        int k = (kt0 + kt) * TJ_H_BK;
         /* B in boxes of 16 k rows (the host's map), each where a 64-row
-         * box puts its rows; a step past the run (in its last stage)
-         * gets rows past K: TMA fills them with zeros. */
-        int nk = min(TJ_S_STEPS, sn - TJ_S_STEPS * kt);
-        int k = (st0 + TJ_S_STEPS * kt) * 16;
-        for (int j = 0; j < BN / 64; j++)
-          for (int i = 0; i < TJ_S_STEPS; i++) {
+         * box puts its rows, a row's columns one after another: on an
+         * H100, 2 to 3% faster than 64-row boxes unsplit at N = 11008,
+         * within 1% either way split (bench/RESULTS.md, sixteenth
+         * round). */
+        for (int i = 0; i < TJ_H_BK / 16; i++)
+          for (int j = 0; j < BN / 64; j++) {
             unsigned at = dst + j * (TJ_H_BK * 128) + 2048 * i;
-            int row = i < nk ? k + 16 * i : K;
             if (evict_first)
-              tj_h_tma_load_hint(at, tb, n0 + 64 * j, row, bar, policy);
+              tj_h_tma_load_hint(at, tb, n0 + 64 * j, k + 16 * i, bar,
+                                 policy);
             else
-              tj_h_tma_load(at, tb, n0 + 64 * j, row, bar);
+              tj_h_tma_load(at, tb, n0 + 64 * j, k + 16 * i, bar);
           }
         tj_h_tma_load(dst + TJ_S_B_BYTES(BN), ta, k, 0, bar);
       }
@@ -1376,27 +1369,9 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
       int s = kt % TJ_S_STAGES;
       tj_h_bar_wait(full + 8 * s, (kt / TJ_S_STAGES) & 1);
       unsigned b = stages + s * TJ_S_STAGE_BYTES(BN), a = b + TJ_S_B_BYTES(BN);
-      /* A run's last stage may hold fewer steps: A's columns there belong
-       * to the next run, so they are zeroed (B's rows are zeros too, not
-       * Inf or NaN), and the stage's four wgmmas add nothing for them;
-       * branching around a wgmma would have ptxas serialize them all.
-       * 16-byte chunk c of A's row r lies at r * 128 + 16 * (c ^ r % 8)
-       * (the 128-byte swizzle), two chunks a step.  Never a stage TMA
-       * writes again: it is the run's last. */
-      int nk = min(TJ_S_STEPS, sn - TJ_S_STEPS * kt);
-      if (nk < TJ_S_STEPS) {
-        int row = threadIdx.x / 8, c = threadIdx.x % 8;
-        if (c >= 2 * nk)
-          asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(
-                           a + row * 128 + 16 * (c ^ (row % 8))),
-                       "r"(0u)
-                       : "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        tj_h_named_sync(1, 128);
-      }
       tj_h_wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < TJ_S_STEPS; kk++) {
+      for (int kk = 0; kk < TJ_H_BK / 16; kk++) {
         /* B's box c: 16 k rows (2048 bytes) per step, 8-row groups 1024
          * apart; A's box: 16 halves (32 bytes) along its 128-byte rows. */
         unsigned long long db = tj_h_desc(a + 32 * kk, 16, 1024);

@@ -465,8 +465,7 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
     return no_gpu(rt, fn);
   _Alignas(64) unsigned char ta[TJ__TENSOR_MAP_BYTES], tb[TJ__TENSOR_MAP_BYTES];
   /* A's box: the tile's 128 rows, or the skinny kernel's 16; B's: 64
-   * k rows, or the skinny kernel's 16 (its K-ranges split in k16
-   * steps). */
+   * k rows, or the skinny kernel's 16 (four boxes a stage). */
   int skinny = p.path == GEMM_PATH_SM90A_SKINNY;
   int a_rows = skinny ? SM90A_SKINNY_ROWS : SM90A_BM;
   int b_rows = skinny ? 16 : 64;
