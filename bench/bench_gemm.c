@@ -124,12 +124,13 @@ static double agreement(gemm_ctx *g)
 typedef struct copy_ctx {
   void *src, *dst;
   size_t bytes;
+  void *stream; /* NULL, but for a capture into a graph */
 } copy_ctx;
 
 static void run_copy(void *p)
 {
   copy_ctx *c = p;
-  CHECK(hipMemcpyDtoDAsync(c->dst, c->src, c->bytes, NULL));
+  CHECK(hipMemcpyDtoDAsync(c->dst, c->src, c->bytes, c->stream));
 }
 
 /*
@@ -167,7 +168,7 @@ static double time_clean_flushed(clean_flush *f, void (*fn)(void *),
  * is NULL. */
 static double copy_gbs_of(size_t bytes, clean_flush *clean, int reps)
 {
-  copy_ctx c = {NULL, NULL, bytes};
+  copy_ctx c = {NULL, NULL, bytes, NULL};
   CHECK(hipMalloc(&c.src, c.bytes));
   CHECK(hipMalloc(&c.dst, c.bytes));
   CHECK(hipMemset(c.src, 0, c.bytes));
@@ -268,7 +269,7 @@ static const char read_bulk_src[] =
 
 typedef struct read_ctx {
   tj_kernel *k;
-  const void *p;
+  void *p;
   unsigned long long n; /* 16-byte units; the bulk read's: 8 KiB chunks */
   unsigned *out;
   unsigned grid, block;
@@ -321,8 +322,8 @@ static read_ctx read_ctx_of(tj_kernel *k, const void *p,
                             unsigned long long units, unsigned block,
                             unsigned blocks_per_sm)
 {
-  return (read_ctx){k, p, units, read_out(), blocks_per_sm * device_sms(),
-                    block, NULL};
+  return (read_ctx){k, (void *)p, units, read_out(),
+                    blocks_per_sm * device_sms(), block, NULL};
 }
 
 /* That read timed: the median of reps launches each after clean's flush,
@@ -380,9 +381,10 @@ static double read_gbs_of(tj_runtime *rt, const void *p, size_t bytes,
 #define LAYERS 8
 
 typedef struct chain_ctx {
-  void (*one)(void *); /* run_ours or run_vendor on g, or run_read on r */
-  gemm_ctx *g;         /* g->B, or r->p, set to each layer's B in turn */
-  read_ctx *r;
+  void (*one)(void *); /* run_ours, run_vendor, run_read or run_copy */
+  void *arg;           /* its context, in which */
+  void **b;            /* each layer's B goes here in turn, */
+  void **stream;       /* and a capture's stream here */
   void *B[LAYERS];
 } chain_ctx;
 
@@ -390,11 +392,8 @@ static void run_chain(void *p)
 {
   chain_ctx *c = p;
   for (int i = 0; i < LAYERS; i++) {
-    if (c->g)
-      c->g->B = c->B[i];
-    else
-      c->r->p = c->B[i];
-    c->one(c->g ? (void *)c->g : (void *)c->r);
+    *c->b = c->B[i];
+    c->one(c->arg);
   }
 }
 
@@ -425,8 +424,7 @@ static double chain_graph_ms(chain_ctx *c, clean_flush *clean, int reps)
   double ms = 0;
   if (hipStreamCreate(&s) != hipSuccess)
     return 0;
-  void **at = c->g ? &c->g->stream : &c->r->stream;
-  *at = s;
+  *c->stream = s;
   if (hipStreamBeginCapture(s, hipStreamCaptureModeGlobal) == hipSuccess) {
     run_chain(c);
     if (hipStreamEndCapture(s, &graph) == hipSuccess) {
@@ -438,15 +436,16 @@ static double chain_graph_ms(chain_ctx *c, clean_flush *clean, int reps)
       hipGraphDestroy(graph);
     }
   }
-  *at = NULL;
+  *c->stream = NULL;
   hipStreamDestroy(s);
   return ms;
 }
 
-/* Ours, the read of B and the vendor's as layers back to back: ours as a
- * fraction of the copy rate, the read's beside it, and the vendor's time
- * over ours; where the Hopper skinny kernel runs (entry), ours launched
- * plainly too (TJ_GEMM_PDL=0: not to start early). */
+/* Ours, the read of B, a copy of the same bytes and the vendor's as
+ * layers back to back: ours as a fraction of the copy rate, the read's
+ * and the copy's beside it, and the vendor's time over ours; where the
+ * Hopper skinny kernel runs (entry), ours launched plainly too
+ * (TJ_GEMM_PDL=0: not to start early). */
 static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
                          double bytes, double copy_gbs, clean_flush *clean,
                          const char *shape, bench_record_fn record)
@@ -455,7 +454,7 @@ static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
   char label[128];
   size_t b_bytes = (size_t)g->k * g->n * 2;
   void *b0 = g->B;
-  chain_ctx c = {run_ours, g, NULL, {b0}};
+  chain_ctx c = {run_ours, g, &g->B, &g->stream, {b0}};
   for (int i = 1; i < LAYERS; i++) {
     CHECK(hipMalloc(&c.B[i], b_bytes));
     CHECK(hipMemcpyDtoDAsync(c.B[i], b0, b_bytes, NULL));
@@ -492,7 +491,7 @@ static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
   }
   read_ctx r = read_of_b(g->rt, NULL, b_bytes);
   chain_ctx rc = c;
-  rc.one = run_read, rc.g = NULL, rc.r = &r;
+  rc.one = run_read, rc.arg = &r, rc.b = &r.p, rc.stream = &r.stream;
   double rms = time_clean_flushed(clean, run_chain, &rc, REPS) / LAYERS;
   snprintf(label, sizeof label, "read of B %s, %d layers in a row / copy",
            shape, LAYERS);
@@ -503,6 +502,26 @@ static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
              shape, LAYERS);
     record("gemm", label, (double)(r.n * 16) / (rgms * 1e6) / copy_gbs, "x");
   }
+  /* The vendor's copy moving the same bytes (half of each layer's B
+   * read, as many written), as layers: the ceiling of a layer this size
+   * in a row and in a graph, as "copy of the same bytes" is one launch
+   * at a time. */
+  copy_ctx cp = {NULL, NULL, (size_t)(bytes / 2), NULL};
+  CHECK(hipMalloc(&cp.dst, cp.bytes));
+  chain_ctx cc = c;
+  cc.one = run_copy, cc.arg = &cp, cc.b = &cp.src, cc.stream = &cp.stream;
+  double cms = time_clean_flushed(clean, run_chain, &cc, REPS) / LAYERS;
+  snprintf(label, sizeof label, "copy of the same bytes %s, %d layers in a "
+           "row / copy", shape, LAYERS);
+  record("gemm", label, 2.0 * (double)cp.bytes / (cms * 1e6) / copy_gbs, "x");
+  double cgms = chain_graph_ms(&cc, clean, REPS);
+  if (cgms > 0) {
+    snprintf(label, sizeof label, "copy of the same bytes %s, %d layers in "
+             "a graph / copy", shape, LAYERS);
+    record("gemm", label, 2.0 * (double)cp.bytes / (cgms * 1e6) / copy_gbs,
+           "x");
+  }
+  hipFree(cp.dst);
   if (have_vendor) {
     c.one = run_vendor;
     double vms = time_clean_flushed(clean, run_chain, &c, REPS) / LAYERS;

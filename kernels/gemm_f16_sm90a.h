@@ -1254,10 +1254,9 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
  *   block     one consumer warpgroup (warps 0-3) and a producer warp
  *             (warp 4, one thread issuing TMA); BN = 128 or 256 columns
  *             of C (BN / 64 m64 wgmmas per k16 step) and a K-range.
- *   stages    TJ_S_STAGES of 64 k rows: BN / 4 KiB of B (loaded in
- *             boxes of 16 k rows) and 2 KiB of A each; two 128-column
- *             blocks fit an SM (but in a cluster of 8), one 256-column
- *             block.
+ *   stages    TJ_S_STAGES of 64 k rows: BN / 4 KiB of B and 2 KiB of A
+ *             each; two 128-column blocks fit an SM (but in a cluster
+ *             of 8), one 256-column block.
  *   split-K   in a cluster of S blocks along x (S compiled in, one entry
  *             each): block rank r takes the r-th of S K-ranges of the
  *             strip and writes its fp32 sums to its own shared memory;
@@ -1341,20 +1340,13 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
         unsigned bar = full + 8 * s, dst = stages + s * TJ_S_STAGE_BYTES(BN);
         tj_h_bar_expect(bar, TJ_S_STAGE_BYTES(BN));
         int k = (kt0 + kt) * TJ_H_BK;
-        /* B in boxes of 16 k rows (the host's map), each where a 64-row
-         * box puts its rows, a row's columns one after another: on an
-         * H100, 2 to 3% faster than 64-row boxes unsplit at N = 11008,
-         * within 1% either way split (bench/RESULTS.md, sixteenth
-         * round). */
-        for (int i = 0; i < TJ_H_BK / 16; i++)
-          for (int j = 0; j < BN / 64; j++) {
-            unsigned at = dst + j * (TJ_H_BK * 128) + 2048 * i;
-            if (evict_first)
-              tj_h_tma_load_hint(at, tb, n0 + 64 * j, k + 16 * i, bar,
-                                 policy);
-            else
-              tj_h_tma_load(at, tb, n0 + 64 * j, k + 16 * i, bar);
-          }
+        for (int j = 0; j < BN / 64; j++) {
+          unsigned at = dst + j * (TJ_H_BK * 128);
+          if (evict_first)
+            tj_h_tma_load_hint(at, tb, n0 + 64 * j, k, bar, policy);
+          else
+            tj_h_tma_load(at, tb, n0 + 64 * j, k, bar);
+        }
         tj_h_tma_load(dst + TJ_S_B_BYTES(BN), ta, k, 0, bar);
       }
     __syncwarp();

@@ -18,7 +18,7 @@
  *   alignment  A and B 16-byte aligned with lda and ldb multiples of 8 (the
  *              tensor maps' rules); C 2-byte aligned
  *   notes      M <= 16 (rows past 16 are not computed); tma_a's box is {64,
- *              16} (A's 16 rows), tma_b's {64, 16} (16 k rows); block
+ *              16} (A's 16 rows), tma_b's {64, 64} as for the others; block
  *              x computes columns [128 * x, 128 * x + 128) of C, streaming
  *              B once; alpha == 0 reads neither A nor B; evict_first 1
  *              loads B marked first to go from L2 (1 only where asked:

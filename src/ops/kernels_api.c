@@ -324,13 +324,13 @@ int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream, const uint16_t *x,
 /* The sm90a entries take A and B as TMA descriptors, built here for each
  * call (host work only: they hold the pointers). */
 static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
-                      int a_rows, int b_rows, int M, int N, int K,
-                      const void *A, int lda, const void *B, int ldb)
+                      int a_rows, int M, int N, int K, const void *A, int lda,
+                      const void *B, int ldb)
 {
   if (tj__tensor_map_f16(ta, A, (uint64_t)M, (uint64_t)K, (uint64_t)lda,
                          (uint32_t)a_rows, 64) != TJ_OK ||
-      tj__tensor_map_f16(tb, B, (uint64_t)K, (uint64_t)N, (uint64_t)ldb,
-                         (uint32_t)b_rows, 64) != TJ_OK)
+      tj__tensor_map_f16(tb, B, (uint64_t)K, (uint64_t)N, (uint64_t)ldb, 64,
+                         64) != TJ_OK)
     return tj__fail(rt, TJ_EDEVICE, "%s: the driver refused a TMA descriptor "
                     "for A (%d x %d, lda %d) or B (%d x %d, ldb %d)", fn, M,
                     K, lda, K, N, ldb);
@@ -464,13 +464,9 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
   if (rt->compile_only)
     return no_gpu(rt, fn);
   _Alignas(64) unsigned char ta[TJ__TENSOR_MAP_BYTES], tb[TJ__TENSOR_MAP_BYTES];
-  /* A's box: the tile's 128 rows, or the skinny kernel's 16; B's: 64
-   * k rows, or the skinny kernel's 16 (four boxes a stage). */
-  int skinny = p.path == GEMM_PATH_SM90A_SKINNY;
-  int a_rows = skinny ? SM90A_SKINNY_ROWS : SM90A_BM;
-  int b_rows = skinny ? 16 : 64;
-  int rc = sm90a_maps(rt, fn, ta, tb, a_rows, b_rows, M, N, K, A, lda, B,
-                      ldb);
+  /* A's box: the tile's 128 rows, or the skinny kernel's 16. */
+  int a_rows = p.path == GEMM_PATH_SM90A_SKINNY ? SM90A_SKINNY_ROWS : SM90A_BM;
+  int rc = sm90a_maps(rt, fn, ta, tb, a_rows, M, N, K, A, lda, B, ldb);
   if (rc != TJ_OK)
     return rc;
   if (p.split > 1 && p.path == GEMM_PATH_SM90A) {
