@@ -69,7 +69,9 @@ gemm_check() {  # $1: the check_kernels_gpu cases (none: only tuning)
   make -j16 tests/check_kernels_gpu tests/check_tuning_gpu > "$out/make-tests.log" 2>&1 || { tail -30 "$out/make-tests.log"; return 1; }
   rm -f "$out/make-tests.log"
   mkdir -p tests/tmp
-  local st=0
+  local st=0 log
+  # A log per mode (check-gemm-verify-skinny.log, check-hopper.log, ...).
+  log="$out/check-$(echo ${1:-tuning} | tr ' ' '-').log"
   {
     for c in $1; do
       echo "== check_kernels_gpu, case $c"
@@ -81,8 +83,8 @@ gemm_check() {  # $1: the check_kernels_gpu cases (none: only tuning)
     CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
       CK_XML_LOG_FILE_NAME="$out/check-tuning.xml" \
       timeout 300 ./tests/check_tuning_gpu || st=1
-  } > "$out/check-gemm.log" 2>&1
-  grep -E '^[0-9]+%: Checks|^== ' "$out/check-gemm.log"
+  } > "$log" 2>&1
+  grep -E '^[0-9]+%: Checks|^== ' "$log"
   return $st
 }
 
