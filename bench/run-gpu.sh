@@ -4,10 +4,8 @@
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
 #   tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
-#   skinny-check
-#   tiles-bench tiles-smoke read-floor skinny-bench skinny-graph skinny-pair
-#   tree-pair start-bench
-#   (default all); several
+#   skinny-check tiles-bench tiles-smoke read-floor skinny-bench
+#   skinny-graph skinny-pair tree-pair start-bench (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
 # Issue 14's modes, each well inside a device call: gemm-check, the GPU
@@ -100,12 +98,28 @@ gemm_tune() {
   return $st
 }
 
+gemm_default() {
+  # Its default shapes are issue 14's eighteen.
+  TJ_BENCH_VARIANTS=0 timeout 200 ./bench/tj-bench --only gemm > "$out/bench-gemm-default.txt" 2>&1
+}
+
 gemm_bench() {
   local st=0
-  # Its default shapes are issue 14's eighteen.
-  TJ_BENCH_VARIANTS=0 timeout 200 ./bench/tj-bench --only gemm > "$out/bench-gemm-default.txt" 2>&1 || st=1
+  gemm_default || st=1
   timeout 300 ./bench/tj-bench --only gemm > "$out/bench-gemm-variants.txt" 2>&1 || st=1
   return $st
+}
+
+# One run of a pair (skinny-pair, tree-pair): the tj-bench of tree $1 at
+# the nine skinny shapes or $TJ_PAIR_SHAPES, with the assignments after
+# it in its environment, its lines that the pair's tables take.
+pair_run() {
+  local tree=$1
+  shift
+  (cd "$tree" && env TJ_BENCH_VARIANTS=0 \
+     TJ_BENCH_SHAPES=${TJ_PAIR_SHAPES:-$SKINNY} "$@" timeout 120 \
+     ./bench/tj-bench --only gemm 2>&1) |
+    grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)'
 }
 
 # Every skinny strip width and cluster size forced in turn at the shapes
@@ -177,9 +191,7 @@ for what in "$@"; do
     tuning-check) gemm_check "" || status=1 ;;
     skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;
-    gemm-default)  # gemm-bench's first half: the eighteen shapes, no variants
-      TJ_BENCH_VARIANTS=0 timeout 200 ./bench/tj-bench --only gemm \
-        > "$out/bench-gemm-default.txt" 2>&1 || status=1 ;;
+    gemm-default) gemm_default || status=1 ;;
     gemm-tune) gemm_tune || status=1 ;;
     hopper-check) gemm_check "hopper" || status=1 ;;
     skinny-check) gemm_check "skinny" || status=1 ;;
@@ -212,16 +224,12 @@ for what in "$@"; do
       # The rule's choice against one configuration forced
       # ($TJ_PAIR_TILE, $TJ_PAIR_SPLIT: the rule's before), alternated
       # twice at the nine skinny shapes (or $TJ_PAIR_SHAPES).
-      pair_shapes=${TJ_PAIR_SHAPES:-$SKINNY}
       forced="TJ_GEMM_SM90A_TILE=${TJ_PAIR_TILE:-256} TJ_GEMM_SPLITK=${TJ_PAIR_SPLIT:-3}"
       for r in 1 2; do
         for how in rule "$forced"; do
           echo "== $how, run $r"
           # $forced unquoted: two assignments for env.
-          env TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=$pair_shapes \
-            $([ "$how" = rule ] || echo "$forced") timeout 120 \
-            ./bench/tj-bench --only gemm 2>&1 |
-            grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
+          pair_run . $([ "$how" = rule ] || echo "$forced") || status=1
         done
       done > "$out/skinny-pair${TJ_PAIR_TAG:+-$TJ_PAIR_TAG}.txt" ;;
     tree-pair)
@@ -241,9 +249,7 @@ for what in "$@"; do
       for r in 1 2; do
         for tree in $trees; do
           echo "== ${tree%%=*}, run $r"
-          (cd "${tree#*=}" && TJ_BENCH_VARIANTS=0 TJ_BENCH_SHAPES=${TJ_PAIR_SHAPES:-$SKINNY} \
-            timeout 120 ./bench/tj-bench --only gemm 2>&1) |
-            grep -E 'copy, 256|runs|copy, clean L2 \(|layers in a (row|graph)' || status=1
+          pair_run "${tree#*=}" || status=1
         done
       done > "$out/tree-pair.txt" ;;
     skinny-bench)
