@@ -14,6 +14,11 @@
 
 #define BENCH_MAX_RESULTS 1024
 
+/* tj_runtime_open, then the GEMM planned with the TJ_GEMM_* variables of
+ * the environment (src/ops/gemm/knobs.c): the benchmark's way to force a
+ * path or configuration, which the library itself never reads. */
+int bench_open(tj_runtime **rt, const tj_options *o);
+
 typedef struct bench_result {
   char section[32];
   char name[128];

@@ -673,8 +673,8 @@ static void env_restore(const char *name, char *saved)
   free(saved);
 }
 
-/* Our GEMM on a runtime opened with name=value in the environment, which
- * tj_gemm_f16 reads at open (TJ_GEMM_SPLITK, TJ_GEMM_SM90A, ...), on the
+/* Our GEMM on a runtime opened with name=value in the environment, whose
+ * knobs bench_open reads (TJ_GEMM_SPLITK, TJ_GEMM_SM90A, ...), on the
  * same cache. */
 static tj_runtime *open_with_env(tj_runtime *like, const char *name,
                                  const char *value)
@@ -684,7 +684,7 @@ static tj_runtime *open_with_env(tj_runtime *like, const char *name,
   o.flags = o.cache_path ? 0 : TJ_CACHE_DISABLE;
   tj_runtime *rt = NULL;
   char *saved = env_set(name, value);
-  int rc = tj_runtime_open(&rt, &o); /* reads the environment */
+  int rc = bench_open(&rt, &o); /* reads the knobs */
   env_restore(name, saved);
   if (rc != TJ_OK)
     die("tj_runtime_open: %s", tj_errmsg(rt));
@@ -750,9 +750,6 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   int reps = flop > 5e11 ? 5 : 20;
   char shape[48], label[128];
   snprintf(shape, sizeof shape, "%dx%dx%d", g->m, g->n, g->k);
-  /* The warm-up call of the first timing makes the shape class's tuning
-   * decision when it has none (first-use tuning): asked after it, the
-   * entry and split are the ones timed. */
   double ms = bench_time_gpu_flushed(run_ours, g, reps);
   const char *entry = tj_gemm_f16_kernel(g->rt, g->m, g->n, g->k, g->A, g->k,
                                          g->B, g->n, g->C, g->n);

@@ -1,5 +1,6 @@
 /* bench_util.c: timing, the run's header, and the JSON file. */
 #include "bench.h"
+#include "gemm/gemm.h"
 
 double bench_time_gpu_between(void (*fn)(void *), void *ctx, int reps,
                               void (*between)(void *, int), void *between_ctx)
@@ -125,4 +126,14 @@ void bench_write_json(const bench_results *r, const char *path)
   }
   fprintf(f, "  ]\n}\n");
   fclose(f);
+}
+
+int bench_open(tj_runtime **rt, const tj_options *o)
+{
+  int rc = tj_runtime_open(rt, o);
+  if (rc != TJ_OK)
+    return rc;
+  tj__gemm_knobs knobs;
+  tj__gemm_knobs_from_env(&knobs);
+  return tj__gemm_knobs_set(*rt, &knobs);
 }

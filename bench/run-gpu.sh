@@ -89,7 +89,7 @@ gemm_check() {  # $1: the check_kernels_gpu cases (none: only tuning)
 gemm_tune() {
   local st=0
   # $NINE unquoted: one word each.
-  TOKITAI_JIT_CACHE=/tmp/tj/tune-cache.db TJ_GEMM_TUNE_TRIAL=1 timeout 300 \
+  TOKITAI_JIT_CACHE=/tmp/tj/tune-cache.db timeout 300 \
     ./tokitai-jit --tune gemm_f16 $NINE > "$out/tune.txt" 2>&1 || st=1
   TOKITAI_JIT_CACHE=/tmp/tj/tune-cache.db ./tokitai-jit --list-tuning --json \
     > "$out/tuning.json" 2>&1 || st=1

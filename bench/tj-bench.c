@@ -164,7 +164,7 @@ static int child_cold(const char *kernel)
   tj_runtime *rt = NULL;
   tj_kernel *k;
   tj_kernel_info info;
-  if (tj_runtime_open(&rt, &o) != TJ_OK)
+  if (bench_open(&rt, &o) != TJ_OK)
     return 1;
   double t0 = now_ms();
   int rc = tj_kernel_get(rt, kernel, &k);
@@ -226,7 +226,7 @@ static int child_node(const char *cache)
   o.cache_path = cache;
   tj_runtime *rt = NULL;
   tj_kernel *k;
-  int rc = tj_runtime_open(&rt, &o);
+  int rc = bench_open(&rt, &o);
   double t1 = now_ms();
   for (size_t i = 0; rc == TJ_OK && i < NODE_KERNELS; i++)
     rc = tj_kernel_get(rt, node_kernels[i], &k);
@@ -247,7 +247,7 @@ static int child_get(const char *cache, const char *kernel)
   o.cache_path = cache;
   tj_runtime *rt = NULL;
   tj_kernel *k;
-  if (tj_runtime_open(&rt, &o) != TJ_OK)
+  if (bench_open(&rt, &o) != TJ_OK)
     return 1;
   double t0 = now_ms();
   int rc = tj_kernel_get(rt, kernel, &k);
@@ -480,7 +480,7 @@ static int child_warm(const char *cache, const char *kernel)
   o.cache_path = cache;
   tj_runtime *rt = NULL;
   tj_kernel *k = NULL;
-  int rc = tj_runtime_open(&rt, &o);
+  int rc = bench_open(&rt, &o);
   if (rc == TJ_OK)
     rc = tj_kernel_get(rt, kernel, &k);
   double t2 = now_ms();
@@ -603,7 +603,7 @@ static void warm_start(const char *cache, int quick)
     o.cache_path = cache;
     tj_runtime *rt = NULL;
     tj_kernel *k;
-    if (tj_runtime_open(&rt, &o) != TJ_OK || tj_kernel_get(rt, kernel, &k) != TJ_OK)
+    if (bench_open(&rt, &o) != TJ_OK || tj_kernel_get(rt, kernel, &k) != TJ_OK)
       die("warm fill: %s", tj_errmsg(rt));
     tj_runtime_close(rt);
   }
@@ -802,7 +802,7 @@ int main(int argc, char **argv)
     printf("cache %s (its tuning decisions are used)\n", tuned);
   }
   tj_runtime *rt = NULL;
-  if (tj_runtime_open(&rt, &o) != TJ_OK)
+  if (bench_open(&rt, &o) != TJ_OK)
     die("runtime: %s", tj_errmsg(rt));
   if (WANT("launch")) {
     hot_hit(rt);

@@ -3,7 +3,7 @@
  * runtime; that a valid call there is TJ_ENODEVICE without compiling or
  * touching the caller's output; the launch shapes the calls assume against
  * the embedded sources; and the JSON and markdown reports. */
-#include "testutil.h"
+#include "testknobs.h"
 #include "internal.h"
 #include "embedded.h"
 #include "jsoncheck.h"
@@ -74,7 +74,7 @@ END_TEST
 
 START_TEST(device_calls_name_null_arguments)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   int32_t *a = FAKE(1), *b = FAKE(2), *c = FAKE(3);
   uint16_t *x = FAKE(4), *y = FAKE(5), *g = FAKE(6), *d = FAKE(7);
   expect_fail(rt, tj_add_i32(rt, NULL, NULL, b, c, 4), TJ_EINVAL, "tj_add_i32: a is NULL");
@@ -96,7 +96,7 @@ END_TEST
 
 START_TEST(device_calls_reject_n_zero_and_overflow)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   int32_t *a = FAKE(1), *b = FAKE(2), *c = FAKE(3);
   uint16_t *x = FAKE(4), *y = FAKE(5), *g = FAKE(6), *d = FAKE(7);
   expect_fail(rt, tj_add_i32(rt, NULL, a, b, c, 0), TJ_EINVAL, "tj_add_i32: n is 0");
@@ -120,7 +120,7 @@ END_TEST
 
 START_TEST(device_calls_reject_misaligned_pointers)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   int32_t *a = FAKE(1), *b = FAKE(2), *c = FAKE(3);
   uint16_t *x = FAKE(4), *y = FAKE(5);
   int32_t *a2 = (int32_t *)((char *)a + 2);
@@ -136,7 +136,7 @@ END_TEST
 
 START_TEST(device_calls_reject_partial_overlaps)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   int32_t *a = FAKE(1), *b = FAKE(2);
   uint16_t *x = FAKE(4), *g = FAKE(6), *y = FAKE(5);
   const char *msg = "tj_gelu_fwd_f16: x and y overlap (an output may be exactly an input, nothing else)";
@@ -160,7 +160,7 @@ END_TEST
 /* Valid calls fail only for want of a GPU, and compile nothing. */
 START_TEST(valid_calls_on_compile_only_runtime_are_enodevice)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   int32_t *a = FAKE(1), *b = FAKE(2), *c = FAKE(3);
   uint16_t *x = FAKE(4), *y = FAKE(5), *g = FAKE(6), *d = FAKE(7);
   expect_no_gpu(rt, tj_add_i32(rt, NULL, a, b, c, 1000), "tj_add_i32");
@@ -177,7 +177,7 @@ END_TEST
 
 START_TEST(host_calls_check_lengths)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   int32_t a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {9, 9, 9, 9};
   uint16_t x[4] = {1, 2, 3, 4}, g[4] = {1, 2, 3, 4}, y[4] = {7, 7, 7, 7}, d[4] = {7, 7, 7, 7};
   expect_fail(rt, tj_gelu_bwd_f16_host(rt, g, 3, x, 4, d, 4), TJ_EINVAL,
@@ -206,7 +206,7 @@ END_TEST
 
 START_TEST(host_calls_check_pointers_and_n)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   int32_t a[4] = {0}, c[4] = {0};
   uint16_t x[4] = {0}, g[4] = {0}, y[4] = {0}, d[4] = {0};
   expect_fail(rt, tj_add_i32_host(rt, a, 4, NULL, 4, c, 4), TJ_EINVAL, "tj_add_i32_host: b is NULL");
@@ -229,7 +229,7 @@ END_TEST
 
 START_TEST(valid_host_calls_are_enodevice_and_leave_outputs)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   int32_t a[3] = {1, 2, 3}, c[3] = {5, 5, 5};
   uint16_t x[3] = {1, 2, 3}, y[3] = {5, 5, 5}, d[3] = {5, 5, 5};
   uint16_t A[6] = {1, 2, 3, 4, 5, 6}, C[4] = {5, 5, 5, 5};
@@ -249,7 +249,7 @@ END_TEST
 
 START_TEST(gemm_checks_dimensions)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   uint16_t *A = FAKE(1), *B = FAKE(2), *C = FAKE(3);
   expect_fail(rt, tj_gemm_f16(rt, NULL, 0, 4, 4, 1, A, 4, B, 4, 0, C, 4), TJ_EINVAL, "tj_gemm_f16: M=0 must be at least 1");
   expect_fail(rt, tj_gemm_f16(rt, NULL, 4, -2, 4, 1, A, 4, B, 4, 0, C, 4), TJ_EINVAL, "tj_gemm_f16: N=-2 must be at least 1");
@@ -273,7 +273,7 @@ END_TEST
 
 START_TEST(gemm_checks_ranges_alignment_and_overlap)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   uint16_t *A = FAKE(1), *B = FAKE(2), *C = FAKE(3);
   int mmax = 65535 * 128;
   expect_no_gpu(rt, tj_gemm_f16(rt, NULL, mmax, 1, 1, 1, A, 1, B, 1, 0, C, 1), "tj_gemm_f16");
@@ -296,7 +296,7 @@ END_TEST
 
 START_TEST(gemm_host_checks)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   uint16_t A[6] = {0}, B[6] = {0}, C[4] = {0};
   expect_fail(rt, tj_gemm_f16_host(rt, 2, 2, 3, 1, NULL, B, 0, C), TJ_EINVAL, "tj_gemm_f16_host: A is NULL");
   expect_fail(rt, tj_gemm_f16_host(rt, 2, 2, 3, 1, A, B, 0, NULL), TJ_EINVAL, "tj_gemm_f16_host: C is NULL");
@@ -431,7 +431,7 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
   /* Only NVIDIA has sm_90 (written so that the bound is no constant 0,
    * which -Wtype-limits on AMD calls always false). */
   for (size_t i = 0; TJ_PLATFORM_IS_NVIDIA && i < 2; i++) {
-    tj_runtime *rt = open_for_arch(archs[i], NULL);
+    tj_runtime *rt = test_knobs_from_env(open_for_arch(archs[i], NULL));
     /* The rule in plan_sm90a, as measured on the H200: 128 x 256 tiles
      * in multicast pairs past one wave of them (4096^3: 512 tiles), alone
      * within one (2048^3: 128). */
@@ -471,39 +471,39 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
                      "gemm_f16_sm90a_skinny_k3");
     /* Forced tile and persistence (read at open). */
     setenv("TJ_GEMM_PERSISTENT", "0", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
     setenv("TJ_GEMM_PERSISTENT", "1", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x128_persistent");
     setenv("TJ_GEMM_SM90A_TILE", "64", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x64");
     setenv("TJ_GEMM_SM90A_TILE", "64k2", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x64_cluster_k2");
     /* The tiles split across clusters of three and four: any shape, as
      * asked; a forced split still splits through the workspace. */
     setenv("TJ_GEMM_SM90A_TILE", "256k3", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x256_cluster_k3");
     ck_assert_str_eq(entry_for(rt, 255, 136, 8),
                      "gemm_f16_sm90a_128x256_cluster_k3");
     setenv("TJ_GEMM_SM90A_TILE", "128k4", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
                      "gemm_f16_sm90a_128x128_cluster_k4");
     setenv("TJ_GEMM_SPLITK", "4", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
                      "gemm_f16_sm90a_128x128_splitk");
     unsetenv("TJ_GEMM_SPLITK");
     setenv("TJ_GEMM_SM90A_TILE", "96", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x128_persistent");
     unsetenv("TJ_GEMM_SM90A_TILE");
@@ -511,7 +511,7 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     /* Multicast pairs take the persistent 128 x 256 tile's calls, and
      * only those. */
     setenv("TJ_GEMM_MULTICAST", "1", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x256_mc2");
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_sm90a_128x128");
@@ -519,14 +519,14 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
                      "gemm_f16_sm90a_128x256_mc2");
     setenv("TJ_GEMM_MULTICAST", "0", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x256_persistent");
     /* A forced tile is that tile's own entry, unpaired. */
     unsetenv("TJ_GEMM_MULTICAST");
     setenv("TJ_GEMM_SM90A_TILE", "256", 1);
     setenv("TJ_GEMM_PERSISTENT", "1", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x256_persistent");
     unsetenv("TJ_GEMM_PERSISTENT");
@@ -537,7 +537,7 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
      * units are fewer; a forced split still wins, and M <= 16 stays
      * skinny. */
     setenv("TJ_GEMM_STREAMK", "1", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x128_streamk");
     ck_assert_uint_eq(grid_for(rt, 128, 11008, 4096).x, 132);
@@ -548,19 +548,19 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     /* With the 256-wide tile forced, over 128 x 256 tiles: 2048^3 has 128
      * tiles of 32 k-tiles, a block an SM; 200 x 264 x 64 has 4 units. */
     setenv("TJ_GEMM_SM90A_TILE", "256", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
                      "gemm_f16_sm90a_128x256_streamk");
     ck_assert_uint_eq(grid_for(rt, 2048, 2048, 2048).x, 132);
     ck_assert_uint_eq(grid_for(rt, 200, 264, 64).x, 4);
     unsetenv("TJ_GEMM_SM90A_TILE");
     setenv("TJ_GEMM_SPLITK", "4", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
                      "gemm_f16_sm90a_128x128_splitk");
     unsetenv("TJ_GEMM_SPLITK");
     unsetenv("TJ_GEMM_STREAMK");
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     /* K and N odd: rows of A and B are not 16 bytes apart. */
     ck_assert_str_eq(entry_for(rt, 4096, 4095, 4096), "gemm_f16");
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4097), "gemm_f16");
@@ -574,17 +574,17 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     setenv("TJ_GEMM_SM90A", "0", 1);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x256_mc2");
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_skinny_f16_tc_n32");
     setenv("TJ_GEMM_SM90A", "1", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x256_mc2");
     unsetenv("TJ_GEMM_SM90A");
     tj_runtime_close(rt);
   }
-  tj_runtime *rt = open_compile_only(NULL, 0); /* sm_90 on NVIDIA */
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0)); /* sm_90 on NVIDIA */
   if (!TJ_PLATFORM_IS_NVIDIA) {
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
@@ -593,7 +593,7 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
   ck_assert_str_eq(tj_errmsg(rt), "tj_gemm_f16_kernel: M=0 must be at least 1");
   tj_runtime_close(rt);
   if (TJ_PLATFORM_IS_NVIDIA) {
-    rt = open_for_arch("sm_80", NULL);
+    rt = test_knobs_from_env(open_for_arch("sm_80", NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
     tj_runtime_close(rt);
   }
@@ -621,7 +621,7 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   ck_assert_int_eq(tj__gemm_sm90a_split(1, 31, 132), 1);
   if (!TJ_PLATFORM_IS_NVIDIA)
     return;
-  tj_runtime *rt = open_for_arch("sm_90", NULL);
+  tj_runtime *rt = test_knobs_from_env(open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 128, 4096, 4096), 1);
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
   ck_assert_int_eq(split_for(rt, 128, 4096, 11008), 1); /* cluster_k2 */
@@ -641,22 +641,22 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
    * one empties none, 1 turns it off, nonsense is ignored. */
   setenv("TJ_GEMM_SPLITK", "3", 1); /* read at open: not yet */
   ck_assert_int_eq(split_for(rt, 17, 8, 8), 1);
-  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
+  rt = test_reopen_knobs(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 8, 8), 3);
   ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                    "gemm_f16_sm90a_128x128_splitk");
   setenv("TJ_GEMM_SPLITK", "16", 1);
-  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
+  rt = test_reopen_knobs(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 200, 200, 17 * 64), 9);
   setenv("TJ_GEMM_SPLITK", "1", 1);
-  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
+  rt = test_reopen_knobs(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 1);
   ck_assert_str_eq(entry_for(rt, 17, 4096, 4096), "gemm_f16_sm90a_128x128");
   setenv("TJ_GEMM_SPLITK", "65", 1);
-  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
+  rt = test_reopen_knobs(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 4);
   setenv("TJ_GEMM_SPLITK", "2x", 1);
-  rt = test_reopen(rt, open_for_arch("sm_90", NULL));
+  rt = test_reopen_knobs(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 4);
   unsetenv("TJ_GEMM_SPLITK");
   tj_runtime_close(rt);
@@ -687,7 +687,7 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
   ck_assert_int_eq(tj__gemm_skinny_split(0, 4096, 132), 1);
   const uint16_t *odd = (const uint16_t *)((uintptr_t)FAKE(1) + 2);
   if (!TJ_PLATFORM_IS_NVIDIA) {
-    tj_runtime *rt = open_compile_only(NULL, 0);
+    tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
     ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_skinny_f16_m4");
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16");
@@ -697,7 +697,7 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
   }
   const char *archs[] = {"sm_80", "sm_89", "sm_90", "sm_90a"};
   for (size_t i = 0; i < 4; i++) {
-    tj_runtime *rt = open_for_arch(archs[i], NULL);
+    tj_runtime *rt = test_knobs_from_env(open_for_arch(archs[i], NULL));
     int hopper = strncmp(archs[i], "sm_90", 5) == 0;
     /* 32-column strips from 2 to 8 rows (and from 9 where the Hopper
      * kernel cannot run); 1 row: the FMA kernel; 64-column strips that
@@ -733,17 +733,17 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
     /* Forced: within what K allows (whole 64-row stages, none empty);
      * the environment is read at open. */
     setenv("TJ_GEMM_SPLITK", "4", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_int_eq(split_for(rt, 4, 4096, 4096), 4);
     ck_assert_int_eq(split_for(rt, 4, 4096, 200), 4);
     ck_assert_int_eq(split_for(rt, 4, 4096, 100), 2);
     ck_assert_int_eq(split_for(rt, 4, 4096, 64), 1);
     setenv("TJ_GEMM_SPLITK", "1", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 1);
     unsetenv("TJ_GEMM_SPLITK");
     setenv("TJ_GEMM_SKINNY_TC", "0", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
     ck_assert_str_eq(entry_for(rt, 3, 4096, 4096), "gemm_skinny_f16_m4");
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
@@ -751,14 +751,14 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
                      hopper ? "gemm_f16_sm90a_128x128_splitk" : "gemm_f16");
     ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 1);
     setenv("TJ_GEMM_SKINNY_TC", "1", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_tc_n32");
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_tc_n32");
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_skinny_f16_tc_n32");
     unsetenv("TJ_GEMM_SKINNY_TC");
     tj_runtime_close(rt);
   }
-  tj_runtime *rt = open_for_arch("sm_75", NULL);
+  tj_runtime *rt = test_knobs_from_env(open_for_arch("sm_75", NULL));
   ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_skinny_f16_m4");
   ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16");
   tj_runtime_close(rt);
@@ -806,7 +806,7 @@ START_TEST(gemm_dispatch_takes_the_hopper_skinny_path)
   const uint16_t *odd = (const uint16_t *)((uintptr_t)FAKE(1) + 2);
   const char *archs[] = {"sm_90", "sm_90a"};
   for (size_t i = 0; i < 2; i++) {
-    tj_runtime *rt = open_for_arch(archs[i], NULL);
+    tj_runtime *rt = test_knobs_from_env(open_for_arch(archs[i], NULL));
     for (int M = 1; M <= 16; M++) {
       ck_assert_str_eq(entry_for(rt, M, 4096, 4096),
                        "gemm_f16_sm90a_skinny_k3");
@@ -842,26 +842,26 @@ START_TEST(gemm_dispatch_takes_the_hopper_skinny_path)
         setenv("TJ_GEMM_SPLITK", forced[f][0], 1);
       if (forced[f][1])
         setenv("TJ_GEMM_SM90A_TILE", forced[f][1], 1);
-      rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+      rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
       ck_assert_str_eq(entry_for(rt, 2, 4096, 4096), forced[f][2]);
       unsetenv("TJ_GEMM_SPLITK");
       unsetenv("TJ_GEMM_SM90A_TILE");
     }
     setenv("TJ_GEMM_SKINNY_SM90A", "0", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
     setenv("TJ_GEMM_SKINNY_SM90A", "1", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096),
                      "gemm_f16_sm90a_skinny_k3");
     unsetenv("TJ_GEMM_SKINNY_SM90A");
     setenv("TJ_GEMM_SM90A", "0", 1);
-    rt = test_reopen(rt, open_for_arch(archs[i], NULL));
+    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
     unsetenv("TJ_GEMM_SM90A");
     tj_runtime_close(rt);
   }
-  tj_runtime *rt = open_for_arch("sm_80", NULL);
+  tj_runtime *rt = test_knobs_from_env(open_for_arch("sm_80", NULL));
   ck_assert_str_eq(entry_for(rt, 1, 4096, 4096), "gemm_skinny_f16_m1");
   tj_runtime_close(rt);
 }
@@ -877,7 +877,7 @@ START_TEST(gemm_plans_fill_the_devices_sms)
     return;
   /* The skinny calls below are the tensor-core path's (read at open). */
   setenv("TJ_GEMM_SKINNY_SM90A", "0", 1);
-  tj_runtime *rt = open_for_arch("sm_90", NULL);
+  tj_runtime *rt = test_knobs_from_env(open_for_arch("sm_90", NULL));
   unsetenv("TJ_GEMM_SKINNY_SM90A");
   ck_assert_int_eq(rt->sms, 132);
   for (int sms = 132; sms >= 114; sms -= 18) {
@@ -1010,7 +1010,7 @@ START_TEST(sm90a_entries_compile_for_sm90a)
   const char *archs[] = {"sm_90a", "sm_90"};
   int entries = 0;
   for (size_t a = 0; a < 2; a++) {
-    tj_runtime *rt = open_for_arch(archs[a], db);
+    tj_runtime *rt = test_knobs_from_env(open_for_arch(archs[a], db));
     entries = 0;
     for (size_t i = 0; i < tj_embedded_count(); i++) {
       const tj__embedded_kernel *e = tj__embedded_find(tj_embedded_name(i));
@@ -1048,7 +1048,7 @@ END_TEST
 
 START_TEST(verify_checks_arguments)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   tj_report r;
   memset(&r, 0x5a, sizeof r);
   expect_fail(rt, tj_verify(rt, NULL, 4, 1, &r), TJ_EINVAL, "tj_verify: kernel is NULL");
@@ -1073,7 +1073,7 @@ END_TEST
 /* Every embedded kernel has an oracle: verify gets as far as the GPU. */
 START_TEST(verify_knows_every_embedded_kernel)
 {
-  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
   ck_assert_uint_ge(tj_embedded_count(), 5);
   for (size_t i = 0; i < tj_embedded_count(); i++) {
     const char *name = tj_embedded_name(i);

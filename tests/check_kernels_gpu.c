@@ -1159,9 +1159,7 @@ static void graph_replay(const graph_gemms *g, hipGraphExec_t exec,
  * driver records it as a programmatic edge).  Captured twice, in the
  * strict (global) mode: by a runtime that has run these GEMMs before,
  * the usual warm-up, and by one whose first calls they are, on a cache
- * of its own, so that the compiles and loads happen during the capture
- * (first-use tuning stays off, TOKITAI_JIT_TUNE being unset: tuning
- * inside a capture is not tested here). */
+ * of its own, so that the compiles and loads happen during the capture. */
 START_TEST(gemm_captured_into_a_graph)
 {
   enum { M = EARLY_M, K1 = EARLY_K1, K = EARLY_K };

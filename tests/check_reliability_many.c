@@ -7,6 +7,7 @@
  */
 #include "reliability.h"
 #include "embedded.h"
+#include "gemm/gemm.h"
 
 #include <pthread.h>
 #include <sys/wait.h>

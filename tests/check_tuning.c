@@ -7,11 +7,11 @@
  * tj_cache_list_tuning, and the table of configurations, every entry of
  * which is compiled here for sm_90a.  check_tuning_gpu times for real.
  */
-#include "testutil.h"
+#include "testknobs.h"
 #include "testsql.h"
 #include "internal.h"
 #include "codeobj.h"
-#include "gemm_plan.h"
+#include "gemm/plan.h"
 
 #include "tokitai-jit/kernels.h"
 
@@ -30,7 +30,6 @@ static void setup(void)
 {
   dir = test_tmpdir();
   path = test_path(dir, "cache.db");
-  unsetenv("TOKITAI_JIT_TUNE");
   unsetenv("TJ_GEMM_SPLITK");
   unsetenv("TJ_GEMM_SM90A");
 }
@@ -85,7 +84,7 @@ static int split_for(tj_runtime *rt, int M, int N, int K)
 
 START_TEST(table_is_made_and_migrated)
 {
-  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  tj_runtime *rt = test_knobs_from_env(open_arch(TEST_ARCH, 0));
   tj_kernel *k;
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   tj_runtime_close(rt);
@@ -100,7 +99,7 @@ START_TEST(table_is_made_and_migrated)
   ck_assert_int_eq(tj_cache_list_tuning(c, NULL, NULL), TJ_EINVAL);
   tj_cache_close(c);
   ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
-  rt = open_arch(TEST_ARCH, 0); /* migrates: the table, nothing else */
+  rt = test_knobs_from_env(open_arch(TEST_ARCH, 0)); /* migrates: the table, nothing else */
   ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
@@ -129,7 +128,7 @@ static int count_known(const tj_tuning *t, void *ctx)
  * it is: no decisions, and a runtime reads its code. */
 START_TEST(readonly_schema_3_has_no_decisions)
 {
-  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  tj_runtime *rt = test_knobs_from_env(open_arch(TEST_ARCH, 0));
   tj_runtime_close(rt);
   tsql_exec(path, "DROP TABLE tuning; ALTER TABLE code_objects DROP COLUMN "
                   "origin; PRAGMA user_version = 3");
@@ -139,7 +138,7 @@ START_TEST(readonly_schema_3_has_no_decisions)
   ck_assert_int_eq(tj_cache_list_tuning(c, count_visit, &n), TJ_OK);
   ck_assert_int_eq(n, 0);
   tj_cache_close(c);
-  rt = open_arch(TEST_ARCH, TJ_CACHE_READONLY); /* sm_90 on NVIDIA */
+  rt = test_knobs_from_env(open_arch(TEST_ARCH, TJ_CACHE_READONLY)); /* sm_90 on NVIDIA */
   ck_assert_ptr_nonnull(tj_runtime_cache_path(rt));
   if (TJ_PLATFORM_IS_NVIDIA)
     ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
@@ -188,22 +187,14 @@ START_TEST(shape_classes)
 }
 END_TEST
 
-/* A first use runs the timed rounds that fit what is left of its 1 s
- * budget after the warm-up, from 1 to 10: never 3 where only 1 fits (the
- * old floor overran the budget by two rounds); --tune from 5 to 50. */
+/* A --tune runs the timed rounds that fit its time, from 5 to 50. */
 START_TEST(tune_rounds_keep_to_the_budget)
 {
-  ck_assert_int_eq(tj__gemm_tune_rounds(0, 950.0, 100.0), 9);
-  ck_assert_int_eq(tj__gemm_tune_rounds(0, 950.0, 1.0), 10);
-  ck_assert_int_eq(tj__gemm_tune_rounds(0, 250.0, 100.0), 2);
-  ck_assert_int_eq(tj__gemm_tune_rounds(0, 150.0, 100.0), 1);
-  ck_assert_int_eq(tj__gemm_tune_rounds(0, 50.0, 100.0), 1);
-  ck_assert_int_eq(tj__gemm_tune_rounds(0, -300.0, 100.0), 1);
-  ck_assert_int_eq(tj__gemm_tune_rounds(0, 950.0, 0.0), 10);
-  ck_assert_int_eq(tj__gemm_tune_rounds(1, 800.0, 400.0), 5);
-  ck_assert_int_eq(tj__gemm_tune_rounds(1, 800.0, 10.0), 50);
-  ck_assert_int_eq(tj__gemm_tune_rounds(1, 800.0, 0.0), 50);
-  ck_assert_int_eq(tj__gemm_tune_rounds(1, 800.0, 100.0), 8);
+  ck_assert_int_eq(tj__gemm_tune_rounds(800.0, 0.0), 50);
+  ck_assert_int_eq(tj__gemm_tune_rounds(800.0, 100.0), 8);
+  ck_assert_int_eq(tj__gemm_tune_rounds(800.0, 400.0), 5);
+  ck_assert_int_eq(tj__gemm_tune_rounds(800.0, 10.0), 50);
+  ck_assert_int_eq(tj__gemm_tune_rounds(-300.0, 100.0), 5);
 }
 END_TEST
 
@@ -211,13 +202,12 @@ END_TEST
 
 /* A decision in the cache is what a later runtime runs: here the split
  * where the heuristic splits 4 ways, and the 128-column tile where it
- * takes the 256-column one.  TOKITAI_JIT_TUNE=0 does not stop a decision
- * from being used. */
+ * takes the 256-column one. */
 START_TEST(stored_decisions_are_used)
 {
   if (!TJ_PLATFORM_IS_NVIDIA)
     return; /* no Hopper path: nothing to decide (below, on AMD) */
-  tj_runtime *rt = open_arch("sm_90", 0);
+  tj_runtime *rt = test_knobs_from_env(open_arch("sm_90", 0));
   const char *compiler = tj_runtime_compiler(rt);
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4); /* the heuristic */
   ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
@@ -244,8 +234,7 @@ START_TEST(stored_decisions_are_used)
                   "'sm90a_128x256_persistent_tmastore'");
   /* This runtime has met both classes: its memo answers. */
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
-  setenv("TOKITAI_JIT_TUNE", "0", 1);
-  rt = test_reopen(rt, open_arch("sm_90", 0));
+  rt = test_reopen_knobs(rt, open_arch("sm_90", 0));
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 2);
   /* A device with another SM count (an H100 PCIe's 114) has classes of
    * its own: these decisions are not its; the heuristic splits 3 ways. */
@@ -273,16 +262,15 @@ START_TEST(stored_decisions_are_used)
                                      FAKE(2), 4096, FAKE(3), 4097), 4);
   /* TJ_GEMM_SPLITK still forces; TJ_GEMM_SM90A=0 still turns it off. */
   setenv("TJ_GEMM_SPLITK", "3", 1);
-  rt = test_reopen(rt, open_arch("sm_90", 0));
+  rt = test_reopen_knobs(rt, open_arch("sm_90", 0));
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 3);
   ck_assert_str_eq(entry_for(rt, 4, 4096, 4096), "gemm_f16_sm90a_skinny_k3");
   unsetenv("TJ_GEMM_SPLITK");
   setenv("TJ_GEMM_SM90A", "0", 1);
-  rt = test_reopen(rt, open_arch("sm_90", 0));
+  rt = test_reopen_knobs(rt, open_arch("sm_90", 0));
   ck_assert_str_eq(entry_for(rt, 64, 4096, 4096), "gemm_f16");
   tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SM90A");
-  unsetenv("TOKITAI_JIT_TUNE");
 }
 END_TEST
 
@@ -290,11 +278,11 @@ END_TEST
  * nor for 8 rows on NVIDIA, which the Hopper skinny kernel takes. */
 START_TEST(decisions_change_nothing_without_the_hopper_path)
 {
-  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  tj_runtime *rt = test_knobs_from_env(open_arch(TEST_ARCH, 0));
   insert_decision(TEST_ARCH, tj_platform(), tj_runtime_compiler(rt),
                   "t1x32x64/c4/s132", "'sm90a_128x128_split2'");
   tj_runtime_close(rt);
-  rt = open_arch(TEST_ARCH, 0);
+  rt = test_knobs_from_env(open_arch(TEST_ARCH, 0));
   if (!TJ_PLATFORM_IS_NVIDIA)
     ck_assert_str_eq(entry_for(rt, 64, 4096, 4096), "gemm_f16");
   ck_assert_int_eq(split_for(rt, 8, 4096, 4096),
@@ -313,7 +301,7 @@ START_TEST(unknown_and_damaged_decisions_are_ignored)
 {
   if (!TJ_PLATFORM_IS_NVIDIA)
     return;
-  tj_runtime *rt = open_arch("sm_90", 0);
+  tj_runtime *rt = test_knobs_from_env(open_arch("sm_90", 0));
   char *compiler = strdup(tj_runtime_compiler(rt));
   tj_runtime_close(rt);
   const char *classes[] = {"t1x32x64/c4/s132", "t2x32x64/c4/s132", "t3x32x64/c4/s132",
@@ -327,7 +315,7 @@ START_TEST(unknown_and_damaged_decisions_are_ignored)
                   "platform, compiler, 't6x32x64/c4/s132', 'sm90a_128x128_split3', "
                   "'x', n, k, device, runs, measured, origin, created FROM "
                   "tuning WHERE shape_class = 't1x32x64/c4/s132'");
-  rt = open_arch("sm_90", 0);
+  rt = test_knobs_from_env(open_arch("sm_90", 0));
   int heuristic[] = {1, 2, 1, 1, 1, 1}; /* M = 128 .. 768 (kernels_api.c) */
   for (int i = 0; i < 6; i++)
     ck_assert_msg(split_for(rt, 128 * (i + 1), 4096, 4096) == heuristic[i],
@@ -353,7 +341,7 @@ START_TEST(other_compilers_and_archs_are_keyed_out)
 {
   if (!TJ_PLATFORM_IS_NVIDIA)
     return;
-  tj_runtime *rt = open_arch("sm_90", 0);
+  tj_runtime *rt = test_knobs_from_env(open_arch("sm_90", 0));
   char *compiler = strdup(tj_runtime_compiler(rt)), *older = NULL;
   tj_runtime_close(rt);
   ck_assert_int_ge(asprintf(&older, "%s (older)", compiler), 0);
@@ -365,13 +353,13 @@ START_TEST(other_compilers_and_archs_are_keyed_out)
                   "'sm90a_128x128_split2'");
   insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c2/s132",
                   "'sm90a_128x128_split2'");
-  rt = open_arch("sm_90", 0);
+  rt = test_knobs_from_env(open_arch("sm_90", 0));
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
   tj_runtime_close(rt);
   /* The same decision under this compiler is used. */
   insert_decision("sm_90", "nvidia", compiler, "t1x32x64/c4/s132",
                   "'sm90a_128x128_split2'");
-  rt = open_arch("sm_90", 0);
+  rt = test_knobs_from_env(open_arch("sm_90", 0));
   ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 2);
   tj_runtime_close(rt);
   free(older);
@@ -379,46 +367,46 @@ START_TEST(other_compilers_and_archs_are_keyed_out)
 }
 END_TEST
 
-/* First-use tuning is off unless TOKITAI_JIT_TUNE=1; TJ_NO_TUNING keeps
- * it off even then; the environment is read at open, once. */
-START_TEST(tuning_opt_out_and_environment)
+/* The library plans with the rule's knobs whatever the environment says:
+ * the TJ_GEMM_* variables reach a runtime only through the benchmark's
+ * hook (tj__gemm_knobs_from_env, then tj__gemm_knobs_set), which reads a
+ * value it does not know as the rule's. */
+START_TEST(tuning_knobs_and_environment)
 {
-  tj_runtime *rt = open_arch(TEST_ARCH, 0);
-  ck_assert_int_eq(rt->gemm_env.tune, 0);
-  setenv("TOKITAI_JIT_TUNE", "1", 1);
-  ck_assert_int_eq(rt->gemm_env.tune, 0); /* read at open, not now */
-  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
-  ck_assert_int_eq(rt->gemm_env.tune, 1);
-  setenv("TOKITAI_JIT_TUNE", "0", 1);
-  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
-  ck_assert_int_eq(rt->gemm_env.tune, 0);
-  setenv("TOKITAI_JIT_TUNE", "1", 1);
-  rt = test_reopen(rt, open_arch(TEST_ARCH, TJ_NO_TUNING));
-  ck_assert_int_eq(rt->gemm_env.tune, 0);
-  unsetenv("TOKITAI_JIT_TUNE");
-  setenv("TJ_GEMM_SPLITK", "65", 1);
-  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
-  ck_assert_int_eq(rt->gemm_env.forced_split, 0);
   setenv("TJ_GEMM_SPLITK", "64", 1);
   setenv("TJ_GEMM_SM90A", "0", 1);
-  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
-  ck_assert_int_eq(rt->gemm_env.forced_split, 64);
-  ck_assert_int_eq(rt->gemm_env.sm90a_off, 1);
-  unsetenv("TJ_GEMM_SPLITK");
+  setenv("TJ_GEMM_PDL", "0", 1);
+  tj_runtime *rt = open_arch(TEST_ARCH, 0); /* no knobs asked for */
+  const tj__gemm_knobs *k = tj__gemm_knobs_of(rt);
+  ck_assert_int_eq(k->forced_split, 0);
+  ck_assert_int_eq(k->sm90a_off, 0);
+  ck_assert_int_eq(k->early, -1);
+  ck_assert_int_eq(memcmp(k, &tj__gemm_knobs_rule, sizeof *k), 0);
+  tj__gemm_knobs e;
+  tj__gemm_knobs_from_env(&e);
+  ck_assert_int_eq(e.forced_split, 64);
+  ck_assert_int_eq(e.sm90a_off, 1);
+  ck_assert_int_eq(e.early, 0);
+  ck_assert_int_eq(tj__gemm_knobs_set(rt, &e), TJ_OK);
+  ck_assert_int_eq(tj__gemm_knobs_of(rt)->forced_split, 64);
+  setenv("TJ_GEMM_SPLITK", "65", 1);
   unsetenv("TJ_GEMM_SM90A");
+  tj__gemm_knobs_from_env(&e);
+  ck_assert_int_eq(e.forced_split, 0);
+  ck_assert_int_eq(e.sm90a_off, 0);
+  unsetenv("TJ_GEMM_SPLITK");
   /* TJ_GEMM_PDL: 1 starts the skinny kernel early, 0 never; anything else
    * (and unset) is the rule's, -1. */
-  ck_assert_int_eq(rt->gemm_env.early, -1);
   static const char *const pdl[][2] = {{"1", "1"}, {"0", "0"}, {"2", "-1"},
                                        {"yes", "-1"}};
   for (size_t i = 0; i < sizeof pdl / sizeof pdl[0]; i++) {
     setenv("TJ_GEMM_PDL", pdl[i][0], 1);
-    rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
-    ck_assert_int_eq(rt->gemm_env.early, atoi(pdl[i][1]));
+    tj__gemm_knobs_from_env(&e);
+    ck_assert_int_eq(e.early, atoi(pdl[i][1]));
   }
   unsetenv("TJ_GEMM_PDL");
   /* A compile-only runtime never tunes: tj_gemm_f16_tune says why. */
-  rt = test_reopen(rt, open_arch(TEST_ARCH, 0));
+  rt = test_reopen_knobs(rt, open_arch(TEST_ARCH, 0));
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 128, 4096, 4096, NULL, NULL),
                    TJ_ENODEVICE);
   ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "no GPU"));
@@ -470,7 +458,7 @@ static seen listed(void)
 
 START_TEST(list_tuning_explains_and_clear_forgets)
 {
-  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  tj_runtime *rt = test_knobs_from_env(open_arch(TEST_ARCH, 0));
   insert_decision(TEST_ARCH, tj_platform(), tj_runtime_compiler(rt),
                   "t1x32x64/c4/s132", "'sm90a_128x128_split2'");
   tj_runtime_close(rt);
@@ -716,7 +704,7 @@ START_TEST(every_configuration_compiles)
   size_t n;
   const tj__gemm_config *c = tj__gemm_configs(&n);
   const char *entries[28] = {"gemm_f16_sm90a_splitk_reduce"};
-  int nentries = 1, first_use = 0, first_use_skinny = 0;
+  int nentries = 1;
   ck_assert_uint_ge(n, 3);
   for (size_t i = 0; i < n; i++) {
     ck_assert_msg(tj__tuning_name_ok(c[i].name), "%s", c[i].name);
@@ -729,19 +717,14 @@ START_TEST(every_configuration_compiles)
     ck_assert(c[i].split == 1 || c[i].bn == 128 || c[i].skinny);
     ck_assert(!c[i].skinny || strncmp(c[i].entry, "gemm_f16_sm90a_skinny",
                                       21) == 0);
-    /* Stream-K and TMA stores: unsplit tiles; stream-K timed ahead of
-     * time only; a _tmastore configuration is its base's plus the store,
-     * and the unsplit tiles of the small set store through TMA, as the
-     * rule's do. */
+    /* Stream-K and TMA stores: unsplit tiles; a _tmastore configuration
+     * is its base's plus the store. */
     ck_assert(!c[i].streamk || (c[i].bn >= 128 && c[i].split == 1 &&
-                                !c[i].persistent && !c[i].first_use));
+                                !c[i].persistent));
     ck_assert(!c[i].tma_store || (c[i].split == 1 && !c[i].skinny));
-    ck_assert(!c[i].first_use || c[i].split > 1 || c[i].skinny ||
-              c[i].tma_store);
-    /* Trials (slower where measured, or not yet timed): never on first
-     * use; for now stream-K and the tiles split across clusters of three
-     * and four (unsplit, as the launch sees them). */
-    ck_assert(!c[i].trial || !c[i].first_use);
+    /* Trials (timed only when asked for): stream-K and the tiles split
+     * across clusters of three and four (unsplit, as the launch sees
+     * them). */
     ck_assert_int_eq(c[i].trial,
                      c[i].streamk || (c[i].cluster_k && c[i].bn > 64));
     ck_assert(!c[i].cluster_k ||
@@ -759,10 +742,6 @@ START_TEST(every_configuration_compiles)
                 b->cluster_k == c[i].cluster_k && b->mc2 == c[i].mc2 &&
                 b->streamk == c[i].streamk);
     }
-    if (c[i].skinny)
-      first_use_skinny += c[i].first_use;
-    else
-      first_use += c[i].first_use;
     int have = 0;
     for (int j = 0; j < nentries; j++)
       have |= strcmp(entries[j], c[i].entry) == 0;
@@ -771,16 +750,12 @@ START_TEST(every_configuration_compiles)
       entries[nentries++] = c[i].entry;
     }
   }
-  /* A first use stays small: the tiles' set, or the skinny kernel's nine
-   * (M <= 16 times only those). */
-  ck_assert_int_le(first_use, 7);
-  ck_assert_int_le(first_use_skinny, 9);
   ck_assert_int_eq(nentries, 22);
   ck_assert_ptr_null(tj__gemm_config_find("sm90a_128x128_split17"));
   ck_assert_ptr_null(tj__gemm_config_find(NULL));
   if (!TJ_PLATFORM_IS_NVIDIA)
     return;
-  tj_runtime *rt = open_arch("sm_90", TJ_CACHE_DISABLE);
+  tj_runtime *rt = test_knobs_from_env(open_arch("sm_90", TJ_CACHE_DISABLE));
   for (int j = 0; j < nentries; j++) {
     tj_kernel *k;
     tj_kernel_info info;
@@ -830,7 +805,7 @@ int main(void)
   tcase_add_test(tc, decisions_change_nothing_without_the_hopper_path);
   tcase_add_test(tc, unknown_and_damaged_decisions_are_ignored);
   tcase_add_test(tc, other_compilers_and_archs_are_keyed_out);
-  tcase_add_test(tc, tuning_opt_out_and_environment);
+  tcase_add_test(tc, tuning_knobs_and_environment);
   tc = test_case(s, "configs", 600);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, outputs_agree_within_rounding);

@@ -1,12 +1,10 @@
 /*
- * check_tuning_gpu.c: GEMM tuning on a GPU.  On sm_90: a first tj_gemm_f16
- * of a shape class tunes, records a decision the library knows, leaves the
- * caller's C to the call alone (beta != 0 keeps C's old values in the
- * result), and agrees with the CPU oracle, as does every later call;
- * TOKITAI_JIT_TUNE=0 records nothing; tj_gemm_f16_tune times every
- * candidate, reports them fastest first and stores its decision, which a
- * later runtime uses; every candidate passes the tuner's check against
- * the rule's choice (none set aside).  On other GPUs nothing is tuned.  Exits 77 (skip)
+ * check_tuning_gpu.c: GEMM tuning on a GPU.  A tj_gemm_f16 call never
+ * tunes or records anything, and agrees with the CPU oracle; on sm_90
+ * tj_gemm_f16_tune times every candidate, reports them fastest first and
+ * stores its decision, which this runtime and a later one use, and
+ * every candidate passes the tuner's check against the rule's choice
+ * (none set aside).  On other GPUs nothing is tuned.  Exits 77 (skip)
  * without a GPU.  The times themselves are never asserted.
  */
 #include "testgpu.h"
@@ -21,7 +19,6 @@ static void setup(void)
 {
   dir = test_tmpdir();
   path = test_path(dir, "cache.db");
-  setenv("TOKITAI_JIT_TUNE", "1", 1); /* first-use tuning is opt-in */
 }
 
 static void teardown(void)
@@ -30,15 +27,15 @@ static void teardown(void)
   free(dir);
 }
 
-/* A runtime on the GPU, with first-use tuning on (TOKITAI_JIT_TUNE=1, set
- * in setup). */
-static tj_runtime *open_tuning(void)
+/* A runtime on the GPU with the test's cache, planning with the knob
+ * var=value (var NULL: the rule's knobs). */
+static tj_runtime *open_tuning(const char *var, const char *value)
 {
-  tj_options o = {0};
-  o.cache_path = path;
-  tj_runtime *rt = NULL;
-  int rc = tj_runtime_open(&rt, &o);
-  ck_assert_msg(rc == TJ_OK, "open: %s", tj_errmsg(rt));
+  if (var)
+    setenv(var, value, 1);
+  tj_runtime *rt = open_gpu_on(path);
+  if (var)
+    unsetenv(var);
   return rt;
 }
 
@@ -97,89 +94,17 @@ static void gemm_matches_oracle(tj_runtime *rt, int M, int N, int K,
   free(A); free(B); free(C0); free(C); free(want);
 }
 
-/* On a new cache the first call compiles once (gemm_f16_sm90a.hip, for
- * the heuristic's split-K and reduce kernels; the compile stores every
- * entry of the file) and, the other candidates not being built when it
- * planned, records nothing.  The file's other entries are then cache
- * hits, and the next process's first call of the class tunes and
- * records; the result is right, C's old values included (the tuner wrote
- * only its scratch). */
-START_TEST(first_use_tunes_records_and_agrees)
+/* Calls run the heuristic's choice where no decision was made: they
+ * never time anything nor record a decision, whatever the shape class. */
+START_TEST(calls_never_tune)
 {
-  tj_runtime *rt = open_tuning();
-  tj_stats st;
+  tj_runtime *rt = open_tuning(NULL, NULL);
   gemm_matches_oracle(rt, 128, 1024, 2048, 0.5f, 10);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
-  if (!hopper(rt)) {
-    tj_runtime_close(rt);
-    return;
-  }
-  CHECK_TJ(rt, tj_runtime_get_stats(rt, &st));
-  ck_assert_uint_eq(st.compiles, 1);
-  static const char *const entries[] = {
-    "gemm_f16_sm90a_128x256_mc2", "gemm_f16_sm90a_128x128",
-    "gemm_f16_sm90a_128x128_splitk", "gemm_f16_sm90a_splitk_reduce",
-    "gemm_f16_sm90a_128x256_persistent", "gemm_f16_sm90a_128x64",
-    "gemm_f16_sm90a_128x64_cluster_k2"};
-  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
-    tj_kernel *k;
-    CHECK_TJ(rt, tj_kernel_get(rt, entries[i], &k));
-  }
-  CHECK_TJ(rt, tj_runtime_get_stats(rt, &st));
-  ck_assert_uint_eq(st.compiles, 1); /* the rest came with their file */
-  tj_runtime_close(rt);
-  rt = open_tuning();
-  gemm_matches_oracle(rt, 128, 1024, 2048, 0.5f, 11);
-  CHECK_TJ(rt, tj_runtime_get_stats(rt, &st));
-  ck_assert_uint_eq(st.compiles, 0);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning WHERE op = "
-                                  "'gemm_f16' AND shape_class LIKE "
-                                  "'t1x8x32/c4/s%' "
-                                  "AND origin = 'first use' AND m = 128"), 1);
-  char config[64];
-  ck_assert_int_eq(tsql_text(path, "SELECT config FROM tuning", config,
-                             sizeof config), 0);
-  const tj__gemm_config *c = tj__gemm_config_find(config);
-  ck_assert_msg(c != NULL, "stored config %s is unknown", config);
-  ck_assert_int_ge(tsql_int(path, "SELECT length(measured) - "
-                                  "length(replace(measured, char(10), '')) "
-                                  "FROM tuning"), 2);
-  /* Later calls, in this runtime and the next, run the decision. */
-  gemm_matches_oracle(rt, 128, 1024, 2048, 0.0f, 12);
-  tj_runtime_close(rt);
-  rt = open_tuning();
-  uint16_t *fake = (uint16_t *)((uintptr_t)1 << 40);
-  ck_assert_str_eq(tj_gemm_f16_kernel(rt, 100, 1000, 2000, fake, 2000,
-                                      fake + ((size_t)1 << 30), 1000,
-                                      fake + ((size_t)2 << 30), 1000),
-                   c->entry);
-  ck_assert_int_eq(tj_gemm_f16_split(rt, 100, 1000, 2000, fake, 2000,
-                                     fake + ((size_t)1 << 30), 1000,
-                                     fake + ((size_t)2 << 30), 1000),
-                   c->split);
-  gemm_matches_oracle(rt, 100, 1000, 2000, 1.0f, 13);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 1);
-  tj_runtime_close(rt);
-}
-END_TEST
-
-START_TEST(opting_out_records_nothing)
-{
-  setenv("TOKITAI_JIT_TUNE", "0", 1);
-  tj_runtime *rt = open_tuning();
   gemm_matches_oracle(rt, 256, 512, 1024, 0.0f, 21);
-  unsetenv("TOKITAI_JIT_TUNE"); /* the default: off */
-  rt = test_reopen(rt, open_tuning());
-  gemm_matches_oracle(rt, 256, 512, 1024, 0.0f, 22);
+  gemm_matches_oracle(rt, 8, 4096, 1024, 1.0f, 22);
   tj_runtime_close(rt);
-  setenv("TOKITAI_JIT_TUNE", "1", 1);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
-  tj_options o = {0};
-  o.cache_path = path;
-  o.flags = TJ_NO_TUNING;
-  rt = NULL;
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
-  gemm_matches_oracle(rt, 256, 512, 1024, 0.0f, 22);
+  rt = open_tuning(NULL, NULL);
+  gemm_matches_oracle(rt, 128, 1024, 2048, 0.0f, 11);
   tj_runtime_close(rt);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
 }
@@ -220,13 +145,7 @@ static int keep(const tj_tuning *t, void *ctx)
 
 START_TEST(tune_ahead_times_every_candidate)
 {
-  tj_options o = {0};
-  o.cache_path = path;
-  o.flags = TJ_NO_TUNING; /* ahead-of-time tuning is not first use */
-  tj_runtime *rt = NULL;
-  setenv("TJ_GEMM_TUNE_TRIAL", "1", 1); /* read at open: trials too */
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
-  unsetenv("TJ_GEMM_TUNE_TRIAL");
+  tj_runtime *rt = open_tuning("TJ_GEMM_TUNE_TRIAL", "1"); /* trials too */
   got_tuning g = {0};
   int rc = tj_gemm_f16_tune(rt, 128, 4096, 4096, keep, &g);
   if (!hopper(rt)) {
@@ -261,7 +180,7 @@ START_TEST(tune_ahead_times_every_candidate)
                    1);
   gemm_matches_oracle(rt, 128, 4096, 4096, 0.0f, 31);
   tj_runtime_close(rt);
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  rt = open_tuning(NULL, NULL);
   /* Without TJ_GEMM_TUNE_TRIAL no trial is timed: the seven unsplit
    * tiles storing through TMA, no stream-K. */
   got_tuning plain = {0};
@@ -294,9 +213,7 @@ START_TEST(tune_ahead_times_every_candidate)
   /* TJ_GEMM_TMA_STORE=0: no TMA store is timed, not even the
    * heuristic's, whose tiles are timed once, storing directly: the plain
    * tune's candidates less the seven _tmastore ones. */
-  setenv("TJ_GEMM_TMA_STORE", "0", 1); /* read at open */
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
-  unsetenv("TJ_GEMM_TMA_STORE");
+  rt = open_tuning("TJ_GEMM_TMA_STORE", "0");
   got_tuning direct = {0};
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 256, 512, 1024, keep, &direct),
                    TJ_OK);
@@ -304,9 +221,7 @@ START_TEST(tune_ahead_times_every_candidate)
   ck_assert_int_eq(direct.num_times, plain.num_times - 7);
   tj_runtime_close(rt);
   /* Nothing to tune where the Hopper kernels do not run. */
-  setenv("TJ_GEMM_SM90A", "0", 1); /* read at open */
-  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
-  unsetenv("TJ_GEMM_SM90A");
+  rt = open_tuning("TJ_GEMM_SM90A", "0");
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 8, 4096, 4096, keep, &g), TJ_EINVAL);
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 128, 4096, 4096, keep, &g), TJ_EINVAL);
   tj_runtime_close(rt);
@@ -318,8 +233,7 @@ int main(void)
   Suite *s = suite_create("tuning_gpu");
   TCase *tc = test_case(s, "tuning", 900);
   tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, first_use_tunes_records_and_agrees);
-  tcase_add_test(tc, opting_out_records_nothing);
+  tcase_add_test(tc, calls_never_tune);
   tcase_add_test(tc, tune_ahead_times_every_candidate);
   return run_gpu_suite(s, "the tuning GPU suite");
 }

@@ -11,6 +11,7 @@
 
 #include "testutil.h"
 #include "internal.h" /* the HIP calls, through the platform layer */
+#include "gemm/gemm.h" /* the benchmark's knobs */
 
 #include <stdint.h>
 
@@ -41,17 +42,21 @@ static inline int gpu_has_h200_sms(const tj_runtime *rt)
  * One cache for the suite, so each forked test does not recompile. */
 static char *gpu_cache_path;
 
-/* A runtime on the GPU, with the cache at cache_path (NULL: none). */
+/* A runtime on the GPU, with the cache at cache_path (NULL: none), whose
+ * GEMMs are planned with the TJ_GEMM_* variables of the environment (the
+ * benchmark's knobs, gemm/knobs.c): the suites force one path or
+ * configuration with them to compare it with another. */
 static inline tj_runtime *open_gpu_on(const char *cache_path)
 {
   tj_options o = {0};
   o.cache_path = cache_path;
-  /* No first-use tuning: these suites assert what the heuristic picks
-   * (check_tuning_gpu tests the tuner). */
-  o.flags = TJ_NO_TUNING | (cache_path ? 0 : TJ_CACHE_DISABLE);
+  o.flags = cache_path ? 0 : TJ_CACHE_DISABLE;
   tj_runtime *rt = NULL;
   int rc = tj_runtime_open(&rt, &o);
   ck_assert_msg(rc == TJ_OK, "open: %s: %s", tj_strerror(rc), tj_errmsg(rt));
+  tj__gemm_knobs knobs;
+  tj__gemm_knobs_from_env(&knobs);
+  ck_assert_int_eq(tj__gemm_knobs_set(rt, &knobs), TJ_OK);
   return rt;
 }
 

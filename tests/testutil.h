@@ -94,9 +94,8 @@ static inline tj_runtime *open_compile_only(const char *cache_path, unsigned fla
   return rt;
 }
 
-/* fresh in place of rt, for what a runtime reads at open (the GEMM's
- * variables, TOKITAI_JIT_TUNE): rt = test_reopen(rt, open_gpu()) after a
- * setenv.  The argument is opened before rt is closed, which a GPU test
+/* fresh in place of rt, for what a runtime reads at open: rt =
+ * test_reopen(rt, open_gpu()) after a setenv.  The argument is opened before rt is closed, which a GPU test
  * needs: closing the last runtime of a device releases its context, and
  * with it the test's device memory and streams. */
 static inline tj_runtime *test_reopen(tj_runtime *rt, tj_runtime *fresh)

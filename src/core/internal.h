@@ -449,135 +449,8 @@ typedef struct tj__once {
  * compiling; 0: compile.  Always end with tj__once_end. */
 int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o);
 void tj__once_end(tj_runtime *rt, tj__once *o);
-/* ------------------------------------------------------------ gemm_env.c
- * What the environment says about tj_gemm_f16, read once at open (the
- * header of src/ops/gemm_env.c lists each variable and what reads it). */
-typedef struct tj__gemm_env {
-  int sm90a_off;    /* TJ_GEMM_SM90A=0: no Hopper kernel */
-  int forced_split; /* TJ_GEMM_SPLITK: 1 to 64; 0: none */
-  int tune;         /* TOKITAI_JIT_TUNE=1, no TJ_NO_TUNING: first-use tuning */
-  int tile;         /* TJ_GEMM_SM90A_TILE: 64 (and 64k2), 128, 256; 0: the
-                       rule's */
-  int persistent;   /* TJ_GEMM_PERSISTENT: 1, 0; -1: the rule's */
-  int skinny_tc;    /* TJ_GEMM_SKINNY_TC: 0, 1; -1: the rule's */
-  int tile_k2;      /* TJ_GEMM_SM90A_TILE=64k2 (1) or another tile (0): the
-                       128 x 64 tile split across a cluster of two; -1: the
-                       rule's */
-  int tile_ks;      /* TJ_GEMM_SM90A_TILE=256k3 or 128k4 (1): that tile
-                       with K split across a cluster of three or four
-                       blocks; 0: not asked */
-  int multicast;    /* TJ_GEMM_MULTICAST: 1, 0; -1: the rule's (the 128 x
-                       256 persistent tile in clusters of two sharing B) */
-  int skinny_sm90a; /* TJ_GEMM_SKINNY_SM90A: 0 (off), 1; -1: the rule's
-                       (on): the Hopper skinny kernel for M <= 16 */
-  int tma_store;    /* TJ_GEMM_TMA_STORE: 1 (the Hopper tiles store C
-                       through TMA where they can), 0; -1: the plan's
-                       (the rule's: on) */
-  int evict_first;  /* TJ_GEMM_EVICT_FIRST: 1 (the Hopper skinny kernel
-                       loads B marked evict-first in L2), 0; -1: the
-                       rule's (on) */
-  int streamk;      /* TJ_GEMM_STREAMK: 1 (stream-K over 128 x 128 tiles,
-                       128 x 256 with tile 256, for every Hopper tile
-                       call), 0; -1: the rule's (never: slower where
-                       measured) */
-  int tune_trial;   /* TJ_GEMM_TUNE_TRIAL=1: --tune also times the
-                       configurations marked trial */
-  int early;        /* TJ_GEMM_PDL: 1 or -1 (the rule's), the Hopper
-                       skinny kernel launched so that it may start before
-                       the kernel ahead of it on the stream ends; 0: not */
-} tj__gemm_env;
-void tj__gemm_env_read(tj__gemm_env *env, unsigned flags);
-
-/* ------------------------------------------------------------ gemm_tune.c
- * The GEMM's configurations, shape classes and tuning (the header of
- * src/ops/gemm_tune.c says how and why). */
-
-/* One configuration of the Hopper GEMM that a decision may name. */
-typedef struct tj__gemm_config {
-  const char *name;  /* as stored: "sm90a_128x128_split4" */
-  const char *entry; /* the kernel it launches */
-  int bn;            /* tile columns: 64, 128 or 256 */
-  int split;         /* K parts (1: none) */
-  int first_use;     /* in the small set a first-use tune may time */
-  int persistent;    /* one block per SM walking the tiles */
-  int mc2;           /* persistent in clusters of two sharing B (multicast) */
-  int skinny;        /* the Hopper skinny kernel (M <= 16): bn its strip's
-                        columns, split its cluster's blocks */
-  int streamk;       /* stream-K over the tiles of bn columns */
-  int tma_store;     /* C stored through TMA where the call allows it
-                        (TJ_GEMM_TMA_STORE's epilogue) */
-  int trial;         /* not fit for use yet (stream-K: slower where
-                        measured): timed only by a --tune with
-                        TJ_GEMM_TUNE_TRIAL=1 */
-  int cluster_k;     /* the 128 x bn tile with K split across a cluster,
-                        its size the width's (gemm_plan.c: 2 blocks for
-                        128 x 64, 4 for 128 x 128, 3 for 128 x 256) */
-} tj__gemm_config;
-/* The rows the Hopper skinny kernel takes (its configurations are the
- * table's skinny ones). */
-#define TJ__GEMM_SKINNY_ROWS 16
-/* The table, and one by name (NULL when this library has none). */
-const tj__gemm_config *tj__gemm_configs(size_t *n);
-const tj__gemm_config *tj__gemm_config_find(const char *name);
-/* The first configuration that launches entry with split parts (0: any
- * split) and stores C through TMA (store 1: a _tmastore one) or directly
- * (0); where entry has none of that store (split-K, the skinny kernel),
- * its first of the other; NULL where the table does not launch entry. */
-const tj__gemm_config *tj__gemm_config_of_entry(const char *entry, int split,
-                                                int store);
-/* Whether config is one this library has for op ("gemm_f16"). */
+/* Whether config is one this library has for op (src/ops/gemm). */
 int tj__tuning_config_known(const char *op, const char *config);
-/* The shape class of a call on a device of sms SMs (gemm_tune.c defines
- * it), as stored. */
-#define TJ__SHAPE_CLASS_MAX 48
-void tj__gemm_shape_class(int sms, int M, int N, int K, const void *C,
-                          int ldc, char out[TJ__SHAPE_CLASS_MAX]);
-
-typedef struct tj__gemm_tuning tj__gemm_tuning;
-tj__gemm_tuning *tj__gemm_tuning_new(void);
-void tj__gemm_tuning_free(tj__gemm_tuning *g);
-/* The configuration to run for a Hopper GEMM: the decision for its shape
- * class (memoised per runtime; one query of the cache per class), or, on
- * first use with tuning allowed (may_tune, a device, a writable cache, a
- * stream not being captured), the winner of a bounded tune, recorded.
- * NULL: the heuristic's. */
-const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, void *stream,
-                                         int may_tune, int M, int N, int K,
-                                         const void *A, int lda,
-                                         const void *B, int ldb,
-                                         const void *C, int ldc);
-/* The timed rounds of a tune (ahead: --tune) with left ms of its budget
- * and rounds of round_ms; exposed for its tests. */
-int tj__gemm_tune_rounds(int ahead, double left, double round_ms);
-/* Whether n fp16 values got agree with ref as two correct GEMMs' outputs
- * do (sums in another order, rounded again): each within 2^-9 of the
- * larger magnitude plus 2^-8 of ref's root mean square, NaN where the
- * other is NaN, an infinity where the other is the same one; else 0 with
- * *bad the first that does not. */
-int tj__gemm_outputs_agree(const uint16_t *ref, const uint16_t *got, size_t n,
-                           size_t *bad);
-
-/* kernels_api.c, for the tuner: the configuration the heuristic picks for
- * an sm_90 GEMM on a device of sms SMs (NULL where it picks none in the
- * table), and one launch
- * of cfg, on stream, as tj_gemm_f16 would launch it (workspace included). */
-const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K);
-/* Whether a Hopper tile launch stores C through TMA: asked for (by
- * env's TJ_GEMM_TMA_STORE, else by planned, the plan's or configuration's
- * store), beta == 0 (C not read), N and ldc multiples of 8 (rows of whole
- * 16-byte pieces: TMA's cut at N wrote past it inside one on the H200)
- * and C 16-byte aligned.  tj_gemm_f16's launches and the tuner's
- * candidates both ask it. */
-int tj__gemm_tma_store_applies(const tj__gemm_env *env, int planned, int N,
-                               float beta, const void *C, int ldc);
-/* Whether rt runs an M-row GEMM with suitable A and B on the Hopper
- * kernel (the one with configurations to tune). */
-int tj__gemm_tunable(const tj_runtime *rt, int M);
-int tj__gemm_run_config(tj_runtime *rt, const char *fn,
-                        const tj__gemm_config *cfg, void *stream, int M,
-                        int N, int K, float alpha, const void *A, int lda,
-                        const void *B, int ldb, float beta, void *C,
-                        int ldc);
 
 /* ------------------------------------------------------------ runtime.c */
 
@@ -593,10 +466,9 @@ enum {
   TJ__TRACE_PHASES
 };
 
-/* The multiprocessors a compile-only runtime plans GEMMs for: an H200's
- * 132, the GPU the plan rules were measured on, so that
- * tj_gemm_f16_kernel and tj_gemm_f16_split answer without a GPU as they
- * did before the count came from the device. */
+/* The multiprocessors a compile-only runtime answers for, so that the
+ * kernel families' plans (which fill the device's SMs) answer without a
+ * GPU: the count of the largest sm_90 part the plans are tuned on. */
 #define TJ__FALLBACK_SMS 132
 
 struct tj_runtime {
@@ -604,7 +476,7 @@ struct tj_runtime {
   int compile_only;      /* no device: compile and cache only */
   tj__device device;     /* open when !compile_only */
   int sms;               /* the device's multiprocessors (SMs on NVIDIA, CUs
-                            on AMD), which the GEMM's plans fill;
+                            on AMD), which the families' plans fill;
                             TJ__FALLBACK_SMS when compile-only */
   char arch[256];
   char compiler[160];
@@ -634,9 +506,21 @@ struct tj_runtime {
   int trace;
   double trace_ms[TJ__TRACE_PHASES];
   uint64_t trace_kernels;
-  tj__gemm_env gemm_env; /* read once, at open (gemm_env.c) */
-  tj__gemm_tuning *gemm; /* decisions met so far, per shape class */
+  /* What the kernel families of src/ops keep per runtime (decisions
+   * met so far, benchmark settings), made on first use by
+   * tj__runtime_slot; the runtime only frees it. */
+  void *family_slot;
+  void (*family_slot_free)(void *);
 };
+
+/* rt's family slot: made by make() the first time (under rt's lock; NULL
+ * when make() fails, and tried again next time), freed by drop() at
+ * close.  One family owns the slot: make and drop are the same functions
+ * at every call.  Thread-safe. */
+void *tj__runtime_slot(tj_runtime *rt, void *(*make)(void),
+                       void (*drop)(void *));
+/* The slot if it was made, else NULL; never makes it.  Thread-safe. */
+void *tj__runtime_slot_peek(const tj_runtime *rt);
 
 /* rt's per-user cache, opened now if its open was deferred (a warning if
  * it cannot be); NULL without one.  Thread-safe. */
@@ -695,27 +579,6 @@ static inline int tj__runtime_usable(const tj_runtime *rt)
 {
   return rt && rt->opened;
 }
-
-/* ------------------------------------------------------- kernels_api.c */
-
-/* The split-K heuristic of the Hopper GEMM: how many K-ranges make tiles
- * (128 x 128 tiles of C) blocks fill sms SMs, given ktiles k-tiles of 64;
- * 1 for none. */
-int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms);
-/* The skinny tensor-core path's split of K for tiles strips of C on a GPU
- * of sms SMs (1: none); kernels_api.c, exposed for its tests. */
-int tj__gemm_skinny_split(long long tiles, int K, int sms);
-/* The Hopper skinny kernel's split (a cluster of that many blocks a
- * strip) and strip width (*bn: 128 or 256 columns) for N columns, ktiles
- * k-tiles of 64, sms SMs. */
-int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn);
-/* The grid of the first launch tj_gemm_f16 would make for these arguments,
- * planned as tj_gemm_f16_kernel plans (for tests of the plans' grids:
- * persistent ones are one block per SM); {0, 0, 0}, with tj_errmsg, for
- * arguments it would refuse. */
-tj_dim3 tj__gemm_f16_grid(tj_runtime *rt, int M, int N, int K,
-                          const uint16_t *A, int lda, const uint16_t *B,
-                          int ldb, const uint16_t *C, int ldc);
 
 /* ------------------------------------------------------------ verify.c */
 

@@ -279,7 +279,7 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   rt->flags = o.flags;
   rt->cache_max_bytes = o.cache_max_bytes ? o.cache_max_bytes : TJ__CACHE_DEFAULT_LIMIT;
   unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE |
-                   TJ_CACHE_GROUP | TJ_NO_TUNING;
+                   TJ_CACHE_GROUP;
   if (o.flags & ~known)
     return tj__fail(rt, TJ_EINVAL, "unknown flags 0x%x", o.flags & ~known);
   if (o.device < 0)
@@ -297,12 +297,10 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   /* the device's own arch must be one the compiler knows */
   if (!o.arch && (rc = settle_arch(rt, rt->arch)) != TJ_OK)
     return rc;
-  if (!(rt->table = tj__modtable_new()) || !(rt->gemm = tj__gemm_tuning_new()))
+  if (!(rt->table = tj__modtable_new()))
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   trace_add(rt, TJ__TRACE_IDENTITY, t0);
   t0 = trace_start(rt);
-  /* Read once: a call reads these from rt, not from the environment. */
-  tj__gemm_env_read(&rt->gemm_env, o.flags);
   if ((rc = open_cache(rt, &o)) == TJ_OK &&
       (rc = tj__remote_setup(rt, o.remote)) == TJ_OK)
     rt->opened = 1; /* every early return above leaves it unusable */
@@ -371,7 +369,8 @@ void tj_runtime_close(tj_runtime *rt)
   tj__codestore_close(rt->code);
   if (!rt->compile_only)
     tj__device_close(&rt->device);
-  tj__gemm_tuning_free(rt->gemm);
+  if (rt->family_slot_free)
+    rt->family_slot_free(rt->family_slot);
   free(rt->cache_path);
   free(rt->compiler_env);
   free(rt->env_refusal);
@@ -415,6 +414,26 @@ int tj_runtime_get_stats(const tj_runtime *rt, tj_stats *stats)
   tj__remote_stats(rt, &s);
   *stats = s;
   return TJ_OK;
+}
+
+void *tj__runtime_slot(tj_runtime *rt, void *(*make)(void),
+                       void (*drop)(void *))
+{
+  void *slot = tj__runtime_slot_peek(rt);
+  if (slot)
+    return slot;
+  pthread_mutex_lock(&rt->lock);
+  if (!(slot = rt->family_slot) && (slot = make())) {
+    rt->family_slot_free = drop;
+    __atomic_store_n(&rt->family_slot, slot, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&rt->lock);
+  return slot;
+}
+
+void *tj__runtime_slot_peek(const tj_runtime *rt)
+{
+  return __atomic_load_n(&rt->family_slot, __ATOMIC_ACQUIRE);
 }
 
 /* ------------------------------------------------------- building

@@ -194,9 +194,6 @@ typedef struct tj_kernel tj_kernel;
 #define TJ_CACHE_READONLY 0x2u  /* read the cache, never write it */
 #define TJ_NO_DEVICE 0x4u       /* do not touch the GPU: compile only */
 #define TJ_CACHE_GROUP 0x8u     /* allow a cache writable by its group */
-#define TJ_NO_TUNING 0x10u      /* never time configurations on first use
-                                   (tj_gemm_f16); decisions in the cache
-                                   are still used */
 
 /*
  * Options for tj_runtime_open.  Zero-initialise, then set what you need
@@ -211,9 +208,7 @@ typedef struct tj_kernel tj_kernel;
  *               $XDG_CACHE_HOME/tokitai-jit/cache.db, else
  *               ~/.cache/tokitai-jit/cache.db.
  *   flags       TJ_CACHE_DISABLE, TJ_CACHE_READONLY, TJ_NO_DEVICE,
- *               TJ_CACHE_GROUP, TJ_NO_TUNING (no first-use tuning even
- *               with TOKITAI_JIT_TUNE=1 in the environment: see
- *               tj_gemm_f16).
+ *               TJ_CACHE_GROUP.
  *   cache_max_bytes  When a store takes the cache over this size, the least
  *               recently used rows are evicted until it fits (0: 1 GiB;
  *               2^63 or more, UINT64_MAX say: no limit).

@@ -16,7 +16,7 @@
  */
 #include "internal.h"
 #include "embedded.h"
-#include "gemm_plan.h"
+#include "gemm/plan.h"
 #include "oracle.h"
 
 #include <math.h>
@@ -286,11 +286,11 @@ static const tj__gemm_config *config_of(const char *name)
 }
 
 /* The plan tj_gemm_f16 has for the run's shape and buffers (after the
- * first launch, any first-use tuning decision included). */
+ * first launch). */
 static tj__gemm_plan natural_plan(const verify_run *v)
 {
   int g = (int)v->n;
-  return tj__gemm_plan_call(v->rt, NULL, 0, gemm_m(v), g, g, v->dev[0], g,
+  return tj__gemm_plan_call(v->rt, gemm_m(v), g, g, v->dev[0], g,
                             v->dev[1], g, v->dev[2], g);
 }
 

@@ -45,36 +45,26 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
                                   const uint16_t *x, const uint16_t *grad_out,
                                   uint16_t *y, uint16_t *grad_in, size_t n);
 /* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
- * dimensions; fp32 accumulation.  beta == 0: C is not read.  On an sm_90
- * device (H100, H200), M <= 16 with A and B 16-byte aligned and lda and
- * ldb multiples of 8 runs the Hopper skinny kernel
- * (gemm_f16_sm90a_skinny* in kernels/gemm_f16_sm90a_skinny.hip: B
- * through TMA, K split across a thread-block cluster whose blocks add
- * their sums in a fixed order, one launch, the same bits on every run;
- * alpha == 0 reads neither A nor B; TJ_GEMM_SKINNY_SM90A=0 turns it
- * off).  Otherwise, on NVIDIA sm_80 and later, M <= 16 runs a tensor-core
- * kernel that streams B (gemm_skinny_f16_tc_n32 / _n64 in
- * kernels/gemm_skinny_f16.hip), for any
- * alignment, where it was measured fastest: 64-column strips that fill
- * the GPU (N > 8384 on an H200) at any M, narrower N from 2 to 8 rows
- * (and from 9 where the Hopper kernel cannot run); where its strips of C
- * are too few to fill the GPU it splits
- * K, with fp32 partials from the runtime's pool as the Hopper kernel
- * below, and the same bits on every run; TJ_GEMM_SKINNY_TC=0 in the
- * environment turns it off (to compare), =1 takes it for every M <= 16,
- * and TJ_GEMM_SPLITK=n forces its
- * split too (within whole 64-row parts of K; 1: none).  Elsewhere (or
- * off), M <= 8 runs a kernel that streams B with fp32 FMAs
- * (kernels/gemm_skinny_f16.hip).  Both skinny kernels with
- * alpha == 0 read neither A nor B; larger M runs a tiled kernel, which
- * computes A * B even then, so inf or NaN in them gives NaN: on an sm_90
- * device, when A and B are 16-byte aligned and lda and ldb multiples of
- * 8, the Hopper kernel (kernels/gemm_f16_sm90a.hip, wgmma and TMA; set
- * TJ_GEMM_SM90A=0 in the environment to turn it off), else
- * kernels/gemm_f16.hip.  Where the Hopper kernel's tiles are too few to
- * fill the GPU it may split K (see tj_gemm_f16_split): it then takes
- * memory for fp32 partials from the runtime's pool, ordered on stream,
- * and the result is still the same bits on every run.
+ * dimensions; fp32 accumulation.  beta == 0: C is not read.
+ *
+ * Paths.  The call picks a kernel for the shape, the operands' alignment
+ * and the device (tj_gemm_f16_kernel says which):
+ *   - on sm_90 devices, M <= 16 with A and B 16-byte aligned and lda and
+ *     ldb multiples of 8: the Hopper skinny kernel
+ *     (kernels/gemm_f16_sm90a_skinny.hip: B through TMA, K split across a
+ *     thread-block cluster whose blocks add their sums in a fixed order);
+ *   - elsewhere on NVIDIA sm_80 and later, M <= 16: a tensor-core kernel
+ *     that streams B (kernels/gemm_skinny_f16.hip), for any alignment;
+ *     where its strips of C are too few to fill the GPU it splits K, with
+ *     fp32 partials from the runtime's pool, ordered on stream;
+ *   - elsewhere, M <= 8: a kernel that streams B with fp32 FMAs;
+ *   - larger M on sm_90 devices, A and B aligned as above: the Hopper
+ *     tiles (kernels/gemm_f16_sm90a.hip, wgmma and TMA), which may split K
+ *     where their tiles are too few to fill the GPU (tj_gemm_f16_split),
+ *     with partials from the pool; else kernels/gemm_f16.hip.
+ * Every path gives the same bits on every run of the same call.  The
+ * skinny kernels read neither A nor B when alpha == 0; the tiled ones
+ * compute A * B even then, so inf or NaN in them gives NaN.
  *
  * Early start.  On an sm_90 device the M <= 16 Hopper kernel is launched
  * with programmatic dependent launch: its blocks may start while the
@@ -83,32 +73,19 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * lets the kernel after it start early too: one of yours launched after
  * it with the same attribute must wait (griddepcontrol.wait,
  * cudaGridDependencySynchronize) before it reads C, as after any kernel
- * that allows it.  TJ_GEMM_PDL=0 in the environment launches it plainly.
+ * that allows it.
  *
  * Graphs.  The calls may be captured into a CUDA graph on a stream of
  * yours (the strict global mode included), before or as the runtime's
- * first calls; the early start is recorded as a programmatic edge.  Tested
- * with driver 580 (CUDA 13): each replay gave the bits the same calls give
+ * first calls; the early start is recorded as a programmatic edge.  The
+ * GPU suite checks that each replay gives the bits the same calls give
  * on a stream.
  *
- * Tuning.  The Hopper kernels have several configurations (tile width, split
- * factor; for M <= 16 strip width and cluster size); which one runs is the
- * tuning decision for the call's shape class in the cache (see tj_tuning in
- * <tokitai-jit/cache.h>), else a heuristic.  With TOKITAI_JIT_TUNE=1 in the
- * environment (off by default: see src/ops/gemm_tune.c for why), the first call
- * of a shape class with no decision times a few candidates, within about a
- * second, on stream, reading A and B and writing a scratch output from the pool
- * (never C), then records the winner, so that later calls and processes sharing
- * the cache use it: that one call waits for stream.  It compiles nothing the
- * call would not have: it times only candidates whose kernels are built (in the
- * runtime or its cache; `tokitai-jit --warm` builds them all), and records
- * nothing until it could time them all.  It does not happen with TJ_NO_TUNING
- * (decisions in the cache are still used), without a writable cache, or while
- * stream is being captured into a graph; the heuristic runs instead.  The
- * environment (TJ_GEMM_SM90A, TJ_GEMM_SPLITK, TJ_GEMM_SKINNY_TC,
- * TJ_GEMM_SKINNY_SM90A, TJ_GEMM_SM90A_TILE, TJ_GEMM_PERSISTENT,
- * TJ_GEMM_MULTICAST, TJ_GEMM_TMA_STORE, TJ_GEMM_EVICT_FIRST, TJ_GEMM_STREAMK,
- * TJ_GEMM_PDL, TOKITAI_JIT_TUNE) is read at tj_runtime_open. */
+ * Tuning.  The Hopper kernels have several configurations (tile width,
+ * split factor; for M <= 16 strip width and cluster size); which one runs
+ * is the tuning decision for the call's shape class in the cache (see
+ * tj_tuning in <tokitai-jit/cache.h>, and tj_gemm_f16_tune below), else a
+ * heuristic.  A call never times anything itself. */
 TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, float beta, uint16_t *C,
@@ -150,21 +127,19 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x,
 /* A, B, C dense (lda = K, ldb = N, ldc = N); C is read when beta != 0. */
 /*
  * Tune tj_gemm_f16 ahead of time for the shape class of M x N x K (dense
- * rows, C 4-byte aligned): time every configuration that applies (more
- * than a first use does, about 0.2 s each; with TJ_GEMM_TUNE_TRIAL=1 in
- * the environment when rt was opened, also the trials, configurations
- * slower where measured: stream-K), on random inputs the call
- * allocates, record the winner in the runtime's cache (replacing any
- * decision for the class) and use it in this runtime.  A configuration
- * whose output differs from the heuristic's choice's by more than
- * rounding is set aside untimed (a warning in tj_errmsg), so a decision
- * never changes what the class computes.  fn (may be NULL) is called
- * once with the decision and every time measured, fastest first, then
- * those set aside (runs 0).  Waits for the device.  Errors: TJ_EINVAL (a size below 1 or
- * over 2^30; a shape or arch that does not run the Hopper kernel, which
- * has nothing to tune), TJ_ENODEVICE (a compile-only runtime), TJ_ENOMEM,
- * TJ_EDEVICE, TJ_ECOMPILE.  A decision that could not be stored is a
- * warning in tj_errmsg.  Thread-safe as tj_launch is.
+ * rows, C 4-byte aligned): time every configuration that applies (about
+ * 0.2 s each), on random inputs the call allocates, record the winner in
+ * the runtime's cache (replacing any decision for the class) and use it
+ * in this runtime.  A configuration whose output differs from the
+ * heuristic's choice's by more than rounding is set aside untimed (a
+ * warning in tj_errmsg), so a decision never changes what the class
+ * computes.  fn (may be NULL) is called once with the decision and every
+ * time measured, fastest first, then those set aside (runs 0).  Waits for
+ * the device.  Errors: TJ_EINVAL (a size below 1 or over 2^30; a shape or
+ * arch that does not run the Hopper kernel, which has nothing to tune),
+ * TJ_ENODEVICE (a compile-only runtime), TJ_ENOMEM, TJ_EDEVICE,
+ * TJ_ECOMPILE.  A decision that could not be stored is a warning in
+ * tj_errmsg.  Thread-safe as tj_launch is.
  */
 TJ_EXPORT int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K,
                                tj_tuning_visit fn, void *ctx);

@@ -1,15 +1,15 @@
 /*
- * gemm_plan.h: what tj_gemm_f16 runs, between the file that decides it
- * (gemm_plan.c: which kernel, its grid, split and shared memory, from the
- * shape, the operands' alignment, the device, the environment and the
- * tuning table) and the file that launches it (kernels_api.c).  The
+ * plan.h: what tj_gemm_f16 runs, between the file that decides it
+ * (plan.c: which kernel, its grid, split and shared memory, from the
+ * shape, the operands' alignment, the device, the knobs and the tuning
+ * decisions) and the file that launches it (gemm.c).  The
  * launch shapes are the ones the contracts in kernels/<name>.hip give;
  * tests/check_kernels.c pins the block sizes against the sources.
  */
 #ifndef TJ_OPS_GEMM_PLAN_H
 #define TJ_OPS_GEMM_PLAN_H
 
-#include "internal.h"
+#include "gemm.h"
 
 /* gemm_f16.hip: one block of 128 threads per 128 x 128 tile of C, with
  * N tiles along x and M tiles along y; gridDim.y is capped at 65535. */
@@ -58,7 +58,7 @@
 #define SM90A_SHARED_K2 (SM90A_SHARED(64, 8) + 16)
 /* Split-K (gemm_f16_sm90a_128x128_splitk, then ..._splitk_reduce with
  * 256 threads a block): only while the 128 x 128 tiles leave SMs idle (of
- * rt->sms: the device's count, an H200's 132 without one), and
+ * rt->sms: the device's count, TJ__FALLBACK_SMS without one), and
  * with SM90A_SPLIT_MIN_KTILES k-tiles of 64 or more per split, so that
  * each block runs its 5-stage pipeline a few times over and the fp32
  * partials stay small beside the work they save. */
@@ -115,17 +115,15 @@ typedef struct tj__gemm_plan {
                   SM90A_STREAMK_WORK(grid.x, tile_n) bytes and a launch
                   number */
   int tma_store; /* the tiles store C through TMA where the call allows it
-                    (a configuration's; TJ_GEMM_TMA_STORE overrides) */
+                    (a configuration's; the knobs override it) */
 } tj__gemm_plan;
 
 /* What a call runs.  On the Hopper path the tuning decision for the
- * call's shape class takes the heuristic's place (may_tune: tj_gemm_f16
- * may time candidates the first time, the queries never do); a forced
- * split (TJ_GEMM_SPLITK) overrides both.  Arguments already checked. */
-tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
-                                 int M, int N, int K, const void *A, int lda,
-                                 const void *B, int ldb, const void *C,
-                                 int ldc);
+ * call's shape class takes the heuristic's place; a forced split (the
+ * knobs) overrides both.  Arguments already checked. */
+tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
+                                 const void *A, int lda, const void *B,
+                                 int ldb, const void *C, int ldc);
 /* The plan of one configuration of the tuning table, on sms SMs. */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K);

@@ -1,12 +1,14 @@
 /*
- * gemm_plan.c: which kernel a tj_gemm_f16 call runs and its launch shape
- * (gemm_plan.h), for every path: the Hopper skinny kernel and the Hopper
- * tiles on sm_90 (with the tuning table's decisions, gemm_tune.c), the
- * tensor-core skinny kernel on sm_80 and later, the FMA skinny kernel
- * and the portable tiled kernel elsewhere.  Host work only: no launch,
- * no allocation; kernels_api.c launches what this file plans.
+ * plan.c: which kernel a tj_gemm_f16 call runs and its launch shape
+ * (plan.h), for every path: the Hopper skinny kernel and the Hopper tiles
+ * on sm_90 (with the tuning decisions, configs.c), the tensor-core skinny
+ * kernel on sm_80 and later, the FMA skinny kernel and the portable tiled
+ * kernel elsewhere.  Host work only: no launch, no allocation; gemm.c
+ * launches what this file plans.  The rules below were chosen on the
+ * shapes of tj-bench's gemm section; where the reason is a measurement,
+ * that section shows it.
  */
-#include "gemm_plan.h"
+#include "plan.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,9 +30,8 @@ static const char *skinny_entry(int M, unsigned *threads)
  * The skinny tensor-core entries, tried in order: the first whose strips
  * of tile_n columns number at least the SMs (where fill says so) takes
  * the call.  64-column strips read A half as often per byte of B, but
- * only once they alone fill the SMs (N > 8384 on an H200's 132, N > 7232
- * on an H100 PCIe's 114); else 32-column strips, with
- * split-K where even those are too few.  Each row is one compiled code
+ * only once they alone fill the SMs; else 32-column strips, with split-K
+ * where even those are too few.  Each row is one compiled code
  * object, so the tuning table can pick among them by name.
  */
 typedef struct skinny_tc_config {
@@ -57,23 +58,22 @@ static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
 /*
  * The tensor-core skinny kernel wants an NVIDIA runtime for sm_80 or
  * later (mma.sync, cp.async, ldmatrix) and M <= 16; any alignment and
- * leading dimensions.  Where it runs, measured on the H200
- * (bench/RESULTS.md, 2026-12-02, third round): 64-column strips that fill
- * the SMs beat every other path from 1 to 16 rows; 32-column strips beat
- * the FMA kernels only from 2 to 8 rows, and lose to the 1-row FMA kernel
- * and, from 9 rows, to the Hopper kernel's split-K, which take those.
- * TJ_GEMM_SKINNY_TC (read at open) =0 turns it off (the FMA kernel for
- * M <= 8, the tiled kernels above), =1 takes it wherever it can run.
+ * leading dimensions.  Where it runs, 64-column strips that fill the SMs
+ * beat every other path from 1 to 16 rows; 32-column strips beat the FMA
+ * kernels only from 2 to 8 rows, and lose to the 1-row FMA kernel and,
+ * from 9 rows, to the Hopper kernel's split-K, which take those.  The
+ * knob skinny_tc = 0 turns it off (the FMA kernel for M <= 8, the tiled
+ * kernels above), = 1 takes it wherever it can run.
  */
 static int skinny_tc_fits(const tj_runtime *rt, int M, int N, const void *A,
                           int lda, const void *B, int ldb)
 {
-  if (rt->gemm_env.skinny_tc == 0)
+  if (tj__gemm_knobs_of(rt)->skinny_tc == 0)
     return 0;
   if (M > SKINNY_TC_MAX_M || strncmp(rt->arch, "sm_", 3) != 0 ||
       strtol(rt->arch + 3, NULL, 10) < 80)
     return 0;
-  if (rt->gemm_env.skinny_tc == 1 || skinny_tc_takes(&skinny_tc[0], rt, N))
+  if (tj__gemm_knobs_of(rt)->skinny_tc == 1 || skinny_tc_takes(&skinny_tc[0], rt, N))
     return 1;
   if (M == 1)
     return 0;
@@ -101,7 +101,7 @@ static tj__gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
   while (!skinny_tc_takes(c, rt, N))
     c++;
   unsigned tiles = (unsigned)((N - 1) / c->tile_n + 1);
-  int split = rt->gemm_env.forced_split;
+  int split = tj__gemm_knobs_of(rt)->forced_split;
   if (split == 0)
     split = tj__gemm_skinny_split(tiles, K, rt->sms);
   int kper = K, ktiles = (K - 1) / SKINNY_TC_BK + 1;
@@ -121,13 +121,12 @@ static tj__gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
  * rows to fill its 128-row tiles more than the skinny kernel would, and
  * A and B as TMA reads them: 16-byte aligned, rows a multiple of 16 bytes
  * apart; and, with a device, a driver that builds tensor maps.
- * TJ_GEMM_SM90A=0 in the environment at tj_runtime_open turns it off (to
- * compare, or to step around it).
+ * The knob sm90a_off turns it off (to compare).
  */
 static int sm90a_operands(const tj_runtime *rt, const void *A, int lda,
                           const void *B, int ldb)
 {
-  if (rt->gemm_env.sm90a_off)
+  if (tj__gemm_knobs_of(rt)->sm90a_off)
     return 0;
   if (strcmp(rt->arch, "sm_90") != 0 && strcmp(rt->arch, "sm_90a") != 0)
     return 0;
@@ -145,14 +144,14 @@ static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
 
 /*
  * The Hopper skinny kernel (gemm_f16_sm90a_skinny*) for M <= 16, on the
- * same terms as the Hopper kernel; TJ_GEMM_SKINNY_SM90A=0 turns it off
- * (the skinny kernels of gemm_skinny_f16.hip and the split-K tiles take
- * those calls, as before it), TJ_GEMM_SM90A=0 too.
+ * same terms as the Hopper kernel; the knobs skinny_sm90a = 0 and
+ * sm90a_off turn it off (the skinny kernels of gemm_skinny_f16.hip and
+ * the split-K tiles then take those calls).
  */
 static int sm90a_skinny_fits(const tj_runtime *rt, int M, const void *A,
                              int lda, const void *B, int ldb)
 {
-  return M <= SM90A_SKINNY_ROWS && rt->gemm_env.skinny_sm90a != 0 &&
+  return M <= SM90A_SKINNY_ROWS && tj__gemm_knobs_of(rt)->skinny_sm90a != 0 &&
          sm90a_operands(rt, A, lda, B, ldb);
 }
 
@@ -171,8 +170,9 @@ static const tj__gemm_config *skinny_config(int bn, int split)
 /* Each block of a split keeps this many k-tiles of 64 or more. */
 #define SM90A_SKINNY_MIN_KTILES 4
 /* The bytes a block keeps in flight (its 5 stages of B and A), and what
- * covers the memory's latency at its rate, for each SM: 56 KiB, 7.6 MB on
- * an H200's 132 (4.8 TB/s for about 1.5 us). */
+ * covers the memory's latency at its rate, for each SM: about a
+ * microsecond and a half of an sm_90 part's bandwidth, shared by its
+ * SMs. */
 #define SM90A_SKINNY_INFLIGHT(bn) \
   ((long long)SM90A_SKINNY_STAGES * SM90A_SKINNY_STAGE_BYTES(bn))
 #define SM90A_SKINNY_COVER_PER_SM (56LL << 10)
@@ -184,20 +184,12 @@ static const tj__gemm_config *skinny_config(int bn, int split)
  * the memory's latency, the narrower strips first (the tuning table's
  * order of them); where none does, the plan with the most in flight;
  * where even one block a strip is more than the SMs, 128-column strips
- * unsplit (two blocks share an SM).  Measured on the H200
- * (bench/RESULTS.md, seventh round), clean L2, fraction of the copy rate:
- * 1 x 11008 x 4096 0.845 unsplit in 128 columns (86 blocks) against
- * 0.805 in 256 (43: too few bytes in flight) and 0.72 to 0.81 split 2 to
- * 8; 1 x 4096 x 11008 0.845 split 3 in 256 columns (48 blocks) against
- * 0.50 to 0.75 split 1 or 2 (too few in flight) and 0.72 split 8 (256
- * blocks, two an SM).  More K-ranges at once read B in more places:
- * fewer is better once the bytes in flight suffice.  At one split the
- * narrower strips (twice the blocks, two of which fit an SM) were never
- * slower: on the H200 one launch at a time (ninth round) 13.76 us against
- * 14.05 at 1 x 4096 x 4096 split 3; on an H100 (fifteenth round) as
- * layers in a row and in a graph, where the next layer's blocks share the
- * SMs with this one's, 1 to 3% faster at 1 and 16 x 4096 x 4096 and 1 x
- * 4096 x 11008.
+ * unsplit (two blocks share an SM).  Too few bytes in flight (wide
+ * strips, few blocks) leave the bandwidth idle; more K-ranges at once
+ * read B in more places, so fewer is better once the bytes in flight
+ * suffice.  At one split the narrower strips (twice the blocks, two of
+ * which fit an SM) are never slower, and let the next layer's blocks
+ * share the SMs with this one's.
  */
 static const tj__gemm_config *skinny_rule(int N, int ktiles, int sms)
 {
@@ -241,17 +233,17 @@ static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
                          0};
 }
 
-/* TJ_GEMM_SPLITK=n (forced) takes the largest compiled split up to n,
- * TJ_GEMM_SM90A_TILE=128 or 256 that strip width. */
+/* A forced split of n takes the largest compiled split up to n, a forced
+ * tile of 128 or 256 that strip width. */
 static tj__gemm_plan plan_sm90a_skinny(const tj_runtime *rt, int N, int K)
 {
   const tj__gemm_config *rule = skinny_rule(N, (K - 1) / 64 + 1, rt->sms);
   const tj__gemm_config *c = NULL;
   int bn = rule->bn, split = rule->split;
-  if (rt->gemm_env.tile == 128 || rt->gemm_env.tile == 256)
-    bn = rt->gemm_env.tile;
-  if (rt->gemm_env.forced_split)
-    split = rt->gemm_env.forced_split;
+  if (tj__gemm_knobs_of(rt)->tile == 128 || tj__gemm_knobs_of(rt)->tile == 256)
+    bn = tj__gemm_knobs_of(rt)->tile;
+  if (tj__gemm_knobs_of(rt)->forced_split)
+    split = tj__gemm_knobs_of(rt)->forced_split;
   for (int s = split; !c; s--)
     c = skinny_config(bn, s);
   return plan_skinny_config(c, N);
@@ -411,45 +403,32 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
 }
 
 /*
- * The rule, from the H200 (tj-bench, 2026-12-02, bench/RESULTS.md), where
- * the tuning table has no decision:
- *   - a grid of 128 x 128 tiles that fills the SMs (2048^3 and up) runs
- *     128 x 256 tiles, persistent: 2048^3 0.82x cuBLAS against 0.78x for
- *     one block per 128 x 128 tile, 4096^3 0.90 against 0.89;
+ * The rule, where the tuning table has no decision:
+ *   - a grid of 128 x 128 tiles that fills the SMs runs 128 x 256 tiles,
+ *     persistent;
  *   - fewer tiles than SMs: split K where the rows are few (M <= 64), or
- *     each part keeps 32 k-tiles (128 x 4096 x 11008: 0.91x), or even
- *     128 x 64 tiles would leave 3/4 of the SMs idle; else the
- *     128 x 64 tile where its tiles still fit in one wave (1024^3: 0.90x
- *     against 0.72x with 128 x 128; 128 x 4096 x 4096: 0.83x against 0.75x
- *     split 4); else 128 x 128 (128 x 11008 x 4096: 0.91x, 0.81x with 64);
+ *     each part keeps 32 k-tiles, or even 128 x 64 tiles would leave 3/4
+ *     of the SMs idle; else the 128 x 64 tile where its tiles still fit in
+ *     one wave; else 128 x 128;
  *   - first, more than 64 rows in 128 x 64 tiles that fill between a
  *     quarter and a half of the SMs, with 32 k-tiles or more: K split
- *     across a cluster of two
- *     blocks (the partial sums go through shared memory, no workspace, no
- *     second launch): 128 x 4096 x 4096 0.94x against 0.82x unsplit,
- *     128 x 4096 x 11008 0.98x against 0.92x split 4 (bench/RESULTS.md).
- * For measuring and for stepping around it, read at open (rt->gemm_env):
- * TJ_GEMM_SPLITK=n forces a split, TJ_GEMM_SM90A_TILE=64, 128 or 256 the
- * tile width of unsplit calls (64k2: the cluster-split 128 x 64),
- * TJ_GEMM_PERSISTENT=1 (0) the tile's persistent entry (never),
- * TJ_GEMM_MULTICAST=1 (0) the persistent 128 x 256 tile in multicast
- * pairs (never).  env NULL: the rule alone.  sms: the device's (rt->sms);
- * the figures above are the H200's 132, and a GPU with fewer SMs reaches
- * each threshold with fewer tiles.
+ *     across a cluster of two blocks (the partial sums go through shared
+ *     memory, no workspace, no second launch).
+ * The knobs (env; NULL: the rule alone) force a split, the tile width of
+ * unsplit calls (64k2: the cluster-split 128 x 64), the tile's persistent
+ * entry or never, the persistent 128 x 256 tile in multicast pairs or
+ * never.  sms: the device's (rt->sms); a GPU with fewer SMs reaches each
+ * threshold with fewer tiles.
  */
-static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_env *env, int sms,
+static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_knobs *env, int sms,
                                       int M, int N, int K)
 {
-  static const tj__gemm_env none = {.persistent = -1, .skinny_tc = -1,
-                                    .tile_k2 = -1, .multicast = -1,
-                                    .streamk = -1};
   if (!env)
-    env = &none;
-  /* Stream-K where asked (TJ_GEMM_STREAMK=1; the rule nowhere: slower on
-   * the H200 at every shape timed), over 128 x 256 tiles where
-   * TJ_GEMM_SM90A_TILE is 256, else 128 x 128, unless a split is forced
-   * or the units are too many for its 64-bit unit arithmetic (units x
-   * blocks). */
+    env = &tj__gemm_knobs_rule;
+  /* Stream-K only where the knobs ask (the rule never), over 128 x 256
+   * tiles where the tile asked is 256, else 128 x 128, unless a split is
+   * forced or the units are too many for its 64-bit unit arithmetic
+   * (units x blocks). */
   int sk_bn = env->tile == 256 ? 256 : 128;
   if (env->streamk == 1 && env->forced_split <= 1 &&
       streamk_fits(M, N, K, sk_bn))
@@ -460,14 +439,13 @@ static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_env *env, int sms,
   unsigned long long tiles128 = (unsigned long long)narrow * mt;
   int ktiles = (K - 1) / 64 + 1;
   int forced = env->forced_split;
-  /* TJ_GEMM_SM90A_TILE=256k3 or 128k4: that tile, K split across a
-   * cluster (the rule nowhere yet). */
+  /* The knobs' 256k3 or 128k4: that tile, K split across a cluster (the
+   * rule never). */
   if (forced <= 1 && env->tile_ks)
     return plan_cluster_ks(M, N, env->tile);
   /* More than 64 rows in 128 x 64 tiles that fill a quarter to a half of
    * the SMs, K long enough for two halves: each tile's K split across a
-   * cluster of two blocks, ahead of split-K (128 x 4096 x 11008: 0.98x
-   * against 0.92x split 4). */
+   * cluster of two blocks, ahead of split-K. */
   if (forced <= 1 &&
       (env->tile_k2 == 1 ||
        (env->tile_k2 < 0 && !env->tile && M > SM90A_SPLIT_ROWS &&
@@ -495,13 +473,8 @@ static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_env *env, int sms,
   if (env->persistent >= 0)
     persistent = env->persistent;
   /* In multicast pairs where the rule chose the persistent 128 x 256
-   * tiles and they make more than one wave, or TJ_GEMM_MULTICAST=1 asks.
-   * Measured on the H200 in three calls (bench/RESULTS.md, sixth and
-   * seventh rounds), more than one wave of these tiles ran faster paired
-   * (8192^3 0.966-0.971x cuBLAS against 0.941-0.961; 4096 x 4096 x 11008
-   * 0.954-0.968 against 0.943-0.956; 4096 x 11008 x 4096 0.943-0.950
-   * against 0.932-0.940; 4096^3 0.894-0.904 against 0.895-0.899) and one
-   * wave slower (2048^3, 128 tiles: 0.793-0.801 against 0.818-0.829). */
+   * tiles and they make more than one wave (paired, more than one wave
+   * runs faster and one wave slower), or the knobs ask. */
   unsigned long long tiles256 = (unsigned long long)mt * ((N - 1) / 256 + 1);
   if (bn == 256 && persistent &&
       (env->multicast == 1 ||
@@ -518,21 +491,19 @@ static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_env *env, int sms,
 }
 
 /* The rule's plan, its tiles storing C through TMA wherever the call
- * allows it (tma_store_fits in kernels_api.c; split-K's partials never
- * do): on the H200 (tj-bench, 2026-12-05, bench/RESULTS.md, two runs)
- * the tiles ran 1.02 to 1.20x faster so at all nine shapes with M >= 128
- * than storing straight from the accumulators, timed in the same run. */
-static tj__gemm_plan plan_sm90a(const tj__gemm_env *env, int sms, int M, int N,
+ * allows it (tma_store_fits in gemm.c; split-K's partials never do),
+ * which is faster than storing straight from the accumulators at every
+ * shape of the benchmark's gemm section. */
+static tj__gemm_plan plan_sm90a(const tj__gemm_knobs *env, int sms, int M, int N,
                                 int K)
 {
   tj__gemm_plan p = plan_sm90a_tiles(env, sms, M, N, K);
-  /* The cluster-split tiles store directly (TJ_GEMM_SM90A_TILE=256k3,
-   * 128k4). */
+  /* The cluster-split tiles store directly (the knobs' 256k3, 128k4). */
   p.tma_store = p.split == 1 && !(env && env->tile_ks);
   return p;
 }
 
-int tj__gemm_tma_store_applies(const tj__gemm_env *env, int planned, int N,
+int tj__gemm_tma_store_applies(const tj__gemm_knobs *env, int planned, int N,
                                float beta, const void *C, int ldc)
 {
   int asked = env->tma_store >= 0 ? env->tma_store : planned;
@@ -556,22 +527,20 @@ const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K)
 
 /*
  * What a call runs.  On the Hopper path the tuning decision for the
- * call's shape class takes the heuristic's place (gemm_tune.c; may_tune:
- * tj_gemm_f16 may time candidates the first time, the queries never do);
- * a forced split (TJ_GEMM_SPLITK) overrides both.
+ * call's shape class takes the heuristic's place (configs.c); a forced
+ * split (the knobs) overrides both.
  */
-tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
-                                 int M, int N, int K, const void *A, int lda,
-                                 const void *B, int ldb, const void *C, int ldc)
+tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
+                                 const void *A, int lda, const void *B,
+                                 int ldb, const void *C, int ldc)
 {
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
   if (sm90a_skinny_fits(rt, M, A, lda, B, ldb)) {
     /* A forced split or strip width steps around the table too. */
     const tj__gemm_config *c =
-        rt->gemm_env.forced_split || rt->gemm_env.tile
+        tj__gemm_knobs_of(rt)->forced_split || tj__gemm_knobs_of(rt)->tile
             ? NULL
-            : tj__gemm_decision(rt, stream, may_tune, M, N, K, A, lda, B,
-                                ldb, C, ldc);
+            : tj__gemm_decision(rt, M, N, K, C, ldc);
     /* Only a skinny configuration: a tile's would be planned for rows
      * its kernel needs more of. */
     return c && c->skinny ? plan_skinny_config(c, N)
@@ -588,13 +557,12 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, void *stream, int may_tune,
   }
   if (sm90a_fits(rt, M, A, lda, B, ldb)) {
     const tj__gemm_config *c =
-        rt->gemm_env.forced_split || rt->gemm_env.streamk == 1 ? NULL
-        : tj__gemm_decision(rt, stream, may_tune, M, N, K, A, lda, B, ldb, C,
-                            ldc);
+        tj__gemm_knobs_of(rt)->forced_split || tj__gemm_knobs_of(rt)->streamk == 1 ? NULL
+        : tj__gemm_decision(rt, M, N, K, C, ldc);
     /* A skinny configuration computes 16 rows: never one for more (a row
      * that says so was not written by this library's tuner). */
     return c && !c->skinny ? tj__gemm_plan_config(c, rt->sms, M, N, K)
-                           : plan_sm90a(&rt->gemm_env, rt->sms, M, N, K);
+                           : plan_sm90a(tj__gemm_knobs_of(rt), rt->sms, M, N, K);
   }
   return (tj__gemm_plan){"gemm_f16",
                          {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},

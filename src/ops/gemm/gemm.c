@@ -1,0 +1,421 @@
+/*
+ * gemm.c: tj_gemm_f16 and the calls around it (the "kernels" section of
+ * ops.h): the argument checks, then the launch of what the plan (plan.c)
+ * says to run, with the tensor maps and workspace it needs.
+ */
+#include "call.h"
+#include "plan.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------- argument checks */
+
+static int check_gemm_dims(tj_runtime *rt, const char *fn, int M, int N,
+                           int K, int lda, int ldb, int ldc)
+{
+  const char *names[] = {"M", "N", "K"};
+  int dims[] = {M, N, K};
+  for (int i = 0; i < 3; i++) {
+    if (dims[i] < 1)
+      return tj__fail(rt, TJ_EINVAL, "%s: %s=%d must be at least 1", fn,
+                      names[i], dims[i]);
+    if (dims[i] > GEMM_DIM_MAX)
+      return tj__fail(rt, TJ_ERANGE, "%s: %s=%d is over %d, the most the "
+                      "kernel's int tile arithmetic allows", fn, names[i],
+                      dims[i], GEMM_DIM_MAX);
+  }
+  /* Row-major: a row of A holds K elements, rows of B and C hold N. */
+  if (lda < K)
+    return tj__fail(rt, TJ_EINVAL, "%s: lda=%d is less than K=%d (A is "
+                    "row-major M x K)", fn, lda, K);
+  if (ldb < N)
+    return tj__fail(rt, TJ_EINVAL, "%s: ldb=%d is less than N=%d (B is "
+                    "row-major K x N)", fn, ldb, N);
+  if (ldc < N)
+    return tj__fail(rt, TJ_EINVAL, "%s: ldc=%d is less than N=%d (C is "
+                    "row-major M x N)", fn, ldc, N);
+  if ((M - 1) / GEMM_TILE + 1 > GEMM_GRID_Y_CAP)
+    return tj__fail(rt, TJ_ERANGE, "%s: M=%d needs more than %d blocks of "
+                    "%d rows, the grid's y limit", fn, M, GEMM_GRID_Y_CAP,
+                    GEMM_TILE);
+  return TJ_OK;
+}
+
+/* Bytes from the first element of a rows x cols matrix with leading
+ * dimension ld to just past its last; 0 when that overflows size_t. */
+static size_t matrix_span(int rows, int ld, int cols)
+{
+  size_t elems;
+  if (__builtin_mul_overflow((size_t)(rows - 1), (size_t)ld, &elems) ||
+      __builtin_add_overflow(elems, (size_t)cols, &elems) ||
+      __builtin_mul_overflow(elems, (size_t)2, &elems))
+    return 0;
+  return elems;
+}
+
+static int check_gemm_arrays(tj_runtime *rt, const char *fn, int M, int N,
+                             int K, const void *A, int lda, const void *B,
+                             int ldb, const void *C, int ldc)
+{
+  const tj__op_array a[] = {{"A", A, 0}, {"B", B, 0}, {"C", C, 1}};
+  size_t span[] = {matrix_span(M, lda, K), matrix_span(K, ldb, N),
+                   matrix_span(M, ldc, N)};
+  for (int i = 0; i < 3; i++) {
+    if (span[i] == 0)
+      return tj__fail(rt, TJ_EINVAL, "%s: %s spans more bytes than size_t "
+                      "holds", fn, a[i].name);
+    if ((uintptr_t)a[i].p % 2 != 0)
+      return tj__fail(rt, TJ_EINVAL, "%s: %s is not 2-byte aligned", fn,
+                      a[i].name);
+  }
+  for (int i = 0; i < 2; i++)
+    if (tj__op_ranges_overlap(a[i].p, span[i], C, span[2]))
+      return tj__fail(rt, TJ_EINVAL, "%s: C overlaps %s", fn, a[i].name);
+  return TJ_OK;
+}
+
+static int check_gemm(tj_runtime *rt, const char *fn, int M, int N, int K,
+                      const void *A, int lda, const void *B, int ldb,
+                      const void *C, int ldc)
+{
+  if (!A || !B || !C)
+    return tj__fail(rt, TJ_EINVAL, "%s: %s is NULL", fn,
+                    !A ? "A" : !B ? "B" : "C");
+  int rc = check_gemm_dims(rt, fn, M, N, K, lda, ldb, ldc);
+  if (rc != TJ_OK)
+    return rc;
+  return check_gemm_arrays(rt, fn, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+/* ------------------------------------------------------- launching */
+
+/* The sm90a entries take A and B as TMA descriptors, built here for each
+ * call (host work only: they hold the pointers). */
+static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
+                      int a_rows, int M, int N, int K, const void *A, int lda,
+                      const void *B, int ldb)
+{
+  if (tj__tensor_map_f16(ta, A, (uint64_t)M, (uint64_t)K, (uint64_t)lda,
+                         (uint32_t)a_rows, 64) != TJ_OK ||
+      tj__tensor_map_f16(tb, B, (uint64_t)K, (uint64_t)N, (uint64_t)ldb, 64,
+                         64) != TJ_OK)
+    return tj__fail(rt, TJ_EDEVICE, "%s: the driver refused a TMA descriptor "
+                    "for A (%d x %d, lda %d) or B (%d x %d, ldb %d)", fn, M,
+                    K, lda, K, N, ldb);
+  return TJ_OK;
+}
+
+/* Whether a Hopper tile's epilogue stores C through TMA (plan p's
+ * store, the rule's or a tuning configuration's, where the call allows
+ * it: tj__gemm_tma_store_applies, which keeps every box inside its row)
+ * and the driver takes C as a tensor; map then holds a descriptor
+ * over C in 64 x 64 boxes. */
+static int tma_store_fits(const tj_runtime *rt, const tj__gemm_plan *p,
+                          int M, int N, float beta, void *C, int ldc,
+                          void *map)
+{
+  return tj__gemm_tma_store_applies(tj__gemm_knobs_of(rt), p->tma_store, N, beta, C,
+                                    ldc) &&
+         tj__tensor_map_f16(map, C, (uint64_t)M, (uint64_t)N, (uint64_t)ldc,
+                            64, 64) == TJ_OK;
+}
+
+/* The kernel of plan p, allowed more than the 48 KiB of shared memory a
+ * launch gets unasked: once per kernel (threads racing here both set it,
+ * which is harmless), not at every call. */
+static int shared_kernel(tj_runtime *rt, const char *fn, const tj__gemm_plan *p,
+                         tj_kernel **k)
+{
+  int rc = tj__op_kernel(rt, fn, p->entry, k);
+  if (rc != TJ_OK)
+    return rc;
+  if (__atomic_load_n(&(*k)->shared_limit, __ATOMIC_ACQUIRE) >= p->shared)
+    return TJ_OK;
+  if (tj__function_shared_limit(tj_kernel_function(*k), p->shared) != TJ_OK)
+    return tj__fail(rt, TJ_EDEVICE, "%s: %s cannot have %u bytes of shared "
+                    "memory on this device", fn, p->entry, p->shared);
+  __atomic_store_n(&(*k)->shared_limit, p->shared, __ATOMIC_RELEASE);
+  return TJ_OK;
+}
+
+static int launch_failed(tj_runtime *rt, int rc, const char *fn,
+                         const char *entry, tj_dim3 grid, tj_dim3 block)
+{
+  return tj__fail(rt, rc, "%s: launching %s (grid %u x %u x %u, block %u) "
+                  "failed", fn, entry, grid.x, grid.y, grid.z, block.x);
+}
+
+/* Split-K: the partials into work, then the reduce kernel into C, both
+ * queued on stream behind whatever the caller queued there. */
+static int launch_split(tj_runtime *rt, const char *fn, const tj__gemm_plan *p,
+                        void *stream, void *ta, void *tb, int M, int N, int K,
+                        float alpha, float beta, void *C, int ldc, float *work)
+{
+  tj_kernel *k = NULL, *r = NULL;
+  int rc = shared_kernel(rt, fn, p, &k);
+  if (rc == TJ_OK)
+    rc = tj__op_kernel(rt, fn, "gemm_f16_sm90a_splitk_reduce", &r);
+  if (rc != TJ_OK)
+    return rc;
+  int kper = p->kper, split = p->split, ldw = (int)p->grid.x * 128;
+  void *args[] = {ta, tb, &M, &N, &K, &kper, &work};
+  rc = tj_launch(k, p->grid, p->block, p->shared, stream, args);
+  if (rc != TJ_OK)
+    return launch_failed(rt, rc, fn, p->entry, p->grid, p->block);
+  tj_dim3 grid = {(unsigned)((N - 1) / SM90A_REDUCE_THREADS + 1),
+                  (unsigned)(M < GEMM_GRID_Y_CAP ? M : GEMM_GRID_Y_CAP), 1};
+  tj_dim3 block = {SM90A_REDUCE_THREADS, 1, 1};
+  void *rargs[] = {&work, &split, &M, &N, &ldw, &alpha, &beta, &C, &ldc};
+  rc = tj_launch(r, grid, block, 0, stream, rargs);
+  if (rc != TJ_OK)
+    return launch_failed(rt, rc, fn, "gemm_f16_sm90a_splitk_reduce", grid,
+                         block);
+  return TJ_OK;
+}
+
+/* The launch of a Hopper tile or skinny plan p on tensor maps ta and tb
+ * (work: stream-K's workspace). */
+static int launch_tiles(tj_runtime *rt, const char *fn,
+                        const tj__gemm_plan *p, void *stream, void *ta,
+                        void *tb, int M, int N, int K, float alpha,
+                        float beta, void *C, int ldc, void *work)
+{
+  tj_kernel *k = NULL;
+  int rc = shared_kernel(rt, fn, p, &k);
+  if (rc != TJ_OK)
+    return rc;
+  /* The tiles take a third map, over C, and whether to store through it;
+   * the skinny kernel whether B goes through L2 marked evict-first
+   * (unless the knobs say not): B is read once, and marked so it does not
+   * push out what the next layer reads, which matters most with L2 left
+   * full of dirty lines as a model's last layer leaves it (tj-bench's
+   * skinny section). */
+  _Alignas(64) unsigned char tc[TJ__TENSOR_MAP_BYTES] = {0};
+  int store = p->path == GEMM_PATH_SM90A &&
+              tma_store_fits(rt, p, M, N, beta, C, ldc, tc);
+  int evict_first = tj__gemm_knobs_of(rt)->evict_first != 0;
+  /* Stream-K's flags hold the launch's number when set: never one that an
+   * earlier stream-K launch of this process left in reused memory (0 is
+   * skipped; 2^32 of them would wrap).  Other launches take no number. */
+  static unsigned launches;
+  unsigned seq = 0;
+  while (p->streamk && seq == 0)
+    seq = __atomic_add_fetch(&launches, 1u, __ATOMIC_RELAXED);
+  void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store,
+                   &work, &seq};
+  void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
+  /* The skinny kernel waits (griddepcontrol.wait) before it touches A,
+   * B or C, so it is launched to start early (unless the knobs say not),
+   * which shortens layers in a row (tj-bench's skinny section).  A launch
+   * with anything else between (an event, a copy) waits as a plain one
+   * does. */
+  int early = p->path == GEMM_PATH_SM90A_SKINNY &&
+              tj__gemm_knobs_of(rt)->early != 0;
+  rc = tj__launch_kernel(k, p->grid, p->block, p->shared, stream,
+                         p->path == GEMM_PATH_SM90A ? targs : sargs, early);
+  if (rc != TJ_OK)
+    return launch_failed(rt, rc, fn, p->entry, p->grid, p->block);
+  return TJ_OK;
+}
+
+/* A workspace (split-K's partials, stream-K's sums and flags) is the
+ * call's own, allocated and freed in order on its stream, so calls on
+ * other streams never share one.  Without stream-ordered allocation (or
+ * memory for it) the call runs unsplit, or as persistent tiles. */
+static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
+                        void *stream, int M, int N, int K, float alpha,
+                        const void *A, int lda, const void *B, int ldb,
+                        float beta, void *C, int ldc)
+{
+  if (rt->compile_only)
+    return tj__op_no_gpu(rt, fn);
+  _Alignas(64) unsigned char ta[TJ__TENSOR_MAP_BYTES], tb[TJ__TENSOR_MAP_BYTES];
+  /* A's box: the tile's 128 rows, or the skinny kernel's 16. */
+  int a_rows = p.path == GEMM_PATH_SM90A_SKINNY ? SM90A_SKINNY_ROWS : SM90A_BM;
+  int rc = sm90a_maps(rt, fn, ta, tb, a_rows, M, N, K, A, lda, B, ldb);
+  if (rc != TJ_OK)
+    return rc;
+  if (p.split > 1 && p.path == GEMM_PATH_SM90A) {
+    void *work = NULL;
+    size_t bytes = (size_t)p.split * (size_t)M * p.grid.x * 128 * sizeof(float);
+    if (tj__alloc_async(&rt->device, &work, bytes, stream) == TJ_OK) {
+      rc = launch_split(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C,
+                        ldc, work);
+      if (tj__free_async(work, stream) != TJ_OK && rc == TJ_OK)
+        rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the split-K workspace "
+                      "failed", fn);
+      return rc;
+    }
+    p = (tj__gemm_plan){"gemm_f16_sm90a_128x128", {p.grid.x, p.grid.y, 1},
+                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 0, 0,
+                    p.tma_store};
+  }
+  void *work = NULL;
+  if (p.streamk &&
+      tj__alloc_async(&rt->device, &work,
+                      SM90A_STREAMK_WORK(p.grid.x, p.tile_n),
+                      stream) != TJ_OK) {
+    /* Without the workspace, the persistent tiles of the same width. */
+    work = NULL;
+    p = tj__gemm_plan_unstreamed(p.tile_n, p.tma_store, rt->sms, M, N);
+  }
+  rc = launch_tiles(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C, ldc,
+                    work);
+  if (work && tj__free_async(work, stream) != TJ_OK && rc == TJ_OK)
+    rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the stream-K workspace "
+                  "failed", fn);
+  return rc;
+}
+
+int tj__gemm_run_config(tj_runtime *rt, const char *fn,
+                        const tj__gemm_config *cfg, void *stream, int M,
+                        int N, int K, float alpha, const void *A, int lda,
+                        const void *B, int ldb, float beta, void *C, int ldc)
+{
+  return launch_sm90a(rt, fn, tj__gemm_plan_config(cfg, rt->sms, M, N, K),
+                      stream, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* The skinny tensor-core path: the partials (split > 1) into a
+ * workspace of the call's own from the runtime's pool, ordered on stream,
+ * then the reduce into C; without the workspace, unsplit. */
+static int launch_skinny_tc(tj_runtime *rt, const char *fn, tj__gemm_plan p,
+                            void *stream, int M, int N, int K, float alpha,
+                            const void *A, int lda, const void *B, int ldb,
+                            float beta, void *C, int ldc)
+{
+  if (rt->compile_only)
+    return tj__op_no_gpu(rt, fn);
+  tj_kernel *k = NULL, *r = NULL;
+  int rc = shared_kernel(rt, fn, &p, &k);
+  if (rc == TJ_OK && p.split > 1)
+    rc = tj__op_kernel(rt, fn, "gemm_skinny_f16_tc_reduce", &r);
+  if (rc != TJ_OK)
+    return rc;
+  float *work = NULL;
+  int ldw = (int)p.grid.x * p.tile_n;
+  size_t work_bytes = (size_t)p.split * (size_t)M * (size_t)ldw *
+                      sizeof(float);
+  if (p.split > 1 &&
+      tj__alloc_async(&rt->device, (void **)&work, work_bytes, stream) !=
+          TJ_OK) {
+    work = NULL;
+    p.split = 1;
+    p.grid.y = 1;
+    p.kper = K;
+  }
+  int kper = p.kper, split = p.split;
+  void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc,
+                  &kper, &work};
+  rc = tj_launch(k, p.grid, p.block, p.shared, stream, args);
+  if (rc != TJ_OK)
+    rc = launch_failed(rt, rc, fn, p.entry, p.grid, p.block);
+  if (rc == TJ_OK && work) {
+    tj_dim3 grid = {(unsigned)((N - 1) / SKINNY_TC_REDUCE_THREADS + 1),
+                    (unsigned)M, 1};
+    tj_dim3 block = {SKINNY_TC_REDUCE_THREADS, 1, 1};
+    void *rargs[] = {&work, &split, &M, &N, &ldw, &alpha, &beta, &C, &ldc};
+    rc = tj_launch(r, grid, block, 0, stream, rargs);
+    if (rc != TJ_OK)
+      rc = launch_failed(rt, rc, fn, "gemm_skinny_f16_tc_reduce", grid, block);
+  }
+  if (work && tj__free_async(work, stream) != TJ_OK && rc == TJ_OK)
+    rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the split-K workspace failed",
+                  fn);
+  return rc;
+}
+
+const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
+                               const uint16_t *A, int lda, const uint16_t *B,
+                               int ldb, const uint16_t *C, int ldc)
+{
+  if (!tj__runtime_usable(rt) ||
+      check_gemm(rt, "tj_gemm_f16_kernel", M, N, K, A, lda, B, ldb, C, ldc) !=
+          TJ_OK)
+    return NULL;
+  return tj__gemm_plan_call(rt, M, N, K, A, lda, B, ldb, C, ldc).entry;
+}
+
+int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K, const uint16_t *A,
+                      int lda, const uint16_t *B, int ldb, const uint16_t *C,
+                      int ldc)
+{
+  if (!tj__runtime_usable(rt) ||
+      check_gemm(rt, "tj_gemm_f16_split", M, N, K, A, lda, B, ldb, C, ldc) !=
+          TJ_OK)
+    return 0;
+  return tj__gemm_plan_call(rt, M, N, K, A, lda, B, ldb, C, ldc).split;
+}
+
+tj_dim3 tj__gemm_f16_grid(tj_runtime *rt, int M, int N, int K,
+                          const uint16_t *A, int lda, const uint16_t *B,
+                          int ldb, const uint16_t *C, int ldc)
+{
+  if (!tj__runtime_usable(rt) ||
+      check_gemm(rt, "tj__gemm_f16_grid", M, N, K, A, lda, B, ldb, C, ldc) !=
+          TJ_OK)
+    return (tj_dim3){0, 0, 0};
+  return tj__gemm_plan_call(rt, M, N, K, A, lda, B, ldb, C, ldc).grid;
+}
+
+int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
+                float alpha, const uint16_t *A, int lda, const uint16_t *B,
+                int ldb, float beta, uint16_t *C, int ldc)
+{
+  static const char fn[] = "tj_gemm_f16";
+  if (!tj__runtime_usable(rt))
+    return TJ_EINVAL;
+  int rc = check_gemm(rt, fn, M, N, K, A, lda, B, ldb, C, ldc);
+  if (rc != TJ_OK)
+    return rc;
+  tj__gemm_plan p =
+      tj__gemm_plan_call(rt, M, N, K, A, lda, B, ldb, C, ldc);
+  if (p.path == GEMM_PATH_SKINNY_TC)
+    return launch_skinny_tc(rt, fn, p, stream, M, N, K, alpha, A, lda, B,
+                            ldb, beta, C, ldc);
+  if (p.path == GEMM_PATH_SM90A || p.path == GEMM_PATH_SM90A_SKINNY)
+    return launch_sm90a(rt, fn, p, stream, M, N, K, alpha, A, lda, B, ldb,
+                        beta, C, ldc);
+  void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc};
+  return tj__op_launch(rt, fn, p.entry, p.grid, p.block, stream, args);
+}
+
+/* ------------------------------------------------------- host call */
+
+typedef struct gemm_shape {
+  int M, N, K;
+  float alpha, beta;
+} gemm_shape;
+
+static int call_gemm(tj_runtime *rt, const void *ctx, void *const *d)
+{
+  const gemm_shape *s = ctx;
+  return tj_gemm_f16(rt, NULL, s->M, s->N, s->K, s->alpha, d[0], s->K, d[1],
+                     s->N, s->beta, d[2], s->N);
+}
+
+int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K, float alpha,
+                     const uint16_t *A, const uint16_t *B, float beta,
+                     uint16_t *C)
+{
+  static const char fn[] = "tj_gemm_f16_host";
+  if (!tj__runtime_usable(rt))
+    return TJ_EINVAL;
+  /* Dense: each span is exactly its matrix, checked for overflow here. */
+  int rc = check_gemm(rt, fn, M, N, K, A, K, B, N, C, N);
+  if (rc != TJ_OK)
+    return rc;
+  const gemm_shape shape = {M, N, K, alpha, beta};
+  /* beta == 0: the kernel never reads C, so it is not copied in. */
+  const tj__op_buffer buf[] = {
+      {A, NULL, matrix_span(M, K, K)},
+      {B, NULL, matrix_span(K, N, N)},
+      {beta != 0.0f ? C : NULL, C, matrix_span(M, N, N)}};
+  /* The device copies are hipMalloc's, aligned as NULL is (256 bytes). */
+  const char *kernel =
+      tj__gemm_plan_call(rt, M, N, K, NULL, K, NULL, N, NULL, N).entry;
+  return tj__op_host_run(rt, fn, kernel, buf, 3, call_gemm, &shape);
+}

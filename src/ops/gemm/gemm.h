@@ -1,0 +1,171 @@
+/*
+ * gemm.h: the GEMM family's own declarations, shared by its files and
+ * nothing else in the library (its tests and the benchmark reach them
+ * too).  Dependencies run one way: the call (gemm.c) asks the plan
+ * (plan.c) what to run and launches it; the plan asks the decisions
+ * (configs.c) through tj__gemm_decision; the tuner (tune.c) times the
+ * configurations through tj__gemm_run_config.  The kernels know nothing
+ * of either.
+ *
+ * What the family keeps per runtime (its settings and the decisions met
+ * so far) sits in the runtime's one family slot (tj__runtime_slot).
+ */
+#ifndef TJ_OPS_GEMM_H
+#define TJ_OPS_GEMM_H
+
+#include "internal.h"
+
+/* ------------------------------------------------------------ knobs.c
+ * Settings that force a path or a configuration, for the benchmark and
+ * the tests that compare one against another.  A runtime starts with the
+ * rule's (tj__gemm_knobs_rule); only tj__gemm_knobs_set changes them: the
+ * library never reads them from the environment. */
+typedef struct tj__gemm_knobs {
+  int sm90a_off;    /* 1: no Hopper kernel */
+  int forced_split; /* 1 to 64: K in that many parts; 0: the rule's */
+  int tile;         /* 64, 128, 256: the Hopper tile of unsplit calls (for
+                       M <= 16 the skinny kernel's strip: 128, 256);
+                       0: the rule's */
+  int persistent;   /* 1, 0; -1: the rule's */
+  int skinny_tc;    /* 0 never, 1 wherever it runs; -1: the rule's */
+  int tile_k2;      /* 1: the 128 x 64 tile split across a cluster of two;
+                       0: another tile; -1: the rule's */
+  int tile_ks;      /* 1: the asked tile with K split across a cluster of
+                       three (256) or four (128) blocks; 0: not asked */
+  int multicast;    /* 1, 0; -1: the rule's (the persistent 128 x 256 tile
+                       in clusters of two sharing B) */
+  int skinny_sm90a; /* 0: not the Hopper skinny kernel for M <= 16; -1:
+                       the rule's (on) */
+  int tma_store;    /* 1: C through TMA where the call allows it, 0: never;
+                       -1: the plan's */
+  int evict_first;  /* 1, 0: the skinny kernel's loads of B evict-first in
+                       L2; -1: the rule's (on) */
+  int streamk;      /* 1: stream-K for every Hopper tile call; -1: never */
+  int tune_trial;   /* 1: --tune also times the trial configurations */
+  int early;        /* 0: the skinny kernel launched plainly; 1 or -1: with
+                       programmatic dependent launch (the rule's) */
+} tj__gemm_knobs;
+
+/* The rule's settings: what every runtime starts with. */
+extern const tj__gemm_knobs tj__gemm_knobs_rule;
+/* The settings rt plans with (the rule's until tj__gemm_knobs_set).
+ * Thread-safe. */
+const tj__gemm_knobs *tj__gemm_knobs_of(const tj_runtime *rt);
+/* Plan rt's GEMMs with k from now on; TJ_ENOMEM when the family's state
+ * cannot be made.  Not safe against GEMM calls running on rt meanwhile. */
+int tj__gemm_knobs_set(tj_runtime *rt, const tj__gemm_knobs *k);
+/* The settings the TJ_GEMM_* variables of the environment ask for
+ * (knobs.c lists them), on top of the rule's: the benchmark's and the
+ * GPU tests' way to force a path, never the library's. */
+void tj__gemm_knobs_from_env(tj__gemm_knobs *k);
+
+/* ------------------------------------------------------------ configs.c
+ * The Hopper configurations a tuning decision may name, the shape class a
+ * decision applies to, and rt's memo of the decisions met so far. */
+
+/* One configuration of the Hopper GEMM that a decision may name. */
+typedef struct tj__gemm_config {
+  const char *name;  /* as stored: "sm90a_128x128_split4" */
+  const char *entry; /* the kernel it launches */
+  int bn;            /* tile columns: 64, 128 or 256 */
+  int split;         /* K parts (1: none) */
+  int persistent;    /* one block per SM walking the tiles */
+  int mc2;           /* persistent in clusters of two sharing B (multicast) */
+  int skinny;        /* the Hopper skinny kernel (M <= 16): bn its strip's
+                        columns, split its cluster's blocks */
+  int streamk;       /* stream-K over the tiles of bn columns */
+  int tma_store;     /* C stored through TMA where the call allows it */
+  int trial;         /* timed only by a --tune asked for trials
+                        (tj__gemm_knobs.tune_trial) */
+  int cluster_k;     /* the 128 x bn tile with K split across a cluster,
+                        its size the width's (plan.c: 2 blocks for
+                        128 x 64, 4 for 128 x 128, 3 for 128 x 256) */
+} tj__gemm_config;
+/* The rows the Hopper skinny kernel takes (its configurations are the
+ * table's skinny ones). */
+#define TJ__GEMM_SKINNY_ROWS 16
+/* The name tuning decisions of this family are stored under. */
+#define TJ__GEMM_OP "gemm_f16"
+/* The table, and one by name (NULL when this library has none). */
+const tj__gemm_config *tj__gemm_configs(size_t *n);
+const tj__gemm_config *tj__gemm_config_find(const char *name);
+/* The first configuration that launches entry with split parts (0: any
+ * split) and stores C through TMA (store 1: a _tmastore one) or directly
+ * (0); where entry has none of that store (split-K, the skinny kernel),
+ * its first of the other; NULL where the table does not launch entry. */
+const tj__gemm_config *tj__gemm_config_of_entry(const char *entry, int split,
+                                                int store);
+/* Whether config is one this library has for op (TJ__GEMM_OP). */
+int tj__tuning_config_known(const char *op, const char *config);
+/* The shape class of a call on a device of sms SMs, as stored. */
+#define TJ__SHAPE_CLASS_MAX 48
+void tj__gemm_shape_class(int sms, int M, int N, int K, const void *C,
+                          int ldc, char out[TJ__SHAPE_CLASS_MAX]);
+/* The configuration to run for a Hopper GEMM: the cache's decision for
+ * its shape class, memoised per runtime (one query of the cache per
+ * class); NULL: the heuristic's. */
+const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, int M, int N, int K,
+                                         const void *C, int ldc);
+/* Make config rt's decision for the class of M x N x K (C from the pool:
+ * dense, aligned), as a --tune that just recorded it does. */
+void tj__gemm_decision_take(tj_runtime *rt, int M, int N, int K,
+                            const tj__gemm_config *config);
+
+/* ------------------------------------------------------------ tune.c */
+
+/* The timed rounds of a --tune with left ms of its budget and rounds of
+ * round_ms (0: unknown); exposed for its tests. */
+int tj__gemm_tune_rounds(double left, double round_ms);
+/* Whether n fp16 values got agree with ref as two correct GEMMs' outputs
+ * do (sums in another order, rounded again): each within 2^-9 of the
+ * larger magnitude plus 2^-8 of ref's root mean square, NaN where the
+ * other is NaN, an infinity where the other is the same one; else 0 with
+ * *bad the first that does not. */
+int tj__gemm_outputs_agree(const uint16_t *ref, const uint16_t *got, size_t n,
+                           size_t *bad);
+
+/* ------------------------------------------------------------ plan.c */
+
+/* The configuration the heuristic picks for an sm_90 GEMM on a device of
+ * sms SMs (NULL where it picks none in the table). */
+const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K);
+/* Whether a Hopper tile launch stores C through TMA: asked for (by the
+ * knobs, else by planned, the plan's or configuration's store), beta == 0
+ * (C not read), N and ldc multiples of 8 (rows of whole 16-byte pieces,
+ * so that no box crosses the end of a row) and C 16-byte aligned.  The
+ * call's launches and the tuner's candidates both ask it. */
+int tj__gemm_tma_store_applies(const tj__gemm_knobs *knobs, int planned,
+                               int N, float beta, const void *C, int ldc);
+/* Whether rt runs an M-row GEMM with suitable A and B on the Hopper
+ * kernel (the one with configurations to tune). */
+int tj__gemm_tunable(const tj_runtime *rt, int M);
+/* The split-K heuristic of the Hopper GEMM: how many K-ranges make tiles
+ * (128 x 128 tiles of C) blocks fill sms SMs, given ktiles k-tiles of 64;
+ * 1 for none. */
+int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms);
+/* The skinny tensor-core path's split of K for tiles strips of C on a GPU
+ * of sms SMs (1: none); exposed for its tests. */
+int tj__gemm_skinny_split(long long tiles, int K, int sms);
+/* The Hopper skinny kernel's split (a cluster of that many blocks a
+ * strip) and strip width (*bn: 128 or 256 columns) for N columns, ktiles
+ * k-tiles of 64, sms SMs. */
+int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn);
+
+/* ------------------------------------------------------------ gemm.c */
+
+/* One launch of cfg on stream, as tj_gemm_f16 would launch it (workspace
+ * included): the tuner's. */
+int tj__gemm_run_config(tj_runtime *rt, const char *fn,
+                        const tj__gemm_config *cfg, void *stream, int M,
+                        int N, int K, float alpha, const void *A, int lda,
+                        const void *B, int ldb, float beta, void *C,
+                        int ldc);
+/* The grid of the first launch tj_gemm_f16 would make for these arguments,
+ * planned as tj_gemm_f16_kernel plans (for tests of the plans' grids:
+ * persistent ones are one block per SM); {0, 0, 0}, with tj_errmsg, for
+ * arguments it would refuse. */
+tj_dim3 tj__gemm_f16_grid(tj_runtime *rt, int M, int N, int K,
+                          const uint16_t *A, int lda, const uint16_t *B,
+                          int ldb, const uint16_t *C, int ldc);
+
+#endif
