@@ -478,8 +478,8 @@ typedef struct tj__gemm_env {
                        rule's (on) */
   int streamk;      /* TJ_GEMM_STREAMK: 1 (stream-K over 128 x 128 tiles,
                        128 x 256 with tile 256, for every Hopper tile
-                       call), 0; -1: the rule's (never: slower where
-                       measured) */
+                       call), 0; -1: the rule's (never: slower in
+                       tj-bench's GEMM section) */
   int tune_trial;   /* TJ_GEMM_TUNE_TRIAL=1: --tune also times the
                        configurations marked trial */
   int early;        /* TJ_GEMM_PDL: 1 or -1 (the rule's), the Hopper
@@ -506,8 +506,8 @@ typedef struct tj__gemm_config {
   int streamk;       /* stream-K over the tiles of bn columns */
   int tma_store;     /* C stored through TMA where the call allows it
                         (TJ_GEMM_TMA_STORE's epilogue) */
-  int trial;         /* not fit for use yet (stream-K: slower where
-                        measured): timed only by a --tune with
+  int trial;         /* no rule takes it (stream-K: slower in
+                        tj-bench's GEMM section): timed only by a --tune with
                         TJ_GEMM_TUNE_TRIAL=1 */
   int cluster_k;     /* the 128 x bn tile with K split across a cluster,
                         its size the width's (gemm_plan.c: 2 blocks for
@@ -565,7 +565,7 @@ const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K);
 /* Whether a Hopper tile launch stores C through TMA: asked for (by
  * env's TJ_GEMM_TMA_STORE, else by planned, the plan's or configuration's
  * store), beta == 0 (C not read), N and ldc multiples of 8 (rows of whole
- * 16-byte pieces: TMA's cut at N wrote past it inside one on the H200)
+ * 16-byte pieces: TMA's cut at N writes past it inside one)
  * and C 16-byte aligned.  tj_gemm_f16's launches and the tuner's
  * candidates both ask it. */
 int tj__gemm_tma_store_applies(const tj__gemm_env *env, int planned, int N,
@@ -593,10 +593,9 @@ enum {
   TJ__TRACE_PHASES
 };
 
-/* The multiprocessors a compile-only runtime plans GEMMs for: an H200's
- * 132, the GPU the plan rules were measured on, so that
- * tj_gemm_f16_kernel and tj_gemm_f16_split answer without a GPU as they
- * did before the count came from the device. */
+/* The multiprocessors a compile-only runtime plans GEMMs for: those of
+ * the sm_90 GPU the plan rules are tuned on, so that tj_gemm_f16_kernel
+ * and tj_gemm_f16_split answer without a GPU as they do with one. */
 #define TJ__FALLBACK_SMS 132
 
 struct tj_runtime {

@@ -46,7 +46,7 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
                                   uint16_t *y, uint16_t *grad_in, size_t n);
 /* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
  * dimensions; fp32 accumulation.  beta == 0: C is not read.  On an sm_90
- * device (H100, H200), M <= 16 with A and B 16-byte aligned and lda and
+ * device, M <= 16 with A and B 16-byte aligned and lda and
  * ldb multiples of 8 runs the Hopper skinny kernel
  * (gemm_f16_sm90a_skinny* in kernels/gemm_f16_sm90a_skinny.hip: B
  * through TMA, K split across a thread-block cluster whose blocks add
@@ -55,8 +55,8 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  * off).  Otherwise, on NVIDIA sm_80 and later, M <= 16 runs a tensor-core
  * kernel that streams B (gemm_skinny_f16_tc_n32 / _n64 in
  * kernels/gemm_skinny_f16.hip), for any
- * alignment, where it was measured fastest: 64-column strips that fill
- * the GPU (N > 8384 on an H200) at any M, narrower N from 2 to 8 rows
+ * alignment, where tj-bench's skinny section times it fastest: 64-column
+ * strips where they fill the GPU (large N) at any M, narrower N from 2 to 8 rows
  * (and from 9 where the Hopper kernel cannot run); where its strips of C
  * are too few to fill the GPU it splits
  * K, with fp32 partials from the runtime's pool as the Hopper kernel
@@ -87,9 +87,9 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
  *
  * Graphs.  The calls may be captured into a CUDA graph on a stream of
  * yours (the strict global mode included), before or as the runtime's
- * first calls; the early start is recorded as a programmatic edge.  Tested
- * with driver 580 (CUDA 13): each replay gave the bits the same calls give
- * on a stream.
+ * first calls; the early start is recorded as a programmatic edge.  Each
+ * replay gives the bits the same calls give on a stream (the GPU suite
+ * checks it).
  *
  * Tuning.  The Hopper kernels have several configurations (tile width, split
  * factor; for M <= 16 strip width and cluster size); which one runs is the
@@ -153,7 +153,7 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x,
  * rows, C 4-byte aligned): time every configuration that applies (more
  * than a first use does, about 0.2 s each; with TJ_GEMM_TUNE_TRIAL=1 in
  * the environment when rt was opened, also the trials, configurations
- * slower where measured: stream-K), on random inputs the call
+ * no rule takes: stream-K), on random inputs the call
  * allocates, record the winner in the runtime's cache (replacing any
  * decision for the class) and use it in this runtime.  A configuration
  * whose output differs from the heuristic's choice's by more than
