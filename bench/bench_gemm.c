@@ -51,7 +51,7 @@ static int vendor_open(vendor_blas *v)
 #else
 static int vendor_open(vendor_blas *v)
 {
-  (void)v; /* rocBLAS is not packaged where this was written; see RESULTS.md */
+  (void)v; /* no rocBLAS comparison: the AMD build times ours alone */
   return 0;
 }
 #endif
@@ -373,7 +373,7 @@ static double read_gbs_of(tj_runtime *rt, const void *p, size_t bytes,
 /*
  * Layers back to back, as a model's decode step runs them: LAYERS calls
  * of one shape in a row on one stream, each on its own B (B's values at
- * its own address: at the smallest 8 x 32 MiB, five times an H200's L2,
+ * its own address: at the smallest 8 x 32 MiB, several times an L2,
  * so every B comes from memory), timed between one pair of events after
  * the clean flush.  A layer's time is the chain's over LAYERS: each launch
  * queued behind the one before, as in a program, not after an idle GPU.
@@ -446,10 +446,8 @@ static double chain_graph_ms(chain_ctx *c, clean_flush *clean, int reps)
  * over ours; where the Hopper skinny kernel runs (entry), ours launched
  * plainly too (TJ_GEMM_PDL=0: not to start early).  No copy of the same
  * bytes as layers: its writes, each layer's into L2, need not reach
- * memory while the layers are timed (on an H200, 2026-12-05, such a
- * chain read 0.85 of the copy rate in a row and 0.93 in a graph at 1 x
- * 4096 x 4096, where a read of the same B's whole bytes reached 0.71 and
- * 0.78). */
+ * memory while the layers are timed, so such a chain runs faster than a
+ * read of the same B's whole bytes and is no yardstick. */
 static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
                          double bytes, double copy_gbs, clean_flush *clean,
                          const char *shape, bench_record_fn record)
@@ -541,7 +539,7 @@ static double memory_peak_gbs(void)
  * (empty_ms) and its bytes then stream from the first moment: at the rate
  * the largest read streamed once its empty launch is taken off (sizes'
  * last, best_ms its best time), and at the memory's peak rate.  Below the
- * issue's 0.8 at the peak rate, no kernel reaches 0.8 at that size timed
+ * target of 0.8 at the peak rate, no kernel reaches 0.8 at that size timed
  * this way; below it at the streaming rate, none does without streaming
  * faster than the largest read did.
  */
@@ -640,7 +638,7 @@ static void bench_read_floor(tj_runtime *rt, double copy_gbs,
 
 /* Every shape is timed with L2 emptied first: B of 1 x 4096 x 4096 is
  * 32 MiB and would otherwise be served from L2 after the first rep.
- * The shapes of issue 14: square, and M in {1, 4, 16, 128, 4096} with
+ * The default shapes: square, and M in {1, 4, 16, 128, 4096} with
  * (N, K) in {(4096, 4096), (11008, 4096), (4096, 11008)}. */
 static const int shapes[][3] = {
     {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
@@ -782,8 +780,8 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   if (variants && entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0 &&
       strncmp(entry, "gemm_f16_sm90a_skinny", 21) != 0) {
     /* The tiles' epilogue straight from the accumulators (the rule's
-     * stores through TMA since the H200 timed them faster), and
-     * stream-K, asked for (not the rule's: slower there): the default's
+     * stores through TMA, which this comparison times faster), and
+     * stream-K, asked for (not the rule's: slower): the default's
      * time over theirs, and theirs against cuBLAS below. */
     if (split == 1) /* split-K's partials never go through TMA */
       direct_ms = time_variant(g, "TJ_GEMM_TMA_STORE", "0", "direct store",
@@ -825,7 +823,7 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   double kept_ms = 0, kept_clean_ms = 0;
   if (variants && entry && strncmp(entry, "gemm_f16_sm90a_skinny", 21) == 0) {
     /* B read without marking it evict-first in L2 (the default marks it
-     * since the H200 timed that faster): with and without L2 cleaned
+     * since this comparison times that faster): with and without L2 cleaned
      * first, against cuBLAS below. */
     kept_ms = time_with_env(g, "TJ_GEMM_EVICT_FIRST", "0", reps);
     kept_clean_ms = time_with_env_entry(g, "TJ_GEMM_EVICT_FIRST", "0", reps,
@@ -981,7 +979,7 @@ void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record)
   CHECK(hipMalloc(&clean.c, 8192 * 2));
   CHECK(hipMemset(clean.a, 0, 16384 * 2));
   /* TJ_BENCH_READ_FLOOR=1: what a read reaches in one launch, before the
-   * shapes (not by default: 80 lines more; about 10 s on an H100). */
+   * shapes (not by default: 80 lines more, and seconds longer). */
   const char *rf = getenv("TJ_BENCH_READ_FLOOR");
   if (rf && strcmp(rf, "1") == 0)
     bench_read_floor(rt, copy_gbs, &clean, record);

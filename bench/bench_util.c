@@ -44,7 +44,7 @@ static void memset_scratch(void *scratch, int rep)
 }
 
 /* A 256 MiB memset before each rep leaves nothing of the last rep's data
- * in L2 (50 MiB on an H200), so that a kernel whose data would fit there
+ * in L2 (several times the L2 of the GPUs it runs on), so that a kernel whose data would fit there
  * is timed against memory, as it runs in a real program. */
 double bench_time_gpu_flushed(void (*fn)(void *), void *ctx, int reps)
 {

@@ -8,14 +8,14 @@
 #   skinny-graph skinny-pair tree-pair start-bench (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
-# Issue 14's modes, each well inside a device call: gemm-check, the GPU
+# The GEMM modes, each well inside a device call: gemm-check, the GPU
 # suite's gemm, verify and skinny cases and the tuning suite on the GPU;
-# hopper-check, its hopper case (the tiles; 440 s alone on an H100 with
-# the skinny tests still in, 2026-12-05: a call of its own) and the
+# hopper-check, its hopper case (the tiles; long enough to want a call
+# of its own) and the
 # tuning suite; skinny-check, its skinny case
 # (the Hopper skinny kernel: shapes, evict-first, the early start) and
 # the tuning suite; tuning-check, the tuning suite alone;
-# gemm-bench, tj-bench's GEMM section on issue 14's eighteen shapes,
+# gemm-bench, tj-bench's GEMM section on its eighteen default shapes,
 # first without the variants (so that a variant that fails loses nothing
 # else), then with them timed beside the default (TJ_GEMM_TMA_STORE=0,
 # TJ_GEMM_STREAMK=1, TJ_GEMM_EVICT_FIRST=0); gemm-default, its first
@@ -99,7 +99,7 @@ gemm_tune() {
 }
 
 gemm_default() {
-  # Its default shapes are issue 14's eighteen.
+  # Its eighteen default shapes.
   TJ_BENCH_VARIANTS=0 timeout 200 ./bench/tj-bench --only gemm > "$out/bench-gemm-default.txt" 2>&1
 }
 
@@ -142,8 +142,7 @@ skinny_cost() {
   # The Hopper skinny kernel's fixed cost, each strip width and cluster
   # size forced: one k-tile (1 x 4096 x 64) beside the 33 MB and 90 MB
   # shapes of the same N, against a copy of the same bytes and a kernel
-  # that only reads B (bench/RESULTS.md, eighth round: about 4 us more
-  # than a copy's); then the rule's choice at the nine skinny shapes, and
+  # that only reads B; then the rule's choice at the nine skinny shapes, and
   # ncu's view of the 33 MB one beside the read.
   local st=0
   each_skinny_config 1x4096x64,1x4096x4096,1x4096x11008 \
@@ -172,7 +171,7 @@ full() {  # $1: check, bench or all
       echo "pilot build failed: $(tail -3 "$out/pilot-build.log")"
     local pilot=; [ -x /tmp/tj/pilot_gelu_bwd ] && pilot="--pilot /tmp/tj/pilot_gelu_bwd"
     # The tuning decisions the benchmark runs: made ahead of time for the
-    # issue-14 shapes with M >= 128 (the Hopper kernel's), in the cache the
+    # default shapes with M >= 128 (the Hopper kernel's), in the cache the
     # benchmark uses, and listed with their times.
     export TOKITAI_JIT_CACHE=/tmp/tj/bench-cache.db
     ./tokitai-jit --tune gemm_f16 $NINE > "$out/tune.txt" 2>&1 || st=1

@@ -654,7 +654,7 @@ static void warm_start(const char *cache, int quick)
   }
   /* The same start without the code directory: a copy of the file whose
    * code directory is unusable (a plain file in its place), so every
-   * start reads SQLite, as every start did before there was one. */
+   * start reads SQLite: what the code directory saves. */
   char *sql_only = sqlite_only_copy(cache);
   double via_sql[RUNS];
   for (int i = 0; i < runs; i++) {

@@ -26,8 +26,8 @@
  *   On NVIDIA sm_80+, A is fetched 16 bytes at a time with cp.async when
  *   A is 16-byte aligned and lda is a multiple of 8, and likewise B with
  *   ldb; otherwise that operand is fetched with guarded 2-byte loads,
- *   which is much slower (2048^3 with odd lda, ldb: about 86 TFLOP/s on an
- *   H200, against about 300 aligned).  C is written in pairs when C is
+ *   which is much slower (tj-bench's GEMM section times both).  C is
+ *   written in pairs when C is
  *   4-byte aligned and ldc is even.
  *
  * Paths
@@ -38,17 +38,16 @@
  *   tile, 4 warps of 64 x 64 each, a three-stage cp.async pipeline, and
  *   ldmatrix from XOR-swizzled shared memory (no padding, no bank
  *   conflicts).  Edge tiles in M, N and K are zero-filled on load and
- *   guarded on store.  Measured on an H200: about 400 TFLOP/s at 4096^3
- *   and 8192^3, 52% of cuBLAS (cublasGemmEx, fp32 compute) on the same
- *   machine, with results bit-identical to cuBLAS's there.
+ *   guarded on store.  tj-bench's GEMM section compares it with cuBLAS
+ *   (cublasGemmEx, fp32 compute), whose results it matches bit for bit.
  *   AMD CDNA (gfx908, gfx90a, gfx94x) and RDNA3 (gfx1100 to gfx1103),
  *   where the compiler has the builtins: the matrix cores, through
  *   __builtin_amdgcn_mfma_f32_16x16x16f16 (2 waves of 64, each 64 x 128)
  *   or __builtin_amdgcn_wmma_f32_16x16x16_f16_w32 (4 waves of 32, each
  *   64 x 64), from 128 x 128 x 32 tiles in LDS with B transposed, loaded
- *   with guarded 2-byte reads (any alignment).  Shown so far only in the
- *   code object: v_mfma / v_wmma in its disassembly (tests/gemm_isa.sh);
- *   no AMD GPU has run these paths yet.
+ *   with guarded 2-byte reads (any alignment).  Shown only in the code
+ *   object: v_mfma / v_wmma in its disassembly (tests/gemm_isa.sh); the
+ *   GPU suite has not run these paths on an AMD GPU.
  *   Everything else (other AMD archs, older NVIDIA): a portable fp32
  *   tile in shared memory, 128 x 128 x 16, each thread a 16 x 8 block of C.
  *
@@ -152,11 +151,11 @@ __device__ __forceinline__ bool tj_pairs_ok(const tj_gemm_params &g) {
  * (256 bytes, CB = 16 chunks).  Both are 8 KiB; three stages of both fill
  * 48 KiB, the most static shared memory a kernel may have.
  *
- * The tile shape and the code layout were chosen by measurement on an H200
- * (4096^3: about 52% of cuBLAS; 8 warps of 64 x 32, 256 x 128 and 128 x 256
- * blocks, and BK = 16 with more stages were all slower).  ptxas is
- * sensitive to the shape of this code: equivalent rewrites that moved the
- * per-thread copy addresses into a struct lost 4-7%. */
+ * The tile shape and the code layout are the fastest of those timed with
+ * tj-bench's GEMM section (8 warps of 64 x 32, 256 x 128 and 128 x 256
+ * blocks, and BK = 16 with more stages are all slower).  ptxas is
+ * sensitive to the shape of this code: equivalent rewrites that move the
+ * per-thread copy addresses into a struct run slower. */
 #define TJ_GEMM_BK 32
 #define TJ_GEMM_STAGES 3
 #define TJ_GEMM_WARPS_M 2
@@ -365,8 +364,8 @@ tj_epilogue_tc(const tj_gemm_params &g,
  *
  * A block wholly inside M x N whose operands allow 16-byte copies ("fast")
  * copies every whole k tile with no bounds checks, from per-thread
- * addresses computed once (about 15% faster at 4096^3 than checking every
- * chunk); everything else, and the last partial k tile, goes through
+ * addresses computed once (faster than checking every chunk);
+ * everything else, and the last partial k tile, goes through
  * tj_load_a / tj_load_b.
  */
 __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {

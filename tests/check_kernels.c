@@ -329,7 +329,7 @@ static int launch_bounds_of(const char *src, const char *entry)
   return -1;
 }
 
-/* kernels_api.c launches these block sizes; a kernel whose bounds change
+/* the calls (elementwise.c, gemm/gemm.c) launch these block sizes; a kernel whose bounds change
  * must change there too, or its launches fail. */
 START_TEST(block_sizes_match_the_kernel_sources)
 {
@@ -356,7 +356,7 @@ START_TEST(block_sizes_match_the_kernel_sources)
     const tj__embedded_kernel *e = tj__embedded_find(want[i].entry);
     ck_assert_msg(e != NULL, "%s is not embedded", want[i].entry);
     ck_assert_msg(launch_bounds_of(e->source, want[i].entry) == want[i].threads,
-                  "%s: __launch_bounds__ is %d, kernels_api.c launches %d",
+                  "%s: __launch_bounds__ is %d, the call launches %d",
                   want[i].entry, launch_bounds_of(e->source, want[i].entry),
                   want[i].threads);
   }
@@ -365,7 +365,7 @@ END_TEST
 
 /* <tokitai-jit/kernels.h> holds one contract per embedded kernel, in the
  * library's order, whose signature is the entry's own and whose block is
- * its __launch_bounds__ and what kernels_api.c launches. */
+ * its __launch_bounds__ and what the call launches. */
 START_TEST(installed_contracts_match_the_kernels)
 {
   static const struct {

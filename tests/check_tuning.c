@@ -316,7 +316,7 @@ START_TEST(unknown_and_damaged_decisions_are_ignored)
                   "'x', n, k, device, runs, measured, origin, created FROM "
                   "tuning WHERE shape_class = 't1x32x64/c4/s132'");
   rt = test_knobs_from_env(open_arch("sm_90", 0));
-  int heuristic[] = {1, 2, 1, 1, 1, 1}; /* M = 128 .. 768 (kernels_api.c) */
+  int heuristic[] = {1, 2, 1, 1, 1, 1}; /* M = 128 .. 768 (gemm/plan.c) */
   for (int i = 0; i < 6; i++)
     ck_assert_msg(split_for(rt, 128 * (i + 1), 4096, 4096) == heuristic[i],
                   "class %d: split %d", i + 1,

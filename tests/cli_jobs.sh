@@ -80,7 +80,7 @@ out ', 0 bad$'
 run 0 --warm --arch "$a1" --arch "$a2" --cache "$tmp/par/cache.db" -j 2 $kernels
 out ': 0 compiled .*, 0 stored with their file, 4 already cached$'
 # Entries of one file in two workers: the file compiles once, in the
-# first round; the other entry is stored with it, whatever -j.
+# first pass; the other entry is stored with it, whatever -j.
 for j in 2 1; do
   run 0 --warm --arch "$a1" --cache "$tmp/file$j/cache.db" -j $j gelu_bwd_f16 gelu_fwd_f16 add_i32
   out ": 2 compiled \([^)]*\), 1 stored with their file, 0 already cached$"

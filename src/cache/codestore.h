@@ -4,7 +4,7 @@
  * named by its key, the row as a record (record.h).  A warm start reads
  * its kernels from here and opens no SQLite connection at all (SQLite's
  * own first statement in a new process costs more than the rest of a
- * warm start together; bench/RESULTS.md).
+ * warm start together; tj-bench's warm_start section).
  *
  * The SQLite file stays the record of the cache: every row is stored
  * there first, and its file here is a copy made after the row commits

@@ -42,7 +42,7 @@ struct tj__layers {
   tj__cache *system[MAX_SYSTEM_CACHES];
   int nsystem;
   char *open_warning;               /* what opening them found, said once */
-  /* The remote tier (issue 15): empty until tj__layers_set_remote. */
+  /* The remote tier: empty until tj__layers_set_remote. */
   tj__remote_tier remote;
 };
 
@@ -309,7 +309,7 @@ int tj__layers_get(tj__layers *l, const tj__cache_row *want,
 
 void tj__layers_publish(tj__layers *l, const tj__cache_row *row)
 {
-  if (l && l->remote.put) /* the remote tier's slot (issue 15) */
+  if (l && l->remote.put) /* the remote tier's slot */
     l->remote.put(l->remote.ctx, row);
 }
 

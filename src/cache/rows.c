@@ -19,8 +19,8 @@
 
 /* The statements a hit needs are prepared at open; the others (a store,
  * a drop, an eviction, recording use at close) on their first use, since
- * a warm start makes none or makes them once (preparing them was a third
- * of the cache open's instructions; bench/RESULTS.md). */
+ * a warm start makes none or makes them once (preparing them all costs
+ * much of the cache open; tj-bench's warm_start section). */
 static const struct {
   size_t offset;
   int lazy;
@@ -28,8 +28,8 @@ static const struct {
 } stmts[] = {
     /* One statement for a hit: the code is read only when it is a blob
      * of at most TJ_CACHE_MAX_CODE_BYTES (?2); length() and typeof() read
-     * none.  Each expression costs its preparation (a third of this one's
-     * went to a second CASE), so the sizes are judged in C. */
+     * none.  Each expression costs its preparation (a second CASE costs
+     * much of this one's), so the sizes are judged in C. */
     {offsetof(tj__cache, get), 0,
      "SELECT code_size, length(code), code_hash, kernel, arch, platform, "
      "compiler, options, entries, compile_ms, CASE WHEN typeof(code) = "

@@ -5,7 +5,7 @@
  * measured.  A read-only file older than version 4 has no decisions.
  *
  * A row is only advice: the library checks the configuration it names
- * against its own table before using it (src/ops/gemm_tune.c), so a
+ * against its own table before using it (src/ops/gemm/configs.c), so a
  * damaged row can at worst cost the speed of the heuristic.  A row whose
  * columns have the wrong types, or whose config is not a name, is
  * reported as bad and left for a tune to replace (INSERT OR REPLACE).

@@ -254,16 +254,16 @@ int cli_info(const cli_options *o)
  * of the output whatever the order the compiles end in.
  *
  * The library compiles a whole kernels/ file at once and stores its code
- * under every entry of the file, so the jobs run in two rounds: first
+ * under every entry of the file, so the jobs run in two passes: first
  * one entry of each file for each arch (in parallel), then the rest,
- * which the first round has put in the cache.  Job j runs kernel number
- * order[j]; the first round is jobs 0 to nfirst - 1. */
+ * which the first pass has put in the cache.  Job j runs kernel number
+ * order[j]; the first pass is jobs 0 to nfirst - 1. */
 typedef struct warm_plan {
   const cli_options *o;
   const char *const *kernels;
   size_t nkernels;
   size_t *order;        /* job -> kernel number */
-  size_t *lead;         /* kernel number -> its file's first-round number */
+  size_t *lead;         /* kernel number -> its file's first-pass number */
   size_t nfirst;
   tj_runtime *rts[CLI_MAX_ARCHS]; /* the command's, one per arch */
   int nrts;

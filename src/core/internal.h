@@ -379,7 +379,7 @@ struct tj_kernel {
   struct tj_module *owner; /* a module's kernel: code and module are the
                               owner's; a module's own slot: entry NULL */
   unsigned shared_limit;   /* dynamic shared memory the function has been
-                              allowed (kernels_api.c); atomic */
+                              allowed (gemm/gemm.c); atomic */
   int index;               /* a module's kernel: its entry's index in owner */
   int resources_read;      /* under rt->lock: resources is filled */
   tj_kernel_resources resources;

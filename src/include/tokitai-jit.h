@@ -170,7 +170,7 @@ TJ_EXPORT int tj_device_count(void);
 /* Facts about one GPU.  Owns nothing: the strings are arrays in the
  * struct. */
 typedef struct tj_device_info {
-  char name[256];        /* "NVIDIA H200", "AMD Instinct MI250X" */
+  char name[256];        /* the device's name, as its driver gives it */
   char arch[256];        /* as tj_options.arch takes it: "sm_90",
                             "gfx90a:sramecc+:xnack-" */
   uint64_t memory_bytes; /* global memory */
@@ -504,8 +504,8 @@ TJ_EXPORT void *tj_kernel_function(const tj_kernel *k);
  *     the code and is not keyed.
  *
  * What a compiler can do to the process.  Compiling in-process means that
- * a compiler crash takes the host program with it: NVRTC 13.0 was seen to
- * crash inside nvrtcCompileProgram on ill-formed inline PTX rather than
+ * a compiler crash takes the host program with it: NVRTC can crash
+ * inside nvrtcCompileProgram on ill-formed inline PTX rather than
  * return an error, and comgr's LLVM aborts on some internal errors.  The
  * library guards what it can: compiles of one process take turns (the AMD
  * compiler is not thread-safe), arch names are checked before they reach

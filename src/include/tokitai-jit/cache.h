@@ -185,8 +185,8 @@ typedef struct tj_cache_merge_stats {
 TJ_EXPORT int tj_cache_merge(tj_cache *c, const char *source,
                              tj_cache_merge_stats *st /* OUT */);
 /* ================================================================ tuning
- * Tuning decisions: which configuration of an embedded kernel family (today
- * gemm_f16 on sm_90) ran fastest for a class of shapes, on an arch, with a
+ * Tuning decisions: which configuration of an embedded kernel family
+ * (gemm_f16 on sm_90) ran fastest for a class of shapes, on an arch, with a
  * compiler, and what was measured to decide it.  They live in the same
  * file as the code, keyed like it: a decision made under another compiler
  * fingerprint or arch is never used (a new compiler re-tunes).  tj_gemm_f16
@@ -218,7 +218,7 @@ typedef struct tj_tuning {
                               SMs) */
   const char *config;      /* the configuration chosen */
   int m, n, k;             /* the shape that was timed */
-  const char *device;      /* the GPU it was timed on ("NVIDIA H200") */
+  const char *device;      /* the GPU it was timed on, by its name */
   const char *origin;      /* "first use" or "tune" */
   int64_t created;         /* unix seconds */
   int known;               /* 1: config is one this library has for op, and
