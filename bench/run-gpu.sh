@@ -3,13 +3,15 @@
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
-#   tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
+#   family-check tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
 #   skinny-check tiles-bench tiles-smoke read-floor skinny-bench
 #   skinny-graph skinny-pair tree-pair start-bench (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
 # The GEMM modes, each well inside a device call: gemm-check, the GPU
-# suite's gemm, verify and skinny cases and the tuning suite on the GPU;
+# suite's gemm, verify, skinny and family cases and the tuning suite on
+# the GPU; family-check, its family case (tj_gemm's configurations) and
+# the tuning suite;
 # hopper-check, its hopper case (the tiles; long enough to want a call
 # of its own) and the
 # tuning suite; skinny-check, its skinny case
@@ -21,8 +23,8 @@
 # TJ_GEMM_STREAMK=1, TJ_GEMM_EVICT_FIRST=0); gemm-default, its first
 # half alone; gemm-tune, tokitai-jit
 # --tune for the nine shapes with M >= 128 into a new cache (every
-# configuration, stream-K's trials included, each checked against the
-# rule's choice before it is timed), then tj-bench's GEMM section running
+# configuration, each checked against the rule's choice before it is
+# timed), then tj-bench's GEMM section running
 # those decisions; skinny-cost, the Hopper skinny kernel's fixed cost
 # at each forced strip width and cluster size (skinny_cost below);
 # tiles-bench, tj-bench's GEMM section with its variants on the nine
@@ -186,7 +188,8 @@ full() {  # $1: check, bench or all
 for what in "$@"; do
   echo "== $what ($(date +%T))"
   case $what in
-    gemm-check) gemm_check "gemm verify skinny" || status=1 ;;
+    gemm-check) gemm_check "gemm verify skinny family" || status=1 ;;
+    family-check) gemm_check "family" || status=1 ;;
     tuning-check) gemm_check "" || status=1 ;;
     skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;

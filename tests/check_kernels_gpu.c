@@ -1612,6 +1612,146 @@ START_TEST(gemm_host_call)
 }
 END_TEST
 
+/* ------------------------------------------------------- the family */
+
+/* n values of type t, random in [-1, 1) (rounded to t), at host p. */
+static void random_typed(void *p, int t, size_t n, uint64_t seed)
+{
+  for (size_t i = 0; i < n; i++) {
+    float v = (float)((double)(next_random(&seed) >> 11) * 0x1p-52 - 1);
+    if (t == TJ_DTYPE_F32)
+      ((float *)p)[i] = v;
+    else
+      ((uint16_t *)p)[i] = t == TJ_DTYPE_F16 ? tj_f32_to_f16(v)
+                                             : tj_f32_to_bf16(v);
+  }
+}
+
+static size_t type_bytes(int t)
+{
+  return t == TJ_DTYPE_F32 ? 4 : 2;
+}
+
+/* got (rows x cols, leading dimension ld, type t) against want (dense):
+ * each within rel of its magnitude plus rel of the largest, rel set by
+ * the precision of type of (the bias gradient sums C as stored). */
+static void check_typed(const char *what, const void *got, int t, long long ld,
+                        const double *want, long long rows, long long cols,
+                        int of, const char *config)
+{
+  double rel = of == TJ_DTYPE_F32 ? 0x1p-18 : of == TJ_DTYPE_F16 ? 0x1p-9 : 0x1p-7;
+  double big = 0;
+  for (long long i = 0; i < rows * cols; i++)
+    big = fmax(big, fabs(want[i]));
+  for (long long m = 0; m < rows; m++)
+    for (long long n = 0; n < cols; n++) {
+      double g = tj__dtype_load(got, t, (size_t)(m * ld + n));
+      double w = want[m * cols + n];
+      ck_assert_msg(fabs(g - w) <= rel * (fabs(w) + big),
+                    "%s: %s[%lld][%lld] = %.9g, want %.9g", config, what, m, n,
+                    g, w);
+    }
+}
+
+typedef struct family_case {
+  int ab, c, ta, tb, epi;
+} family_case;
+
+/* One call of c's configuration at m x n x k, leading dimensions padded,
+ * beta != 0, on a stream, against the oracle: C, aux where written, and
+ * the bias gradient. */
+static void run_family(tj_runtime *rt, const family_case *fc, long long M,
+                       long long N, long long K, uint64_t seed)
+{
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = fc->ab, d.c_type = fc->c;
+  d.trans_a = fc->ta, d.trans_b = fc->tb, d.epilogue = fc->epi;
+  d.m = M, d.n = N, d.k = K, d.alpha = 1.5f, d.beta = 0.5f;
+  d.lda = (fc->ta ? M : K) + 3, d.ldb = (fc->tb ? K : N) + 5, d.ldc = N + 2;
+  d.ldaux = N + 1;
+  size_t ea = type_bytes(fc->ab), ec = type_bytes(fc->c);
+  size_t na = (size_t)(fc->ta ? K : M) * d.lda, nb = (size_t)(fc->tb ? N : K) * d.ldb;
+  size_t nc = (size_t)M * d.ldc, nx = (size_t)M * d.ldaux;
+  void *hA = xmalloc(na * ea), *hB = xmalloc(nb * ea), *hC = xmalloc(nc * ec);
+  void *hbias = xmalloc((size_t)N * ec), *hx = xmalloc(nx * ec);
+  void *got = xmalloc(nc * ec), *gotx = xmalloc(nx * ec);
+  float *gots = xmalloc((size_t)N * 4);
+  double *want = xmalloc((size_t)(M * N) * 8), *wantx = xmalloc((size_t)(M * N) * 8);
+  double *wants = xmalloc((size_t)N * 8);
+  random_typed(hA, fc->ab, na, seed);
+  random_typed(hB, fc->ab, nb, seed + 1);
+  random_typed(hC, fc->c, nc, seed + 2);
+  random_typed(hbias, fc->c, (size_t)N, seed + 3);
+  random_typed(hx, fc->c, nx, seed + 4);
+  void *dA = dev_poisoned(na * ea), *dB = dev_poisoned(nb * ea);
+  void *dC = dev_poisoned(nc * ec), *dbias = dev_poisoned((size_t)N * ec);
+  void *dx = dev_poisoned(nx * ec), *ds = dev_poisoned((size_t)N * 4);
+  put(dA, hA, na * ea), put(dB, hB, nb * ea), put(dC, hC, nc * ec);
+  put(dbias, hbias, (size_t)N * ec);
+  int e = fc->epi;
+  if (e == TJ_EPILOGUE_DGELU)
+    put(dx, hx, nx * ec);
+  /* The oracle on the host copies, then the call on the device ones. */
+  d.a = hA, d.b = hB, d.c = hC;
+  d.bias = e == TJ_EPILOGUE_BIAS || e == TJ_EPILOGUE_BIAS_GELU ? hbias : NULL;
+  d.aux = e >= TJ_EPILOGUE_BIAS_GELU ? hx : NULL;
+  tj__oracle_gemm_desc(&d, want, wantx, wants);
+  d.a = dA, d.b = dB, d.c = dC;
+  d.bias = d.bias ? dbias : NULL, d.aux = d.aux ? dx : NULL;
+  d.bias_grad = e == TJ_EPILOGUE_DGELU ? ds : NULL;
+  char config[96];
+  snprintf(config, sizeof config, "%s %lldx%lldx%lld",
+           tj_gemm_kernel(rt, &d), M, N, K);
+  hipStream_t s;
+  CHECK_HIP(hipStreamCreate(&s));
+  CHECK_TJ(rt, tj_gemm(rt, s, &d));
+  CHECK_HIP(hipStreamSynchronize(s));
+  get(got, dC, nc * ec);
+  check_typed("C", got, fc->c, d.ldc, want, M, N, fc->c, config);
+  if (e == TJ_EPILOGUE_BIAS_GELU) {
+    get(gotx, dx, nx * ec);
+    check_typed("aux", gotx, fc->c, d.ldaux, wantx, M, N, fc->c, config);
+  }
+  if (e == TJ_EPILOGUE_DGELU) {
+    get(gots, ds, (size_t)N * 4);
+    check_typed("bias_grad", gots, TJ_DTYPE_F32, N, wants, 1, N, fc->c,
+                config);
+  }
+  CHECK_HIP(hipStreamDestroy(s));
+  void *dev[] = {dA, dB, dC, dbias, dx, ds};
+  for (int i = 0; i < 6; i++)
+    hipFree(dev[i]);
+  void *host[] = {hA, hB, hC, hbias, hx, got, gotx, gots, want, wantx, wants};
+  for (int i = 0; i < 11; i++)
+    free(host[i]);
+}
+
+/* Every layout and epilogue in bf16, and every pair of types with the
+ * dGELU epilogue transposed both ways, at 1 x 1 x 1 and at sizes that are
+ * multiples of no tile. */
+START_TEST(gemm_family_every_configuration)
+{
+  family_case cases[40];
+  int n = 0;
+  for (int t = 0; t < 4; t++)
+    for (int e = 0; e < 4; e++)
+      cases[n++] = (family_case){TJ_DTYPE_BF16, TJ_DTYPE_BF16, t & 1, t >> 1, e};
+  for (int ab = TJ_DTYPE_F16; ab <= TJ_DTYPE_BF16; ab++)
+    for (int c = TJ_DTYPE_F16; c <= TJ_DTYPE_F32; c++) {
+      cases[n++] = (family_case){ab, c, 0, 0, TJ_EPILOGUE_NONE};
+      cases[n++] = (family_case){ab, c, 1, 1, TJ_EPILOGUE_DGELU};
+    }
+  tj_runtime *rt = open_gpu();
+  for (int i = 0; i < n; i++) {
+    run_family(rt, &cases[i], 1, 1, 1, 100 + (uint64_t)i);
+    run_family(rt, &cases[i], 67, 45, 129, 200 + (uint64_t)i);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* ------------------------------------------------------- main */
 
 int main(void)
@@ -1661,5 +1801,8 @@ int main(void)
   tcase_add_test(skinny, gemm_hopper_skinny_evict_first_same_bits);
   tcase_add_test(skinny, gemm_hopper_skinny_early_launch_waits);
   tcase_add_test(skinny, gemm_captured_into_a_graph);
+  /* The GEMM family's configurations (CK_RUN_CASE=family). */
+  TCase *family = test_case(s, "family", 600);
+  tcase_add_test(family, gemm_family_every_configuration);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

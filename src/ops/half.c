@@ -115,3 +115,17 @@ float tj_f16_to_f32(uint16_t h)
   return bits_float(sign | ((exp + BIAS_DIFF) << F32_MAN_BITS) |
                     (man << MAN_DROP));
 }
+
+float tj_bf16_to_f32(uint16_t h)
+{
+  return bits_float((uint32_t)h << 16);
+}
+
+uint16_t tj_f32_to_bf16(float f)
+{
+  uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: quiet, its top payload */
+    return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even */
+  return (uint16_t)(u >> 16);
+}

@@ -180,3 +180,65 @@ int tj__error_within(const tj__error_stats *s, double max_abs_tol,
   return s->nonfinite == 0 && s->special_mismatch == 0 &&
          s->max_abs <= max_abs_tol && s->rel_l2 <= rel_l2_tol;
 }
+
+double tj__dtype_load(const void *p, int type, size_t i)
+{
+  if (type == TJ_DTYPE_F32)
+    return ((const float *)p)[i];
+  uint16_t h = ((const uint16_t *)p)[i];
+  return type == TJ_DTYPE_F16 ? tj_f16_to_f32(h) : tj_bf16_to_f32(h);
+}
+
+double tj__dtype_round(double v, int type)
+{
+  float f = (float)v;
+  if (type == TJ_DTYPE_F16)
+    return tj_f16_to_f32(tj_f32_to_f16(f));
+  if (type == TJ_DTYPE_BF16)
+    return tj_bf16_to_f32(tj_f32_to_bf16(f));
+  return f;
+}
+
+/* Row m, column n of op(A) op(B), summed in double. */
+static double product_at(const tj_gemm_desc *d, int64_t m, int64_t n)
+{
+  double s = 0;
+  for (int64_t k = 0; k < d->k; k++) {
+    size_t ia = (size_t)(d->trans_a ? k * d->lda + m : m * d->lda + k);
+    size_t ib = (size_t)(d->trans_b ? n * d->ldb + k : k * d->ldb + n);
+    s += tj__dtype_load(d->a, d->a_type, ia) *
+         tj__dtype_load(d->b, d->b_type, ib);
+  }
+  return s;
+}
+
+void tj__oracle_gemm_desc(const tj_gemm_desc *d, double *c, double *aux,
+                          double *sums)
+{
+  int e = d->epilogue;
+  for (int64_t m = 0; m < d->m; m++)
+    for (int64_t n = 0; n < d->n; n++) {
+      size_t o = (size_t)(m * d->n + n);
+      double v = d->alpha == 0.0f ? 0.0 : (double)d->alpha * product_at(d, m, n);
+      if (d->beta != 0.0f)
+        v += (double)d->beta *
+             tj__dtype_load(d->c, d->c_type, (size_t)(m * d->ldc + n));
+      if (e == TJ_EPILOGUE_BIAS || e == TJ_EPILOGUE_BIAS_GELU)
+        v += tj__dtype_load(d->bias, d->c_type, (size_t)n);
+      if (e == TJ_EPILOGUE_BIAS_GELU) {
+        if (aux)
+          aux[o] = v;
+        v = tj__gelu(v);
+      }
+      if (e == TJ_EPILOGUE_DGELU)
+        v *= tj__gelu_grad(
+            tj__dtype_load(d->aux, d->c_type, (size_t)(m * d->ldaux + n)));
+      c[o] = v;
+    }
+  for (int64_t n = 0; sums && e == TJ_EPILOGUE_DGELU && n < d->n; n++) {
+    double s = 0;
+    for (int64_t m = 0; m < d->m; m++)
+      s += tj__dtype_round(c[m * d->n + n], d->c_type);
+    sums[n] = s;
+  }
+}

@@ -9,6 +9,8 @@
 #ifndef TJ_ORACLE_H
 #define TJ_ORACLE_H
 
+#include "tokitai-jit.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +39,20 @@ void tj__oracle_gelu_bwd(const uint16_t *grad_out, const uint16_t *x,
 void tj__oracle_gemm(int M, int N, int K, double alpha, const uint16_t *A,
                      int lda, const uint16_t *B, int ldb, double beta,
                      const uint16_t *C, int ldc, double *out);
+
+/* Element i of a host array of a TJ_DTYPE_* type, as a double. */
+double tj__dtype_load(const void *p, int type, size_t i);
+/* v rounded to a TJ_DTYPE_* type (through binary32), as a double. */
+double tj__dtype_round(double v, int type);
+/*
+ * tj_gemm's definition (tokitai-jit/ops.h), in double, on host copies:
+ * d's pointers are host memory.  c gets the m x n result (dense, before
+ * rounding to C's type); aux (when the epilogue writes it) the
+ * pre-activation likewise; sums (for the dGELU epilogue) the column sums
+ * of c rounded to C's type.  aux and sums may be NULL.
+ */
+void tj__oracle_gemm_desc(const tj_gemm_desc *d, double *c, double *aux,
+                          double *sums);
 
 /*
  * How far a result is from its reference.  Elements whose reference is

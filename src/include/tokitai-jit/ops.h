@@ -20,6 +20,10 @@ extern "C" {
  */
 TJ_EXPORT uint16_t tj_f32_to_f16(float f);
 TJ_EXPORT float tj_f16_to_f32(uint16_t h);
+/* bfloat16 (the top 16 bits of a binary32) likewise: to nearest, ties to
+ * even, NaN stays NaN (quiet), infinities and signed zeros kept. */
+TJ_EXPORT uint16_t tj_f32_to_bf16(float f);
+TJ_EXPORT float tj_bf16_to_f32(uint16_t h);
 
 /* ================================================================ kernels
  * The embedded kernels as C calls.  Device-pointer calls queue the launch
@@ -44,6 +48,106 @@ TJ_EXPORT int tj_gelu_bwd_f16(tj_runtime *rt, void *stream,
 TJ_EXPORT int tj_gelu_fwd_bwd_f16(tj_runtime *rt, void *stream,
                                   const uint16_t *x, const uint16_t *grad_out,
                                   uint16_t *y, uint16_t *grad_in, size_t n);
+/* ============================================================ the GEMM family
+ * One call for every GEMM a training step runs: element types, layouts
+ * and an epilogue chosen per call, each combination compiled the first
+ * time it is used into a code object of its own (cached like the rest).
+ */
+
+/* Element types. */
+#define TJ_DTYPE_F16 1  /* IEEE binary16 */
+#define TJ_DTYPE_BF16 2 /* bfloat16: the top half of a binary32 */
+#define TJ_DTYPE_F32 3  /* binary32 (C, bias and aux only) */
+
+/* Epilogues, with s = alpha * op(A) op(B) + beta * C (C not read when
+ * beta == 0), row m and column n of C:
+ *   TJ_EPILOGUE_NONE       C = s
+ *   TJ_EPILOGUE_BIAS       C = s + bias[n]
+ *   TJ_EPILOGUE_BIAS_GELU  p = s + bias[n]; aux[m][n] = p when aux is not
+ *                          NULL (the pre-activation, for the backward);
+ *                          C = gelu(p), the tanh GELU of tj_gelu_fwd_f16:
+ *                          gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x +
+ *                          0.044715 x^3)))
+ *   TJ_EPILOGUE_DGELU      C = s * gelu'(aux[m][n]), the backward of the
+ *                          above; when bias_grad is not NULL,
+ *                          bias_grad[n] = the sum over m of C[m][n] as
+ *                          stored, in fp32 (the bias's gradient), the
+ *                          same bits on every run. */
+#define TJ_EPILOGUE_NONE 0
+#define TJ_EPILOGUE_BIAS 1
+#define TJ_EPILOGUE_BIAS_GELU 2
+#define TJ_EPILOGUE_DGELU 3
+
+/*
+ * A GEMM: C = epilogue(alpha * op(A) op(B) + beta * C), every matrix
+ * row-major.  op(A) is M x K: A stored M x K (A[m*lda + k]), or with
+ * trans_a its transpose, stored K x M (A[k*lda + m]); op(B) is K x N: B
+ * stored K x N (B[k*ldb + n]), or with trans_b stored N x K
+ * (B[n*ldb + k]).  So the forward pass Y = X W is trans 0, 0; the input
+ * gradient dX = dY W^T is trans_b; the weight gradient dW = X^T dY is
+ * trans_a.  Zero-initialise, set size to sizeof(tj_gemm_desc) (or leave it
+ * 0), then the fields:
+ *   a_type, b_type  TJ_DTYPE_F16 or TJ_DTYPE_BF16
+ *   c_type          TJ_DTYPE_F16, TJ_DTYPE_BF16 or TJ_DTYPE_F32; bias and
+ *                   aux have C's type
+ *   m, n, k         from 1; lda at least op(A)'s stored row length (k, or
+ *                   m with trans_a), ldb likewise (n, or k with trans_b),
+ *                   ldc and ldaux at least n
+ *   alpha, beta     fp32; the products are summed in fp32; alpha == 0
+ *                   reads neither A nor B
+ *   epilogue        a TJ_EPILOGUE_*; bias (n elements) for BIAS and
+ *                   BIAS_GELU; aux (m x n, ldaux) optional for BIAS_GELU,
+ *                   required for DGELU; bias_grad (n floats) only for
+ *                   DGELU, optional
+ * Pointers are device memory, each naturally aligned for its type.  C
+ * must not overlap A, B, bias or aux; aux and bias_grad overlap nothing.
+ */
+typedef struct tj_gemm_desc {
+  size_t size;
+  int a_type, b_type, c_type;
+  int trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha, beta;
+  const void *a;
+  int64_t lda;
+  const void *b;
+  int64_t ldb;
+  void *c;
+  int64_t ldc;
+  int epilogue;
+  const void *bias;
+  void *aux;
+  int64_t ldaux;
+  float *bias_grad;
+} tj_gemm_desc;
+
+/*
+ * Queue the GEMM d describes on stream (NULL: the default stream) and
+ * return.  f16 A, B and C without transposes or epilogue run
+ * tj_gemm_f16's kernels; every other combination runs the family's
+ * portable kernel (kernels/gemm_portable.hip, fp32 FMAs on any GPU),
+ * compiled the first time that combination is used.  The same call gives
+ * the same bits on every run.  Errors: TJ_EINVAL (a NULL or malformed
+ * field, with the field named in tj_errmsg: a type, a transpose flag or
+ * an epilogue it does not know, a size below 1, a leading dimension below
+ * its row, a pointer missing, misaligned or overlapping another, an
+ * optional pointer the epilogue does not take), TJ_ERANGE (sizes past
+ * what the kernels index), TJ_ENODEVICE (a compile-only runtime),
+ * TJ_ECOMPILE, TJ_EDEVICE, TJ_ENOMEM.  Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *d);
+/*
+ * The entry tj_gemm would launch for d (the product's, not the bias
+ * gradient's): a name that says its configuration, such as
+ * "gemm_bf16_bf16_f32_nt_biasgelu_portable", owned by rt.  For the
+ * portable kernel it compiles (or loads) that configuration, launching
+ * nothing, so it answers on a compile-only runtime too and warms the
+ * cache for it.  NULL, with tj_errmsg, for a descriptor tj_gemm would
+ * refuse or a compile that failed.  Pointers are checked as tj_gemm
+ * checks them but never read.  Thread-safe.
+ */
+TJ_EXPORT const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *d);
+
 /* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
  * dimensions; fp32 accumulation.  beta == 0: C is not read.
  *

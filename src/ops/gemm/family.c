@@ -1,0 +1,331 @@
+/*
+ * family.c: tj_gemm, the GEMM family's one call: the descriptor's checks,
+ * the route (tj_gemm_f16's kernels for the combination they serve, the
+ * portable kernel for every other), and the portable kernel's
+ * configurations.  A configuration is kernels/gemm_portable.hip compiled
+ * with the call's choices as -D constants, a module of its own (one
+ * cached code object), whose entry is named from those choices: nothing
+ * lists the configurations.
+ */
+#include "call.h"
+#include "gemm.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The portable kernel's source (generated from kernels/gemm_portable.hip
+ * by build-aux/embed.sh). */
+extern const char tj__gemm_portable_source[];
+
+/* gemm_portable.hip's launch: 256 threads, 64 x 64 tiles of C, N tiles
+ * along x and M tiles along y (at most 65535); the column sums 256
+ * columns a block. */
+#define PORTABLE_THREADS 256u
+#define PORTABLE_TILE 64
+#define PORTABLE_GRID_Y_CAP 65535
+#define COLSUM_COLUMNS 256
+/* The name of a configuration: "gemm_bf16_bf16_f32_nt_biasgelu_portable"
+ * and its "_colsum" fits. */
+#define CONFIG_NAME_MAX 64
+
+static const char *const dtype_names[] = {NULL, "f16", "bf16", "f32"};
+static const char *const epilogue_names[] = {"none", "bias", "biasgelu",
+                                             "dgelu"};
+
+static size_t dtype_bytes(int t)
+{
+  return t == TJ_DTYPE_F32 ? 4 : 2;
+}
+
+/* ------------------------------------------------------- checks */
+
+static int check_kinds(tj_runtime *rt, const char *fn, const tj_gemm_desc *d)
+{
+  const char *names[] = {"a_type", "b_type", "c_type"};
+  int types[] = {d->a_type, d->b_type, d->c_type};
+  for (int i = 0; i < 3; i++) {
+    int max = i == 2 ? TJ_DTYPE_F32 : TJ_DTYPE_BF16;
+    if (types[i] < TJ_DTYPE_F16 || types[i] > max)
+      return tj__fail(rt, TJ_EINVAL, "%s: %s=%d is not a type this operand "
+                      "takes (TJ_DTYPE_F16, TJ_DTYPE_BF16%s)", fn, names[i],
+                      types[i], i == 2 ? ", TJ_DTYPE_F32" : "");
+  }
+  if ((d->trans_a != 0 && d->trans_a != 1) ||
+      (d->trans_b != 0 && d->trans_b != 1))
+    return tj__fail(rt, TJ_EINVAL, "%s: trans_a=%d, trans_b=%d: each must "
+                    "be 0 or 1", fn, d->trans_a, d->trans_b);
+  if (d->epilogue < TJ_EPILOGUE_NONE || d->epilogue > TJ_EPILOGUE_DGELU)
+    return tj__fail(rt, TJ_EINVAL, "%s: epilogue=%d is not a "
+                    "TJ_EPILOGUE_*", fn, d->epilogue);
+  return TJ_OK;
+}
+
+/* m, n, k from 1; M's tiles within the grid's y limit; each leading
+ * dimension at least its stored row. */
+static int check_sizes(tj_runtime *rt, const char *fn, const tj_gemm_desc *d)
+{
+  const char *names[] = {"m", "n", "k"};
+  int64_t dims[] = {d->m, d->n, d->k};
+  for (int i = 0; i < 3; i++)
+    if (dims[i] < 1)
+      return tj__fail(rt, TJ_EINVAL, "%s: %s=%lld must be at least 1", fn,
+                      names[i], (long long)dims[i]);
+  if ((d->m - 1) / PORTABLE_TILE + 1 > PORTABLE_GRID_Y_CAP ||
+      (d->n - 1) / PORTABLE_TILE + 1 > INT_MAX)
+    return tj__fail(rt, TJ_ERANGE, "%s: %lld x %lld needs more tiles of %d "
+                    "than a grid holds", fn, (long long)d->m,
+                    (long long)d->n, PORTABLE_TILE);
+  int64_t row_a = d->trans_a ? d->m : d->k, row_b = d->trans_b ? d->k : d->n;
+  if (d->lda < row_a || d->ldb < row_b || d->ldc < d->n)
+    return tj__fail(rt, TJ_EINVAL, "%s: lda=%lld, ldb=%lld, ldc=%lld: each "
+                    "must be at least its stored row (%lld, %lld, %lld)", fn,
+                    (long long)d->lda, (long long)d->ldb, (long long)d->ldc,
+                    (long long)row_a, (long long)row_b, (long long)d->n);
+  if (d->aux && d->ldaux < d->n)
+    return tj__fail(rt, TJ_EINVAL, "%s: ldaux=%lld is less than n=%lld", fn,
+                    (long long)d->ldaux, (long long)d->n);
+  return TJ_OK;
+}
+
+/* Bytes from the first element of a rows x cols matrix (leading
+ * dimension ld, elem bytes each) to just past its last; 0 past
+ * PTRDIFF_MAX, which no allocation reaches. */
+static size_t span_of(int64_t rows, int64_t ld, int64_t cols, size_t elem)
+{
+  uint64_t e;
+  if (__builtin_mul_overflow((uint64_t)(rows - 1), (uint64_t)ld, &e) ||
+      __builtin_add_overflow(e, (uint64_t)cols, &e) ||
+      __builtin_mul_overflow(e, (uint64_t)elem, &e) || e > PTRDIFF_MAX)
+    return 0;
+  return (size_t)e;
+}
+
+typedef struct operand {
+  const char *name;
+  const void *p;
+  size_t span;   /* 0 with p: too large */
+  size_t align;
+  int written;
+} operand;
+
+/* The descriptor's arrays, in a fixed order: a, b, c, bias, aux,
+ * bias_grad (absent ones NULL). */
+static void operands_of(const tj_gemm_desc *d, operand o[6])
+{
+  size_t ea = dtype_bytes(d->a_type), eb = dtype_bytes(d->b_type);
+  size_t ec = dtype_bytes(d->c_type);
+  o[0] = (operand){"a", d->a, d->trans_a ? span_of(d->k, d->lda, d->m, ea)
+                                         : span_of(d->m, d->lda, d->k, ea),
+                   ea, 0};
+  o[1] = (operand){"b", d->b, d->trans_b ? span_of(d->n, d->ldb, d->k, eb)
+                                         : span_of(d->k, d->ldb, d->n, eb),
+                   eb, 0};
+  o[2] = (operand){"c", d->c, span_of(d->m, d->ldc, d->n, ec), ec, 1};
+  o[3] = (operand){"bias", d->bias, span_of(1, 1, d->n, ec), ec, 0};
+  o[4] = (operand){"aux", d->aux, span_of(d->m, d->ldaux, d->n, ec), ec,
+                   d->epilogue == TJ_EPILOGUE_BIAS_GELU};
+  o[5] = (operand){"bias_grad", d->bias_grad, span_of(1, 1, d->n, 4), 4, 1};
+}
+
+/* Which pointers the epilogue needs (1), takes (2: optional) or refuses
+ * (0), in operands_of's order. */
+static int wanted(const tj_gemm_desc *d, int i)
+{
+  int e = d->epilogue;
+  switch (i) {
+  case 3: return e == TJ_EPILOGUE_BIAS || e == TJ_EPILOGUE_BIAS_GELU;
+  case 4: return e == TJ_EPILOGUE_DGELU ? 1 : e == TJ_EPILOGUE_BIAS_GELU ? 2 : 0;
+  case 5: return e == TJ_EPILOGUE_DGELU ? 2 : 0;
+  default: return 1;
+  }
+}
+
+static int check_pointers(tj_runtime *rt, const char *fn,
+                          const tj_gemm_desc *d)
+{
+  operand o[6];
+  operands_of(d, o);
+  for (int i = 0; i < 6; i++) {
+    int w = wanted(d, i);
+    if (w == 1 && !o[i].p)
+      return tj__fail(rt, TJ_EINVAL, "%s: %s is NULL, and epilogue %s "
+                      "needs it", fn, o[i].name, epilogue_names[d->epilogue]);
+    if (w == 0 && o[i].p)
+      return tj__fail(rt, TJ_EINVAL, "%s: %s is set, and epilogue %s does "
+                      "not take it", fn, o[i].name,
+                      epilogue_names[d->epilogue]);
+    if (o[i].p && o[i].span == 0)
+      return tj__fail(rt, TJ_ERANGE, "%s: %s spans more bytes than memory "
+                      "holds", fn, o[i].name);
+    if (o[i].p && (uintptr_t)o[i].p % o[i].align != 0)
+      return tj__fail(rt, TJ_EINVAL, "%s: %s is not %zu-byte aligned", fn,
+                      o[i].name, o[i].align);
+  }
+  /* What is written overlaps nothing else (inputs may share). */
+  for (int i = 0; i < 6; i++)
+    for (int j = i + 1; j < 6; j++)
+      if (o[i].p && o[j].p && (o[i].written || o[j].written) &&
+          tj__op_ranges_overlap(o[i].p, o[i].span, o[j].p, o[j].span))
+        return tj__fail(rt, TJ_EINVAL, "%s: %s overlaps %s", fn, o[i].name,
+                        o[j].name);
+  return TJ_OK;
+}
+
+/* The descriptor the caller gave, of the size it says, checked. */
+static int desc_in(tj_runtime *rt, const char *fn, const tj_gemm_desc *user,
+                   tj_gemm_desc *d)
+{
+  if (!user)
+    return tj__fail(rt, TJ_EINVAL, "%s: the descriptor is NULL", fn);
+  if (tj__struct_in(d, user, sizeof *d,
+                    TJ__FIRST_SIZE(tj_gemm_desc, bias_grad)) != TJ_OK)
+    return tj__fail(rt, TJ_EINVAL, "%s: tj_gemm_desc.size is %zu: set it to "
+                    "0 or sizeof(tj_gemm_desc) (%zu in this library), and "
+                    "leave the fields this library does not know zero", fn,
+                    user->size, sizeof *d);
+  int rc = check_kinds(rt, fn, d);
+  if (rc == TJ_OK)
+    rc = check_sizes(rt, fn, d);
+  if (rc == TJ_OK)
+    rc = check_pointers(rt, fn, d);
+  return rc;
+}
+
+/* ------------------------------------------------------- the route */
+
+/* Whether tj_gemm_f16's kernels serve d: f16 throughout, no transpose,
+ * no epilogue, sizes in their int arithmetic. */
+static int f16_path_serves(const tj_gemm_desc *d)
+{
+  int64_t lim = INT_MAX - 256;
+  return d->a_type == TJ_DTYPE_F16 && d->b_type == TJ_DTYPE_F16 &&
+         d->c_type == TJ_DTYPE_F16 && !d->trans_a && !d->trans_b &&
+         d->epilogue == TJ_EPILOGUE_NONE && d->m <= lim && d->n <= lim &&
+         d->k <= lim && d->lda <= INT_MAX && d->ldb <= INT_MAX &&
+         d->ldc <= INT_MAX;
+}
+
+static void config_name(const tj_gemm_desc *d, char out[CONFIG_NAME_MAX])
+{
+  snprintf(out, CONFIG_NAME_MAX, "gemm_%s_%s_%s_%c%c_%s_portable",
+           dtype_names[d->a_type], dtype_names[d->b_type],
+           dtype_names[d->c_type], d->trans_a ? 't' : 'n',
+           d->trans_b ? 't' : 'n', epilogue_names[d->epilogue]);
+}
+
+/* The portable configuration for d: its module (the product's entry and
+ * the column sums'), compiled or loaded the first time. */
+static int portable_module(tj_runtime *rt, const tj_gemm_desc *d,
+                           tj_module **m)
+{
+  char name[CONFIG_NAME_MAX], colsum[CONFIG_NAME_MAX + 8];
+  char opt[8][CONFIG_NAME_MAX + 32];
+  config_name(d, name);
+  snprintf(colsum, sizeof colsum, "%s_colsum", name);
+  int vals[] = {d->a_type, d->b_type, d->c_type, d->trans_a, d->trans_b,
+                d->epilogue};
+  const char *keys[] = {"TJ_TA", "TJ_TB", "TJ_TC", "TJ_TRANS_A",
+                        "TJ_TRANS_B", "TJ_EPI"};
+  const char *options[8];
+  for (int i = 0; i < 6; i++) {
+    snprintf(opt[i], sizeof opt[i], "-D%s=%d", keys[i], vals[i]);
+    options[i] = opt[i];
+  }
+  snprintf(opt[6], sizeof opt[6], "-DTJ_GEMM_ENTRY=%s", name);
+  snprintf(opt[7], sizeof opt[7], "-DTJ_COLSUM_ENTRY=%s", colsum);
+  options[6] = opt[6];
+  options[7] = opt[7];
+  const char *entries[] = {name, colsum};
+  tj_module_source src = {sizeof src, tj__gemm_portable_source,
+                          "kernels/gemm_portable.hip", options, 8, NULL, 0,
+                          entries, 2};
+  return tj_module_compile(rt, &src, m);
+}
+
+/* The name of the module's first entry that starts "gemm_" and does not
+ * end "_colsum": the product's. */
+static const char *product_entry(const tj_module *m)
+{
+  tj_module_info info;
+  memset(&info, 0, sizeof info);
+  info.size = sizeof info;
+  if (tj_module_get_info(m, &info) != TJ_OK)
+    return NULL;
+  for (int i = 0; i < info.num_entries; i++) {
+    size_t len = strlen(info.entries[i]);
+    if (len < 7 || strcmp(info.entries[i] + len - 7, "_colsum") != 0)
+      return info.entries[i];
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------- launching */
+
+static int launch_portable(tj_runtime *rt, const char *fn, void *stream,
+                           tj_gemm_desc *d)
+{
+  tj_module *m = NULL;
+  tj_kernel *k = NULL, *sum = NULL;
+  char name[CONFIG_NAME_MAX], colsum[CONFIG_NAME_MAX + 8];
+  config_name(d, name);
+  snprintf(colsum, sizeof colsum, "%s_colsum", name);
+  if (rt->compile_only)
+    return tj__op_no_gpu(rt, fn);
+  int rc = portable_module(rt, d, &m);
+  if (rc == TJ_OK)
+    rc = tj_module_kernel(m, name, &k);
+  if (rc == TJ_OK && d->bias_grad)
+    rc = tj_module_kernel(m, colsum, &sum);
+  if (rc != TJ_OK)
+    return rc;
+  long long M = d->m, N = d->n, K = d->k;
+  tj_dim3 grid = {(unsigned)((N - 1) / PORTABLE_TILE + 1),
+                  (unsigned)((M - 1) / PORTABLE_TILE + 1), 1};
+  tj_dim3 block = {PORTABLE_THREADS, 1, 1};
+  void *args[] = {&M, &N, &K, &d->alpha, &d->a, &d->lda, &d->b, &d->ldb,
+                  &d->beta, &d->c, &d->ldc, &d->bias, &d->aux, &d->ldaux};
+  if ((rc = tj_launch(k, grid, block, 0, stream, args)) != TJ_OK)
+    return tj__fail(rt, rc, "%s: launching %s (grid %u x %u) failed", fn,
+                    name, grid.x, grid.y);
+  if (!sum)
+    return TJ_OK;
+  tj_dim3 sgrid = {(unsigned)((N - 1) / COLSUM_COLUMNS + 1), 1, 1};
+  void *sargs[] = {&M, &N, &d->c, &d->ldc, &d->bias_grad};
+  if ((rc = tj_launch(sum, sgrid, block, 0, stream, sargs)) != TJ_OK)
+    return tj__fail(rt, rc, "%s: launching %s failed", fn, colsum);
+  return TJ_OK;
+}
+
+int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *desc)
+{
+  static const char fn[] = "tj_gemm";
+  tj_gemm_desc d;
+  if (!tj__runtime_usable(rt))
+    return TJ_EINVAL;
+  int rc = desc_in(rt, fn, desc, &d);
+  if (rc != TJ_OK)
+    return rc;
+  if (f16_path_serves(&d))
+    return tj_gemm_f16(rt, stream, (int)d.m, (int)d.n, (int)d.k, d.alpha,
+                       d.a, (int)d.lda, d.b, (int)d.ldb, d.beta, d.c,
+                       (int)d.ldc);
+  return launch_portable(rt, fn, stream, &d);
+}
+
+const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *desc)
+{
+  static const char fn[] = "tj_gemm_kernel";
+  tj_gemm_desc d;
+  tj_module *m = NULL;
+  if (!tj__runtime_usable(rt) || desc_in(rt, fn, desc, &d) != TJ_OK)
+    return NULL;
+  if (f16_path_serves(&d))
+    return tj_gemm_f16_kernel(rt, (int)d.m, (int)d.n, (int)d.k, d.a,
+                              (int)d.lda, d.b, (int)d.ldb, d.c, (int)d.ldc);
+  if (portable_module(rt, &d, &m) != TJ_OK)
+    return NULL;
+  return product_entry(m);
+}

@@ -1,0 +1,286 @@
+/*
+ * check_gemm_family.c: tj_gemm without a GPU: the descriptor's checks
+ * (each refusal names what is wrong, and nothing is compiled for a
+ * descriptor refused), the route (f16 without transposes or epilogue to
+ * tj_gemm_f16's kernels, everything else to the portable kernel, under a
+ * name that says its configuration), every configuration of the portable
+ * kernel compiled for the test archs with its entries in the code, the
+ * bf16 conversions, and the oracle's epilogues on a case worked by hand.
+ */
+#include "testutil.h"
+#include "oracle.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Addresses that are never dereferenced (nothing launches here), far
+ * apart so that no two operands overlap. */
+#define FAKE(i) ((void *)((uintptr_t)(i) << 40))
+
+/* A valid descriptor: bf16 x bf16 -> f32, NN, m x n x k, dense. */
+static tj_gemm_desc valid(int64_t m, int64_t n, int64_t k)
+{
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = TJ_DTYPE_BF16;
+  d.c_type = TJ_DTYPE_F32;
+  d.m = m, d.n = n, d.k = k;
+  d.alpha = 1.0f;
+  d.a = FAKE(1), d.lda = k;
+  d.b = FAKE(2), d.ldb = n;
+  d.c = FAKE(3), d.ldc = n;
+  return d;
+}
+
+/* tj_gemm_kernel refuses d with rc and a message containing want. */
+static void refused(tj_runtime *rt, const tj_gemm_desc *d, int rc,
+                    const char *want)
+{
+  ck_assert_ptr_null(tj_gemm_kernel(rt, d));
+  ck_assert_msg(strstr(tj_errmsg(rt), want) != NULL, "message \"%s\" lacks "
+                "\"%s\"", tj_errmsg(rt), want);
+  ck_assert_int_eq(tj_gemm(rt, NULL, d), rc);
+}
+
+START_TEST(descriptors_are_checked)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_gemm_desc d = valid(8, 8, 8);
+  refused(rt, NULL, TJ_EINVAL, "NULL");
+  d.a_type = 3;
+  refused(rt, &d, TJ_EINVAL, "a_type=3");
+  d = valid(8, 8, 8), d.c_type = 4;
+  refused(rt, &d, TJ_EINVAL, "c_type=4");
+  d = valid(8, 8, 8), d.trans_b = 2;
+  refused(rt, &d, TJ_EINVAL, "trans_b=2");
+  d = valid(8, 8, 8), d.epilogue = 4;
+  refused(rt, &d, TJ_EINVAL, "epilogue=4");
+  d = valid(8, 0, 8);
+  refused(rt, &d, TJ_EINVAL, "n=0");
+  d = valid(8, 8, -1);
+  refused(rt, &d, TJ_EINVAL, "k=-1");
+  d = valid(8, 8, 8), d.lda = 7;
+  refused(rt, &d, TJ_EINVAL, "lda=7");
+  /* With trans_a A is stored k x m: its row is m long. */
+  d = valid(16, 8, 8), d.trans_a = 1, d.lda = 8;
+  refused(rt, &d, TJ_EINVAL, "lda=8");
+  d = valid(8, 8, 8), d.ldc = 4;
+  refused(rt, &d, TJ_EINVAL, "ldc=4");
+  d = valid(8, 8, 8), d.b = NULL;
+  refused(rt, &d, TJ_EINVAL, "b is NULL");
+  d = valid(8, 8, 8), d.c = (char *)FAKE(3) + 2;
+  refused(rt, &d, TJ_EINVAL, "c is not 4-byte aligned");
+  d = valid(8, 8, 8), d.a = (char *)FAKE(1) + 1;
+  refused(rt, &d, TJ_EINVAL, "a is not 2-byte aligned");
+  /* Spans past memory, and grids past their limits. */
+  d = valid(8, 8, 8), d.lda = INT64_MAX / 2;
+  refused(rt, &d, TJ_ERANGE, "a spans");
+  d = valid((int64_t)65536 * 64, 8, 8);
+  refused(rt, &d, TJ_ERANGE, "tiles");
+  /* C must not overlap what is read or the other outputs. */
+  d = valid(8, 8, 8), d.c = (char *)FAKE(1) + 64;
+  refused(rt, &d, TJ_EINVAL, "overlaps");
+  /* Each epilogue's pointers: needed, optional or refused. */
+  d = valid(8, 8, 8), d.epilogue = TJ_EPILOGUE_BIAS;
+  refused(rt, &d, TJ_EINVAL, "bias is NULL");
+  d = valid(8, 8, 8), d.epilogue = TJ_EPILOGUE_DGELU;
+  refused(rt, &d, TJ_EINVAL, "aux is NULL");
+  d = valid(8, 8, 8), d.bias = FAKE(4);
+  refused(rt, &d, TJ_EINVAL, "bias is set");
+  d = valid(8, 8, 8), d.epilogue = TJ_EPILOGUE_BIAS, d.bias = FAKE(4),
+  d.bias_grad = FAKE(5);
+  refused(rt, &d, TJ_EINVAL, "bias_grad is set");
+  d = valid(8, 8, 8), d.epilogue = TJ_EPILOGUE_BIAS_GELU, d.bias = FAKE(4),
+  d.aux = FAKE(5), d.ldaux = 7;
+  refused(rt, &d, TJ_EINVAL, "ldaux=7");
+  d = valid(8, 8, 8), d.epilogue = TJ_EPILOGUE_DGELU, d.aux = FAKE(5),
+  d.ldaux = 8, d.bias_grad = (float *)((char *)FAKE(5) + 16);
+  refused(rt, &d, TJ_EINVAL, "overlaps");
+  /* A size this library does not know, and a field past its own. */
+  d = valid(8, 8, 8), d.size = 8;
+  refused(rt, &d, TJ_EINVAL, "size is 8");
+  unsigned char big[sizeof d + 8];
+  memset(big, 0, sizeof big);
+  d = valid(8, 8, 8), d.size = sizeof big;
+  memcpy(big, &d, sizeof d);
+  big[sizeof d] = 1;
+  ck_assert_ptr_null(tj_gemm_kernel(rt, (const tj_gemm_desc *)big));
+  /* Nothing was compiled for any of them. */
+  tj_stats st;
+  ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
+  ck_assert_uint_eq(st.compiles, 0);
+  /* A valid one on a compile-only runtime: no GPU to launch on. */
+  d = valid(8, 8, 8);
+  ck_assert_int_eq(tj_gemm(rt, NULL, &d), TJ_ENODEVICE);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+static const int ab_types[] = {TJ_DTYPE_F16, TJ_DTYPE_BF16};
+static const int c_types[] = {TJ_DTYPE_F16, TJ_DTYPE_BF16, TJ_DTYPE_F32};
+static const char *const type_names[] = {NULL, "f16", "bf16", "f32"};
+static const char *const epi_names[] = {"none", "bias", "biasgelu", "dgelu"};
+
+/* d with epilogue e and the pointers it needs. */
+static void with_epilogue(tj_gemm_desc *d, int e)
+{
+  d->epilogue = e;
+  if (e == TJ_EPILOGUE_BIAS || e == TJ_EPILOGUE_BIAS_GELU)
+    d->bias = FAKE(4);
+  if (e == TJ_EPILOGUE_BIAS_GELU || e == TJ_EPILOGUE_DGELU) {
+    d->aux = FAKE(5);
+    d->ldaux = d->n;
+  }
+  if (e == TJ_EPILOGUE_DGELU)
+    d->bias_grad = FAKE(6);
+}
+
+/* Every pair of types (without transposes or epilogue), and every layout
+ * and epilogue (bf16 throughout): the name says the configuration, the
+ * f16 NN one without epilogue is tj_gemm_f16's, and each portable one is
+ * a module of its own, compiled here. */
+START_TEST(every_configuration_compiles)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  int portable = 0;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tc = 0; tc < 3; tc++)
+      for (int t = 0; t < 4; t++)
+        for (int e = 0; e < 4; e++) {
+          int types_only = t == 0 && e == 0;
+          int bf16 = ab_types[ta] == TJ_DTYPE_BF16 && c_types[tc] == TJ_DTYPE_BF16;
+          if (!types_only && !bf16)
+            continue;
+          tj_gemm_desc d = valid(8, 8, 8);
+          d.a_type = d.b_type = ab_types[ta];
+          d.c_type = c_types[tc];
+          d.trans_a = t & 1, d.trans_b = t >> 1;
+          with_epilogue(&d, e);
+          const char *got = tj_gemm_kernel(rt, &d);
+          ck_assert_msg(got != NULL, "%s", tj_errmsg(rt));
+          char want[96];
+          snprintf(want, sizeof want, "gemm_%s_%s_%s_%c%c_%s_portable",
+                   type_names[d.a_type], type_names[d.b_type],
+                   type_names[d.c_type], d.trans_a ? 't' : 'n',
+                   d.trans_b ? 't' : 'n', epi_names[e]);
+          if (d.a_type == TJ_DTYPE_F16 && d.c_type == TJ_DTYPE_F16 && t == 0 &&
+              e == 0) {
+            ck_assert_ptr_eq(got, tj_gemm_f16_kernel(rt, 8, 8, 8, FAKE(1), 8,
+                                                     FAKE(2), 8, FAKE(3), 8));
+            continue;
+          }
+          ck_assert_str_eq(got, want);
+          portable++;
+        }
+  /* Mixed element types are served too. */
+  tj_gemm_desc d = valid(3, 5, 7);
+  d.a_type = TJ_DTYPE_F16;
+  ck_assert_str_eq(tj_gemm_kernel(rt, &d), "gemm_f16_bf16_f32_nn_none_portable");
+  tj_stats st;
+  ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
+  ck_assert_uint_eq(st.compiles, (uint64_t)portable + 1);
+  /* Asked again: the runtime's own modules, nothing compiled. */
+  ck_assert_str_eq(tj_gemm_kernel(rt, &d), "gemm_f16_bf16_f32_nn_none_portable");
+  ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
+  ck_assert_uint_eq(st.compiles, (uint64_t)portable + 1);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The configuration's code, cached: a new runtime on the same cache
+ * compiles nothing for it. */
+START_TEST(configurations_are_cached)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_gemm_desc d = valid(9, 10, 11);
+  d.trans_b = 1, d.ldb = 11;
+  with_epilogue(&d, TJ_EPILOGUE_BIAS_GELU);
+  for (int i = 0; i < 2; i++) {
+    tj_runtime *rt = open_compile_only(path, 0);
+    ck_assert_str_eq(tj_gemm_kernel(rt, &d),
+                     "gemm_bf16_bf16_f32_nt_biasgelu_portable");
+    tj_stats st;
+    ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
+    ck_assert_uint_eq(st.compiles, i == 0 ? 1 : 0);
+    tj_runtime_close(rt);
+  }
+  free(path);
+  free(dir);
+}
+END_TEST
+
+START_TEST(bf16_conversions)
+{
+  ck_assert_uint_eq(tj_f32_to_bf16(1.0f), 0x3f80);
+  ck_assert(tj_bf16_to_f32(0x3f80) == 1.0f);
+  ck_assert_uint_eq(tj_f32_to_bf16(-2.0f), 0xc000);
+  /* Ties to even: 1 + 2^-8 is halfway between 1 and 1 + 2^-7. */
+  ck_assert_uint_eq(tj_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+  ck_assert_uint_eq(tj_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-16f), 0x3f81);
+  ck_assert_uint_eq(tj_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  ck_assert_uint_eq(tj_f32_to_bf16(INFINITY), 0x7f80);
+  ck_assert_uint_eq(tj_f32_to_bf16(-0.0f), 0x8000);
+  /* The largest finite rounds up to infinity only past its half ulp. */
+  ck_assert_uint_eq(tj_f32_to_bf16(0x1.fep127f), 0x7f7f);
+  ck_assert_uint_eq(tj_f32_to_bf16(0x1.ffp127f), 0x7f80);
+  uint16_t nan = tj_f32_to_bf16(NAN);
+  ck_assert(isnan(tj_bf16_to_f32(nan)));
+  ck_assert(isnan(tj_bf16_to_f32(tj_f32_to_bf16(tj_bf16_to_f32(0x7f81)))));
+  for (uint32_t h = 0; h < 0x10000; h++)
+    if (!isnan(tj_bf16_to_f32((uint16_t)h)))
+      ck_assert_uint_eq(tj_f32_to_bf16(tj_bf16_to_f32((uint16_t)h)), h);
+}
+END_TEST
+
+/* The oracle's epilogues on a 1 x 2 x 2 case worked by hand: A = [1 2]
+ * stored transposed (2 x 1), B = [[1 0] [0 1]] stored transposed too, C
+ * = [3 -1] with beta 0.5, alpha 2, bias [1 1]. */
+START_TEST(oracle_epilogues_by_hand)
+{
+  float a[] = {1, 2}, b[] = {1, 0, 0, 1}, c0[] = {3, -1}, bias[] = {1, 1};
+  float aux_in[] = {0, 1};
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.a_type = d.b_type = d.c_type = TJ_DTYPE_F32; /* host only */
+  d.trans_a = d.trans_b = 1;
+  d.m = 1, d.n = 2, d.k = 2;
+  d.alpha = 2.0f, d.beta = 0.5f;
+  d.a = a, d.lda = 1, d.b = b, d.ldb = 2, d.c = c0, d.ldc = 2;
+  double c[2], aux[2], sums[2];
+  /* s = 2 [1 2] + 0.5 [3 -1] = [3.5 3.5] */
+  tj__oracle_gemm_desc(&d, c, NULL, NULL);
+  ck_assert(c[0] == 3.5 && c[1] == 3.5);
+  d.epilogue = TJ_EPILOGUE_BIAS, d.bias = bias;
+  tj__oracle_gemm_desc(&d, c, NULL, NULL);
+  ck_assert(c[0] == 4.5 && c[1] == 4.5);
+  d.epilogue = TJ_EPILOGUE_BIAS_GELU;
+  tj__oracle_gemm_desc(&d, c, aux, NULL);
+  ck_assert(aux[0] == 4.5 && aux[1] == 4.5);
+  ck_assert(fabs(c[0] - tj__gelu(4.5)) == 0 && c[0] > 4.49 && c[0] < 4.5);
+  d.epilogue = TJ_EPILOGUE_DGELU, d.bias = NULL, d.aux = aux_in, d.ldaux = 2;
+  tj__oracle_gemm_desc(&d, c, NULL, sums);
+  ck_assert(c[0] == 3.5 * 0.5); /* gelu'(0) = 1/2 */
+  ck_assert(fabs(c[1] - 3.5 * tj__gelu_grad(1.0)) < 1e-15);
+  ck_assert(sums[0] == c[0] && fabs(sums[1] - c[1]) < 1e-6);
+  /* alpha 0: A and B are not read. */
+  d.alpha = 0.0f, d.a = NULL, d.b = NULL, d.epilogue = TJ_EPILOGUE_NONE;
+  tj__oracle_gemm_desc(&d, c, NULL, NULL);
+  ck_assert(c[0] == 1.5 && c[1] == -0.5);
+}
+END_TEST
+
+int main(void)
+{
+  Suite *s = suite_create("gemm_family");
+  TCase *tc = test_case(s, "family", 600);
+  tcase_add_test(tc, descriptors_are_checked);
+  tcase_add_test(tc, every_configuration_compiles);
+  tcase_add_test(tc, configurations_are_cached);
+  tcase_add_test(tc, bf16_conversions);
+  tcase_add_test(tc, oracle_epilogues_by_hand);
+  return run_suite(s);
+}
