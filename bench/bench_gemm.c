@@ -776,29 +776,15 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
    * must not depend on them). */
   const char *v = getenv("TJ_BENCH_VARIANTS");
   int variants = !(v && strcmp(v, "0") == 0);
-  double direct_ms = 0, streamk_ms = 0, streamk256_ms = 0;
+  double direct_ms = 0;
   if (variants && entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0 &&
       strncmp(entry, "gemm_f16_sm90a_skinny", 21) != 0) {
     /* The tiles' epilogue straight from the accumulators (the rule's
-     * stores through TMA, which this comparison times faster), and
-     * stream-K, asked for (not the rule's: slower): the default's
-     * time over theirs, and theirs against cuBLAS below. */
+     * stores through TMA, which this comparison times faster): the
+     * default's time over its, and its against cuBLAS below. */
     if (split == 1) /* split-K's partials never go through TMA */
       direct_ms = time_variant(g, "TJ_GEMM_TMA_STORE", "0", "direct store",
                                shape, ms, reps, record);
-    streamk_ms = time_variant(g, "TJ_GEMM_STREAMK", "1", "stream-K", shape,
-                              ms, reps, record);
-    /* Over the 128 x 256 tiles (the tile width, read at open with it). */
-    char *tile = env_set("TJ_GEMM_SM90A_TILE", "256");
-    streamk256_ms = time_variant(g, "TJ_GEMM_STREAMK", "1",
-                                 "stream-K 128x256", shape, ms, reps, record);
-    env_restore("TJ_GEMM_SM90A_TILE", tile);
-    /* The tiles with K split across a cluster of three (128 x 256) and
-     * four (128 x 128), asked for (not yet the rule's). */
-    time_variant(g, "TJ_GEMM_SM90A_TILE", "256k3", "128x256 split in a "
-                 "cluster of 3", shape, ms, reps, record);
-    time_variant(g, "TJ_GEMM_SM90A_TILE", "128k4", "128x128 split in a "
-                 "cluster of 4", shape, ms, reps, record);
   }
   if (entry && strncmp(entry, "gemm_skinny_f16_tc_", 19) == 0) {
     /* The path it replaces (the FMA kernel to 8 rows, then the tiled
@@ -873,9 +859,6 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   record_vs_vendor(g, NULL, shape, 0, vms, ms, record);
   record_vs_vendor(g, "B not evict-first", shape, 0, vms, kept_ms, record);
   record_vs_vendor(g, "direct store", shape, 0, vms, direct_ms, record);
-  record_vs_vendor(g, "stream-K", shape, 0, vms, streamk_ms, record);
-  record_vs_vendor(g, "stream-K 128x256", shape, 0, vms, streamk256_ms,
-                   record);
   if ((double)g->m * g->n <= 64.0 * 1024 * 1024) {
     snprintf(label, sizeof label, "rel L2 vs %s %s", g->vendor->name, shape);
     record("gemm", label, agreement(g), "");

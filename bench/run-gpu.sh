@@ -20,7 +20,7 @@
 # gemm-bench, tj-bench's GEMM section on its eighteen default shapes,
 # first without the variants (so that a variant that fails loses nothing
 # else), then with them timed beside the default (TJ_GEMM_TMA_STORE=0,
-# TJ_GEMM_STREAMK=1, TJ_GEMM_EVICT_FIRST=0); gemm-default, its first
+# TJ_GEMM_EVICT_FIRST=0); gemm-default, its first
 # half alone; gemm-tune, tokitai-jit
 # --tune for the nine shapes with M >= 128 into a new cache (every
 # configuration, each checked against the rule's choice before it is
@@ -197,9 +197,9 @@ for what in "$@"; do
     gemm-tune) gemm_tune || status=1 ;;
     hopper-check) gemm_check "hopper" || status=1 ;;
     skinny-check) gemm_check "skinny" || status=1 ;;
-    tiles-smoke)  # the cluster-split tiles forced, one shape each; a hang
+    tiles-smoke)  # the cluster-split tile forced, one shape each; a hang
                   # or a wrong result ends the run here
-      for t in 256k3 128k4; do
+      for t in 64k2; do
         TJ_GEMM_SM90A_TILE=$t TJ_BENCH_VARIANTS=0 \
           TJ_BENCH_SHAPES=128x11008x4096,128x4096x4096 timeout 60 \
           ./bench/tj-bench --only gemm 2>&1 | grep -E 'runs|rel L2|TFLOP' ||

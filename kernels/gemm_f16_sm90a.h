@@ -2,9 +2,9 @@
  * gemm_f16_sm90a.h: C = alpha * A * B + beta * C on fp16 matrices, fp32
  * accumulation, all row-major, with Hopper's wgmma and TMA (sm_90a only):
  * the code of the entries in gemm_f16_sm90a.hip (the tiles, M > 16, that
- * the rule and a first use's tuning run), gemm_f16_sm90a_skinny.hip (the
- * skinny kernel, M <= 16) and gemm_f16_sm90a_extra.hip (tiles only asked
- * for, stream-K and the cluster-split tiles, which no rule takes).
+ * the rule runs), gemm_f16_sm90a_skinny.hip (the
+ * skinny kernel, M <= 16) and gemm_f16_sm90a_extra.hip (tiles only a
+ * tuning decision or the benchmark asks for).
  * Each of those files names this one in a line "embed: prepend", so the
  * library's copy of its source is this file and then its own
  * (build-aux/embed.sh), one compile each: a first call compiles only
@@ -22,16 +22,8 @@
  * (check_kernels_gpu) and timed against cuBLAS by tj-bench's GEMM
  * section.  The epilogue through TMA and the skinny kernel's evict-first
  * loads are the defaults, since tj-bench times them faster
- * (TJ_GEMM_TMA_STORE=0 and TJ_GEMM_EVICT_FIRST=0 turn them off).
- * Stream-K (gemm_f16_sm90a_extra.hip: _128x128_streamk, and
- * _128x256_streamk with TJ_GEMM_SM90A_TILE=256) is slower than the
- * rule's entries, so only TJ_GEMM_STREAMK=1 or a --tune with
- * TJ_GEMM_TUNE_TRIAL=1 runs it.  The tiles split across a cluster of
- * three and four blocks (gemm_f16_sm90a_extra.hip: _128x256_cluster_k3,
- * _128x128_cluster_k4) are slower than the rule at every default shape
- * with M >= 128 in tj-bench's GEMM section: only
- * TJ_GEMM_SM90A_TILE=256k3 or 128k4, or a --tune with
- * TJ_GEMM_TUNE_TRIAL=1, runs them.
+ * (the benchmark's knobs TJ_GEMM_TMA_STORE=0 and TJ_GEMM_EVICT_FIRST=0
+ * turn them off).
  *
  * The plan
  *   block tile  128 x BN x 64, BN = 128 or 256 (the two entries)
@@ -97,10 +89,8 @@
  *   entries (gemm_f16_sm90a_skinny*, below the tiles' code).
  *
  * Beside the one-tile-per-block entries: the persistent grid, 2-CTA
- *   clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2), the
- *   epilogue through shared memory with TMA stores, and stream-K
- *   (gemm_f16_sm90a_128x128_streamk and _128x256_streamk, for tiles
- *   fewer than the SMs or a part-full last wave; asked for only).
+ *   clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2), and
+ *   the epilogue through shared memory with TMA stores.
  *
  * Launch
  *   block   (384, 1, 1)
@@ -857,171 +847,6 @@ __device__ __forceinline__ void tj_h_gemm_persistent(const tj_tmap *ta,
     tj_h_cluster_sync_any();
 }
 
-/* Stream-K (gemm_f16_sm90a_128x128_streamk, _128x256_streamk: BN 128 or
- * 256; their entries are in gemm_f16_sm90a_extra.hip): the grid's G
- * blocks (at most
- * one an SM, so all resident at once) share out the k-tiles of all the
- * tiles, tiles x ktiles units in the banded tile order, in G runs as even
- * as whole units allow: block b takes units [U * b / G, U * (b + 1) / G).
- * No SM idles for want of a tile, as it does where the tiles are fewer
- * than the SMs (128 x 11008 x 4096: 86 tiles of 128 x 128 on 132 SMs) or
- * leave a last wave part full.  A block walks its run a tile at a time
- * (a segment).  A tile is stored by the block holding its first k-tile
- * (its owner).  A segment that begins inside a tile can only be a run's
- * first: its sums go to the block's slot of work, in the consumer
- * threads' own order, and the block's flag there then holds seq (the
- * launch's number, never the same twice in a process, so a flag left by
- * an earlier launch in reused memory is not taken for this one's).  A
- * segment that holds a tile's first k-tiles but not its last can only be
- * a run's last: its owner waits for the blocks after it that hold the
- * rest, and adds their sums to its own in block order (so the same bits
- * on every run on a device) before storing the tile.  Those blocks wrote
- * their sums first thing, and a block waits only at the end of its run
- * for slots that no block waits to write, so nothing waits in a circle;
- * the waits are short, the slots being written long before.  Every block
- * must be resident at once (or at least two, with blocks started in
- * index order).
- *   work  G slots of TJ_H_BM x BN floats, then G unsigned flags. */
-
-/* The first unit of block b's run. */
-__device__ __forceinline__ long long tj_k_start(long long units, int blocks,
-                                                int b) {
-  return units * b / blocks;
-}
-
-/* The block whose run holds unit u. */
-__device__ __forceinline__ int tj_k_block_of(long long units, int blocks,
-                                             long long u) {
-  int b = (int)(u * blocks / units);
-  while (b + 1 < blocks && tj_k_start(units, blocks, b + 1) <= u)
-    b++;
-  while (b > 0 && tj_k_start(units, blocks, b) > u)
-    b--;
-  return b;
-}
-
-/* The segment of a run [u, u1) that starts at unit u: its tile, its
- * first k-tile there, and its k-tiles (returned), up to the tile's end
- * or the run's. */
-__device__ __forceinline__ int tj_k_segment(long long u, long long u1,
-                                            int ktiles, int &tile, int &k0) {
-  tile = (int)(u / ktiles);
-  k0 = (int)(u % ktiles);
-  return u1 - u < ktiles - k0 ? (int)(u1 - u) : ktiles - k0;
-}
-
-template <int BN, int STAGES>
-__device__ __forceinline__ void tj_h_gemm_streamk(const tj_tmap *ta,
-                                                  const tj_tmap *tb, int M,
-                                                  int N, int K,
-                                                  const tj_h_out &o,
-                                                  float *work, unsigned seq) {
-  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, o.store ? o.map : nullptr);
-  unsigned sa = st.sa, sb = st.sb, full = st.full, empty = st.empty;
-  int wg = threadIdx.x / 128;
-  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK;
-  int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
-  long long units = (long long)tiles_m * tiles_n * ktiles;
-  int blocks = gridDim.x, b = blockIdx.x;
-  long long u0 = tj_k_start(units, blocks, b);
-  long long u1 = tj_k_start(units, blocks, b + 1);
-  if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (threadIdx.x == 0) {
-      int it = 0;
-      for (long long u = u0; u < u1;) {
-        int tile, k0, kn = tj_k_segment(u, u1, ktiles, tile, k0);
-        int mt, nt;
-        tj_h_tile_at(tile, tiles_m, tiles_n, mt, nt);
-        tj_h_produce<BN, STAGES>(ta, tb, sa, sb, full, empty, kn,
-                                 mt * TJ_H_BM, nt * BN, k0, it);
-        it += kn;
-        u += kn;
-      }
-    }
-    return;
-  }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-  int cw = wg - 1, t = threadIdx.x - 128;
-  float4 *slots = reinterpret_cast<float4 *>(work);
-  unsigned *flags =
-      reinterpret_cast<unsigned *>(work + (long long)blocks * TJ_H_BM * BN);
-  const int per_slot = TJ_H_BM * BN / 4; /* float4s */
-  int it = 0;
-  unsigned boxes = 0;
-  float d[BN / 2];
-  for (long long u = u0; u < u1;) {
-    int tile, k0, kn = tj_k_segment(u, u1, ktiles, tile, k0);
-    int mt, nt;
-    tj_h_tile_at(tile, tiles_m, tiles_n, mt, nt);
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++)
-      d[i] = 0.0f;
-    tj_h_consume<BN, STAGES>(d, cw, sa, sb, full, empty, kn, it);
-    /* The segment's last stage goes back too (as the persistent entries
-     * do at a tile's end). */
-    if (threadIdx.x % 32 == 0)
-      tj_h_bar_arrive(empty + 8 * ((it + kn - 1) % STAGES));
-    it += kn;
-    u += kn;
-    if (k0 > 0) {
-      /* The rest of a tile a block before began, so the run's first
-       * segment: the sums to this block's slot, then its flag, once every
-       * consumer thread's are written. */
-      float4 *slot = slots + (long long)b * per_slot;
-#pragma unroll
-      for (int i = 0; i < BN / 2; i += 4)
-        __stcg(slot + (i / 4) * 256 + t,
-               make_float4(d[i], d[i + 1], d[i + 2], d[i + 3]));
-      tj_h_named_sync(3, 256);
-      if (t == 0) {
-        __threadfence();
-        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + b),
-                     "r"(seq)
-                     : "memory");
-      }
-      continue;
-    }
-    if (kn < ktiles) {
-      /* The tile's first k-tiles and not its last, so the run's last
-       * segment: the sums of the blocks after that hold the rest, in
-       * block order. */
-      int last = tj_k_block_of(units, blocks,
-                               (long long)(tile + 1) * ktiles - 1);
-      for (int c = b + 1; c <= last; c++) {
-        if (t == 0) {
-          /* A wait past 2^35 cycles (over ten seconds) means a block that
-           * will never come (fewer SMs than the grid has blocks): the
-           * launch fails rather than hang the caller. */
-          long long since = clock64();
-          unsigned v;
-          do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
-                         : "=r"(v)
-                         : "l"(flags + c)
-                         : "memory");
-            if (v != seq && clock64() - since > (1LL << 35))
-              asm volatile("trap;");
-          } while (v != seq);
-        }
-        tj_h_named_sync(3, 256);
-        const float4 *slot = slots + (long long)c * per_slot;
-#pragma unroll
-        for (int i = 0; i < BN / 2; i += 4) {
-          float4 p = __ldcg(slot + (i / 4) * 256 + t);
-          d[i] += p.x;
-          d[i + 1] += p.y;
-          d[i + 2] += p.z;
-          d[i + 3] += p.w;
-        }
-      }
-    }
-    tj_h_epilogue<BN>(d, o, st.epi, cw, mt * TJ_H_BM + 64 * cw, nt * BN,
-                      boxes);
-  }
-  tj_h_epilogue_done(o);
-}
-
 /* Split-K across a cluster of two blocks: block rank 1 of the pair sends
  * its fp32 sums for the second half of K into rank 0's shared memory
  * (st.async, counted by an mbarrier there), and rank 0 adds them to its
@@ -1118,92 +943,6 @@ __device__ __forceinline__ void tj_h_st4_cluster(unsigned addr, float4 v) {
   asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr),
                "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
                : "memory");
-}
-
-/* Split-K across a cluster of S blocks (gemm_f16_sm90a_128x256_cluster_k3,
- * _128x128_cluster_k4): block rank r takes the r-th of S runs of whole
- * k-tiles of its 128 x BN tile (an empty run, where K is short, sums to
- * zeros), writes its fp32 sums into its own stages (done with by then),
- * and after a cluster barrier every block finishes a share of the tile's
- * elements: the S sums of each, read through distributed shared memory
- * and added in rank order (the same bits on every run), then alpha and
- * beta, stored straight to C.  No workspace, one launch, and S times the
- * blocks of one per tile: for shapes whose tiles are a fraction of the
- * SMs (128 x 11008 x 4096: 43 tiles of 128 x 256, 129 blocks in threes).
- * The epilogue never goes through TMA (the store argument is ignored). */
-/* Floats a row of the sums: BN and 8 more, so that the eight rows of a
- * warp's 64-bit stores (two phases of 16 lanes) fall in different banks. */
-#define TJ_H_KS_PITCH(bn) ((bn) + 8)
-template <int BN, int STAGES, int S>
-__device__ __forceinline__ void tj_h_gemm_cluster_ks(const tj_tmap *ta,
-                                                     const tj_tmap *tb, int M,
-                                                     int N, int K,
-                                                     const tj_h_out &o) {
-  static_assert(TJ_H_BM * TJ_H_KS_PITCH(BN) * 4 <=
-                    STAGES * TJ_H_STAGE_BYTES(BN),
-                "the sums fit in the stages");
-  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, nullptr);
-  unsigned rank = tj_h_cluster_rank(), sums = st.sa;
-  int wg = threadIdx.x / 128;
-  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK, kt0, kn;
-  tj_h_krun(ktiles, (ktiles + S - 1) / S, rank, kt0, kn);
-  int mt, nt;
-  tj_h_tile_at(blockIdx.y * (gridDim.x / S) + blockIdx.x / S, gridDim.y,
-               gridDim.x / S, mt, nt);
-  int m0 = mt * TJ_H_BM, n0 = nt * BN;
-  float d[BN / 2];
-  if (tj_h_tile_mma<BN, STAGES>(d, ta, tb, st, m0, n0, kt0, kn)) {
-    /* Both warpgroups' wgmmas have read their last stage before either
-     * writes over the stages; every load the producer issued has landed
-     * (each was waited for). */
-    tj_h_named_sync(3, 256);
-    /* The accumulator layout (tj_h_epilogue_direct's): rows r and r + 8,
-     * columns 8 * j + 2 * (t % 4) and + 1. */
-    int t = threadIdx.x % 128;
-    int r = 64 * (wg - 1) + 16 * (t / 32) + (t % 32) / 4;
-    unsigned at = sums + 4 * (r * TJ_H_KS_PITCH(BN) + 2 * (t % 4));
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++)
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n"
-                   "st.shared.v2.f32 [%3], {%4, %5};" ::"r"(at + 32 * j),
-                   "f"(d[4 * j]), "f"(d[4 * j + 1]),
-                   "r"(at + 32 * j + 32 * TJ_H_KS_PITCH(BN)),
-                   "f"(d[4 * j + 2]), "f"(d[4 * j + 3])
-                   : "memory");
-  }
-  /* Every block's sums are written (all threads of both roles; not
-   * .aligned: the producer's thread 0 comes from its loop). */
-  tj_h_cluster_sync_any();
-  if (wg != 0) {
-    /* Groups of four columns of one row: rank r takes groups r * 256 + u,
-     * + S * 256, ... (u: the consumer thread), neighbouring threads
-     * neighbouring columns; a group's S sums are in flight at once. */
-    unsigned u = threadIdx.x - 128;
-    bool pairs = (reinterpret_cast<unsigned long long>(o.C) & 3ull) == 0 &&
-                 (o.ldc & 1) == 0;
-    for (int g = (int)(rank * 256 + u); g < TJ_H_BM * BN / 4; g += S * 256) {
-      int row = g / (BN / 4), col = 4 * (g % (BN / 4));
-      unsigned at = sums + 4 * (row * TJ_H_KS_PITCH(BN) + col);
-      float4 part[S];
-#pragma unroll
-      for (int q = 0; q < S; q++)
-        part[q] = tj_h_ld4_cluster(tj_h_map_rank(at, q));
-      float4 v = part[0];
-#pragma unroll
-      for (int q = 1; q < S; q++) {
-        v.x += part[q].x;
-        v.y += part[q].y;
-        v.z += part[q].z;
-        v.w += part[q].w;
-      }
-      tj_h_store2(o.C, o.ldc, o.M, o.N, o.alpha, o.beta, m0 + row, n0 + col,
-                  v.x, v.y, pairs);
-      tj_h_store2(o.C, o.ldc, o.M, o.N, o.alpha, o.beta, m0 + row,
-                  n0 + col + 2, v.z, v.w, pairs);
-    }
-  }
-  /* No block leaves while another may still read its sums. */
-  tj_h_cluster_sync_any();
 }
 
 /* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
@@ -1485,11 +1224,6 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
   tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
-#define TJ_H_CLUSTER_KS_BODY(bn, stages, s) \
-  tj_h_gemm_cluster_ks<bn, stages, s>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
-#define TJ_H_STREAMK_BODY(bn, stages)                                       \
-  tj_h_gemm_streamk<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT, work, \
-                                seq)
 #define TJ_S_BODY(bn, split) \
   tj_s_gemm<bn, split>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc, \
                        evict_first)
@@ -1506,8 +1240,6 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #define TJ_H_PERSISTENT_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) TJ_H_BODY(bn, stages)
-#define TJ_H_CLUSTER_KS_BODY(bn, stages, s) TJ_H_BODY(bn, stages)
-#define TJ_H_STREAMK_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_S_BODY(bn, split) TJ_H_BODY(0, 0)
 #endif
 

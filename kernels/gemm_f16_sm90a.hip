@@ -1,8 +1,8 @@
 /*
  * gemm_f16_sm90a.hip: the Hopper GEMM's tile entries (M > 16) that
- * tj_gemm_f16's rule and a first use's tuning launch; the skinny entries
- * (M <= 16) are gemm_f16_sm90a_skinny.hip, and the tiles only asked for
- * (and the trials) gemm_f16_sm90a_extra.hip, so that a first call
+ * tj_gemm_f16's rule launches; the skinny entries (M <= 16) are
+ * gemm_f16_sm90a_skinny.hip, and the tiles only a tuning decision or the
+ * benchmark asks for gemm_f16_sm90a_extra.hip, so that a first call
  * compiles only what the rule may run for its kind.  Their code, and what
  * it does, is gemm_f16_sm90a.h, which the library's copy of this file
  * starts with.

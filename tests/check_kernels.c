@@ -346,11 +346,7 @@ START_TEST(block_sizes_match_the_kernel_sources)
       {"gemm_f16_sm90a_128x128_persistent", 384},
       {"gemm_f16_sm90a_128x64", 384},
       {"gemm_f16_sm90a_128x64_cluster_k2", 384},
-      {"gemm_f16_sm90a_128x256_cluster_k3", 384},
-      {"gemm_f16_sm90a_128x128_cluster_k4", 384},
       {"gemm_f16_sm90a_128x256_mc2", 384},
-      {"gemm_f16_sm90a_128x128_streamk", 384},
-      {"gemm_f16_sm90a_128x256_streamk", 384},
       {"gemm_f16_sm90a_splitk_reduce", 256}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     const tj__embedded_kernel *e = tj__embedded_find(want[i].entry);
@@ -485,18 +481,7 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
                      "gemm_f16_sm90a_128x64_cluster_k2");
-    /* The tiles split across clusters of three and four: any shape, as
-     * asked; a forced split still splits through the workspace. */
-    setenv("TJ_GEMM_SM90A_TILE", "256k3", 1);
-    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
-    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
-                     "gemm_f16_sm90a_128x256_cluster_k3");
-    ck_assert_str_eq(entry_for(rt, 255, 136, 8),
-                     "gemm_f16_sm90a_128x256_cluster_k3");
-    setenv("TJ_GEMM_SM90A_TILE", "128k4", 1);
-    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
-    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
-                     "gemm_f16_sm90a_128x128_cluster_k4");
+    /* A forced split still splits through the workspace. */
     setenv("TJ_GEMM_SPLITK", "4", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
@@ -532,34 +517,6 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     unsetenv("TJ_GEMM_PERSISTENT");
     unsetenv("TJ_GEMM_SM90A_TILE");
     unsetenv("TJ_GEMM_MULTICAST");
-    /* Stream-K takes every tile call, ahead of the rule, with a block an
-     * SM, or one a unit (a 128 x 128 tile's 64-deep k-tile) where the
-     * units are fewer; a forced split still wins, and M <= 16 stays
-     * skinny. */
-    setenv("TJ_GEMM_STREAMK", "1", 1);
-    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
-    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
-                     "gemm_f16_sm90a_128x128_streamk");
-    ck_assert_uint_eq(grid_for(rt, 128, 11008, 4096).x, 132);
-    ck_assert_uint_eq(grid_for(rt, 200, 136, 64).x, 4);
-    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x128_streamk");
-    ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_f16_sm90a_skinny_k3");
-    /* With the 256-wide tile forced, over 128 x 256 tiles: 2048^3 has 128
-     * tiles of 32 k-tiles, a block an SM; 200 x 264 x 64 has 4 units. */
-    setenv("TJ_GEMM_SM90A_TILE", "256", 1);
-    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
-    ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
-                     "gemm_f16_sm90a_128x256_streamk");
-    ck_assert_uint_eq(grid_for(rt, 2048, 2048, 2048).x, 132);
-    ck_assert_uint_eq(grid_for(rt, 200, 264, 64).x, 4);
-    unsetenv("TJ_GEMM_SM90A_TILE");
-    setenv("TJ_GEMM_SPLITK", "4", 1);
-    rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
-    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
-                     "gemm_f16_sm90a_128x128_splitk");
-    unsetenv("TJ_GEMM_SPLITK");
-    unsetenv("TJ_GEMM_STREAMK");
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     /* K and N odd: rows of A and B are not 16 bytes apart. */
     ck_assert_str_eq(entry_for(rt, 4096, 4095, 4096), "gemm_f16");
@@ -1031,7 +988,7 @@ START_TEST(sm90a_entries_compile_for_sm90a)
     }
     tj_runtime_close(rt);
   }
-  ck_assert_int_eq(entries, 22);
+  ck_assert_int_eq(entries, 18);
   tj_cache *c = NULL;
   ck_assert_int_eq(tj_cache_open(&c, db, 0), TJ_OK);
   arch_rows n = {0, 0};

@@ -227,9 +227,10 @@ START_TEST(stored_decisions_are_used)
                   "'sm90a_skinny_n128_k1'");
   insert_decision("sm_90", "nvidia", compiler, "t0x86x64/c4/s132",
                   "'sm90a_128x128'");
-  /* Stream-K and TMA-store configurations (what --tune may record). */
+  /* Tiles the rule never runs, and a TMA store (what --tune may
+   * record). */
   insert_decision("sm_90", "nvidia", compiler, "t1x88x64/c4/s132",
-                  "'sm90a_128x128_streamk'");
+                  "'sm90a_128x128_persistent'");
   insert_decision("sm_90", "nvidia", compiler, "t16x16x32/c4/s132",
                   "'sm90a_128x256_persistent_tmastore'");
   /* This runtime has met both classes: its memo answers. */
@@ -254,7 +255,7 @@ START_TEST(stored_decisions_are_used)
   ck_assert_str_eq(entry_for(rt, 256, 4096, 4096), rule256);
   ck_assert_str_eq(entry_for(rt, 1, 11008, 4096), "gemm_f16_sm90a_skinny");
   ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
-                   "gemm_f16_sm90a_128x128_streamk");
+                   "gemm_f16_sm90a_128x128_persistent");
   ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
                    "gemm_f16_sm90a_128x256_persistent");
   /* C unaligned for pairs: another class, no decision. */
@@ -571,36 +572,28 @@ START_TEST(outputs_agree_within_rounding)
 }
 END_TEST
 
-/* A configuration plans as it is named: stream-K's grid a block an SM
- * (of sms) or a unit, the _tmastore ones their base's plan with the
+/* A configuration plans as it is named: a persistent one's grid a block
+ * an SM (of sms) or a tile, the _tmastore ones their base's plan with the
  * store asked for, the others without it. */
 START_TEST(configurations_plan_as_named)
 {
-  const tj__gemm_config *sk = tj__gemm_config_find("sm90a_128x128_streamk");
-  ck_assert_ptr_nonnull(sk);
-  tj__gemm_plan p = tj__gemm_plan_config(sk, 132, 128, 11008, 4096);
-  ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x128_streamk");
-  ck_assert_uint_eq(p.grid.x, 132);
-  ck_assert_int_eq(p.streamk, 1);
+  const tj__gemm_config *pc = tj__gemm_config_find("sm90a_128x128_persistent");
+  ck_assert_ptr_nonnull(pc);
+  tj__gemm_plan p = tj__gemm_plan_config(pc, 132, 128, 11008, 4096);
+  ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x128_persistent");
+  ck_assert_uint_eq(p.grid.x, 86); /* 86 tiles, fewer than the SMs */
   ck_assert_int_eq(p.tma_store, 0);
-  p = tj__gemm_plan_config(sk, 114, 200, 136, 64); /* 2 x 2 tiles x 1 */
-  ck_assert_uint_eq(p.grid.x, 4);
-  const tj__gemm_config *skt =
-      tj__gemm_config_find("sm90a_128x128_streamk_tmastore");
-  ck_assert_ptr_nonnull(skt);
-  p = tj__gemm_plan_config(skt, 132, 1024, 1024, 1024);
-  ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x128_streamk");
-  ck_assert(p.streamk && p.tma_store);
-  ck_assert_int_eq(p.tile_n, 128);
-  const tj__gemm_config *sk2 = tj__gemm_config_find("sm90a_128x256_streamk");
-  ck_assert_ptr_nonnull(sk2);
-  p = tj__gemm_plan_config(sk2, 132, 2048, 2048, 2048); /* 128 x 32 units */
-  ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x256_streamk");
-  ck_assert(p.streamk && !p.tma_store && p.tile_n == 256);
-  ck_assert_uint_eq(p.grid.x, 132);
-  ck_assert_uint_eq(p.shared, SM90A_SHARED(256, 4));
-  p = tj__gemm_plan_config(sk2, 132, 100, 300, 64); /* 2 units */
-  ck_assert_uint_eq(p.grid.x, 2);
+  p = tj__gemm_plan_config(pc, 114, 4096, 4096, 64);
+  ck_assert_uint_eq(p.grid.x, 114);
+  const tj__gemm_config *pt =
+      tj__gemm_config_find("sm90a_128x128_persistent_tmastore");
+  ck_assert_ptr_nonnull(pt);
+  p = tj__gemm_plan_config(pt, 132, 1024, 1024, 1024);
+  ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x128_persistent");
+  ck_assert(p.tma_store && p.tile_n == 0);
+  /* Retired names are no configuration: a decision naming one is
+   * ignored. */
+  ck_assert_ptr_null(tj__gemm_config_find("sm90a_128x128_streamk"));
   /* The tiles split across a cluster: as many blocks a tile along x (a
    * whole number of clusters), the entry's contract's shared memory,
    * unsplit to the launch and storing directly. */
@@ -609,11 +602,7 @@ START_TEST(configurations_plan_as_named)
     unsigned blocks, shared;
   } ks[] = {
       {"sm90a_128x64_cluster_k2", "gemm_f16_sm90a_128x64_cluster_k2", 2,
-       TJ_KERNEL_GEMM_F16_SM90A_128X64_CLUSTER_K2_SHARED_BYTES},
-      {"sm90a_128x256_cluster_k3", "gemm_f16_sm90a_128x256_cluster_k3", 3,
-       TJ_KERNEL_GEMM_F16_SM90A_128X256_CLUSTER_K3_SHARED_BYTES},
-      {"sm90a_128x128_cluster_k4", "gemm_f16_sm90a_128x128_cluster_k4", 4,
-       TJ_KERNEL_GEMM_F16_SM90A_128X128_CLUSTER_K4_SHARED_BYTES}};
+       TJ_KERNEL_GEMM_F16_SM90A_128X64_CLUSTER_K2_SHARED_BYTES}};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
     const tj__gemm_config *k = tj__gemm_config_find(ks[i].name);
     ck_assert_ptr_nonnull(k);
@@ -623,7 +612,7 @@ START_TEST(configurations_plan_as_named)
     ck_assert_uint_eq(p.grid.y, 2);
     ck_assert_uint_eq(p.grid.z, 1);
     ck_assert_uint_eq(p.shared, ks[i].shared);
-    ck_assert(p.split == 1 && !p.tma_store && !p.streamk);
+    ck_assert(p.split == 1 && !p.tma_store);
   }
   /* The skinny kernel's configurations: the entry's contract's shared
    * memory, which grows with the cluster (the sums a block receives from
@@ -660,7 +649,6 @@ START_TEST(configurations_plan_as_named)
     const char *name = c[i].name;
     p = tj__gemm_plan_config(&c[i], 132, 2048, 2048, 2048);
     ck_assert_int_eq(p.tma_store, c[i].tma_store);
-    ck_assert_int_eq(p.streamk, c[i].streamk);
     stores += c[i].tma_store;
     if (!c[i].tma_store)
       continue;
@@ -673,7 +661,7 @@ START_TEST(configurations_plan_as_named)
               p.grid.z == q.grid.z && p.shared == q.shared &&
               p.split == q.split && !q.tma_store);
   }
-  ck_assert_int_eq(stores, 9); /* every unsplit tile configuration */
+  ck_assert_int_eq(stores, 7); /* every unsplit tile configuration */
   /* The heuristic names the rule's plans, which store through TMA: the
    * _tmastore configurations, but split-K's (which never does) and the
    * skinny kernel's. */
@@ -717,18 +705,11 @@ START_TEST(every_configuration_compiles)
     ck_assert(c[i].split == 1 || c[i].bn == 128 || c[i].skinny);
     ck_assert(!c[i].skinny || strncmp(c[i].entry, "gemm_f16_sm90a_skinny",
                                       21) == 0);
-    /* Stream-K and TMA stores: unsplit tiles; a _tmastore configuration
-     * is its base's plus the store. */
-    ck_assert(!c[i].streamk || (c[i].bn >= 128 && c[i].split == 1 &&
-                                !c[i].persistent));
+    /* TMA stores: unsplit tiles; a _tmastore configuration is its base's
+     * plus the store.  The cluster split: the 128 x 64 tile, unsplit as
+     * the launch sees it. */
     ck_assert(!c[i].tma_store || (c[i].split == 1 && !c[i].skinny));
-    /* Trials (timed only when asked for): stream-K and the tiles split
-     * across clusters of three and four (unsplit, as the launch sees
-     * them). */
-    ck_assert_int_eq(c[i].trial,
-                     c[i].streamk || (c[i].cluster_k && c[i].bn > 64));
-    ck_assert(!c[i].cluster_k ||
-              (c[i].split == 1 && (c[i].bn == 64 || !c[i].tma_store)));
+    ck_assert(!c[i].cluster_k || (c[i].split == 1 && c[i].bn == 64));
     if (c[i].tma_store) {
       char base[64];
       size_t len = strlen(c[i].name);
@@ -739,8 +720,7 @@ START_TEST(every_configuration_compiles)
       ck_assert(b < &c[i] && !b->tma_store);
       ck_assert_str_eq(b->entry, c[i].entry);
       ck_assert(b->bn == c[i].bn && b->persistent == c[i].persistent &&
-                b->cluster_k == c[i].cluster_k && b->mc2 == c[i].mc2 &&
-                b->streamk == c[i].streamk);
+                b->cluster_k == c[i].cluster_k && b->mc2 == c[i].mc2);
     }
     int have = 0;
     for (int j = 0; j < nentries; j++)
@@ -750,7 +730,7 @@ START_TEST(every_configuration_compiles)
       entries[nentries++] = c[i].entry;
     }
   }
-  ck_assert_int_eq(nentries, 22);
+  ck_assert_int_eq(nentries, 18);
   ck_assert_ptr_null(tj__gemm_config_find("sm90a_128x128_split17"));
   ck_assert_ptr_null(tj__gemm_config_find(NULL));
   if (!TJ_PLATFORM_IS_NVIDIA)

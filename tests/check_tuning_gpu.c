@@ -112,7 +112,7 @@ END_TEST
 
 typedef struct got_tuning {
   int calls, num_times, sorted, chosen_first, known;
-  int set_aside, streamk, tma_store; /* untimed; timed stream-K, TMA store */
+  int set_aside, tma_store; /* untimed; timed with a TMA store */
   int rule_timed; /* the rule's choice is named, and among the timed */
   char config[64], cls[64], rule[64];
 } got_tuning;
@@ -124,13 +124,12 @@ static int keep(const tj_tuning *t, void *ctx)
   g->num_times = t->num_times;
   g->known = t->known;
   g->sorted = 1;
-  g->set_aside = g->streamk = g->tma_store = g->rule_timed = 0;
+  g->set_aside = g->tma_store = g->rule_timed = 0;
   for (int i = 1; i < t->num_times; i++)
     g->sorted &= t->times[i - 1].ms <= t->times[i].ms;
   for (int i = 0; i < t->num_times; i++) {
     const tj__gemm_config *c = tj__gemm_config_find(t->times[i].config);
     g->set_aside += t->times[i].runs == 0;
-    g->streamk += c && c->streamk && t->times[i].runs > 0;
     g->tma_store += c && c->tma_store && t->times[i].runs > 0;
     g->rule_timed |= t->rule && strcmp(t->rule, t->times[i].config) == 0 &&
                      t->times[i].runs > 0;
@@ -145,7 +144,7 @@ static int keep(const tj_tuning *t, void *ctx)
 
 START_TEST(tune_ahead_times_every_candidate)
 {
-  tj_runtime *rt = open_tuning("TJ_GEMM_TUNE_TRIAL", "1"); /* trials too */
+  tj_runtime *rt = open_tuning(NULL, NULL);
   got_tuning g = {0};
   int rc = tj_gemm_f16_tune(rt, 128, 4096, 4096, keep, &g);
   if (!hopper(rt)) {
@@ -158,11 +157,9 @@ START_TEST(tune_ahead_times_every_candidate)
   ck_assert_int_ge(g.num_times, 4); /* two tiles and splits */
   ck_assert(g.sorted && g.chosen_first && g.known);
   /* Every candidate computed what the rule's choice does (the tuner's
-   * check), the trials (stream-K, with either store) included, and was
-   * timed, the TMA-store epilogues too. */
+   * check) and was timed, the seven TMA-store epilogues too. */
   ck_assert_int_eq(g.set_aside, 0);
-  ck_assert_int_eq(g.streamk, 4);
-  ck_assert_int_eq(g.tma_store, 9);
+  ck_assert_int_eq(g.tma_store, 7);
   /* The decision names the rule's choice, which was timed with the rest. */
   ck_assert(g.rule_timed);
   ck_assert_str_eq(g.rule, tj__gemm_heuristic(rt->sms, 128, 4096, 4096)->name);
@@ -181,12 +178,11 @@ START_TEST(tune_ahead_times_every_candidate)
   gemm_matches_oracle(rt, 128, 4096, 4096, 0.0f, 31);
   tj_runtime_close(rt);
   rt = open_tuning(NULL, NULL);
-  /* Without TJ_GEMM_TUNE_TRIAL no trial is timed: the seven unsplit
-   * tiles storing through TMA, no stream-K. */
+  /* Another shape: the seven unsplit tiles storing through TMA. */
   got_tuning plain = {0};
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 256, 512, 1024, keep, &plain), TJ_OK);
   ck_assert(plain.num_times >= 2 && plain.set_aside == 0);
-  ck_assert(plain.streamk == 0 && plain.tma_store == 7);
+  ck_assert(plain.tma_store == 7);
   const tj__gemm_config *c = tj__gemm_config_find(g.config);
   ck_assert_ptr_nonnull(c);
   uint16_t *fake = (uint16_t *)((uintptr_t)1 << 40);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # gemm_isa_sm90a.sh: the Hopper GEMM's code is Hopper's.  Each tile and
 # skinny entry (kernels/gemm_f16_sm90a.hip, gemm_f16_sm90a_skinny.hip,
-# and the trial tiles) is compiled with tokitai-jit --warm --arch
+# and gemm_f16_sm90a_extra.hip) is compiled with tokitai-jit --warm --arch
 # sm_90 (a device's own arch), must land in the cache as an sm_90a row,
 # and its SASS (cuobjdump -sass, else nvdisasm) must hold HGMMA (wgmma)
 # and no HMMA (mma.sync).  This shows which instructions run, not that

@@ -92,14 +92,9 @@ static const verify_kind kinds[] = {
     {"gemm_f16_sm90a_splitk_reduce", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x64", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x64_cluster_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_128x256_cluster_k3", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_128x128_cluster_k4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x256_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x128_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     {"gemm_f16_sm90a_128x256_mc2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* Stream-K, run as its tuning configuration. */
-    {"gemm_f16_sm90a_128x128_streamk", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_128x256_streamk", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
     /* The Hopper skinny entries: M rows (1 to 16), N = K = n, each run as
      * itself on an sm_90 device when n is a multiple of 8, and the other
      * skinny kernels elsewhere. */

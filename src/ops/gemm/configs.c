@@ -4,10 +4,9 @@
  * state: its knobs and the decisions it met so far.
  *
  * Configurations.  Each is an entry of gemm_f16_sm90a.hip (a skinny
- * one's, of gemm_f16_sm90a_skinny.hip; a trial's and those of tiles the
- * rule never runs, of gemm_f16_sm90a_extra.hip), a tile and a split
- * factor (or stream-K), and whether C is stored through TMA (the
- * _tmastore ones).  For the tiles the split and the store are launch
+ * one's, of gemm_f16_sm90a_skinny.hip; those of tiles the rule never
+ * runs, of gemm_f16_sm90a_extra.hip), a tile and a split factor, and
+ * whether C is stored through TMA (the _tmastore ones).  For the tiles the split and the store are launch
  * arguments, not compile-time constants, and for the skinny kernel
  * (M <= 16) the split is the cluster size its entry was compiled with, so
  * every configuration runs one of the entries that tests/check_kernels.c
@@ -85,17 +84,6 @@ static const tj__gemm_config configs[] = {
   SKINNY(128, 3, "_k3"), SKINNY(256, 3, "256_k3"),
   SKINNY(128, 4, "_k4"), SKINNY(256, 4, "256_k4"),
   SKINNY(128, 8, "_k8"),
-  /* Trials (timed only by a --tune asked for them): the 128 x 256 and
-   * 128 x 128 tiles with K split across a cluster of three and four
-   * blocks (the partial sums added through distributed shared memory),
-   * and stream-K over the 128 x 128 and 128 x 256 tiles, with either
-   * store. */
-  TILE("128x256_cluster_k3", 256, .cluster_k = 1, .trial = 1),
-  TILE("128x128_cluster_k4", 128, .cluster_k = 1, .trial = 1),
-  TILE("128x128_streamk", 128, .streamk = 1, .trial = 1),
-  TILE("128x256_streamk", 256, .streamk = 1, .trial = 1),
-  TMA_STORE("128x128_streamk", 128, .streamk = 1, .trial = 1),
-  TMA_STORE("128x256_streamk", 256, .streamk = 1, .trial = 1),
 };
 #undef SPLIT
 #undef SKINNY

@@ -176,12 +176,12 @@ static int launch_split(tj_runtime *rt, const char *fn, const tj__gemm_plan *p,
   return TJ_OK;
 }
 
-/* The launch of a Hopper tile or skinny plan p on tensor maps ta and tb
- * (work: stream-K's workspace). */
+/* The launch of a Hopper tile or skinny plan p on tensor maps ta and
+ * tb. */
 static int launch_tiles(tj_runtime *rt, const char *fn,
                         const tj__gemm_plan *p, void *stream, void *ta,
                         void *tb, int M, int N, int K, float alpha,
-                        float beta, void *C, int ldc, void *work)
+                        float beta, void *C, int ldc)
 {
   tj_kernel *k = NULL;
   int rc = shared_kernel(rt, fn, p, &k);
@@ -197,15 +197,7 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
   int store = p->path == GEMM_PATH_SM90A &&
               tma_store_fits(rt, p, M, N, beta, C, ldc, tc);
   int evict_first = tj__gemm_knobs_of(rt)->evict_first != 0;
-  /* Stream-K's flags hold the launch's number when set: never one that an
-   * earlier stream-K launch of this process left in reused memory (0 is
-   * skipped; 2^32 of them would wrap).  Other launches take no number. */
-  static unsigned launches;
-  unsigned seq = 0;
-  while (p->streamk && seq == 0)
-    seq = __atomic_add_fetch(&launches, 1u, __ATOMIC_RELAXED);
-  void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store,
-                   &work, &seq};
+  void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store};
   void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
   /* The skinny kernel waits (griddepcontrol.wait) before it touches A,
    * B or C, so it is launched to start early (unless the knobs say not),
@@ -221,10 +213,10 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
   return TJ_OK;
 }
 
-/* A workspace (split-K's partials, stream-K's sums and flags) is the
- * call's own, allocated and freed in order on its stream, so calls on
- * other streams never share one.  Without stream-ordered allocation (or
- * memory for it) the call runs unsplit, or as persistent tiles. */
+/* A workspace (split-K's partials) is the call's own, allocated and
+ * freed in order on its stream, so calls on other streams never share
+ * one.  Without stream-ordered allocation (or memory for it) the call
+ * runs unsplit. */
 static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
                         void *stream, int M, int N, int K, float alpha,
                         const void *A, int lda, const void *B, int ldb,
@@ -250,24 +242,11 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
       return rc;
     }
     p = (tj__gemm_plan){"gemm_f16_sm90a_128x128", {p.grid.x, p.grid.y, 1},
-                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 0, 0,
+                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 0,
                     p.tma_store};
   }
-  void *work = NULL;
-  if (p.streamk &&
-      tj__alloc_async(&rt->device, &work,
-                      SM90A_STREAMK_WORK(p.grid.x, p.tile_n),
-                      stream) != TJ_OK) {
-    /* Without the workspace, the persistent tiles of the same width. */
-    work = NULL;
-    p = tj__gemm_plan_unstreamed(p.tile_n, p.tma_store, rt->sms, M, N);
-  }
-  rc = launch_tiles(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C, ldc,
-                    work);
-  if (work && tj__free_async(work, stream) != TJ_OK && rc == TJ_OK)
-    rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the stream-K workspace "
-                  "failed", fn);
-  return rc;
+  return launch_tiles(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C,
+                      ldc);
 }
 
 int tj__gemm_run_config(tj_runtime *rt, const char *fn,

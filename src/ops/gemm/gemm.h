@@ -30,8 +30,6 @@ typedef struct tj__gemm_knobs {
   int skinny_tc;    /* 0 never, 1 wherever it runs; -1: the rule's */
   int tile_k2;      /* 1: the 128 x 64 tile split across a cluster of two;
                        0: another tile; -1: the rule's */
-  int tile_ks;      /* 1: the asked tile with K split across a cluster of
-                       three (256) or four (128) blocks; 0: not asked */
   int multicast;    /* 1, 0; -1: the rule's (the persistent 128 x 256 tile
                        in clusters of two sharing B) */
   int skinny_sm90a; /* 0: not the Hopper skinny kernel for M <= 16; -1:
@@ -40,8 +38,6 @@ typedef struct tj__gemm_knobs {
                        -1: the plan's */
   int evict_first;  /* 1, 0: the skinny kernel's loads of B evict-first in
                        L2; -1: the rule's (on) */
-  int streamk;      /* 1: stream-K for every Hopper tile call; -1: never */
-  int tune_trial;   /* 1: --tune also times the trial configurations */
   int early;        /* 0: the skinny kernel launched plainly; 1 or -1: with
                        programmatic dependent launch (the rule's) */
 } tj__gemm_knobs;
@@ -73,13 +69,9 @@ typedef struct tj__gemm_config {
   int mc2;           /* persistent in clusters of two sharing B (multicast) */
   int skinny;        /* the Hopper skinny kernel (M <= 16): bn its strip's
                         columns, split its cluster's blocks */
-  int streamk;       /* stream-K over the tiles of bn columns */
   int tma_store;     /* C stored through TMA where the call allows it */
-  int trial;         /* timed only by a --tune asked for trials
-                        (tj__gemm_knobs.tune_trial) */
-  int cluster_k;     /* the 128 x bn tile with K split across a cluster,
-                        its size the width's (plan.c: 2 blocks for
-                        128 x 64, 4 for 128 x 128, 3 for 128 x 256) */
+  int cluster_k;     /* the 128 x 64 tile with K split across a cluster of
+                        two blocks */
 } tj__gemm_config;
 /* The rows the Hopper skinny kernel takes (its configurations are the
  * table's skinny ones). */

@@ -11,11 +11,10 @@
  *                          plan_skinny_tc and plan_sm90a_skinny, which
  *                          takes the largest split it has up to n; 1:
  *                          never split)
- *   TJ_GEMM_SM90A_TILE=64, 64k2, 128, 128k4, 256 or 256k3
+ *   TJ_GEMM_SM90A_TILE=64, 64k2, 128 or 256
  *                          the Hopper tile of unsplit calls, 64k2 the
- *                          128 x 64 one split across a cluster of two,
- *                          128k4 and 256k3 those split across a cluster
- *                          of four and three (plan_sm90a); for M <= 16,
+ *                          128 x 64 one split across a cluster of two
+ *                          (plan_sm90a); for M <= 16,
  *                          128 or 256 the skinny kernel's strip width
  *                          (plan_sm90a_skinny)
  *   TJ_GEMM_PERSISTENT=1 or 0
@@ -35,12 +34,8 @@
  *   TJ_GEMM_EVICT_FIRST=1 or 0
  *                          the Hopper skinny kernel's loads of B marked
  *                          evict-first in L2 (the rule's), or not
- *   TJ_GEMM_STREAMK=1      stream-K over the 128 x 128 tiles (128 x 256
- *                          with TJ_GEMM_SM90A_TILE=256) for every Hopper
- *                          call with more than 16 rows
  *   TJ_GEMM_PDL=0 or 1     the Hopper skinny kernel launched plainly, or
  *                          with programmatic dependent launch (the rule's)
- *   TJ_GEMM_TUNE_TRIAL=1   a --tune also times the trial configurations
  */
 #include "gemm.h"
 
@@ -49,8 +44,7 @@
 
 const tj__gemm_knobs tj__gemm_knobs_rule = {
     .persistent = -1, .skinny_tc = -1, .tile_k2 = -1, .multicast = -1,
-    .skinny_sm90a = -1, .tma_store = -1, .evict_first = -1, .streamk = -1,
-    .early = -1};
+    .skinny_sm90a = -1, .tma_store = -1, .evict_first = -1, .early = -1};
 
 /* 0 or 1 when v is exactly that, else -1 (unset or unknown: the rule's). */
 static int zero_or_one(const char *v)
@@ -72,12 +66,9 @@ void tj__gemm_knobs_from_env(tj__gemm_knobs *k)
   }
   k->tile_k2 = -1;
   if (tile && (strcmp(tile, "64") == 0 || strcmp(tile, "128") == 0 ||
-               strcmp(tile, "256") == 0 || strcmp(tile, "64k2") == 0 ||
-               strcmp(tile, "256k3") == 0 || strcmp(tile, "128k4") == 0)) {
+               strcmp(tile, "256") == 0 || strcmp(tile, "64k2") == 0)) {
     k->tile = atoi(tile);
     k->tile_k2 = strcmp(tile, "64k2") == 0;
-    k->tile_ks =
-        strcmp(tile, "256k3") == 0 || strcmp(tile, "128k4") == 0;
   }
   k->persistent = zero_or_one(getenv("TJ_GEMM_PERSISTENT"));
   k->skinny_tc = zero_or_one(getenv("TJ_GEMM_SKINNY_TC"));
@@ -85,7 +76,5 @@ void tj__gemm_knobs_from_env(tj__gemm_knobs *k)
   k->skinny_sm90a = zero_or_one(getenv("TJ_GEMM_SKINNY_SM90A"));
   k->tma_store = zero_or_one(getenv("TJ_GEMM_TMA_STORE"));
   k->evict_first = zero_or_one(getenv("TJ_GEMM_EVICT_FIRST"));
-  k->streamk = zero_or_one(getenv("TJ_GEMM_STREAMK"));
-  k->tune_trial = zero_or_one(getenv("TJ_GEMM_TUNE_TRIAL")) == 1;
   k->early = zero_or_one(getenv("TJ_GEMM_PDL"));
 }

@@ -113,7 +113,7 @@ static tj__gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
   }
   return (tj__gemm_plan){c->entry, {tiles, (unsigned)split, 1},
                          {SKINNY_TC_THREADS, 1, 1}, SKINNY_TC_SHARED, split,
-                         kper, GEMM_PATH_SKINNY_TC, c->tile_n, 0, 0};
+                         kper, GEMM_PATH_SKINNY_TC, c->tile_n, 0};
 }
 
 /*
@@ -229,7 +229,7 @@ static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
                          {SM90A_SKINNY_THREADS, 1, 1},
                          SM90A_SKINNY_SHARED((unsigned)c->bn,
                                              (unsigned)c->split),
-                         c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn, 0,
+                         c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn,
                          0};
 }
 
@@ -281,7 +281,7 @@ static tj__gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
   return (tj__gemm_plan){"gemm_f16_sm90a_128x128_splitk",
                          {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
                          SM90A_SHARED(128, 5), split, kper, GEMM_PATH_SM90A,
-                         0, 0, 0};
+                         0, 0};
 }
 
 /* The 128 x 64 tile with K split across a cluster of two blocks. */
@@ -291,46 +291,7 @@ static tj__gemm_plan plan_cluster_k2(int M, int N)
   unsigned tn = (unsigned)((N - 1) / 64 + 1);
   return (tj__gemm_plan){"gemm_f16_sm90a_128x64_cluster_k2", {2 * tn, mt, 1},
                          {SM90A_THREADS, 1, 1}, SM90A_SHARED_K2, 1, 0,
-                         GEMM_PATH_SM90A, 0, 0, 0};
-}
-
-/* The 128 x bn tile (128 or 256) with K split across a cluster of blocks
- * (gemm_f16_sm90a_128x256_cluster_k3, _128x128_cluster_k4): the entry's
- * cluster size (compiled in) of blocks a tile, along x. */
-static tj__gemm_plan plan_cluster_ks(int M, int N, int bn)
-{
-  unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
-  unsigned tn = (unsigned)((N - 1) / bn + 1);
-  unsigned s = bn == 256 ? 3 : 4;
-  return (tj__gemm_plan){bn == 256 ? "gemm_f16_sm90a_128x256_cluster_k3"
-                                   : "gemm_f16_sm90a_128x128_cluster_k4",
-                         {s * tn, mt, 1}, {SM90A_THREADS, 1, 1},
-                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0, 0};
-}
-
-/* Whether stream-K's units (128 x bn tiles x k-tiles) stay within its
- * 64-bit unit arithmetic (units x blocks). */
-static int streamk_fits(int M, int N, int K, int bn)
-{
-  return (double)((M - 1) / SM90A_BM + 1) * (double)((N - 1) / bn + 1) *
-             (double)((K - 1) / 64 + 1) <
-         0x1p52;
-}
-
-/* Stream-K over the 128 x bn tiles (bn 128 or 256): at most a block an
- * SM, each taking an even share of all the tiles' k-tiles (no more
- * blocks than those). */
-static tj__gemm_plan plan_streamk(int sms, int M, int N, int K, int bn)
-{
-  unsigned long long units = (unsigned long long)((M - 1) / SM90A_BM + 1) *
-                             (unsigned long long)((N - 1) / bn + 1) *
-                             (unsigned long long)((K - 1) / 64 + 1);
-  unsigned grid = units < (unsigned)sms ? (unsigned)units : (unsigned)sms;
-  return (tj__gemm_plan){bn == 256 ? "gemm_f16_sm90a_128x256_streamk"
-                                   : "gemm_f16_sm90a_128x128_streamk",
-                         {grid, 1, 1}, {SM90A_THREADS, 1, 1},
-                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, bn, 1,
-                         0};
+                         GEMM_PATH_SM90A, 0, 0};
 }
 
 /* The 128 x 256 tile, persistent in clusters of two that share B: one
@@ -345,7 +306,7 @@ static tj__gemm_plan plan_mc2(int sms, int M, int N)
     clusters = (unsigned)pairs;
   return (tj__gemm_plan){"gemm_f16_sm90a_128x256_mc2", {2 * clusters, 1, 1},
                          {SM90A_THREADS, 1, 1}, sm90a_shared_of(256), 1, 0,
-                         GEMM_PATH_SM90A, 0, 0, 0};
+                         GEMM_PATH_SM90A, 0, 0};
 }
 
 /* An unsplit plan of entry with bn-column tiles; persistent: one block
@@ -359,25 +320,14 @@ static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
     unsigned long long tiles = (unsigned long long)tn * mt;
     unsigned grid = tiles < (unsigned)sms ? (unsigned)tiles : (unsigned)sms;
     return (tj__gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
-                           sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0,
+                           sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0,
                            0};
   }
   return (tj__gemm_plan){entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
-                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0, 0};
+                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0};
 }
 
-tj__gemm_plan tj__gemm_plan_unstreamed(int bn, int store, int sms, int M,
-                                       int N)
-{
-  tj__gemm_plan p = plan_tile(bn == 256 ? "gemm_f16_sm90a_128x256_persistent"
-                                        : "gemm_f16_sm90a_128x128_persistent",
-                              bn, 1, sms, M, N);
-  p.tma_store = store;
-  return p;
-}
-
-/* The plan of one configuration of the tuning table, on sms SMs (a
- * stream-K one past its unit arithmetic: tj__gemm_plan_unstreamed). */
+/* The plan of one configuration of the tuning table, on sms SMs. */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K)
 {
@@ -385,17 +335,13 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
   if (c->skinny)
     return plan_skinny_config(c, N);
   if (c->cluster_k)
-    p = c->bn == 64 ? plan_cluster_k2(M, N) : plan_cluster_ks(M, N, c->bn);
+    p = plan_cluster_k2(M, N);
   else if (c->mc2)
     p = plan_mc2(sms, M, N);
   else if (c->split > 1)
     p = plan_split((unsigned)((N - 1) / 128 + 1),
                    (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
                    c->split);
-  else if (c->streamk && streamk_fits(M, N, K, c->bn))
-    p = plan_streamk(sms, M, N, K, c->bn);
-  else if (c->streamk)
-    p = tj__gemm_plan_unstreamed(c->bn, c->tma_store, sms, M, N);
   else
     p = plan_tile(c->entry, c->bn, c->persistent, sms, M, N);
   p.tma_store = c->tma_store;
@@ -425,24 +371,12 @@ static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_knobs *env, int sms,
 {
   if (!env)
     env = &tj__gemm_knobs_rule;
-  /* Stream-K only where the knobs ask (the rule never), over 128 x 256
-   * tiles where the tile asked is 256, else 128 x 128, unless a split is
-   * forced or the units are too many for its 64-bit unit arithmetic
-   * (units x blocks). */
-  int sk_bn = env->tile == 256 ? 256 : 128;
-  if (env->streamk == 1 && env->forced_split <= 1 &&
-      streamk_fits(M, N, K, sk_bn))
-    return plan_streamk(sms, M, N, K, sk_bn);
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned narrow = (unsigned)((N - 1) / 128 + 1);
   unsigned slim = (unsigned)((N - 1) / 64 + 1);
   unsigned long long tiles128 = (unsigned long long)narrow * mt;
   int ktiles = (K - 1) / 64 + 1;
   int forced = env->forced_split;
-  /* The knobs' 256k3 or 128k4: that tile, K split across a cluster (the
-   * rule never). */
-  if (forced <= 1 && env->tile_ks)
-    return plan_cluster_ks(M, N, env->tile);
   /* More than 64 rows in 128 x 64 tiles that fill a quarter to a half of
    * the SMs, K long enough for two halves: each tile's K split across a
    * cluster of two blocks, ahead of split-K. */
@@ -498,8 +432,7 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_knobs *env, int sms, int M, int N
                                 int K)
 {
   tj__gemm_plan p = plan_sm90a_tiles(env, sms, M, N, K);
-  /* The cluster-split tiles store directly (the knobs' 256k3, 128k4). */
-  p.tma_store = p.split == 1 && !(env && env->tile_ks);
+  p.tma_store = p.split == 1;
   return p;
 }
 
@@ -552,12 +485,12 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
     unsigned threads;
     const char *entry = skinny_entry(M, &threads);
     return (tj__gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
-                           {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0, 0,
+                           {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0,
                            0};
   }
   if (sm90a_fits(rt, M, A, lda, B, ldb)) {
     const tj__gemm_config *c =
-        tj__gemm_knobs_of(rt)->forced_split || tj__gemm_knobs_of(rt)->streamk == 1 ? NULL
+        tj__gemm_knobs_of(rt)->forced_split ? NULL
         : tj__gemm_decision(rt, M, N, K, C, ldc);
     /* A skinny configuration computes 16 rows: never one for more (a row
      * that says so was not written by this library's tuner). */
@@ -566,6 +499,6 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
   }
   return (tj__gemm_plan){"gemm_f16",
                          {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
-                         {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0, 0,
+                         {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0,
                          0};
 }

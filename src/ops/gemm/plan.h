@@ -48,10 +48,6 @@
 #define SM90A_SHARED(bn, stages)                                  \
   ((stages) * (SM90A_BM + (bn)) * 64 * 2 + SM90A_EPI_BYTES + 1024 + \
    16 * (stages))
-/* gemm_f16_sm90a_128x<bn>_streamk's workspace for a grid of g blocks: a
- * 128 x bn fp32 tile of sums and a flag for each. */
-#define SM90A_STREAMK_WORK(g, bn) \
-  ((size_t)(g) * (SM90A_BM * (size_t)(bn) * sizeof(float) + sizeof(unsigned)))
 /* gemm_f16_sm90a_128x64_cluster_k2: the 8 stages of 128 x 64 and one more
  * barrier (the other block's fp32 sums of the tile land in the epilogue's
  * buffers). */
@@ -110,10 +106,7 @@ typedef struct tj__gemm_plan {
   int split, kper;
   tj__gemm_path path;
   int tile_n; /* columns of C a block owns (the skinny tensor-core path,
-                 the Hopper skinny kernel, stream-K) */
-  int streamk; /* gemm_f16_sm90a_128x<tile_n>_streamk: a workspace of
-                  SM90A_STREAMK_WORK(grid.x, tile_n) bytes and a launch
-                  number */
+                 the Hopper skinny kernel) */
   int tma_store; /* the tiles store C through TMA where the call allows it
                     (a configuration's; the knobs override it) */
 } tj__gemm_plan;
@@ -127,10 +120,5 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
 /* The plan of one configuration of the tuning table, on sms SMs. */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K);
-/* What runs instead of stream-K over 128 x bn tiles where it cannot (its
- * workspace not to be had, its units past its arithmetic): the persistent
- * tiles of the same width, on sms SMs, storing C as store says. */
-tj__gemm_plan tj__gemm_plan_unstreamed(int bn, int store, int sms, int M,
-                                       int N);
 
 #endif

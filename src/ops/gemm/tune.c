@@ -63,10 +63,9 @@ static int stores_through_tma(const tune_job *j)
                                     j->C, j->N);
 }
 
-/* Whether config c is worth timing: an unsplit one always (a trial only
- * when the knobs ask for trials); a split-K one where the 128 x 128 tiles
- * leave SMs idle, each part keeps at least four k-tiles, and the parts
- * make no more than two waves. */
+/* Whether config c is worth timing: an unsplit one always; a split-K one
+ * where the 128 x 128 tiles leave SMs idle, each part keeps at least four
+ * k-tiles, and the parts make no more than two waves. */
 static int applies(const tune_job *j, const tj__gemm_config *c)
 {
   const tj__gemm_knobs *knobs = tj__gemm_knobs_of(j->rt);
@@ -81,8 +80,6 @@ static int applies(const tune_job *j, const tj__gemm_config *c)
   if (c->mc2 && knobs->multicast == 0)
     return 0;
   if (c->tma_store && !stores_through_tma(j))
-    return 0;
-  if (c->trial && !knobs->tune_trial)
     return 0;
   if (c->split == 1)
     return 1;
