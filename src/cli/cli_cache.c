@@ -6,7 +6,8 @@
  * creates it.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_commands.h"
+#include "cli_format.h"
 #include "entries.h"
 #include "tokitai-jit.h"
 

@@ -6,7 +6,9 @@
  * entries and options.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_commands.h"
+#include "cli_format.h"
+#include "cli_jobs.h"
 #include "tokitai-jit.h"
 
 #include <errno.h>

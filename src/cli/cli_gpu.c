@@ -1,10 +1,13 @@
 /*
  * cli_gpu.c: the tokitai-jit commands that need the compiler or a GPU:
- * --info, --list-kernels, --warm, --run.  Like the rest of the command,
+ * --info, --list-kernels, --warm, --run; and --version, which names the
+ * compiler.  Like the rest of the command,
  * a client of the public API only.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_commands.h"
+#include "cli_format.h"
+#include "cli_jobs.h"
 #include "tokitai-jit.h"
 #include "tokitai-jit/kernels.h"
 
@@ -127,6 +130,32 @@ int cli_list_kernels(const cli_options *o)
   return EXIT_OK;
 }
 
+/* ------------------------------------------------------------ --version */
+
+/* "version", "platform" and "compiler" for --version and --info. */
+static void print_build_json(void)
+{
+  printf("\"version\": ");
+  cli_json_string(stdout, tj_version());
+  printf(", \"platform\": ");
+  cli_json_string(stdout, tj_platform());
+  printf(", \"compiler\": ");
+  cli_json_string(stdout, tj_compiler());
+}
+
+int cli_version(const cli_options *o)
+{
+  if (!o->json) {
+    printf(PROGRAM " %s\nplatform: %s\ncompiler: %s\n", tj_version(),
+           tj_platform(), tj_compiler());
+    return EXIT_OK;
+  }
+  putchar('{');
+  print_build_json();
+  printf("}\n");
+  return EXIT_OK;
+}
+
 /* ------------------------------------------------------------ --info */
 
 /* The cache path and whether it exists, without creating it. */
@@ -224,9 +253,8 @@ int cli_info(const cli_options *o)
   uint64_t entries;
   cache_facts(o, path, sizeof path, &exists, &entries);
   if (o->json) {
-    printf("{\"version\": \"%s\", \"platform\": \"%s\", \"compiler\": ",
-           tj_version(), tj_platform());
-    cli_json_string(stdout, compiler);
+    putchar('{');
+    print_build_json();
     printf(", \"cache_path\": ");
     cli_json_string(stdout, path);
     printf(", \"cache_exists\": %s", exists ? "true" : "false");

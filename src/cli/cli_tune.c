@@ -6,7 +6,8 @@
  * that the choice explains itself.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_commands.h"
+#include "cli_format.h"
 #include "tokitai-jit.h"
 
 #include <inttypes.h>
