@@ -30,21 +30,23 @@ static int kernel_known(const char *name)
 static int unknown_kernel(const char *name)
 {
   cli_error("no embedded kernel is named '%s' (" PROGRAM " --list-kernels "
-            "lists them)", name);
+            "--all lists them)", name);
   return EXIT_FAIL;
 }
 
-/* ------------------------------------------------------------ --list-kernels */
-
-static void print_kernels_json(void)
+static int is_configuration(size_t i)
 {
-  putchar('[');
-  for (size_t i = 0; i < tj_embedded_count(); i++) {
-    fputs(i ? ", " : "", stdout);
-    cli_json_string(stdout, tj_embedded_name(i));
-  }
-  putchar(']');
+  return (tj_embedded_flags(i) & TJ_EMBEDDED_CONFIGURATION) != 0;
 }
+
+/* --info and --list-kernels show the kernels a program calls; with --all,
+ * also the configurations that a call chooses among. */
+static int listed(const cli_options *o, size_t i)
+{
+  return o->all || !is_configuration(i);
+}
+
+/* ------------------------------------------------------------ --list-kernels */
 
 /* The launch contracts of <tokitai-jit/kernels.h>, generated from the
  * kernel sources. */
@@ -69,10 +71,12 @@ static const contract *find_contract(const char *name)
   return NULL;
 }
 
-static void print_contract_json(const char *name, const contract *c)
+static void print_contract_json(const char *name, int configuration,
+                                const contract *c)
 {
   printf("{\"name\": ");
   cli_json_string(stdout, name);
+  printf(", \"configuration\": %s", configuration ? "true" : "false");
   printf(", \"file\": ");
   cli_json_string(stdout, c ? c->file : NULL);
   printf(", \"signature\": ");
@@ -112,18 +116,25 @@ static void print_contract(const char *name, const contract *c)
 
 int cli_list_kernels(const cli_options *o)
 {
+  size_t shown = 0;
   if (o->json)
     putchar('[');
   for (size_t i = 0; i < tj_embedded_count(); i++) {
     const char *name = tj_embedded_name(i);
+    if (!listed(o, i))
+      continue;
     if (o->json) {
-      fputs(i ? ",\n  " : "\n  ", stdout);
-      print_contract_json(name, find_contract(name));
+      fputs(shown ? ",\n  " : "\n  ", stdout);
+      print_contract_json(name, is_configuration(i), find_contract(name));
     } else {
-      if (i)
+      if (shown)
         putchar('\n');
       print_contract(name, find_contract(name));
+      if (is_configuration(i))
+        printf("  %-10s %s\n", "kind", "configuration (a call chooses it; not "
+               "called by name)");
     }
+    shown++;
   }
   if (o->json)
     puts("\n]");
@@ -232,17 +243,42 @@ static void print_archs(const cli_options *o)
   puts(n ? "" : "(the compiler listed none)");
 }
 
+/* The names of the embedded kernels that are (configurations 1) or are
+ * not configurations, ", " between them. */
+static void print_names(int configurations)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < tj_embedded_count(); i++)
+    if (is_configuration(i) == configurations)
+      printf("%s%s", n++ ? ", " : "", tj_embedded_name(i));
+}
+
 static void print_kernel_names(const cli_options *o)
 {
+  size_t n = 0;
   if (o->json) {
-    printf(", \"kernels\": ");
-    print_kernels_json();
+    printf(", \"kernels\": [");
+    for (size_t i = 0; i < tj_embedded_count(); i++) {
+      if (!listed(o, i))
+        continue;
+      fputs(n++ ? ", " : "", stdout);
+      cli_json_string(stdout, tj_embedded_name(i));
+    }
+    putchar(']');
     return;
   }
   printf("%-20s", "embedded kernels");
-  for (size_t i = 0; i < tj_embedded_count(); i++)
-    printf("%s%s", i ? ", " : "", tj_embedded_name(i));
+  print_names(0);
   putchar('\n');
+  for (size_t i = 0; i < tj_embedded_count(); i++)
+    n += is_configuration(i);
+  if (n && o->all) {
+    printf("%-20s", "configurations");
+    print_names(1);
+    putchar('\n');
+  } else if (n) {
+    cli_field("configurations", "%zu (--all lists them)", n);
+  }
 }
 
 int cli_info(const cli_options *o)

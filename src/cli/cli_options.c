@@ -23,7 +23,7 @@ enum {
   OPT_VERIFY, OPT_REPAIR, OPT_EVICT_AGE, OPT_MAX_SIZE, OPT_CLEAR, OPT_CACHE,
   OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
   OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM, OPT_JOBS,
-  OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING
+  OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING, OPT_ALL
 };
 
 static const struct option long_options[] = {
@@ -56,6 +56,7 @@ static const struct option long_options[] = {
   {"tune", required_argument, NULL, OPT_TUNE},
   {"shape", required_argument, NULL, OPT_SHAPE},
   {"list-tuning", no_argument, NULL, OPT_LIST_TUNING},
+  {"all", no_argument, NULL, OPT_ALL},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -68,7 +69,8 @@ static const char usage_text[] =
   "Commands:\n"
   "      --list-cache           list the cached code objects\n"
   "      --stats                summarise the cache: entries, size, hits\n"
-  "      --info                 show the platform, compiler and GPUs\n"
+  "      --info                 show the platform, compiler, GPUs and the\n"
+  "                             embedded kernels\n"
   "      --list-kernels         list the embedded kernels with their\n"
   "                             signatures and launch contracts\n"
   "      --warm [KERNEL]...     compile the embedded kernels (all, or those\n"
@@ -108,6 +110,10 @@ static const char usage_text[] =
   "      --device N             the GPU to use (default 0)\n"
   "      --n N                  with --run: elements (gemm_f16: M = N = K)\n"
   "      --seed S               with --run: the random seed (default 1)\n"
+  "      --all                  with --info, --list-kernels: also the\n"
+  "                             configurations that a call chooses among\n"
+  "                             (gemm_f16's tiles), not only the kernels\n"
+  "                             a program calls\n"
   "      --repair               with --verify-cache: drop the bad entries\n"
   "      --entry NAME           with --compile: a kernel to take, a C name or\n"
   "                             a C++ name expression (scale<float>); repeat\n"
@@ -475,6 +481,7 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
   case OPT_GROUP: o->cache_flags |= TJ_CACHE_GROUP; return 0;
   case OPT_SYSTEM: o->system = 1; return 0;
   case OPT_JSON: o->json = 1; return 0;
+  case OPT_ALL: o->all = 1; return 0;
   case 'q': case OPT_QUIET: ps->given_quiet = o->quiet = 1; return 0;
   case ':':
     if (optopt < OPT_LIST)
@@ -538,6 +545,9 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
   if ((ps->given_jobs || ps->given_quiet) && c != CMD_WARM && c != CMD_COMPILE)
     return usage_error("--%s applies only to --warm and --compile, not to --%s",
                        ps->given_jobs ? "jobs" : "quiet", cmd);
+  if (o->all && c != CMD_INFO && c != CMD_LIST_KERNELS)
+    return usage_error("--all applies only to --info and --list-kernels, not "
+                       "to --%s", cmd);
   if (o->repair && c != CMD_VERIFY)
     return usage_error("--repair applies only to --verify-cache, not to --%s",
                        cmd);

@@ -56,6 +56,8 @@ typedef struct cli_options {
   uint64_t seed;
   int device;
   int json;
+  int all;                         /* --all: --info and --list-kernels
+                                      show the configurations too */
   int repair;
   int64_t max_age;                 /* --evict-older-than; -1: none */
   uint64_t max_size;               /* --max-size; 0: none */

@@ -46,6 +46,8 @@ static void check_parsed(const cli_options *o, int argc, char **argv)
   if (o->json && (o->command == CMD_WARM || o->command == CMD_CLEAR ||
                   o->command == CMD_EVICT))
     abort();
+  if (o->all && o->command != CMD_INFO && o->command != CMD_LIST_KERNELS)
+    abort();
   if (o->command == CMD_RUN && !o->run_kernel)
     abort();
   if (o->command == CMD_EVICT && o->max_age < 0 && o->max_size == 0)
