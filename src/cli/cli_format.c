@@ -74,6 +74,20 @@ void cli_json_string(FILE *f, const char *str)
   tj_json_escape(s, strlen(s), file_put, f);
 }
 
+void cli_json_member(FILE *f, const char *name, const char *value)
+{
+  fprintf(f, ", \"%s\": ", name);
+  cli_json_string(f, value);
+}
+
+void cli_json_string_or_null(FILE *f, const char *value)
+{
+  if (value)
+    cli_json_string(f, value);
+  else
+    fputs("null", f);
+}
+
 const char *cli_style(const cli_options *o, const char *sgr)
 {
   return o->color ? sgr : "";

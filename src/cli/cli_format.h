@@ -20,6 +20,11 @@ void cli_format_time(int64_t unix_seconds, char *buf, size_t len);
 /* s as a JSON string literal, quotes included; bytes that are not UTF-8
  * become U+FFFD so that the output always parses. */
 void cli_json_string(FILE *f, const char *s);
+/* ", "name": " and value as cli_json_string writes it: an object's next
+ * member. */
+void cli_json_member(FILE *f, const char *name, const char *value);
+/* value as cli_json_string writes it, or null when value is NULL. */
+void cli_json_string_or_null(FILE *f, const char *value);
 
 /* sgr (one of the STYLE_ sequences) when colour is on, else "". */
 #define STYLE_BOLD "\033[1m"

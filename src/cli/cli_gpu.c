@@ -77,21 +77,16 @@ static void print_contract_json(const char *name, int configuration,
   printf("{\"name\": ");
   cli_json_string(stdout, name);
   printf(", \"configuration\": %s", configuration ? "true" : "false");
-  printf(", \"file\": ");
-  cli_json_string(stdout, c ? c->file : NULL);
-  printf(", \"signature\": ");
-  cli_json_string(stdout, c ? c->signature : NULL);
+  cli_json_member(stdout, "file", c ? c->file : NULL);
+  cli_json_member(stdout, "signature", c ? c->signature : NULL);
   if (c)
     printf(", \"block\": [%u, %u, %u], \"shared_bytes\": %u", c->block[0],
            c->block[1], c->block[2], c->shared_bytes);
   else
     printf(", \"block\": null, \"shared_bytes\": null");
-  printf(", \"grid\": ");
-  cli_json_string(stdout, c ? c->grid : NULL);
-  printf(", \"alignment\": ");
-  cli_json_string(stdout, c ? c->alignment : NULL);
-  printf(", \"notes\": ");
-  cli_json_string(stdout, c ? c->notes : NULL);
+  cli_json_member(stdout, "grid", c ? c->grid : NULL);
+  cli_json_member(stdout, "alignment", c ? c->alignment : NULL);
+  cli_json_member(stdout, "notes", c ? c->notes : NULL);
   putchar('}');
 }
 
@@ -148,10 +143,8 @@ static void print_build_json(void)
 {
   printf("\"version\": ");
   cli_json_string(stdout, tj_version());
-  printf(", \"platform\": ");
-  cli_json_string(stdout, tj_platform());
-  printf(", \"compiler\": ");
-  cli_json_string(stdout, tj_compiler());
+  cli_json_member(stdout, "platform", tj_platform());
+  cli_json_member(stdout, "compiler", tj_compiler());
 }
 
 int cli_version(const cli_options *o)
@@ -186,8 +179,7 @@ static void print_device_json(int i, const tj_device_info *p)
 {
   printf("%s{\"ordinal\": %d, \"name\": ", i ? ", " : "", i);
   cli_json_string(stdout, p->name);
-  printf(", \"arch\": ");
-  cli_json_string(stdout, p->arch);
+  cli_json_member(stdout, "arch", p->arch);
   printf(", \"memory_bytes\": %" PRIu64 ", \"compute_units\": %d, "
          "\"clock_khz\": %d}", p->memory_bytes, p->compute_units, p->clock_khz);
 }
@@ -291,8 +283,7 @@ int cli_info(const cli_options *o)
   if (o->json) {
     putchar('{');
     print_build_json();
-    printf(", \"cache_path\": ");
-    cli_json_string(stdout, path);
+    cli_json_member(stdout, "cache_path", path);
     printf(", \"cache_exists\": %s", exists ? "true" : "false");
   } else {
     cli_field("version", "%s", tj_version());
@@ -659,10 +650,7 @@ static void print_run_json(const char *text, const char *error)
     len--;
   fwrite(text, 1, len, stdout);
   printf(",\n  \"error\": ");
-  if (error)
-    cli_json_string(stdout, error);
-  else
-    printf("null");
+  cli_json_string_or_null(stdout, error);
   printf("\n}\n");
 }
 
