@@ -591,21 +591,33 @@ static void warm_all(warm_plan *w, cli_pool *pool, cli_job_result *res,
   warm_tally(w, res, total);
 }
 
+/* The kernels --warm compiles: those named, or every embedded one;
+ * malloc'd.  NULL, said, for a name that is not an embedded kernel or
+ * when out of memory. */
+static const char **warm_names(const cli_options *o, size_t *n)
+{
+  for (int i = 0; i < o->nkernels; i++)
+    if (!kernel_known(o->kernels[i])) {
+      unknown_kernel(o->kernels[i]);
+      return NULL;
+    }
+  *n = o->nkernels ? (size_t)o->nkernels : tj_embedded_count();
+  const char **names = calloc(*n + 1, sizeof *names);
+  if (!names)
+    cli_error("out of memory");
+  for (size_t i = 0; names && i < *n; i++)
+    names[i] = o->nkernels ? o->kernels[i] : tj_embedded_name(i);
+  return names;
+}
+
 int cli_warm(const cli_options *o)
 {
   warm_plan w = {0};
+  const char **names = warm_names(o, &w.nkernels);
+  if (!names)
+    return EXIT_FAIL;
   w.o = o;
-  w.kernels = (const char *const *)o->kernels;
-  w.nkernels = (size_t)o->nkernels;
-  for (size_t i = 0; i < w.nkernels; i++)
-    if (!kernel_known(w.kernels[i]))
-      return unknown_kernel(w.kernels[i]);
-  const char *all[64];
-  if (w.nkernels == 0) {
-    for (; w.nkernels < tj_embedded_count() && w.nkernels < 64; w.nkernels++)
-      all[w.nkernels] = tj_embedded_name(w.nkernels);
-    w.kernels = all;
-  }
+  w.kernels = names;
   size_t total = w.nkernels * (size_t)(o->narchs ? o->narchs : 1);
   int planned = plan_rounds(&w, total) == 0;
   /* The workers first: before this process opens a runtime or a GPU. */
@@ -631,6 +643,7 @@ int cli_warm(const cli_options *o)
   free(w.keys);
   free(w.order);
   free(w.lead);
+  free(names);
   for (int a = 0; a < w.nrts; a++)
     tj_runtime_close(w.rts[a]); /* records the hits and misses */
   return rc == EXIT_OK && !w.failed ? EXIT_OK : EXIT_FAIL;
