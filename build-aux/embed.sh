@@ -12,6 +12,10 @@
 # " * embed: prepend NAME" has NAME (beside it in kernels/) put in front of
 # its source: code that two files' entries share, compiled with each.
 # Entries are read from the file itself, never from NAME.
+# A file with a line " * embed: configuration" holds configurations of a
+# call (the tile shapes and split-K steps tj_gemm_f16 chooses among), not
+# kernels a program calls by name: its entries carry that flag, which
+# tj_embedded_flags reports as TJ_EMBEDDED_CONFIGURATION.
 set -eu
 mode=$1; out=$2; shift 2
 tmp="$out.tmp"
@@ -55,8 +59,10 @@ escape() {
       [ -n "$entries" ] || { echo "embed.sh: $f declares no extern \"C\" __global__ entry" >&2; exit 1; }
       arch=$(sed -n 's/^ \* embed: arch \(sm_[0-9]*a\)$/\1/p' "$f" | head -n 1)
       arch=${arch:+\"$arch\"}
+      configuration=0
+      grep -q '^ \* embed: configuration$' "$f" && configuration=1
       for e in $entries; do
-        echo "  {\"$e\", \"$base.hip\", source_$i, sizeof source_$i - 1, ${arch:-NULL}},"
+        echo "  {\"$e\", \"$base.hip\", source_$i, sizeof source_$i - 1, ${arch:-NULL}, $configuration},"
       done
       i=$((i + 1))
     done

@@ -9,6 +9,7 @@
  *
  * embed: arch sm_90a
  * embed: prepend gemm_f16_sm90a.h
+ * embed: configuration
  */
 
 /* contract

@@ -52,6 +52,8 @@
  *   multiple of 8, and the strip is whole; otherwise with 2-byte loads.
  *
  * Compiles unchanged with hipRTC (AMD) and NVRTC (NVIDIA).
+ *
+ * embed: configuration
  */
 
 #define TJ_SK_VEC 8                                 /* halves per load */

@@ -1,10 +1,11 @@
 /* check_api.c: the public API's rules for growing (tokitai-jit.h,
  * "Structs that grow"), its getters under their names old and new, the
- * queries that need no runtime (compiler, archs, devices), the error map's
- * end, and tj_verify's verdict. */
+ * queries that need no runtime (compiler, archs, devices, the embedded
+ * kernels' flags), the error map's end, and tj_verify's verdict. */
 #include "testutil.h"
 
 #include "internal.h" /* tj__verify_verdict */
+#include "embedded.h" /* tj__embedded_find */
 
 static const char source[] =
     "extern \"C\" __global__ void twice(int *p) { p[threadIdx.x] *= 2; }\n";
@@ -154,6 +155,37 @@ START_TEST(compiler_and_archs_without_a_runtime)
 }
 END_TEST
 
+/* What --info and --list-kernels show: the kernels behind the public C
+ * calls are never configurations, and a kernel is one exactly when its
+ * kernels/ file says "embed: configuration" (build-aux/embed.sh). */
+START_TEST(embedded_flags_tell_calls_from_configurations)
+{
+  static const char *const called[] = {"add_i32", "gelu_fwd_f16",
+                                       "gelu_bwd_f16", "gelu_fwd_bwd_f16",
+                                       "gemm_f16"};
+  size_t n = tj_embedded_count(), found = 0;
+  ck_assert_uint_eq(tj_embedded_flags(n), 0);
+  ck_assert_uint_eq(tj_embedded_flags((size_t)-1), 0);
+  for (size_t i = 0; i < n; i++) {
+    const char *name = tj_embedded_name(i);
+    unsigned flags = tj_embedded_flags(i);
+    const tj__embedded_kernel *e = tj__embedded_find(name);
+    int marked = strstr(e->source, "\n * embed: configuration\n") != NULL;
+    ck_assert_uint_eq(flags & ~TJ_EMBEDDED_CONFIGURATION, 0);
+    ck_assert_msg(!!(flags & TJ_EMBEDDED_CONFIGURATION) == marked,
+                  "%s: flags %#x, its file %s marked: %d", name, flags,
+                  e->file, marked);
+    for (size_t c = 0; c < sizeof called / sizeof called[0]; c++) {
+      if (strcmp(name, called[c]) != 0)
+        continue;
+      ck_assert_msg(flags == 0, "%s has a C call, yet flags %#x", name, flags);
+      found++;
+    }
+  }
+  ck_assert_uint_eq(found, sizeof called / sizeof called[0]);
+}
+END_TEST
+
 START_TEST(devices_without_a_runtime)
 {
   int n = tj_device_count();
@@ -236,6 +268,7 @@ int main(void)
   tcase_add_test(tc, getters_old_and_new_agree);
   tcase_add_test(tc, cache_stats_zero_the_reserved_space);
   tcase_add_test(tc, compiler_and_archs_without_a_runtime);
+  tcase_add_test(tc, embedded_flags_tell_calls_from_configurations);
   tcase_add_test(tc, devices_without_a_runtime);
   tcase_add_test(tc, error_map_ends_at_err_last);
   tcase_add_test(tc, verify_says_everify_when_the_oracle_disagrees);

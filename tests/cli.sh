@@ -77,10 +77,11 @@ case $platform in
   nvidia) arch=sm_90 bad_arch=sm_12345 ;;
   *) echo "cli.sh: --version names no platform"; exit 99 ;;
 esac
-kernels=$("$prog" --list-kernels | grep -E '^[A-Za-z0-9_]+$')
+# Every embedded kernel, the configurations too: what --warm compiles.
+kernels=$("$prog" --list-kernels --all | grep -E '^[A-Za-z0-9_]+$')
 nkernels=$(echo "$kernels" | wc -l | tr -d ' ')
 # A compile covers a whole kernels/ file: --warm compiles once per file.
-nfiles=$("$prog" --list-kernels --json | grep -o '"file": "[^"]*"' | sort -u | wc -l | tr -d ' ')
+nfiles=$("$prog" --list-kernels --all --json | grep -o '"file": "[^"]*"' | sort -u | wc -l | tr -d ' ')
 # The arch a kernel's row names: the Hopper GEMM is sm_90a code, compiled
 # for sm_90a on a runtime for sm_90 (kernels/gemm_f16_sm90a*.hip).
 row_arch() { case $1:$2 in gemm_f16_sm90a_*:sm_90) echo sm_90a ;; *) echo "$2" ;; esac; }
@@ -323,7 +324,7 @@ run 0 --info --json
 json
 out '"devices": \['
 [ "$(json_keys)" = "$info_keys_before" ] || fail "$last: other keys than before the cache existed"
-run 0 --list-kernels
+run 0 --list-kernels --all
 [ "$(grep -Ec '^[a-z0-9_]+$' "$tmp/out")" = "$nkernels" ] || fail "$last: not $nkernels names"
 # Each kernel's contract from <tokitai-jit/kernels.h>: the raw signature
 # (n is unsigned long long), the block, the grid rule, the alignment.
@@ -332,14 +333,14 @@ out '^  block      256 x 1 x 1 threads$'
 out '^  block      128 x 1 x 1 threads$'
 out '^  grid       ceil\(N / 128\) x ceil\(M / 128\) x 1'
 out '^  alignment  '
-run 0 --list-kernels --json
+run 0 --list-kernels --all --json
 json
 keys_are list-kernels
 if command -v python3 >/dev/null 2>&1; then
   python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-want = {"name", "file", "signature", "block", "shared_bytes", "grid", "alignment", "notes"}
+want = {"name", "configuration", "file", "signature", "block", "shared_bytes", "grid", "alignment", "notes"}
 assert all(set(k) == want for k in d), [sorted(k) for k in d]
 k = {k["name"]: k for k in d}
 assert k["add_i32"]["block"] == [256, 1, 1] and k["gemm_f16"]["block"] == [128, 1, 1]
@@ -347,6 +348,52 @@ assert k["gelu_bwd_f16"]["signature"].endswith("unsigned long long n)")
 assert all(k[n]["grid"] and k[n]["alignment"] for n in k)
 ' <"$tmp/out" || fail "$last: not one contract object per kernel with every field"
 fi
+
+# ------------------------------------------------------------ kernels a program calls
+# --info and --list-kernels show the kernels a program calls; --all adds
+# the configurations behind them.  Which is which is the library's word
+# (tj_embedded_flags), seen here as --list-kernels --all --json's
+# "configuration".
+names_where() { # true|false: the names in $tmp/out's objects
+  grep -o "\"name\": \"[a-z0-9_]*\", \"configuration\": $1" "$tmp/out" |
+    sed 's/^"name": "\([a-z0-9_]*\)".*/\1/'
+}
+called=$(names_where false)
+configs=$(names_where true)
+nconfigs=$(echo "$configs" | grep -c .)
+[ -n "$called" ] || fail "$last: no kernel a program calls"
+[ "$(printf '%s\n%s\n' "$called" "$configs" | grep . | sort)" = "$(echo "$kernels" | sort)" ] ||
+  fail "$last: the kernels called and the configurations are not every kernel, each once"
+echo "$called" | grep -qx add_i32 || fail "$last: add_i32 is not a kernel a program calls"
+run 0 --list-kernels
+[ "$(grep -E '^[a-z0-9_]+$' "$tmp/out")" = "$called" ] || fail "$last: not the kernels a program calls"
+no_out '^  kind '
+run 0 --list-kernels --json
+json
+[ "$(names_where false)" = "$called" ] || fail "$last: not the kernels a program calls"
+no_out '"configuration": true'
+run 0 --list-kernels --all
+[ "$(grep -c '^  kind       configuration ' "$tmp/out")" = "$nconfigs" ] ||
+  fail "$last: not $nconfigs blocks marked as configurations"
+run 0 --info
+out "^embedded kernels +$(echo $called | sed 's/ /, /g')\$"
+if [ "$nconfigs" -gt 0 ]; then
+  out "^configurations +$nconfigs \\(--all lists them\\)\$"
+  run 0 --info --all
+  out "^embedded kernels +$(echo $called | sed 's/ /, /g')\$"
+  out "^configurations +$(echo $configs | sed 's/ /, /g')\$"
+fi
+run 0 --info --json
+json
+out "\"kernels\": \\[\"$(echo $called | sed 's/ /", "/g')\"\\]"
+run 0 --info --all --json
+json
+[ "$(json_keys)" = "$info_keys_before" ] || fail "$last: other keys than without --all"
+out "\"kernels\": \\[\"$(echo $kernels | sed 's/ /", "/g')\"\\]"
+run 2 --stats --all
+err '--all applies only to --info and --list-kernels, not to --stats'
+run 2 --warm --all
+err '--all applies only to --info and --list-kernels'
 
 if [ "$gpu" = yes ]; then
   run 0 --run add_i32 --n 4096 --seed 7

@@ -21,11 +21,12 @@ else
   esac
   archs=$(echo "$archs" | tr ',' ' ')
 fi
-# The names: the lines of --list-kernels that start a kernel's block.
-kernels=$("$prog" --list-kernels | grep -E '^[A-Za-z_][A-Za-z0-9_]*$')
+# The names: the lines of --list-kernels --all that start a kernel's
+# block (--warm compiles the configurations too).
+kernels=$("$prog" --list-kernels --all | grep -E '^[A-Za-z_][A-Za-z0-9_]*$')
 nkernels=$(echo "$kernels" | wc -l | tr -d ' ')
 # A compile covers a whole kernels/ file: --warm compiles once per file.
-nfiles=$("$prog" --list-kernels --json | grep -o '"file": "[^"]*"' | sort -u | wc -l | tr -d ' ')
+nfiles=$("$prog" --list-kernels --all --json | grep -o '"file": "[^"]*"' | sort -u | wc -l | tr -d ' ')
 # The arch a kernel's row names: the Hopper GEMM is sm_90a code, compiled
 # for sm_90a on a runtime for sm_90 (kernels/gemm_f16_sm90a*.hip).
 row_arch() { case $1:$2 in gemm_f16_sm90a_*:sm_90) echo sm_90a ;; *) echo "$2" ;; esac; }

@@ -2,7 +2,7 @@
 # gemm_isa_skinny.sh: every entry of kernels/gemm_skinny_f16.hip that
 # tj_gemm_f16 can pick compiles for every arch it can pick it on, and the
 # tensor-core entries' code is tensor-core code.  Each gemm_skinny_f16_*
-# entry of --list-kernels is compiled with tokitai-jit --warm and taken out
+# entry of --list-kernels --all is compiled with tokitai-jit --warm and taken out
 # of the cache; then
 #   nvidia (sm_80, sm_89, sm_90): a CUDA ELF with the entry's own .text
 #     section; in it, HMMA (mma.sync) for the _tc_n entries and none for
@@ -32,7 +32,7 @@ fi
 make_tmp
 unset TOKITAI_JIT_CACHE
 cache=$tmp/cache.db
-entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_skinny_f16_[a-z0-9_]*\).*/\1/p')
+entries=$("$prog" --list-kernels --all | sed -n 's/^\(gemm_skinny_f16_[a-z0-9_]*\).*/\1/p')
 for want in gemm_skinny_f16_m1 gemm_skinny_f16_m8 gemm_skinny_f16_tc_n32 \
             gemm_skinny_f16_tc_n64 gemm_skinny_f16_tc_reduce; do
   echo "$entries" | grep -qx "$want" || { echo "FAIL: --list-kernels lacks $want"; exit 1; }

@@ -21,7 +21,7 @@ cache=$tmp/cache.db
 # Every entry with a tile in its name (128x64_cluster_k2 and 128x256_mc2
 # too) and the skinny ones; the split-K reduce holds no matrix
 # instruction.
-entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_\([0-9][0-9]*x[0-9][0-9]*\|skinny\)[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
+entries=$("$prog" --list-kernels --all | sed -n 's/^\(gemm_f16_sm90a_\([0-9][0-9]*x[0-9][0-9]*\|skinny\)[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
 for e in $entries; do
   "$prog" --warm --arch sm_90 --cache "$cache" "$e" >"$tmp/out" 2>&1 ||

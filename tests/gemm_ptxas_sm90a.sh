@@ -10,7 +10,7 @@
 # and that this CPU-only check can.  The file is compiled as the library
 # has NVRTC compile it (sm_90a, C++17, cuda_fp16.h included first), by
 # the CUDA toolkit's nvcc with ptxas's -v report.  Every entry that
-# --list-kernels names must be in that report, and every one but the
+# --list-kernels --all names must be in that report, and every one but the
 # split-K reduce must hold wgmma.mma_async and no mma.sync in its PTX
 # (what gemm_isa_sm90a.sh checks in the SASS where a disassembler is).
 # Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
@@ -39,7 +39,7 @@ for path in "$kernels"/*.hip; do
   cat "$tmp/$f.log" >>"$tmp/log"
   cat "$tmp/$f.ptx" >>"$tmp/g.ptx"
 done
-entries=$("$prog" --list-kernels | sed -n 's/^\(gemm_f16_sm90a_[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
+entries=$("$prog" --list-kernels --all | sed -n 's/^\(gemm_f16_sm90a_[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
 # One line per function: name, registers, stack, spill stores, spill loads.
 awk '

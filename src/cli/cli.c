@@ -5,26 +5,15 @@
  * start with "tokitai-jit:".
  */
 #include "config.h"
-#include "cli.h"
-#include "tokitai-jit.h"
+#include "cli_commands.h"
+#include "cli_format.h"
+#include "cli_options.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
-
-void cli_error(const char *fmt, ...)
-{
-  va_list ap;
-  fflush(stdout); /* keep the order of both streams on one terminal */
-  fputs(PROGRAM ": ", stderr);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-}
 
 /* Colour, progress and table width follow the terminal: none of them
  * when the output goes to a file or a pipe. */
@@ -59,6 +48,7 @@ static int dispatch(const cli_options *o)
   case CMD_MERGE: return cli_merge(o);
   case CMD_TUNE: return cli_tune(o);
   case CMD_LIST_TUNING: return cli_list_tuning(o);
+  case CMD_VERSION: return cli_version(o);
   case CMD_NONE: break;
   }
   return EXIT_USAGE;

@@ -6,7 +6,8 @@
  * creates it.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_commands.h"
+#include "cli_format.h"
 #include "entries.h"
 #include "tokitai-jit.h"
 
@@ -72,19 +73,12 @@ static void print_figure_json(const char *name, int64_t v)
     printf(", \"%s\": %" PRId64, name, v);
 }
 
-/* ", "name": "value"", the value escaped. */
-static void print_string_json(const char *name, const char *value)
-{
-  printf(", \"%s\": ", name);
-  cli_json_string(stdout, value);
-}
-
 /* An entry's object, {"entry": ..., "lowered": ..., left open for more. */
 static void open_entry_json(int first, const char *entry, const char *lowered)
 {
   fputs(first ? "{\"entry\": " : ", {\"entry\": ", stdout);
   cli_json_string(stdout, entry);
-  print_string_json("lowered", lowered);
+  cli_json_member(stdout, "lowered", lowered);
 }
 
 /* A module row's entries as a JSON array. */
@@ -148,13 +142,13 @@ static void print_entry_json(const tj_cache_entry *e)
 {
   printf("{\"key\": ");
   cli_json_string(stdout, e->key);
-  print_string_json("kernel", e->kernel);
-  print_string_json("arch", e->arch);
-  print_string_json("platform", e->platform);
-  print_string_json("compiler", e->compiler);
-  print_string_json("options", e->options);
-  print_string_json("code_hash", e->code_hash);
-  print_string_json("origin", e->origin ? e->origin : "compiled");
+  cli_json_member(stdout, "kernel", e->kernel);
+  cli_json_member(stdout, "arch", e->arch);
+  cli_json_member(stdout, "platform", e->platform);
+  cli_json_member(stdout, "compiler", e->compiler);
+  cli_json_member(stdout, "options", e->options);
+  cli_json_member(stdout, "code_hash", e->code_hash);
+  cli_json_member(stdout, "origin", e->origin ? e->origin : "compiled");
   print_entries_json(e->entries);
   print_kernels_json(e);
   printf(", \"code_size\": %" PRIu64 ", \"compile_ms\": %.3f, "
@@ -316,10 +310,7 @@ static void print_stats_json(const char *path, const tj_cache_stats *s)
          s->system_entries, s->system_hits);
   const char *remote = getenv("TOKITAI_JIT_REMOTE");
   printf(", \"remote\": {\"configured\": ");
-  if (remote && *remote)
-    cli_json_string(stdout, remote);
-  else
-    printf("null");
+  cli_json_string_or_null(stdout, remote && *remote ? remote : NULL);
   printf(", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"errors\": %"
          PRIu64 ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
          "}}\n", s->remote_hits, s->remote_misses, s->remote_errors,
@@ -426,10 +417,7 @@ static void verify_json_tail(uint64_t reported, int repaired,
 {
   printf("%s], \"repaired\": %s, \"error\": ", reported ? "\n  " : "",
          repaired ? "true" : "false");
-  if (error)
-    cli_json_string(stdout, error);
-  else
-    printf("null");
+  cli_json_string_or_null(stdout, error);
   printf("}\n");
 }
 

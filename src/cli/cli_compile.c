@@ -6,7 +6,9 @@
  * entries and options.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_commands.h"
+#include "cli_format.h"
+#include "cli_jobs.h"
 #include "tokitai-jit.h"
 
 #include <errno.h>
@@ -80,8 +82,7 @@ static void print_json(FILE *f, const tj_module_info *i, const char *file,
 {
   fputs("{\"file\": ", f);
   cli_json_string(f, file);
-  fputs(", \"arch\": ", f);
-  cli_json_string(f, arch);
+  cli_json_member(f, "arch", arch);
   fprintf(f, ", \"key\": \"%s\", \"origin\": \"%s\", \"code_size\": %zu, "
           "\"compile_ms\": %.3f, \"entries\": [", i->key,
           i->origin == TJ_FROM_COMPILER ? "compiler" : "cache", i->code_size,
@@ -89,8 +90,7 @@ static void print_json(FILE *f, const tj_module_info *i, const char *file,
   for (int e = 0; e < i->num_entries; e++) {
     fputs(e ? ", {\"entry\": " : "{\"entry\": ", f);
     cli_json_string(f, i->entries[e]);
-    fputs(", \"lowered\": ", f);
-    cli_json_string(f, i->lowered[e]);
+    cli_json_member(f, "lowered", i->lowered[e]);
     fputc('}', f);
   }
   fputs("]}", f);

@@ -1,115 +1,27 @@
 /*
- * cli_format.c: the text the tokitai-jit command reads and writes: sizes
- * and durations on the command line; sizes, times, aligned tables and JSON
- * strings on the way out.
+ * cli_format.c: the text the tokitai-jit command writes: messages, sizes,
+ * times, aligned tables and JSON strings.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_format.h"
 #include "json_escape.h"
 
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* ------------------------------------------------------------ parsing */
+/* ------------------------------------------------------------ messages */
 
-/* Leading decimal digits of s into *v; the first other character in
- * *end.  -1 when there is no digit or the number does not fit. */
-static int parse_digits(const char *s, uint64_t *v, const char **end)
+void cli_error(const char *fmt, ...)
 {
-  uint64_t n = 0;
-  const char *p = s;
-  for (; isdigit((unsigned char)*p); p++) {
-    unsigned d = (unsigned)(*p - '0');
-    if (n > (UINT64_MAX - d) / 10)
-      return -1;
-    n = n * 10 + d;
-  }
-  *v = n;
-  *end = p;
-  return p == s ? -1 : 0;
-}
-
-int cli_parse_uint(const char *s, uint64_t max, uint64_t *out)
-{
-  uint64_t v;
-  const char *end;
-  if (parse_digits(s, &v, &end) != 0 || *end || v > max)
-    return -1;
-  *out = v;
-  return 0;
-}
-
-int cli_parse_duration(const char *s, int64_t *seconds)
-{
-  static const struct {
-    char unit;
-    int64_t seconds;
-  } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}, {'w', 604800}};
-  uint64_t v;
-  const char *end;
-  if (parse_digits(s, &v, &end) != 0)
-    return isdigit((unsigned char)*s) ? -2 : -1;
-  int64_t mult = 0;
-  if (*end == '\0')
-    mult = 1; /* plain seconds */
-  for (size_t i = 0; !mult && i < sizeof units / sizeof units[0]; i++)
-    if (end[0] == units[i].unit && end[1] == '\0')
-      mult = units[i].seconds;
-  if (!mult)
-    return -1;
-  if (v > (uint64_t)(INT64_MAX / mult))
-    return -2;
-  *seconds = (int64_t)v * mult;
-  return 0;
-}
-
-/* The multiplier a size suffix names, or 0 when it names none. */
-static double size_suffix(const char *u)
-{
-  static const char prefixes[] = "KMGT";
-  if (*u == '\0' || strcmp(u, "B") == 0)
-    return 1;
-  const char *at = strchr(prefixes, toupper((unsigned char)u[0]));
-  if (!at)
-    return 0;
-  double binary = 1, decimal = 1;
-  for (const char *p = prefixes; p <= at; p++) {
-    binary *= 1024;
-    decimal *= 1000;
-  }
-  const char *rest = u + 1;
-  if (*rest == '\0' || strcmp(rest, "iB") == 0 || strcmp(rest, "i") == 0)
-    return binary;
-  if (strcmp(rest, "B") == 0)
-    return decimal;
-  return 0;
-}
-
-int cli_parse_size(const char *s, uint64_t *bytes)
-{
-  uint64_t whole, frac = 0;
-  const char *end;
-  double scale = 1;
-  if (parse_digits(s, &whole, &end) != 0)
-    return isdigit((unsigned char)*s) ? -2 : -1;
-  if (*end == '.') {
-    const char *f = end + 1;
-    if (parse_digits(f, &frac, &end) != 0 || end - f > 9)
-      return -1;
-    for (const char *p = f; p < end; p++)
-      scale *= 10;
-  }
-  double mult = size_suffix(end);
-  double v = ((double)whole + (double)frac / scale) * mult;
-  if (mult == 0)
-    return -1;
-  if (v >= 18446744073709551615.0)
-    return -2;
-  *bytes = (uint64_t)v;
-  return 0;
+  va_list ap;
+  fflush(stdout); /* keep the order of both streams on one terminal */
+  fputs(PROGRAM ": ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
 }
 
 /* ------------------------------------------------------------ formatting */
@@ -160,6 +72,20 @@ void cli_json_string(FILE *f, const char *str)
 {
   const char *s = str ? str : "";
   tj_json_escape(s, strlen(s), file_put, f);
+}
+
+void cli_json_member(FILE *f, const char *name, const char *value)
+{
+  fprintf(f, ", \"%s\": ", name);
+  cli_json_string(f, value);
+}
+
+void cli_json_string_or_null(FILE *f, const char *value)
+{
+  if (value)
+    cli_json_string(f, value);
+  else
+    fputs("null", f);
 }
 
 const char *cli_style(const cli_options *o, const char *sgr)

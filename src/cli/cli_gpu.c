@@ -1,10 +1,13 @@
 /*
  * cli_gpu.c: the tokitai-jit commands that need the compiler or a GPU:
- * --info, --list-kernels, --warm, --run.  Like the rest of the command,
+ * --info, --list-kernels, --warm, --run; and --version, which names the
+ * compiler.  Like the rest of the command,
  * a client of the public API only.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_commands.h"
+#include "cli_format.h"
+#include "cli_jobs.h"
 #include "tokitai-jit.h"
 #include "tokitai-jit/kernels.h"
 
@@ -27,21 +30,23 @@ static int kernel_known(const char *name)
 static int unknown_kernel(const char *name)
 {
   cli_error("no embedded kernel is named '%s' (" PROGRAM " --list-kernels "
-            "lists them)", name);
+            "--all lists them)", name);
   return EXIT_FAIL;
 }
 
-/* ------------------------------------------------------------ --list-kernels */
-
-static void print_kernels_json(void)
+static int is_configuration(size_t i)
 {
-  putchar('[');
-  for (size_t i = 0; i < tj_embedded_count(); i++) {
-    fputs(i ? ", " : "", stdout);
-    cli_json_string(stdout, tj_embedded_name(i));
-  }
-  putchar(']');
+  return (tj_embedded_flags(i) & TJ_EMBEDDED_CONFIGURATION) != 0;
 }
+
+/* --info and --list-kernels show the kernels a program calls; with --all,
+ * also the configurations that a call chooses among. */
+static int listed(const cli_options *o, size_t i)
+{
+  return o->all || !is_configuration(i);
+}
+
+/* ------------------------------------------------------------ --list-kernels */
 
 /* The launch contracts of <tokitai-jit/kernels.h>, generated from the
  * kernel sources. */
@@ -66,25 +71,22 @@ static const contract *find_contract(const char *name)
   return NULL;
 }
 
-static void print_contract_json(const char *name, const contract *c)
+static void print_contract_json(const char *name, int configuration,
+                                const contract *c)
 {
   printf("{\"name\": ");
   cli_json_string(stdout, name);
-  printf(", \"file\": ");
-  cli_json_string(stdout, c ? c->file : NULL);
-  printf(", \"signature\": ");
-  cli_json_string(stdout, c ? c->signature : NULL);
+  printf(", \"configuration\": %s", configuration ? "true" : "false");
+  cli_json_member(stdout, "file", c ? c->file : NULL);
+  cli_json_member(stdout, "signature", c ? c->signature : NULL);
   if (c)
     printf(", \"block\": [%u, %u, %u], \"shared_bytes\": %u", c->block[0],
            c->block[1], c->block[2], c->shared_bytes);
   else
     printf(", \"block\": null, \"shared_bytes\": null");
-  printf(", \"grid\": ");
-  cli_json_string(stdout, c ? c->grid : NULL);
-  printf(", \"alignment\": ");
-  cli_json_string(stdout, c ? c->alignment : NULL);
-  printf(", \"notes\": ");
-  cli_json_string(stdout, c ? c->notes : NULL);
+  cli_json_member(stdout, "grid", c ? c->grid : NULL);
+  cli_json_member(stdout, "alignment", c ? c->alignment : NULL);
+  cli_json_member(stdout, "notes", c ? c->notes : NULL);
   putchar('}');
 }
 
@@ -109,21 +111,52 @@ static void print_contract(const char *name, const contract *c)
 
 int cli_list_kernels(const cli_options *o)
 {
+  size_t shown = 0;
   if (o->json)
     putchar('[');
   for (size_t i = 0; i < tj_embedded_count(); i++) {
     const char *name = tj_embedded_name(i);
+    if (!listed(o, i))
+      continue;
     if (o->json) {
-      fputs(i ? ",\n  " : "\n  ", stdout);
-      print_contract_json(name, find_contract(name));
+      fputs(shown ? ",\n  " : "\n  ", stdout);
+      print_contract_json(name, is_configuration(i), find_contract(name));
     } else {
-      if (i)
+      if (shown)
         putchar('\n');
       print_contract(name, find_contract(name));
+      if (is_configuration(i))
+        printf("  %-10s %s\n", "kind", "configuration (a call chooses it; not "
+               "called by name)");
     }
+    shown++;
   }
   if (o->json)
     puts("\n]");
+  return EXIT_OK;
+}
+
+/* ------------------------------------------------------------ --version */
+
+/* "version", "platform" and "compiler" for --version and --info. */
+static void print_build_json(void)
+{
+  printf("\"version\": ");
+  cli_json_string(stdout, tj_version());
+  cli_json_member(stdout, "platform", tj_platform());
+  cli_json_member(stdout, "compiler", tj_compiler());
+}
+
+int cli_version(const cli_options *o)
+{
+  if (!o->json) {
+    printf(PROGRAM " %s\nplatform: %s\ncompiler: %s\n", tj_version(),
+           tj_platform(), tj_compiler());
+    return EXIT_OK;
+  }
+  putchar('{');
+  print_build_json();
+  printf("}\n");
   return EXIT_OK;
 }
 
@@ -146,8 +179,7 @@ static void print_device_json(int i, const tj_device_info *p)
 {
   printf("%s{\"ordinal\": %d, \"name\": ", i ? ", " : "", i);
   cli_json_string(stdout, p->name);
-  printf(", \"arch\": ");
-  cli_json_string(stdout, p->arch);
+  cli_json_member(stdout, "arch", p->arch);
   printf(", \"memory_bytes\": %" PRIu64 ", \"compute_units\": %d, "
          "\"clock_khz\": %d}", p->memory_bytes, p->compute_units, p->clock_khz);
 }
@@ -203,17 +235,42 @@ static void print_archs(const cli_options *o)
   puts(n ? "" : "(the compiler listed none)");
 }
 
+/* The names of the embedded kernels that are (configurations 1) or are
+ * not configurations, ", " between them. */
+static void print_names(int configurations)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < tj_embedded_count(); i++)
+    if (is_configuration(i) == configurations)
+      printf("%s%s", n++ ? ", " : "", tj_embedded_name(i));
+}
+
 static void print_kernel_names(const cli_options *o)
 {
+  size_t n = 0;
   if (o->json) {
-    printf(", \"kernels\": ");
-    print_kernels_json();
+    printf(", \"kernels\": [");
+    for (size_t i = 0; i < tj_embedded_count(); i++) {
+      if (!listed(o, i))
+        continue;
+      fputs(n++ ? ", " : "", stdout);
+      cli_json_string(stdout, tj_embedded_name(i));
+    }
+    putchar(']');
     return;
   }
   printf("%-20s", "embedded kernels");
-  for (size_t i = 0; i < tj_embedded_count(); i++)
-    printf("%s%s", i ? ", " : "", tj_embedded_name(i));
+  print_names(0);
   putchar('\n');
+  for (size_t i = 0; i < tj_embedded_count(); i++)
+    n += is_configuration(i);
+  if (n && o->all) {
+    printf("%-20s", "configurations");
+    print_names(1);
+    putchar('\n');
+  } else if (n) {
+    cli_field("configurations", "%zu (--all lists them)", n);
+  }
 }
 
 int cli_info(const cli_options *o)
@@ -224,11 +281,9 @@ int cli_info(const cli_options *o)
   uint64_t entries;
   cache_facts(o, path, sizeof path, &exists, &entries);
   if (o->json) {
-    printf("{\"version\": \"%s\", \"platform\": \"%s\", \"compiler\": ",
-           tj_version(), tj_platform());
-    cli_json_string(stdout, compiler);
-    printf(", \"cache_path\": ");
-    cli_json_string(stdout, path);
+    putchar('{');
+    print_build_json();
+    cli_json_member(stdout, "cache_path", path);
     printf(", \"cache_exists\": %s", exists ? "true" : "false");
   } else {
     cli_field("version", "%s", tj_version());
@@ -536,21 +591,33 @@ static void warm_all(warm_plan *w, cli_pool *pool, cli_job_result *res,
   warm_tally(w, res, total);
 }
 
+/* The kernels --warm compiles: those named, or every embedded one;
+ * malloc'd.  NULL, said, for a name that is not an embedded kernel or
+ * when out of memory. */
+static const char **warm_names(const cli_options *o, size_t *n)
+{
+  for (int i = 0; i < o->nkernels; i++)
+    if (!kernel_known(o->kernels[i])) {
+      unknown_kernel(o->kernels[i]);
+      return NULL;
+    }
+  *n = o->nkernels ? (size_t)o->nkernels : tj_embedded_count();
+  const char **names = calloc(*n + 1, sizeof *names);
+  if (!names)
+    cli_error("out of memory");
+  for (size_t i = 0; names && i < *n; i++)
+    names[i] = o->nkernels ? o->kernels[i] : tj_embedded_name(i);
+  return names;
+}
+
 int cli_warm(const cli_options *o)
 {
   warm_plan w = {0};
+  const char **names = warm_names(o, &w.nkernels);
+  if (!names)
+    return EXIT_FAIL;
   w.o = o;
-  w.kernels = (const char *const *)o->kernels;
-  w.nkernels = (size_t)o->nkernels;
-  for (size_t i = 0; i < w.nkernels; i++)
-    if (!kernel_known(w.kernels[i]))
-      return unknown_kernel(w.kernels[i]);
-  const char *all[64];
-  if (w.nkernels == 0) {
-    for (; w.nkernels < tj_embedded_count() && w.nkernels < 64; w.nkernels++)
-      all[w.nkernels] = tj_embedded_name(w.nkernels);
-    w.kernels = all;
-  }
+  w.kernels = names;
   size_t total = w.nkernels * (size_t)(o->narchs ? o->narchs : 1);
   int planned = plan_rounds(&w, total) == 0;
   /* The workers first: before this process opens a runtime or a GPU. */
@@ -576,6 +643,7 @@ int cli_warm(const cli_options *o)
   free(w.keys);
   free(w.order);
   free(w.lead);
+  free(names);
   for (int a = 0; a < w.nrts; a++)
     tj_runtime_close(w.rts[a]); /* records the hits and misses */
   return rc == EXIT_OK && !w.failed ? EXIT_OK : EXIT_FAIL;
@@ -595,10 +663,7 @@ static void print_run_json(const char *text, const char *error)
     len--;
   fwrite(text, 1, len, stdout);
   printf(",\n  \"error\": ");
-  if (error)
-    cli_json_string(stdout, error);
-  else
-    printf("null");
+  cli_json_string_or_null(stdout, error);
   printf("\n}\n");
 }
 

@@ -16,11 +16,12 @@
  * build tool's -j is.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_jobs.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>

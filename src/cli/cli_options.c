@@ -1,16 +1,19 @@
 /*
  * cli_options.c: the tokitai-jit command line, parsed GNU style with
  * getopt_long into a cli_options, and checked: one command, and only the
- * options that command reads.  Prints --help and --version itself; runs
- * nothing else.  tests/fuzz/fuzz_cli.c links this file.
+ * options that command reads; and the values options take (sizes,
+ * durations, whole numbers).  Prints --help itself; runs nothing else
+ * (--version is a command, cli_gpu.c's).  tests/fuzz/fuzz_cli.c links
+ * this file.
  */
 #include "config.h"
-#include "cli.h"
-#include "tokitai-jit.h"
+#include "cli_options.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,7 +23,7 @@ enum {
   OPT_VERIFY, OPT_REPAIR, OPT_EVICT_AGE, OPT_MAX_SIZE, OPT_CLEAR, OPT_CACHE,
   OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
   OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM, OPT_JOBS,
-  OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING
+  OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING, OPT_ALL
 };
 
 static const struct option long_options[] = {
@@ -53,6 +56,7 @@ static const struct option long_options[] = {
   {"tune", required_argument, NULL, OPT_TUNE},
   {"shape", required_argument, NULL, OPT_SHAPE},
   {"list-tuning", no_argument, NULL, OPT_LIST_TUNING},
+  {"all", no_argument, NULL, OPT_ALL},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -65,7 +69,8 @@ static const char usage_text[] =
   "Commands:\n"
   "      --list-cache           list the cached code objects\n"
   "      --stats                summarise the cache: entries, size, hits\n"
-  "      --info                 show the platform, compiler and GPUs\n"
+  "      --info                 show the platform, compiler, GPUs and the\n"
+  "                             embedded kernels\n"
   "      --list-kernels         list the embedded kernels with their\n"
   "                             signatures and launch contracts\n"
   "      --warm [KERNEL]...     compile the embedded kernels (all, or those\n"
@@ -105,6 +110,10 @@ static const char usage_text[] =
   "      --device N             the GPU to use (default 0)\n"
   "      --n N                  with --run: elements (gemm_f16: M = N = K)\n"
   "      --seed S               with --run: the random seed (default 1)\n"
+  "      --all                  with --info, --list-kernels: also the\n"
+  "                             configurations that a call chooses among\n"
+  "                             (gemm_f16's tiles), not only the kernels\n"
+  "                             a program calls\n"
   "      --repair               with --verify-cache: drop the bad entries\n"
   "      --entry NAME           with --compile: a kernel to take, a C name or\n"
   "                             a C++ name expression (scale<float>); repeat\n"
@@ -131,6 +140,107 @@ static const char usage_text[] =
   "Exit status: 0 on success, 1 on failure (including a kernel that\n"
   "disagrees with its oracle, or a bad cache entry), 2 on a usage error.\n"
   "See tokitai-jit(1) for more.\n";
+
+/* ------------------------------------------------------------ values */
+
+/* Leading decimal digits of s into *v; the first other character in
+ * *end.  -1 when there is no digit or the number does not fit. */
+static int parse_digits(const char *s, uint64_t *v, const char **end)
+{
+  uint64_t n = 0;
+  const char *p = s;
+  for (; isdigit((unsigned char)*p); p++) {
+    unsigned d = (unsigned)(*p - '0');
+    if (n > (UINT64_MAX - d) / 10)
+      return -1;
+    n = n * 10 + d;
+  }
+  *v = n;
+  *end = p;
+  return p == s ? -1 : 0;
+}
+
+int cli_parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+  uint64_t v;
+  const char *end;
+  if (parse_digits(s, &v, &end) != 0 || *end || v > max)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+int cli_parse_duration(const char *s, int64_t *seconds)
+{
+  static const struct {
+    char unit;
+    int64_t seconds;
+  } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}, {'w', 604800}};
+  uint64_t v;
+  const char *end;
+  if (parse_digits(s, &v, &end) != 0)
+    return isdigit((unsigned char)*s) ? -2 : -1;
+  int64_t mult = 0;
+  if (*end == '\0')
+    mult = 1; /* plain seconds */
+  for (size_t i = 0; !mult && i < sizeof units / sizeof units[0]; i++)
+    if (end[0] == units[i].unit && end[1] == '\0')
+      mult = units[i].seconds;
+  if (!mult)
+    return -1;
+  if (v > (uint64_t)(INT64_MAX / mult))
+    return -2;
+  *seconds = (int64_t)v * mult;
+  return 0;
+}
+
+/* The multiplier a size suffix names, or 0 when it names none. */
+static double size_suffix(const char *u)
+{
+  static const char prefixes[] = "KMGT";
+  if (*u == '\0' || strcmp(u, "B") == 0)
+    return 1;
+  const char *at = strchr(prefixes, toupper((unsigned char)u[0]));
+  if (!at)
+    return 0;
+  double binary = 1, decimal = 1;
+  for (const char *p = prefixes; p <= at; p++) {
+    binary *= 1024;
+    decimal *= 1000;
+  }
+  const char *rest = u + 1;
+  if (*rest == '\0' || strcmp(rest, "iB") == 0 || strcmp(rest, "i") == 0)
+    return binary;
+  if (strcmp(rest, "B") == 0)
+    return decimal;
+  return 0;
+}
+
+int cli_parse_size(const char *s, uint64_t *bytes)
+{
+  uint64_t whole, frac = 0;
+  const char *end;
+  double scale = 1;
+  if (parse_digits(s, &whole, &end) != 0)
+    return isdigit((unsigned char)*s) ? -2 : -1;
+  if (*end == '.') {
+    const char *f = end + 1;
+    if (parse_digits(f, &frac, &end) != 0 || end - f > 9)
+      return -1;
+    for (const char *p = f; p < end; p++)
+      scale *= 10;
+  }
+  double mult = size_suffix(end);
+  double v = ((double)whole + (double)frac / scale) * mult;
+  if (mult == 0)
+    return -1;
+  if (v >= 18446744073709551615.0)
+    return -2;
+  *bytes = (uint64_t)v;
+  return 0;
+}
+
+/* ------------------------------------------------------------ options */
 
 /* The parser's own state, beyond what the commands read. */
 typedef struct parse_state {
@@ -162,23 +272,6 @@ static const char *option_name(int val)
     if (opt->val == val)
       return opt->name;
   return "?";
-}
-
-static void print_version(int json)
-{
-  const char *compiler = tj_compiler();
-  if (!json) {
-    printf(PROGRAM " %s\nplatform: %s\ncompiler: %s\n", tj_version(),
-           tj_platform(), compiler);
-    return;
-  }
-  printf("{\"version\": ");
-  cli_json_string(stdout, tj_version());
-  printf(", \"platform\": ");
-  cli_json_string(stdout, tj_platform());
-  printf(", \"compiler\": ");
-  cli_json_string(stdout, compiler);
-  printf("}\n");
 }
 
 /* Every command excludes the others, except that the two eviction limits
@@ -381,13 +474,14 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
   case 'h':
     fputs(usage_text, stdout);
     return CLI_DONE;
-  case 'V': /* printed once every option is read: --version --json */
+  case 'V': /* the command, whatever else is given: --version --json */
     ps->version = 1;
     return 0;
   case OPT_REPAIR: o->repair = 1; return 0;
   case OPT_GROUP: o->cache_flags |= TJ_CACHE_GROUP; return 0;
   case OPT_SYSTEM: o->system = 1; return 0;
   case OPT_JSON: o->json = 1; return 0;
+  case OPT_ALL: o->all = 1; return 0;
   case 'q': case OPT_QUIET: ps->given_quiet = o->quiet = 1; return 0;
   case ':':
     if (optopt < OPT_LIST)
@@ -451,6 +545,9 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
   if ((ps->given_jobs || ps->given_quiet) && c != CMD_WARM && c != CMD_COMPILE)
     return usage_error("--%s applies only to --warm and --compile, not to --%s",
                        ps->given_jobs ? "jobs" : "quiet", cmd);
+  if (o->all && c != CMD_INFO && c != CMD_LIST_KERNELS)
+    return usage_error("--all applies only to --info and --list-kernels, not "
+                       "to --%s", cmd);
   if (o->repair && c != CMD_VERIFY)
     return usage_error("--repair applies only to --verify-cache, not to --%s",
                        cmd);
@@ -489,8 +586,8 @@ int cli_parse_options(int argc, char **argv, cli_options *o)
   o->kernels = argv + optind;
   o->nkernels = argc - optind;
   if (ps->version) {
-    print_version(o->json);
-    return CLI_DONE;
+    o->command = CMD_VERSION;
+    return 0;
   }
   if (!o->jobs)
     o->jobs = cli_default_jobs();

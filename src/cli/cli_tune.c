@@ -6,7 +6,8 @@
  * that the choice explains itself.
  */
 #include "config.h"
-#include "cli.h"
+#include "cli_commands.h"
+#include "cli_format.h"
 #include "tokitai-jit.h"
 
 #include <inttypes.h>
@@ -19,21 +20,15 @@ static void print_tuning_json(const tj_tuning *t)
 {
   printf("{\"op\": ");
   cli_json_string(stdout, t->op);
-  printf(", \"arch\": ");
-  cli_json_string(stdout, t->arch);
-  printf(", \"platform\": ");
-  cli_json_string(stdout, t->platform);
-  printf(", \"compiler\": ");
-  cli_json_string(stdout, t->compiler);
-  printf(", \"shape_class\": ");
-  cli_json_string(stdout, t->shape_class);
-  printf(", \"config\": ");
-  cli_json_string(stdout, t->config);
-  printf(", \"used\": %s, \"m\": %d, \"n\": %d, \"k\": %d, \"device\": ",
+  cli_json_member(stdout, "arch", t->arch);
+  cli_json_member(stdout, "platform", t->platform);
+  cli_json_member(stdout, "compiler", t->compiler);
+  cli_json_member(stdout, "shape_class", t->shape_class);
+  cli_json_member(stdout, "config", t->config);
+  printf(", \"used\": %s, \"m\": %d, \"n\": %d, \"k\": %d",
          t->known ? "true" : "false", t->m, t->n, t->k);
-  cli_json_string(stdout, t->device);
-  printf(", \"origin\": ");
-  cli_json_string(stdout, t->origin);
+  cli_json_member(stdout, "device", t->device);
+  cli_json_member(stdout, "origin", t->origin);
   printf(", \"created\": %" PRId64 ", \"times\": [", t->created);
   for (int i = 0; i < t->num_times; i++) {
     printf(i ? ", {\"config\": " : "{\"config\": ");
@@ -41,10 +36,7 @@ static void print_tuning_json(const tj_tuning *t)
     printf(", \"ms\": %.6f, \"runs\": %d}", t->times[i].ms, t->times[i].runs);
   }
   printf("], \"rule\": ");
-  if (t->rule)
-    cli_json_string(stdout, t->rule);
-  else
-    printf("null");
+  cli_json_string_or_null(stdout, t->rule);
   printf("}");
 }
 

@@ -22,3 +22,10 @@ const char *tj_embedded_name(size_t i)
 {
   return i < tj__embedded_kernel_count ? tj__embedded_kernels[i].entry : NULL;
 }
+
+unsigned tj_embedded_flags(size_t i)
+{
+  if (i >= tj__embedded_kernel_count)
+    return 0;
+  return tj__embedded_kernels[i].configuration ? TJ_EMBEDDED_CONFIGURATION : 0;
+}

@@ -11,6 +11,9 @@ typedef struct tj__embedded_kernel {
   /* NULL, or the arch-specific target ("sm_90a") the source is written
    * for: a runtime for its base arch ("sm_90") compiles it for this one. */
   const char *arch;
+  /* 1: one configuration of a call, from a file marked "embed:
+   * configuration" (tj_embedded_flags's TJ_EMBEDDED_CONFIGURATION). */
+  int configuration;
 } tj__embedded_kernel;
 
 extern const tj__embedded_kernel tj__embedded_kernels[];

@@ -812,7 +812,7 @@ static int embedded_get(tj_runtime *rt, const char *name, int cache_only,
   const tj__embedded_kernel *e = tj__embedded_find(name);
   if (!e)
     return tj__fail(rt, TJ_ENOENT, "no embedded kernel is named '%.128s' "
-                    "(tokitai-jit --list-kernels names them)", name);
+                    "(tokitai-jit --list-kernels --all names them)", name);
   /* The key is computed only on a miss: a hit is a lookup by name. */
   build_request req = {rt, e->source, e->source_len, e->file, e->entry, "", "",
                        embedded_arch(rt, e), cache_only, NULL, ""};

@@ -1,22 +1,24 @@
 /*
  * fuzz_cli.c: libFuzzer harness for the tokitai-jit command line: the
- * option parser (cli_parse_options, src/cli/cli_options.c) and the value
- * parsers of src/cli/cli_format.c (sizes, durations, whole numbers),
- * linked as the program links them.
+ * option parser (cli_parse_options, src/cli/cli_options.c) and its value
+ * parsers (sizes, durations, whole numbers), linked as the program links
+ * them.
  *
  * The input is split at NUL bytes into up to 32 arguments after the program
  * name.  Checked on every input: the parser ends with 0 (go on), done
- * (--help, --version) or a usage error and nothing else; when it goes on,
+ * (--help) or a usage error and nothing else; when it goes on to a
+ * command other than --version (which prints whatever else is given),
  * the options are consistent (one command, at most CLI_MAX_ARCHS archs, the
  * operands inside argv and only for --warm, --json not with a command that
  * prints no report).  The value parsers return 0, -1 or -2 and stay within
  * their bounds.  Commands are never run.
  */
-#include "cli.h"
+#include "cli_options.h"
 
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,6 +27,8 @@
 
 static void check_parsed(const cli_options *o, int argc, char **argv)
 {
+  if (o->command == CMD_VERSION)
+    return;
   if (o->command == CMD_NONE || o->narchs < 0 || o->narchs > CLI_MAX_ARCHS)
     abort();
   for (int i = 0; i < o->narchs; i++)
@@ -41,6 +45,8 @@ static void check_parsed(const cli_options *o, int argc, char **argv)
     abort();
   if (o->json && (o->command == CMD_WARM || o->command == CMD_CLEAR ||
                   o->command == CMD_EVICT))
+    abort();
+  if (o->all && o->command != CMD_INFO && o->command != CMD_LIST_KERNELS)
     abort();
   if (o->command == CMD_RUN && !o->run_kernel)
     abort();

@@ -314,6 +314,18 @@ TJ_EXPORT char *tj_report_json(const tj_report *r);
 TJ_EXPORT size_t tj_embedded_count(void);
 TJ_EXPORT const char *tj_embedded_name(size_t i);
 
+/* What tj_embedded_flags says of an embedded kernel; 0: a kernel to call
+ * (through its C call above, or tj_kernel_get and tj_launch). */
+#define TJ_EMBEDDED_CONFIGURATION 0x1u /* one configuration of a call that
+                                        * chooses among several (the tile
+                                        * shapes and split-K steps of
+                                        * tj_gemm_f16): call the call;
+                                        * tj_kernel_get still gets it, to
+                                        * precompile it into a cache */
+/* The TJ_EMBEDDED_ flags of the i-th embedded kernel (0 when i is out of
+ * range).  Pure, thread-safe. */
+TJ_EXPORT unsigned tj_embedded_flags(size_t i);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,35 @@
+/*
+ * cli_commands.h: the commands of tokitai-jit, one function each, that
+ * main (cli.c) dispatches to; each returns the exit status.
+ *   cli_cache.c   the commands that read, trim or merge cache files
+ *   cli_gpu.c     the commands that need the compiler or a GPU: --info,
+ *                 --list-kernels, --warm, --run; and --version
+ *   cli_compile.c --compile: a program's own kernels into the cache
+ *   cli_tune.c    --tune and --list-tuning: the tuning decisions
+ * They share cli_format.h (output) and cli_jobs.h (compiles on several
+ * cores), and read the command line as cli_options.h parses it.
+ */
+#ifndef TJ_CLI_COMMANDS_H
+#define TJ_CLI_COMMANDS_H
+
+#include "cli_options.h"
+
+int cli_list_cache(const cli_options *o);
+int cli_stats(const cli_options *o);
+int cli_verify_cache(const cli_options *o);
+int cli_evict(const cli_options *o);
+int cli_clear_cache(const cli_options *o);
+int cli_merge(const cli_options *o);
+
+int cli_version(const cli_options *o);
+int cli_info(const cli_options *o);
+int cli_list_kernels(const cli_options *o);
+int cli_warm(const cli_options *o);
+int cli_run(const cli_options *o);
+
+int cli_compile(const cli_options *o);
+
+int cli_tune(const cli_options *o);
+int cli_list_tuning(const cli_options *o);
+
+#endif
