@@ -624,12 +624,24 @@ typedef struct tj_stats {
   uint64_t remote_hits;      /* values fetched, checked, used; also in
                                 cache_hits */
   uint64_t remote_misses;    /* lookups that found no usable value */
-  uint64_t remote_errors;    /* failures that turned the tier off (0 or 1) */
-  uint64_t remote_timeouts;  /* timeouts that turned it off (0 or 1) */
+  uint64_t remote_errors;    /* faults but timeouts: each turned the tier
+                                off for a while */
+  uint64_t remote_timeouts;  /* commands that outlived their deadline */
   uint64_t remote_bytes_in;  /* payload bytes received */
   uint64_t remote_bytes_out; /* payload bytes sent */
+  uint64_t remote_breaker_openings; /* the tier turned off for a while */
+  uint64_t remote_lease_renewals;   /* sent while compiling under a lease */
+  uint64_t remote_lease_takeovers;  /* leases taken from stopped holders */
+  uint64_t remote_published_late;   /* compiled while the tier was off,
+                                       published once it was back */
+  int remote_state;      /* TJ_REMOTE_NONE, TJ_REMOTE_ON, TJ_REMOTE_OFF */
   uint64_t reserved[1];  /* zero; room for fields to come */
 } tj_stats;
+
+/* tj_stats.remote_state. */
+#define TJ_REMOTE_NONE 0 /* no remote tier */
+#define TJ_REMOTE_ON 1   /* in use */
+#define TJ_REMOTE_OFF 2  /* off for a while after a fault */
 
 /* Errors: TJ_EINVAL (a runtime whose open failed, NULL stats).
  * Thread-safe: yes. */
