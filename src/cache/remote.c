@@ -347,7 +347,7 @@ static void flush_pending(tj__remote *r)
       account(r, &c, rc);
       break;
     }
-    r->n.published += rc == 1;
+    r->n.published++;
     r->pend_bytes -= p->len;
     free(p->val);
   }
@@ -477,6 +477,16 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
   return t < 0 ? -1 : t > 0 ? 2 : 0;
 }
 
+/* The lease was taken after another held it: from a holder that stopped
+ * (no value of its own behind it), not one that finished?  r->lock held. */
+static int taken_over(tj__remote *r, const tj__remote_lease *l)
+{
+  tj__remote_call c = {0};
+  if (was_rejected(r, l->key) || !may_call(r))
+    return 0;
+  return done(r, &c, r->be->exists(r->b, l->key, &c)) == 0;
+}
+
 int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
                            tj__remote_lease *l)
 {
@@ -493,7 +503,7 @@ int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
     int step = lease_step(r, l, seen, &since, wait_ms);
     if (step == 2) {
       hold(r, l);
-      r->n.takeovers += seen[0] != '\0' && !was_rejected(r, key);
+      r->n.takeovers += seen[0] && taken_over(r, l);
     }
     pthread_mutex_unlock(&r->lock);
     if (step != 0)

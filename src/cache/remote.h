@@ -198,8 +198,9 @@ void tj__remote_lease_end(tj__remote *r, tj__remote_lease *l);
  * (F_OFD_SETLK) on one byte, chosen by key, of the cache's own lock file
  * (<cache>.lock, judged as location.c judges it).  The kernel drops it
  * when its holder dies.  Polls with a jittered sleep for at most bound_ms;
- * then waiters contend for a second byte of the key for as long again, so
- * that one of them takes over from a holder that stopped, not all.  A
+ * then waiters contend for a second byte of the key for four times as
+ * long, so that one of them takes over from a holder that stopped, not
+ * all.  A
  * descriptor holding a lease, or -1 when none can be had (a read-only
  * cache, no lock file, both bounds passed); *waited says whether it had
  * to wait for another holder.

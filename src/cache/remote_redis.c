@@ -296,8 +296,9 @@ static int judge_header(const char *hd, const expect *ex, const server *sv,
   char *end;
   errno = 0;
   long long n = strtoll(hd + 1, &end, 10);
-  if (errno || *end || n < -1 || n > ex->max_bulk ||
-      (ex->max_bulk < 0 && n != -1)) {
+  if (ex->max_bulk < 0 && n != -1)
+    return fault(c, sv, 0, "a reply of the wrong type (a string)");
+  if (errno || *end || n < -1 || n > ex->max_bulk) {
     snprintf(what, sizeof what, "a reply of %.24s bytes, more than the "
              "command returns", hd + 1);
     return fault(c, sv, 0, what);

@@ -321,9 +321,14 @@ static void print_stats_json(const char *path, const tj_cache_stats *s)
   else
     printf("null");
   printf(", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"errors\": %"
-         PRIu64 ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
-         "}}\n", s->remote_hits, s->remote_misses, s->remote_errors,
+         PRIu64 ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64,
+         s->remote_hits, s->remote_misses, s->remote_errors,
          s->remote_bytes_in, s->remote_bytes_out);
+  printf(", \"timeouts\": %" PRIu64 ", \"breaker_openings\": %" PRIu64
+         ", \"lease_renewals\": %" PRIu64 ", \"lease_takeovers\": %" PRIu64
+         ", \"off_at_close\": %" PRIu64 "}}\n", s->remote_timeouts,
+         s->remote_breaker_openings, s->remote_lease_renewals,
+         s->remote_lease_takeovers, s->remote_off_at_close);
 }
 
 static void print_stats(const char *path, const tj_cache_stats *s)
@@ -361,8 +366,13 @@ static void print_stats(const char *path, const tj_cache_stats *s)
   cli_field("remote hits", "%" PRIu64 " (among the hits above)",
             s->remote_hits);
   cli_field("remote misses", "%" PRIu64, s->remote_misses);
-  cli_field("remote errors", "%" PRIu64 " (timeouts included)",
-            s->remote_errors);
+  cli_field("remote errors", "%" PRIu64 " (%" PRIu64 " of them timeouts)",
+            s->remote_errors, s->remote_timeouts);
+  cli_field("remote state", "off for a while %" PRIu64 " times; %" PRIu64
+            " runtimes closed with it off", s->remote_breaker_openings,
+            s->remote_off_at_close);
+  cli_field("remote leases", "%" PRIu64 " renewals, %" PRIu64 " takeovers",
+            s->remote_lease_renewals, s->remote_lease_takeovers);
   cli_field("remote traffic", "%s in, %s out", in, out);
 }
 
