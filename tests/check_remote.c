@@ -81,7 +81,8 @@ static void sleep_ms(long ms)
 
 /* A redis-server on a free loopback port (or on port, when not 0),
  * answering PING. */
-static void start_server_at(redis_server *s, const char *dir, int at)
+static void start_server_with(redis_server *s, const char *dir, int at,
+                              const char *const *extra)
 {
   pid_t test = getpid();
   for (int attempt = 0; attempt < 5; attempt++) {
@@ -94,9 +95,12 @@ static void start_server_at(redis_server *s, const char *dir, int at)
       die_with(test);
       int null = open("/dev/null", O_WRONLY);
       dup2(null, 1);
-      execlp("redis-server", "redis-server", "--port", port, "--bind",
-             "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
-             "--daemonize", "no", (char *)NULL);
+      const char *argv[32] = {"redis-server", "--port", port, "--bind",
+                              "127.0.0.1", "--save", "", "--appendonly",
+                              "no", "--dir", dir, "--daemonize", "no"};
+      for (int i = 0; extra && extra[i] && i < 16; i++)
+        argv[13 + i] = extra[i];
+      execvp("redis-server", (char *const *)argv);
       _exit(127);
     }
     for (int i = 0; i < 500; i++) {
@@ -105,7 +109,8 @@ static void start_server_at(redis_server *s, const char *dir, int at)
         break; /* the port was taken meanwhile: another */
       redisContext *c = admin(s->port);
       redisReply *r = c ? redisCommand(c, "PING") : NULL;
-      int up = r && r->type == REDIS_REPLY_STATUS;
+      int up = r && (r->type == REDIS_REPLY_STATUS ||
+                     r->type == REDIS_REPLY_ERROR); /* NOAUTH: up too */
       if (r)
         freeReplyObject(r);
       if (c)
@@ -118,6 +123,11 @@ static void start_server_at(redis_server *s, const char *dir, int at)
     waitpid(s->pid, NULL, 0);
   }
   ck_abort_msg("redis-server did not start");
+}
+
+static void start_server_at(redis_server *s, const char *dir, int at)
+{
+  start_server_with(s, dir, at, NULL);
 }
 
 static void start_server(redis_server *s, const char *dir)
@@ -361,7 +371,10 @@ START_TEST(specs_that_do_not_parse_are_refused)
   static const char *const bad[] = {
       "", "http://a:1", "redis://a", "redis://a:0", "redis://a:65536",
       "redis://:1", "redis://a:1x", "redis://a:1,", "redis://a:1?rw",
-      "redis://a:1,redis://a:1", "redis://a b:1", "redis://[::1]1"};
+      "redis://a:1,redis://a:1", "redis://a b:1", "redis://[::1]1",
+      "redis://a:1/x", "redis://a:1/99999999", "redis://u@a:1",
+      "redis://u:@a:1", "unix://relative.sock", "unix://", "redis://a:1?db=",
+      "redis://a:1?prefix=a b", "redis://a:1?readonly&", "redis://a:1?x=1"};
   tj__remote_settings set;
   char why[256], msg[256];
   tj__remote_settings_env(&set, why, sizeof why);
@@ -376,6 +389,17 @@ START_TEST(specs_that_do_not_parse_are_refused)
   ck_assert_int_eq(tj__remote_server_count(r), 2);
   ck_assert(tj__remote_readonly(r));
   tj__remote_close(r);
+  ck_assert_int_eq(tj__remote_open("redis://me:pw@a:1/2?prefix=t:,redis://:pw"
+                                   "@b:2?db=3&readonly,unix:///run/r.sock?"
+                                   "prefix=x", &set, &r, msg, sizeof msg),
+                   TJ_OK);
+  ck_assert_int_eq(tj__remote_server_count(r), 3);
+  ck_assert(tj__remote_readonly(r));
+  tj__remote_close(r);
+  /* A refused entry is quoted without its password. */
+  ck_assert_int_eq(tj__remote_open("redis://me:sekrit@a:0", &set, &r, msg,
+                                   sizeof msg), TJ_EINVAL);
+  ck_assert_msg(!strstr(msg, "sekrit") && strstr(msg, "***@a:0"), "%s", msg);
   /* From tj_options: refused; from the environment: a warning. */
   char *dir = test_tmpdir(), *cache = test_path(dir, "c.db");
   tj_runtime *rt = open_remote(cache, "http://nowhere:1");
@@ -1311,6 +1335,66 @@ START_TEST(a_warm_start_touches_neither_sqlite_nor_the_network)
 }
 END_TEST
 
+/* A server that asks for a password, a database and a key prefix; one
+ * on a unix socket; a wrong password turns the tier off and is never
+ * printed. */
+START_TEST(passwords_databases_prefixes_and_unix_sockets)
+{
+  char *dir = test_tmpdir(), *sock = test_path(dir, "r.sock");
+  static const char *const auth[] = {"--requirepass", "sekrit", NULL};
+  const char *const unix_args[] = {"--unixsocket", sock, "--unixsocketperm",
+                                   "700", NULL};
+  redis_server s[2];
+  start_server_with(&s[0], dir, 0, auth);
+  start_server_with(&s[1], dir, 0, unix_args);
+  char spec[3][300];
+  snprintf(spec[0], sizeof spec[0], "redis://:sekrit@127.0.0.1:%d/3?prefix="
+           "team:", s[0].port);
+  snprintf(spec[1], sizeof spec[1], "unix://%s?db=2&prefix=u:", sock);
+  snprintf(spec[2], sizeof spec[2], "redis://default:wrong@127.0.0.1:%d",
+           s[0].port);
+  for (int i = 0; i < 3; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "p%d.db", i);
+    char *cache = test_path(dir, name);
+    tj_runtime *rt = open_remote(cache, spec[i]);
+    tj_kernel *k;
+    tj_stats st;
+    ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+    tj_runtime_get_stats(rt, &st);
+    ck_assert_msg(!strstr(tj_errmsg(rt), "sekrit") &&
+                  !strstr(tj_errmsg(rt), "wrong"), "%s", tj_errmsg(rt));
+    if (i < 2) {
+      ck_assert_msg(!tj_errmsg(rt)[0], "%s", tj_errmsg(rt));
+      ck_assert_uint_eq(st.remote_errors + st.remote_timeouts, 0);
+      ck_assert_uint_ge(st.remote_misses, 1);
+    } else {
+      ck_assert_uint_eq(st.remote_errors, 1);
+    }
+    tj_runtime_close(rt);
+    free(cache);
+  }
+  /* Each value is in the database and under the prefix asked for. */
+  redisContext *c = admin(s[0].port);
+  freeReplyObject(redisCommand(c, "AUTH sekrit"));
+  freeReplyObject(redisCommand(c, "SELECT 3"));
+  redisReply *r = redisCommand(c, "KEYS team:tokitai-jit:v1:code:*");
+  ck_assert_uint_eq(r->elements, 1);
+  freeReplyObject(r);
+  redisFree(c);
+  c = admin(s[1].port);
+  freeReplyObject(redisCommand(c, "SELECT 2"));
+  r = redisCommand(c, "KEYS u:tokitai-jit:v1:code:*");
+  ck_assert_uint_eq(r->elements, 1);
+  freeReplyObject(r);
+  redisFree(c);
+  for (int i = 0; i < 2; i++)
+    stop_server(&s[i]);
+  free(sock);
+  free(dir);
+}
+END_TEST
+
 /* redis-server on $PATH. */
 static int have_redis_server(void)
 {
@@ -1349,6 +1433,7 @@ int main(void)
   tcase_add_test(tc, a_server_that_never_answers_is_given_up);
   tcase_add_test(tc, a_tampered_value_is_never_loaded);
   tcase_add_test(tc, a_read_only_client_writes_nothing);
+  tcase_add_test(tc, passwords_databases_prefixes_and_unix_sockets);
   tc = test_case(s, "stalls", 120);
   tcase_add_test(tc, a_server_stopped_while_a_lease_is_held_costs_one_timeout);
   tc = test_case(s, "faults", 120);

@@ -127,7 +127,8 @@ static const tj__remote_backend *backend_of(const char *spec)
   for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
     if (strncmp(spec, backends[i]->scheme, strlen(backends[i]->scheme)) == 0)
       return backends[i];
-  return backends[0]; /* whose parser names what a spec must be */
+  return backends[0]; /* Redis: it takes unix:// too, and its parser
+                          names what an entry must be */
 }
 
 int tj__remote_open(const char *spec, const tj__remote_settings *s,

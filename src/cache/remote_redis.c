@@ -2,10 +2,14 @@
  * remote_redis.c: the remote tier's backend on standalone Redis servers
  * (remote.h says what a backend promises).
  *
- * A spec is "redis://HOST:PORT" entries, commas between them; each key
- * lives on one server, chosen by rendezvous (highest random weight)
- * hashing over the key and the server's "HOST:PORT", so that adding a
- * server moves only the keys it wins.
+ * A spec is entries, commas between them, each
+ * "redis://[[USER]:PASSWORD@]HOST:PORT[/DB]" or "unix:///PATH", with
+ * options after '?' joined by '&': readonly, db=N, prefix=P (before every
+ * key name).  Each key lives on one server, chosen by rendezvous (highest
+ * random weight) hashing over the key and the server's "HOST:PORT" (or
+ * "unix:PATH"), so that adding a server moves only the keys it wins.  A
+ * new connection sends AUTH and SELECT when its entry asks for them; a
+ * password is never put in a message.
  *
  * hiredis connects and formats commands and parses answers; the socket
  * I/O is here, so that a command is bounded as a whole: the connection is
@@ -38,9 +42,12 @@
 #define HEADER_MAX 32
 
 typedef struct server {
-  char host[256];
-  int port;
-  char name[300]; /* "HOST:PORT", hashed for placement */
+  char host[256];  /* or the socket's path, for unix:// */
+  int port;        /* 0 for a unix socket */
+  char user[128], pass[256]; /* AUTH after connecting, when pass is set */
+  int db;          /* SELECT after connecting, when not 0 */
+  char prefix[64]; /* before every key name */
+  char name[300];  /* "HOST:PORT" or "unix:PATH": placement, messages */
   uint64_t seed;
   redisContext *ctx; /* connected when first needed */
 } server;
@@ -58,18 +65,34 @@ typedef struct expect {
   long long max_bulk;
 } expect;
 
+/* The longest key name: a prefix, the namespace, a kind and a key. */
+#define NAME_MAX_LEN 192
+/* The largest database number a server may have. */
+#define DB_MAX 1000000
+
 /* ------------------------------------------------------- the spec */
 
+/* Refuse entry u (n bytes) for why, quoting it without what comes before
+ * an '@': a password is never printed. */
 static int bad_url(const char *u, size_t n, const char *why, char *msg,
                    size_t len)
 {
-  snprintf(msg, len, "remote '%.*s' %s", (int)(n > 200 ? 200 : n), u, why);
+  const char *at = NULL, *scheme = strstr(u, "://");
+  for (const char *p = u; p < u + n; p++)
+    if (*p == '@')
+      at = p;
+  int cut = n > 200 ? 200 : (int)n;
+  if (at && scheme && scheme < at)
+    snprintf(msg, len, "remote '%.*s://***%.*s' %s", (int)(scheme - u), u,
+             (int)(u + cut - at > 0 ? u + cut - at : 0), at, why);
+  else
+    snprintf(msg, len, "remote '%.*s' %s", cut, u, why);
   return TJ_EINVAL;
 }
 
 /* HOST and PORT from "HOST:PORT" or "[IPv6]:PORT" in h..end. */
-static int split_host(const char *h, const char *end, server *sv,
-                      const char **colon)
+static void split_host(const char *h, const char *end, server *sv,
+                       const char **colon)
 {
   *colon = NULL;
   if (*h == '[') {
@@ -85,36 +108,125 @@ static int split_host(const char *h, const char *end, server *sv,
     if (*colon && (size_t)(*colon - h) < sizeof sv->host)
       snprintf(sv->host, sizeof sv->host, "%.*s", (int)(*colon - h), h);
   }
+}
+
+/* A whole number from lo to hi in p..end: it, or -1. */
+static long number_in(const char *p, const char *end, long lo, long hi)
+{
+  size_t n = (size_t)(end - p);
+  if (n == 0 || n > 9 || strspn(p, "0123456789") < n)
+    return -1;
+  long v = 0;
+  for (; p < end; p++)
+    v = v * 10 + (*p - '0');
+  return v < lo || v > hi ? -1 : v;
+}
+
+/* "[USER]:PASSWORD@" in u..at (at the '@'). */
+static int parse_userinfo(const char *u, const char *at, server *sv)
+{
+  const char *colon = memchr(u, ':', (size_t)(at - u));
+  if (!colon || (size_t)(colon - u) >= sizeof sv->user ||
+      (size_t)(at - colon - 1) >= sizeof sv->pass || at == colon + 1)
+    return -1;
+  snprintf(sv->user, sizeof sv->user, "%.*s", (int)(colon - u), u);
+  snprintf(sv->pass, sizeof sv->pass, "%.*s", (int)(at - colon - 1),
+           colon + 1);
   return 0;
 }
 
-/* "redis://HOST:PORT", HOST a name or an IPv4 address, or [IPv6]. */
-static int parse_url(const char *u, size_t n, server *sv, char *msg,
-                     size_t len)
+/* "HOST:PORT[/DB]" in h..end, after any user information. */
+static int parse_hostport(const char *h, const char *end, server *sv)
 {
-  static const char scheme[] = "redis://";
-  if (n < sizeof scheme || strncmp(u, scheme, sizeof scheme - 1) != 0)
-    return bad_url(u, n, "is not redis://HOST:PORT", msg, len);
-  const char *end = u + n, *colon;
-  split_host(u + sizeof scheme - 1, end, sv, &colon);
-  char digits[8] = "";
-  size_t dl = colon ? (size_t)(end - colon - 1) : 0;
-  if (dl > 0 && dl < sizeof digits)
-    memcpy(digits, colon + 1, dl), digits[dl] = '\0';
-  char *stop;
-  long port = dl ? strtol(digits, &stop, 10) : 0;
-  if (!colon || !sv->host[0] || !dl || dl >= sizeof digits || *stop ||
-      port < 1 || port > 65535 || strspn(digits, "0123456789") != dl)
-    return bad_url(u, n, "is not redis://HOST:PORT (a host, and a port "
-                   "from 1 to 65535)", msg, len);
+  const char *slash = memchr(h, '/', (size_t)(end - h)), *colon;
+  if (slash) {
+    if ((sv->db = (int)number_in(slash + 1, end, 0, DB_MAX)) < 0)
+      return -1;
+    end = slash;
+  }
+  split_host(h, end, sv, &colon);
+  long port = colon ? number_in(colon + 1, end, 1, 65535) : -1;
+  if (port < 0 || !sv->host[0])
+    return -1;
   for (const char *p = sv->host; *p; p++)
     if ((unsigned char)*p <= ' ' || *p == '/' || *p == '@' || *p == '?')
-      return bad_url(u, n, ": the host has a character a host name cannot "
-                     "have", msg, len);
+      return -1;
   sv->port = (int)port;
   size_t hl = strlen(sv->host);
   memcpy(sv->name, sv->host, hl);
   snprintf(sv->name + hl, sizeof sv->name - hl, ":%d", sv->port);
+  return 0;
+}
+
+/* "unix:///PATH" (the socket's path, absolute). */
+static int parse_unix(const char *p, const char *end, server *sv)
+{
+  size_t n = (size_t)(end - p);
+  if (n < 2 || *p != '/' || n >= 108 || memchr(p, ',', n))
+    return -1;
+  snprintf(sv->host, sizeof sv->host, "%.*s", (int)n, p);
+  snprintf(sv->name, sizeof sv->name, "unix:%s", sv->host);
+  return 0;
+}
+
+/* The options after '?': "readonly", "db=N", "prefix=P", '&' between. */
+static int parse_options(const char *q, const char *end, server *sv,
+                         int *readonly)
+{
+  while (q < end) {
+    const char *amp = memchr(q, '&', (size_t)(end - q));
+    const char *stop = amp ? amp : end;
+    size_t n = (size_t)(stop - q);
+    if (amp && amp + 1 == end)
+      return -1; /* an empty option */
+    if (n == 8 && !strncmp(q, "readonly", 8)) {
+      *readonly = 1;
+    } else if (n > 3 && !strncmp(q, "db=", 3)) {
+      if ((sv->db = (int)number_in(q + 3, stop, 0, DB_MAX)) < 0)
+        return -1;
+    } else if (n > 7 && !strncmp(q, "prefix=", 7) &&
+               n - 7 < sizeof sv->prefix) {
+      snprintf(sv->prefix, sizeof sv->prefix, "%.*s", (int)(n - 7), q + 7);
+      for (const char *p = sv->prefix; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                    "0123456789:_.-/", *p))
+          return -1;
+    } else {
+      return -1;
+    }
+    q = amp ? amp + 1 : end;
+  }
+  return 0;
+}
+
+/* One entry: "redis://[[USER]:PASSWORD@]HOST:PORT[/DB][?OPTIONS]" or
+ * "unix:///PATH[?OPTIONS]". */
+static int parse_url(const char *u, size_t n, server *sv, int *readonly,
+                     char *msg, size_t len)
+{
+  static const char usage[] =
+      "is not redis://[[USER]:PASSWORD@]HOST:PORT[/DB][?OPTIONS] or "
+      "unix:///PATH[?OPTIONS] (a port from 1 to 65535; options readonly, "
+      "db=N, prefix=P, joined by &)";
+  const char *end = u + n, *q = memchr(u, '?', n);
+  if (q && parse_options(q + 1, end, sv, readonly) != 0)
+    return bad_url(u, n, usage, msg, len);
+  if (q)
+    end = q;
+  if (n > 7 && strncmp(u, "unix://", 7) == 0) {
+    if (parse_unix(u + 7, end, sv) != 0)
+      return bad_url(u, n, usage, msg, len);
+  } else if (n > 8 && strncmp(u, "redis://", 8) == 0) {
+    const char *h = u + 8, *at = NULL;
+    for (const char *p = h; p < end; p++)
+      if (*p == '@')
+        at = p;
+    if ((at && parse_userinfo(h, at, sv) != 0) ||
+        parse_hostport(at ? at + 1 : h, end, sv) != 0)
+      return bad_url(u, n, usage, msg, len);
+  } else {
+    return bad_url(u, n, usage, msg, len);
+  }
   sv->seed = XXH3_64bits(sv->name, strlen(sv->name));
   return TJ_OK;
 }
@@ -123,22 +235,15 @@ static int parse_url(const char *u, size_t n, server *sv, char *msg,
 static int add_server(redis_backend *rb, const char *p, size_t n,
                       int *readonly, char *msg, size_t len)
 {
-  const char *q = memchr(p, '?', n);
-  size_t un = q ? (size_t)(q - p) : n;
-  if (q) {
-    if (n - un != strlen("?readonly") || strncmp(q, "?readonly", n - un))
-      return bad_url(p, n, ": the only option is ?readonly", msg, len);
-    *readonly = 1;
-  }
   if (rb->nservers == TJ__REMOTE_MAX_SERVERS)
     return snprintf(msg, len, "more than %d remote servers",
                     TJ__REMOTE_MAX_SERVERS), TJ_EINVAL;
   server *sv = &rb->servers[rb->nservers];
-  if (parse_url(p, un, sv, msg, len) != TJ_OK)
+  if (parse_url(p, n, sv, readonly, msg, len) != TJ_OK)
     return TJ_EINVAL;
   for (int i = 0; i < rb->nservers; i++)
     if (strcmp(rb->servers[i].name, sv->name) == 0)
-      return bad_url(p, un, "is listed twice", msg, len);
+      return bad_url(p, n, "is listed twice", msg, len);
   rb->nservers++;
   return TJ_OK;
 }
@@ -164,8 +269,8 @@ static int redis_open(const char *spec, const tj__remote_settings *s,
   for (const char *p = spec; *p;) {
     size_t n = strcspn(p, ",");
     int rc = n == 0 || (p[n] == ',' && !p[n + 1])
-                 ? (snprintf(msg, len, "the remote list '%.200s' has an "
-                             "empty entry", spec), TJ_EINVAL)
+                 ? (snprintf(msg, len, "the remote list has an empty "
+                             "entry"), TJ_EINVAL)
                  : add_server(rb, p, n, readonly, msg, len);
     if (rc != TJ_OK) {
       redis_close(rb);
@@ -217,15 +322,18 @@ static int fault(tj__remote_call *c, const server *sv, int timeout,
 
 /* The connection to sv, made now if need be (within the connect
  * timeout), non-blocking; NULL with c->what set. */
-static redisContext *connect_to(redis_backend *rb, server *sv,
+static redisContext *connect_to(redis_backend *rb, server *sv, int *fresh,
                                 tj__remote_call *c)
 {
+  *fresh = 0;
   if (sv->ctx)
     return sv->ctx;
   long ms = rb->set.connect_timeout_ms;
   struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
   errno = 0;
-  redisContext *x = redisConnectWithTimeout(sv->host, sv->port, tv);
+  redisContext *x = sv->port
+                        ? redisConnectWithTimeout(sv->host, sv->port, tv)
+                        : redisConnectUnixWithTimeout(sv->host, tv);
   int e = errno;
   if (!x || x->err) {
     int timeout = x && (e == ETIMEDOUT || e == EINPROGRESS || e == EAGAIN ||
@@ -242,6 +350,7 @@ static redisContext *connect_to(redis_backend *rb, server *sv,
     return NULL;
   }
   sv->ctx = x;
+  *fresh = 1;
   return x;
 }
 
@@ -350,18 +459,13 @@ static redisReply *read_answer(redisContext *x, const expect *ex,
   }
 }
 
-/* One command to the server of key, argv style, its answer one of ex's:
- * the reply (an error reply is a fault), or NULL with c->what set.  A
- * fault drops the connection: what is left of its answer means nothing. */
-static redisReply *command(redis_backend *rb, const char *key, int argc,
-                           const char **argv, const size_t *argl,
-                           const expect *ex, tj__remote_call *c)
+/* One command on x, argv style, its answer one of ex's, by deadline: the
+ * reply (an error reply is a fault), or NULL with c->what set. */
+static redisReply *exchange(redisContext *x, const server *sv, int argc,
+                            const char **argv, const size_t *argl,
+                            const expect *ex, long long deadline,
+                            tj__remote_call *c)
 {
-  server *sv = &rb->servers[redis_server_of(rb, key)];
-  redisContext *x = connect_to(rb, sv, c);
-  if (!x)
-    return NULL;
-  long long deadline = now_ms() + rb->set.timeout_ms;
   char *cmd = NULL;
   int n = redisFormatCommandArgv(&cmd, argc, argv, argl);
   redisReply *rep = NULL;
@@ -377,6 +481,56 @@ static redisReply *command(redis_backend *rb, const char *key, int argc,
     freeReplyObject(rep);
     rep = NULL;
   }
+  return rep;
+}
+
+/* A new connection's AUTH and SELECT, when sv asks for them: 0, or -1
+ * with c->what set (which never holds the password). */
+static int greet(redis_backend *rb, const server *sv, redisContext *x,
+                 tj__remote_call *c)
+{
+  expect ok = {"+", 0};
+  long long deadline = now_ms() + rb->set.timeout_ms;
+  if (sv->pass[0]) {
+    const char *argv[] = {"AUTH", sv->user, sv->pass};
+    size_t argl[] = {4, strlen(sv->user), strlen(sv->pass)};
+    int u = sv->user[0] != '\0';
+    if (!u) /* AUTH PASSWORD: the default user */
+      argv[1] = sv->pass, argl[1] = argl[2];
+    redisReply *r = exchange(x, sv, 2 + u, argv, argl, &ok, deadline, c);
+    if (!r)
+      return -1;
+    freeReplyObject(r);
+  }
+  if (sv->db) {
+    char db[16];
+    snprintf(db, sizeof db, "%d", sv->db);
+    const char *argv[] = {"SELECT", db};
+    size_t argl[] = {6, strlen(db)};
+    redisReply *r = exchange(x, sv, 2, argv, argl, &ok, deadline, c);
+    if (!r)
+      return -1;
+    freeReplyObject(r);
+  }
+  return 0;
+}
+
+/* One command to the server of key, as exchange says, within the
+ * operation timeout.  A fault drops the connection: what is left of its
+ * answer means nothing. */
+static redisReply *command(redis_backend *rb, const char *key, int argc,
+                           const char **argv, const size_t *argl,
+                           const expect *ex, tj__remote_call *c)
+{
+  server *sv = &rb->servers[redis_server_of(rb, key)];
+  int fresh;
+  redisContext *x = connect_to(rb, sv, &fresh, c);
+  if (!x)
+    return NULL;
+  redisReply *rep = fresh && greet(rb, sv, x, c) != 0
+                        ? NULL
+                        : exchange(x, sv, argc, argv, argl, ex,
+                                   now_ms() + rb->set.timeout_ms, c);
   if (!rep) {
     redisFree(x);
     sv->ctx = NULL;
@@ -386,16 +540,22 @@ static redisReply *command(redis_backend *rb, const char *key, int argc,
 
 /* ------------------------------------------------------- the commands */
 
-static void name_of(char *out, size_t len, const char *kind, const char *key)
+/* The name of key's value ("code") or lease ("lease") on its server,
+ * under the server's prefix. */
+static void name_of(void *b, char *out, size_t len, const char *kind,
+                    const char *key)
 {
-  snprintf(out, len, TJ__REMOTE_NAMESPACE "%s:%s", kind, key);
+  redis_backend *rb = b;
+  const server *sv = &rb->servers[redis_server_of(rb, key)];
+  snprintf(out, len, "%s" TJ__REMOTE_NAMESPACE "%s:%s", sv->prefix, kind,
+           key);
 }
 
 static int redis_get(void *b, const char *key, size_t max, unsigned char **val,
                      size_t *len, tj__remote_call *c)
 {
-  char name[128], last[32];
-  name_of(name, sizeof name, "code", key);
+  char name[NAME_MAX_LEN], last[32];
+  name_of(b, name, sizeof name, "code", key);
   snprintf(last, sizeof last, "%llu", (unsigned long long)max - 1);
   const char *argv[] = {"GETRANGE", name, "0", last};
   size_t argl[] = {8, strlen(name), 1, strlen(last)};
@@ -415,8 +575,8 @@ static int redis_get(void *b, const char *key, size_t max, unsigned char **val,
 static int redis_put(void *b, const char *key, const unsigned char *val,
                      size_t len, int replace, long ttl_s, tj__remote_call *c)
 {
-  char name[128], ttl[24];
-  name_of(name, sizeof name, "code", key);
+  char name[NAME_MAX_LEN], ttl[24];
+  name_of(b, name, sizeof name, "code", key);
   snprintf(ttl, sizeof ttl, "%ld", ttl_s);
   const char *argv[6] = {"SET", name, (const char *)val};
   size_t argl[6] = {3, strlen(name), len};
@@ -452,8 +612,8 @@ static long long integer_of(redis_backend *rb, const char *key, int argc,
 
 static int redis_exists(void *b, const char *key, tj__remote_call *c)
 {
-  char name[128];
-  name_of(name, sizeof name, "code", key);
+  char name[NAME_MAX_LEN];
+  name_of(b, name, sizeof name, "code", key);
   const char *argv[] = {"EXISTS", name};
   size_t argl[] = {6, strlen(name)};
   long long v = integer_of(b, key, 2, argv, argl, c);
@@ -467,8 +627,8 @@ static long long lease_script(redis_backend *rb, const char *key,
                               const char *a2, const char *a3,
                               tj__remote_call *c)
 {
-  char name[128];
-  name_of(name, sizeof name, "lease", key);
+  char name[NAME_MAX_LEN];
+  name_of(rb, name, sizeof name, "lease", key);
   const char *argv[] = {"EVAL", script, "1", name, a1, a2, a3};
   size_t argl[] = {4, strlen(script), 1, strlen(name), a1 ? strlen(a1) : 0,
                    a2 ? strlen(a2) : 0, a3 ? strlen(a3) : 0};
@@ -490,8 +650,8 @@ static int redis_lease_take(void *b, const char *key, const char *token,
     long long v = lease_script(b, key, steal, expect_token, token, pms, c);
     return v < 0 ? -1 : v == 1;
   }
-  char name[128];
-  name_of(name, sizeof name, "lease", key);
+  char name[NAME_MAX_LEN];
+  name_of(b, name, sizeof name, "lease", key);
   const char *argv[] = {"SET", name, token, "NX", "PX", pms};
   size_t argl[] = {3, strlen(name), strlen(token), 2, 2, strlen(pms)};
   expect ex = {"+$", -1};
@@ -527,8 +687,8 @@ static int redis_lease_release(void *b, const char *key, const char *token,
 static int redis_lease_holder(void *b, const char *key, char *token,
                               size_t len, tj__remote_call *c)
 {
-  char name[128];
-  name_of(name, sizeof name, "lease", key);
+  char name[NAME_MAX_LEN];
+  name_of(b, name, sizeof name, "lease", key);
   const char *argv[] = {"GET", name};
   size_t argl[] = {3, strlen(name)};
   expect ex = {"$", TJ__REMOTE_TOKEN - 1};
@@ -560,6 +720,7 @@ static int redis_open(const char *spec, const tj__remote_settings *s,
 }
 
 /* Never called: no backend is ever opened. */
-const tj__remote_backend tj__remote_redis = {"redis://", redis_open};
+const tj__remote_backend tj__remote_redis = {.scheme = "redis://",
+                                             .open = redis_open};
 
 #endif
