@@ -73,6 +73,7 @@ struct tj__remote {
   tj__remote_lease *held[HELD_MAX]; /* leases to renew */
   int renewer_on, stopping;
   pthread_t renewer;
+  pid_t renewer_pid;     /* a child of a fork has no renewer to join */
 };
 
 /* ------------------------------------------------------- settings */
@@ -163,7 +164,7 @@ void tj__remote_stop(tj__remote *r)
   pthread_mutex_lock(&r->lock);
   r->stopping = 1;
   pthread_cond_broadcast(&r->wake);
-  int joined = r->renewer_on;
+  int joined = r->renewer_on && r->renewer_pid == getpid();
   r->renewer_on = 0;
   pthread_mutex_unlock(&r->lock);
   if (joined)
@@ -414,6 +415,8 @@ static void *renewer(void *arg)
                                  l->token, r->set.lease_ms, &c))
                            : -1;
       r->n.renewals += rc == 1;
+      if (rc == 0) /* taken over: no longer ours to renew */
+        r->held[i] = NULL;
     }
   }
   pthread_mutex_unlock(&r->lock);
@@ -430,8 +433,10 @@ static void hold(tj__remote *r, tj__remote_lease *l)
       r->held[i] = l;
       break;
     }
-  if (!r->renewer_on && !r->stopping)
+  if (!r->renewer_on && !r->stopping) {
     r->renewer_on = pthread_create(&r->renewer, NULL, renewer, r) == 0;
+    r->renewer_pid = getpid();
+  }
 }
 
 /* One step of the wait: 2 compile, holding the lease; 1 look again;

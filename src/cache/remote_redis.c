@@ -165,7 +165,7 @@ static int parse_unix(const char *p, const char *end, server *sv)
   if (n < 2 || *p != '/' || n >= 108 || memchr(p, ',', n))
     return -1;
   snprintf(sv->host, sizeof sv->host, "%.*s", (int)n, p);
-  snprintf(sv->name, sizeof sv->name, "unix:%s", sv->host);
+  snprintf(sv->name, sizeof sv->name, "unix:%.*s", (int)n, p);
   return 0;
 }
 
@@ -427,6 +427,10 @@ static redisReply *read_answer(redisContext *x, const expect *ex,
     void *rep = NULL;
     if (redisReaderGetReply(x->reader, &rep) != REDIS_OK)
       return fault(c, sv, 0, "an answer that does not parse"), NULL;
+    if (rep && x->reader->pos < x->reader->len) { /* more than was asked */
+      freeReplyObject(rep);
+      return fault(c, sv, 0, "more than one answer"), NULL;
+    }
     if (rep)
       return rep;
     int w = wait_fd(x->fd, POLLIN, deadline);
