@@ -6,7 +6,10 @@
  * or not); it is skipped (77) when redis-server is not installed
  * or the library was built without hiredis.  Every process stands for a
  * machine: its own empty per-user cache, one shared remote.  Compiles
- * are counted through the tj_stats each process sends back.
+ * are counted through the tj_stats each process sends back.  Faults are
+ * scripted: servers stopped (SIGSTOP), killed and restarted, and small
+ * socket servers of the test's own that answer slowly, endlessly or
+ * wrongly.
  */
 #include "testutil.h"
 #include "internal.h"

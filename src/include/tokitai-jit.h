@@ -235,12 +235,14 @@ typedef struct tj_kernel tj_kernel;
  *               copied into the per-user cache; tj_stats.system_hits
  *               counts it.  With TJ_CACHE_DISABLE none is read.
  *   remote      The remote tier, Redis servers shared by many machines:
- *               "redis://HOST:PORT[,redis://HOST:PORT...]", "?readonly"
- *               at the end for a process that never writes to them.  NULL:
+ *               "redis://[[USER]:PASSWORD@]HOST:PORT[/DB]" or
+ *               "unix:///PATH" entries, commas between them, options
+ *               after '?' joined by '&' ("readonly" for a process that
+ *               never writes to them, "db=N", "prefix=P").  NULL:
  *               $TOKITAI_JIT_REMOTE (unset: none).  Looked up after the
- *               per-user cache, a hit copied into it; advisory: short
- *               timeouts, off for the process after its first error, never
- *               the reason a call fails (README, "The remote tier").  Off
+ *               per-user cache, a hit copied into it; advisory: a deadline
+ *               on each command, off for a while after a fault, never the
+ *               reason a call fails (README, "The remote tier").  Off
  *               with TJ_CACHE_DISABLE; read-only with TJ_CACHE_READONLY.
  *               A list that does not parse is TJ_EINVAL here, a warning
  *               from the environment.
