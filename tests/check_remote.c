@@ -6,7 +6,10 @@
  * or not); it is skipped (77) when redis-server is not installed
  * or the library was built without hiredis.  Every process stands for a
  * machine: its own empty per-user cache, one shared remote.  Compiles
- * are counted through the tj_stats each process sends back.
+ * are counted through the tj_stats each process sends back.  Faults are
+ * scripted: servers stopped (SIGSTOP), killed and restarted, and small
+ * socket servers of the test's own that answer slowly, endlessly or
+ * wrongly.
  */
 #include "testutil.h"
 #include "internal.h"
@@ -79,13 +82,15 @@ static void sleep_ms(long ms)
   nanosleep(&ts, NULL);
 }
 
-/* A redis-server on a free loopback port, answering PING. */
-static void start_server(redis_server *s, const char *dir)
+/* A redis-server on a free loopback port (or on port, when not 0),
+ * answering PING. */
+static void start_server_with(redis_server *s, const char *dir, int at,
+                              const char *const *extra)
 {
   pid_t test = getpid();
   for (int attempt = 0; attempt < 5; attempt++) {
     char port[16];
-    s->port = free_port();
+    s->port = at ? at : free_port();
     snprintf(port, sizeof port, "%d", s->port);
     s->pid = fork();
     ck_assert_int_ge(s->pid, 0);
@@ -93,9 +98,12 @@ static void start_server(redis_server *s, const char *dir)
       die_with(test);
       int null = open("/dev/null", O_WRONLY);
       dup2(null, 1);
-      execlp("redis-server", "redis-server", "--port", port, "--bind",
-             "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
-             "--daemonize", "no", (char *)NULL);
+      const char *argv[32] = {"redis-server", "--port", port, "--bind",
+                              "127.0.0.1", "--save", "", "--appendonly",
+                              "no", "--dir", dir, "--daemonize", "no"};
+      for (int i = 0; extra && extra[i] && i < 16; i++)
+        argv[13 + i] = extra[i];
+      execvp("redis-server", (char *const *)argv);
       _exit(127);
     }
     for (int i = 0; i < 500; i++) {
@@ -104,7 +112,8 @@ static void start_server(redis_server *s, const char *dir)
         break; /* the port was taken meanwhile: another */
       redisContext *c = admin(s->port);
       redisReply *r = c ? redisCommand(c, "PING") : NULL;
-      int up = r && r->type == REDIS_REPLY_STATUS;
+      int up = r && (r->type == REDIS_REPLY_STATUS ||
+                     r->type == REDIS_REPLY_ERROR); /* NOAUTH: up too */
       if (r)
         freeReplyObject(r);
       if (c)
@@ -117,6 +126,16 @@ static void start_server(redis_server *s, const char *dir)
     waitpid(s->pid, NULL, 0);
   }
   ck_abort_msg("redis-server did not start");
+}
+
+static void start_server_at(redis_server *s, const char *dir, int at)
+{
+  start_server_with(s, dir, at, NULL);
+}
+
+static void start_server(redis_server *s, const char *dir)
+{
+  start_server_at(s, dir, 0);
 }
 
 static void stop_server(redis_server *s)
@@ -255,7 +274,8 @@ typedef struct herd {
   int go[2], out[2];
   report got[PROCS];
   int ok;
-  uint64_t compiles, remote_hits, errors, timeouts, drops;
+  uint64_t compiles, remote_hits, errors, timeouts, drops, renewals,
+      takeovers;
 } herd;
 
 /* n children getting what (ADD, ...), each with its own cache under dir
@@ -302,6 +322,8 @@ static void herd_wait(herd *h)
     h->errors += r->st.remote_errors;
     h->timeouts += r->st.remote_timeouts;
     h->drops += r->st.cache_drops;
+    h->renewals += r->st.remote_lease_renewals;
+    h->takeovers += r->st.remote_lease_takeovers;
     if (!r->ok)
       fprintf(stderr, "child failed: %s\n", r->msg);
   }
@@ -352,7 +374,10 @@ START_TEST(specs_that_do_not_parse_are_refused)
   static const char *const bad[] = {
       "", "http://a:1", "redis://a", "redis://a:0", "redis://a:65536",
       "redis://:1", "redis://a:1x", "redis://a:1,", "redis://a:1?rw",
-      "redis://a:1,redis://a:1", "redis://a b:1", "redis://[::1]1"};
+      "redis://a:1,redis://a:1", "redis://a b:1", "redis://[::1]1",
+      "redis://a:1/x", "redis://a:1/99999999", "redis://u@a:1",
+      "redis://u:@a:1", "unix://relative.sock", "unix://", "redis://a:1?db=",
+      "redis://a:1?prefix=a b", "redis://a:1?readonly&", "redis://a:1?x=1"};
   tj__remote_settings set;
   char why[256], msg[256];
   tj__remote_settings_env(&set, why, sizeof why);
@@ -367,6 +392,17 @@ START_TEST(specs_that_do_not_parse_are_refused)
   ck_assert_int_eq(tj__remote_server_count(r), 2);
   ck_assert(tj__remote_readonly(r));
   tj__remote_close(r);
+  ck_assert_int_eq(tj__remote_open("redis://me:pw@a:1/2?prefix=t:,redis://:pw"
+                                   "@b:2?db=3&readonly,unix:///run/r.sock?"
+                                   "prefix=x", &set, &r, msg, sizeof msg),
+                   TJ_OK);
+  ck_assert_int_eq(tj__remote_server_count(r), 3);
+  ck_assert(tj__remote_readonly(r));
+  tj__remote_close(r);
+  /* A refused entry is quoted without its password. */
+  ck_assert_int_eq(tj__remote_open("redis://me:sekrit@a:0", &set, &r, msg,
+                                   sizeof msg), TJ_EINVAL);
+  ck_assert_msg(!strstr(msg, "sekrit") && strstr(msg, "***@a:0"), "%s", msg);
   /* From tj_options: refused; from the environment: a warning. */
   char *dir = test_tmpdir(), *cache = test_path(dir, "c.db");
   tj_runtime *rt = open_remote(cache, "http://nowhere:1");
@@ -880,6 +916,492 @@ START_TEST(a_read_only_client_writes_nothing)
 }
 END_TEST
 
+/* ------------------------------------------------------- faults */
+
+/* How a scripted server answers every command it is sent. */
+enum { TRICKLE, ENDLESS, WRONG_TYPE, HUGE_ARRAY, TWO_ANSWERS };
+
+static void fake_answer(int fd, int how)
+{
+  static const char trickle[] = "$0\r\n\r\n";
+  static const char wrong[] = "$5\r\nhello\r\n";
+  static const char huge[] = "*2147483647\r\n";
+  static const char two[] = "$0\r\n\r\n*2147483647\r\n";
+  switch (how) {
+  case TRICKLE: /* a whole answer, a byte each 100 ms */
+    for (size_t i = 0; i < sizeof trickle - 1; i++) {
+      if (send(fd, trickle + i, 1, MSG_NOSIGNAL) != 1)
+        return;
+      sleep_ms(100);
+    }
+    return;
+  case ENDLESS: /* a long answer that never ends */
+    if (send(fd, "$100000\r\n", 9, MSG_NOSIGNAL) != 9)
+      return;
+    while (send(fd, "x", 1, MSG_NOSIGNAL) == 1)
+      sleep_ms(20);
+    return;
+  case WRONG_TYPE: /* a string, whatever was asked */
+    (void)!send(fd, wrong, sizeof wrong - 1, MSG_NOSIGNAL);
+    return;
+  case HUGE_ARRAY: /* an array header claiming 2^31 elements */
+    (void)!send(fd, huge, sizeof huge - 1, MSG_NOSIGNAL);
+    return;
+  default: /* an answer, and that header after it */
+    (void)!send(fd, two, sizeof two - 1, MSG_NOSIGNAL);
+    return;
+  }
+}
+
+/* A child serving how on a loopback port (returned), one connection at a
+ * time, until killed. */
+static int fake_server(int how, pid_t *pid)
+{
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  socklen_t n = sizeof a;
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  ck_assert_int_eq(listen(fd, 16), 0);
+  ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &n), 0);
+  pid_t test = getpid();
+  *pid = fork();
+  ck_assert_int_ge(*pid, 0);
+  if (*pid == 0) {
+    die_with(test);
+    for (;;) {
+      int c = accept(fd, NULL, NULL);
+      char buf[4096];
+      while (c >= 0 && recv(c, buf, sizeof buf, 0) > 0)
+        fake_answer(c, how);
+      if (c >= 0)
+        close(c);
+    }
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* A server that trickles an answer, one that never ends it, one that
+ * answers a type the command does not return, one that claims 2^31
+ * elements, one that sends more than one answer: each costs one command's deadline at most, is counted, turns
+ * the tier off with a warning that says why, and the kernel is compiled.
+ * The lease wait is an hour: a process that took a wrong answer for a
+ * busy lease would outlast the case. */
+START_TEST(slow_or_odd_servers_cost_one_deadline)
+{
+  static const char *const said[] = {"did not answer in time",
+                                     "did not answer in time", "wrong type",
+                                     "wrong type", "more than one answer"};
+  char *dir = test_tmpdir();
+  setenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS", "300", 1);
+  setenv("TOKITAI_JIT_LEASE_WAIT_MS", "3600000", 1);
+  for (int how = TRICKLE; how <= TWO_ANSWERS; how++) {
+    pid_t pid;
+    char spec[64], name[32];
+    snprintf(spec, sizeof spec, "redis://127.0.0.1:%d", fake_server(how, &pid));
+    snprintf(name, sizeof name, "f%d.db", how);
+    char *cache = test_path(dir, name);
+    tj_runtime *rt = open_remote(cache, spec);
+    tj_kernel *k;
+    tj_stats st;
+    ck_assert_ptr_nonnull(rt);
+    ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+    tj_runtime_get_stats(rt, &st);
+    printf("remote: a server that answers %d: %llu timeouts, %llu errors, "
+           "'%s'\n", how, (unsigned long long)st.remote_timeouts,
+           (unsigned long long)st.remote_errors, tj_errmsg(rt));
+    ck_assert_uint_eq(st.compiles, 1);
+    ck_assert_uint_eq(st.remote_timeouts, how <= ENDLESS);
+    ck_assert_uint_eq(st.remote_errors, how > ENDLESS);
+    ck_assert_uint_eq(st.remote_breaker_openings, 1);
+    ck_assert_int_eq(st.remote_state, TJ_REMOTE_OFF);
+    ck_assert_msg(strstr(tj_errmsg(rt), said[how]), "%s", tj_errmsg(rt));
+    tj_runtime_close(rt);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    free(cache);
+  }
+  unsetenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS");
+  unsetenv("TOKITAI_JIT_LEASE_WAIT_MS");
+  free(dir);
+}
+END_TEST
+
+/* A lease far shorter than a compile: the holder renews it while it
+ * compiles, so the others wait and take the value. */
+START_TEST(a_lease_shorter_than_a_compile_is_renewed)
+{
+  enum { N = 8 };
+  char *dir = test_tmpdir();
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  setenv("TOKITAI_JIT_REMOTE_LEASE_MS", "200", 1);
+  herd h;
+  herd_start(&h, N, dir, spec, 0, ADD);
+  unsetenv("TOKITAI_JIT_REMOTE_LEASE_MS");
+  herd_go(&h);
+  herd_wait(&h);
+  printf("remote: a 200 ms lease, %d processes: %llu compiles, %llu "
+         "renewals, %llu remote hits\n", N, (unsigned long long)h.compiles,
+         (unsigned long long)h.renewals, (unsigned long long)h.remote_hits);
+  ck_assert_int_eq(h.ok, N);
+  ck_assert_uint_eq(h.compiles, 1);
+  ck_assert_uint_eq(h.remote_hits, N - 1);
+  ck_assert_uint_ge(h.renewals, 1);
+  ck_assert_uint_eq(h.errors + h.timeouts + h.takeovers, 0);
+  stop_server(&s);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
+/* A damaged value met by a herd: every process rejects it, one takes the
+ * lease and replaces it, the others wait for the replacement. */
+START_TEST(a_damaged_value_is_replaced_by_one_compile)
+{
+  enum { N = 8 };
+  char *dir = test_tmpdir();
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  char *first = test_path(dir, "first.db");
+  tj_runtime *rt = open_remote(first, spec);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_runtime_close(rt);
+  tamper(&s, 0, NULL, NULL);
+  herd h;
+  herd_start(&h, N, dir, spec, 0, ADD);
+  herd_go(&h);
+  herd_wait(&h);
+  printf("remote: a damaged value, %d processes: %llu compiles, %llu "
+         "drops, %llu remote hits\n", N, (unsigned long long)h.compiles,
+         (unsigned long long)h.drops, (unsigned long long)h.remote_hits);
+  ck_assert_int_eq(h.ok, N);
+  ck_assert_uint_eq(h.compiles, 1);
+  ck_assert_uint_eq(h.remote_hits, N - 1);
+  ck_assert_uint_ge(h.drops, N);
+  ck_assert_uint_eq(h.errors + h.timeouts, 0);
+  ck_assert_int_eq(keys_matching(&s, 1, "tokitai-jit:v1:lease:*"), 0);
+  stop_server(&s);
+  free(first);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
+/* add_i32's key (its file holds it alone: the key its lease goes by). */
+static void key_of_add(const char *dir, char key[TJ__KEY_HEX])
+{
+  char *cache = test_path(dir, "key.db");
+  tj_runtime *rt = open_remote(cache, NULL);
+  tj_kernel *k;
+  tj_kernel_info info;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
+  snprintf(key, TJ__KEY_HEX, "%s", info.key);
+  tj_runtime_close(rt);
+  free(cache);
+}
+
+/* A holder that stops (its lease kept alive, no value coming) past the
+ * lease wait: one waiter takes the lease over and compiles, not all. */
+START_TEST(one_waiter_takes_over_a_stuck_lease)
+{
+  enum { N = 8 };
+  char *dir = test_tmpdir(), key[TJ__KEY_HEX];
+  key_of_add(dir, key);
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  freeReplyObject(ask(&s, "SET " TJ__REMOTE_NAMESPACE "lease:%s 1-stuck PX "
+                      "600000", key));
+  setenv("TOKITAI_JIT_LEASE_WAIT_MS", "2000", 1);
+  herd h;
+  herd_start(&h, N, dir, spec, 0, ADD);
+  unsetenv("TOKITAI_JIT_LEASE_WAIT_MS");
+  herd_go(&h);
+  herd_wait(&h);
+  printf("remote: a stuck lease, %d processes: %llu compiles, %llu "
+         "takeovers, %llu remote hits\n", N, (unsigned long long)h.compiles,
+         (unsigned long long)h.takeovers, (unsigned long long)h.remote_hits);
+  ck_assert_int_eq(h.ok, N);
+  ck_assert_uint_eq(h.compiles, 1);
+  ck_assert_uint_eq(h.takeovers, 1);
+  ck_assert_uint_eq(h.remote_hits, N - 1);
+  stop_server(&s);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
+/* The same with one shared per-user cache, the holder a process of this
+ * machine that holds the cache's lease and stopped. */
+START_TEST(one_waiter_takes_over_a_stuck_local_lease)
+{
+  enum { N = 6 };
+  char *dir = test_tmpdir(), key[TJ__KEY_HEX];
+  key_of_add(dir, key);
+  char *cache = test_path(dir, "c0.db");
+  tj_runtime *rt = open_remote(cache, NULL); /* makes the file and lock */
+  tj_runtime_close(rt);
+  int waited, fd = tj__lease_take(cache, 0, key, 0, &waited);
+  ck_assert_int_ge(fd, 0);
+  setenv("TOKITAI_JIT_LEASE_WAIT_MS", "1000", 1);
+  herd h;
+  herd_start(&h, N, dir, NULL, 1, ADD);
+  unsetenv("TOKITAI_JIT_LEASE_WAIT_MS");
+  herd_go(&h);
+  herd_wait(&h);
+  tj__lease_release(fd);
+  printf("remote: a stuck local lease, %d processes on one cache: %llu "
+         "compiles\n", N, (unsigned long long)h.compiles);
+  ck_assert_int_eq(h.ok, N);
+  ck_assert_uint_eq(h.compiles, 1);
+  free(cache);
+  free(dir);
+}
+END_TEST
+
+static void restart_server(redis_server *s, const char *dir)
+{
+  start_server_at(s, dir, s->port);
+}
+
+/* One long-lived process: the server stalls (1.5 s), then restarts
+ * empty.  Each fault turns the tier off for a while, the kernel compiled
+ * meanwhile waits, and once the server answers again the tier is on and
+ * the value is published: another process takes it from there. */
+START_TEST(the_tier_comes_back_after_a_stall_and_a_restart)
+{
+  static const char *const sources[] = {
+      "extern \"C\" __global__ void stall_k(int *p) { p[0] = 1; }",
+      "extern \"C\" __global__ void restart_k(int *p) { p[0] = 2; }"};
+  static const char *const probes[] = {
+      "extern \"C\" __global__ void probe_k(int *p) { p[0] = 3; }",
+      "extern \"C\" __global__ void probe_k(int *p) { p[0] = 4; }"};
+  char *dir = test_tmpdir();
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  setenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS", "200", 1);
+  setenv("TOKITAI_JIT_REMOTE_BACKOFF_MS", "50", 1);
+  char *mine = test_path(dir, "long.db");
+  tj_runtime *rt = open_remote(mine, spec);
+  tj_kernel *k;
+  tj_stats st;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  for (int fault = 0; fault < 2; fault++) {
+    if (fault == 0)
+      pause_server(&s);
+    else
+      stop_server(&s);
+    ck_assert_int_eq(tj_kernel_compile(rt, sources[fault], fault ? "restart_k"
+                                       : "stall_k", NULL, &k), TJ_OK);
+    ck_assert_msg(strstr(tj_errmsg(rt), "off for a while"), "%s",
+                  tj_errmsg(rt));
+    if (fault == 0) {
+      sleep_ms(1500);
+      resume_server(&s);
+    } else {
+      restart_server(&s, dir);
+    }
+    sleep_ms(200); /* past the backoff */
+    tj_runtime_get_stats(rt, &st);
+    uint64_t before = st.remote_hits + st.remote_misses;
+    ck_assert_int_eq(tj_kernel_compile(rt, probes[fault], "probe_k", NULL,
+                                       &k), TJ_OK);
+    tj_runtime_get_stats(rt, &st);
+    ck_assert_uint_gt(st.remote_hits + st.remote_misses, before);
+    ck_assert_msg(strstr(tj_errmsg(rt), "on again"), "%s", tj_errmsg(rt));
+    ck_assert_int_eq(st.remote_state, TJ_REMOTE_ON);
+    ck_assert_uint_eq(st.remote_published_late, (uint64_t)fault + 1);
+  }
+  printf("remote: a stall and a restart: %llu openings, %llu timeouts, "
+         "%llu errors, %llu published late\n",
+         (unsigned long long)st.remote_breaker_openings,
+         (unsigned long long)st.remote_timeouts,
+         (unsigned long long)st.remote_errors,
+         (unsigned long long)st.remote_published_late);
+  ck_assert_uint_eq(st.remote_breaker_openings, 2);
+  tj_runtime_close(rt);
+  /* --stats reads what the runtime left in its cache. */
+  tj_cache *c = NULL;
+  tj_cache_stats cs;
+  ck_assert_int_eq(tj_cache_open(&c, mine, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_get_stats(c, &cs), TJ_OK);
+  ck_assert_uint_eq(cs.remote_breaker_openings, 2);
+  ck_assert_uint_eq(cs.remote_timeouts, st.remote_timeouts);
+  ck_assert_uint_eq(cs.remote_errors, st.remote_errors + st.remote_timeouts);
+  ck_assert_uint_eq(cs.remote_off_at_close, 0);
+  tj_cache_close(c);
+  /* Another machine takes the kernel compiled during the restart. */
+  char *other = test_path(dir, "other.db");
+  rt = open_remote(other, spec);
+  ck_assert_int_eq(tj_kernel_compile(rt, sources[1], "restart_k", NULL, &k),
+                   TJ_OK);
+  tj_runtime_get_stats(rt, &st);
+  ck_assert_uint_eq(st.remote_hits, 1);
+  ck_assert_uint_eq(st.compiles, 0);
+  tj_runtime_close(rt);
+  unsetenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS");
+  setenv("TOKITAI_JIT_REMOTE_BACKOFF_MS", "600000", 1);
+  stop_server(&s);
+  free(other);
+  free(mine);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
+/* A herd that meets a 1.5 s stall compiles here and finishes; after it
+ * the tier is shared again: a new herd compiles each key at most once. */
+START_TEST(sharing_resumes_after_a_stall_mid_herd)
+{
+  enum { N = 16 };
+  char *dir = test_tmpdir();
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  setenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS", "200", 1);
+  setenv("TOKITAI_JIT_REMOTE_BACKOFF_MS", "100", 1);
+  herd h;
+  herd_start(&h, N, dir, spec, 0, ADD);
+  herd_go(&h);
+  int value = 0;
+  pid_t holder = 0;
+  for (int i = 0; i < 20000 && !holder && !value; i++)
+    if (!(holder = lease_holder(&s, &value)) && !value)
+      sleep_ms(1);
+  pause_server(&s);
+  sleep_ms(1500);
+  resume_server(&s);
+  herd_wait(&h);
+  ck_assert_int_eq(h.ok, N);
+  herd h2;
+  char *sub = test_path(dir, "after");
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  herd_start(&h2, N, sub, spec, 0, ADD_AND_USER);
+  herd_go(&h2);
+  herd_wait(&h2);
+  printf("remote: a stall mid-herd: %llu compiles, %llu timeouts; after "
+         "it %llu compiles, %llu remote hits\n",
+         (unsigned long long)h.compiles, (unsigned long long)h.timeouts,
+         (unsigned long long)h2.compiles, (unsigned long long)h2.remote_hits);
+  ck_assert_int_eq(h2.ok, N);
+  ck_assert_uint_le(h2.compiles, 2);
+  ck_assert_uint_ge(h2.remote_hits, 2 * N - 2);
+  ck_assert_uint_eq(h2.errors + h2.timeouts, 0);
+  unsetenv("TOKITAI_JIT_REMOTE_TIMEOUT_MS");
+  setenv("TOKITAI_JIT_REMOTE_BACKOFF_MS", "600000", 1);
+  stop_server(&s);
+  free(sub);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
+/* A warm start from the code directory with the tier set: no SQLite,
+ * no connection to the server. */
+START_TEST(a_warm_start_touches_neither_sqlite_nor_the_network)
+{
+  char *dir = test_tmpdir();
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  char *cache = test_path(dir, "warm.db");
+  tj_runtime *rt = open_remote(cache, spec);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_runtime_close(rt);
+  redisReply *before = ask(&s, "INFO stats");
+  const char *at = strstr(before->str, "total_connections_received:");
+  ck_assert_ptr_nonnull(at);
+  long conns = strtol(at + strlen("total_connections_received:"), NULL, 10);
+  freeReplyObject(before);
+  rt = open_remote(cache, spec);
+  tj_stats st;
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  tj_runtime_get_stats(rt, &st);
+  ck_assert_uint_eq(st.cache_hits, 1);
+  ck_assert_msg(!rt->cache, "the warm start opened SQLite");
+  tj_runtime_close(rt);
+  redisReply *after = ask(&s, "INFO stats");
+  at = strstr(after->str, "total_connections_received:");
+  /* one more: the ask itself */
+  ck_assert_int_eq(strtol(at + strlen("total_connections_received:"), NULL,
+                          10), conns + 1);
+  freeReplyObject(after);
+  stop_server(&s);
+  free(cache);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
+/* A server that asks for a password, a database and a key prefix; one
+ * on a unix socket; a wrong password turns the tier off and is never
+ * printed. */
+START_TEST(passwords_databases_prefixes_and_unix_sockets)
+{
+  char *dir = test_tmpdir(), *sock = test_path(dir, "r.sock");
+  static const char *const auth[] = {"--requirepass", "sekrit", NULL};
+  const char *const unix_args[] = {"--unixsocket", sock, "--unixsocketperm",
+                                   "700", NULL};
+  redis_server s[2];
+  start_server_with(&s[0], dir, 0, auth);
+  start_server_with(&s[1], dir, 0, unix_args);
+  char spec[3][300];
+  snprintf(spec[0], sizeof spec[0], "redis://:sekrit@127.0.0.1:%d/3?prefix="
+           "team:", s[0].port);
+  snprintf(spec[1], sizeof spec[1], "unix://%s?db=2&prefix=u:", sock);
+  snprintf(spec[2], sizeof spec[2], "redis://default:wrong@127.0.0.1:%d",
+           s[0].port);
+  for (int i = 0; i < 3; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "p%d.db", i);
+    char *cache = test_path(dir, name);
+    tj_runtime *rt = open_remote(cache, spec[i]);
+    tj_kernel *k;
+    tj_stats st;
+    ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+    tj_runtime_get_stats(rt, &st);
+    ck_assert_msg(!strstr(tj_errmsg(rt), "sekrit") &&
+                  !strstr(tj_errmsg(rt), "wrong"), "%s", tj_errmsg(rt));
+    if (i < 2) {
+      ck_assert_msg(!tj_errmsg(rt)[0], "%s", tj_errmsg(rt));
+      ck_assert_uint_eq(st.remote_errors + st.remote_timeouts, 0);
+      ck_assert_uint_ge(st.remote_misses, 1);
+    } else {
+      ck_assert_uint_eq(st.remote_errors, 1);
+    }
+    tj_runtime_close(rt);
+    free(cache);
+  }
+  /* Each value is in the database and under the prefix asked for. */
+  redisContext *c = admin(s[0].port);
+  freeReplyObject(redisCommand(c, "AUTH sekrit"));
+  freeReplyObject(redisCommand(c, "SELECT 3"));
+  redisReply *r = redisCommand(c, "KEYS team:tokitai-jit:v1:code:*");
+  ck_assert_uint_eq(r->elements, 1);
+  freeReplyObject(r);
+  redisFree(c);
+  c = admin(s[1].port);
+  freeReplyObject(redisCommand(c, "SELECT 2"));
+  r = redisCommand(c, "KEYS u:tokitai-jit:v1:code:*");
+  ck_assert_uint_eq(r->elements, 1);
+  freeReplyObject(r);
+  redisFree(c);
+  for (int i = 0; i < 2; i++)
+    stop_server(&s[i]);
+  free(sock);
+  free(dir);
+}
+END_TEST
+
 /* redis-server on $PATH. */
 static int have_redis_server(void)
 {
@@ -902,6 +1424,9 @@ int main(void)
     printf("redis-server is not installed: skipping check_remote\n");
     return 77;
   }
+  /* A fault turns the tier off for longer than a case runs, unless the
+   * case asks for a shorter backoff. */
+  setenv("TOKITAI_JIT_REMOTE_BACKOFF_MS", "600000", 1);
   Suite *s = suite_create("remote");
   TCase *tc = test_case(s, "values", 60);
   tcase_add_test(tc, rendezvous_hashing_moves_few_keys);
@@ -915,8 +1440,18 @@ int main(void)
   tcase_add_test(tc, a_server_that_never_answers_is_given_up);
   tcase_add_test(tc, a_tampered_value_is_never_loaded);
   tcase_add_test(tc, a_read_only_client_writes_nothing);
+  tcase_add_test(tc, passwords_databases_prefixes_and_unix_sockets);
   tc = test_case(s, "stalls", 120);
   tcase_add_test(tc, a_server_stopped_while_a_lease_is_held_costs_one_timeout);
+  tc = test_case(s, "faults", 120);
+  tcase_add_test(tc, slow_or_odd_servers_cost_one_deadline);
+  tcase_add_test(tc, a_lease_shorter_than_a_compile_is_renewed);
+  tcase_add_test(tc, a_damaged_value_is_replaced_by_one_compile);
+  tcase_add_test(tc, one_waiter_takes_over_a_stuck_lease);
+  tcase_add_test(tc, one_waiter_takes_over_a_stuck_local_lease);
+  tcase_add_test(tc, the_tier_comes_back_after_a_stall_and_a_restart);
+  tcase_add_test(tc, sharing_resumes_after_a_stall_mid_herd);
+  tcase_add_test(tc, a_warm_start_touches_neither_sqlite_nor_the_network);
   return run_suite(s);
 }
 

@@ -173,6 +173,13 @@ run 0 --stats --json
 json
 out '"cache_exists": false'
 out '"entries": 0'
+# A remote's password is never printed.
+export TOKITAI_JIT_REMOTE='redis://me:sekrit@h:1/2,unix:///r.sock'
+run 0 --stats --json
+unset TOKITAI_JIT_REMOTE
+json
+out '"configured": "redis://\*\*\*@h:1/2,unix:///r.sock"'
+no_out sekrit
 keys_are stats
 stats_keys_before=$(json_keys)
 run 0 --verify-cache

@@ -181,6 +181,11 @@ int tj_cache_get_stats(tj_cache *c, tj_cache_stats *out)
   s.remote_errors = sums.remote[2] + sums.remote[3]; /* timeouts too */
   s.remote_bytes_in = sums.remote[4];
   s.remote_bytes_out = sums.remote[5];
+  s.remote_timeouts = sums.remote[3];
+  s.remote_breaker_openings = sums.remote[6];
+  s.remote_lease_renewals = sums.remote[7];
+  s.remote_lease_takeovers = sums.remote[8];
+  s.remote_off_at_close = sums.remote[9];
   /* The limit lives in each runtime's options, not in the file; report
    * the one a runtime applies when its caller sets none. */
   s.size_limit = TJ__CACHE_DEFAULT_LIMIT;

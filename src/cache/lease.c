@@ -4,7 +4,10 @@
  *
  * The lease is an open file description lock on one byte of <cache>.lock,
  * the byte chosen by the key (2^20 of them, so two keys rarely share one,
- * and when they do they only take turns).  OFD locks belong to the open
+ * and when they do they only take turns); the byte 2^20 further is the
+ * key's takeover byte, which waiters contend for once the first has been
+ * held past their bound, so that one of them compiles, not all, and the
+ * others wait for it longer.  OFD locks belong to the open
  * file, not to the process: two threads or two runtimes of one process
  * exclude each other as two processes do, closing another descriptor of
  * the file drops nothing, and the kernel drops the lock when its holder
@@ -26,6 +29,9 @@
 #define LEASE_BYTES (1L << 20)
 #define POLL_FIRST_MS 5
 #define POLL_MAX_MS 100
+/* How many bounds a waiter gives the one that took over: it is alive (its
+ * lock goes with it) and compiling. */
+#define TAKEOVER_WAITS 4
 
 uint64_t tj__lease_seed(void)
 {
@@ -61,6 +67,25 @@ static int lock_byte(int fd, off_t at)
   return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
+/* Lock the byte at, polling for at most bound_ms: 0 locked; 1 the bound
+ * passed; -1 no OFD locks here (an old kernel, a file system without). */
+static int poll_byte(int fd, off_t at, long bound_ms, int *waited)
+{
+  long start = now_ms(), delay = POLL_FIRST_MS;
+  uint64_t seed = tj__lease_seed();
+  for (;;) {
+    if (lock_byte(fd, at) == 0)
+      return 0;
+    if (errno != EAGAIN && errno != EACCES && errno != EINTR)
+      return -1;
+    if (now_ms() - start >= bound_ms)
+      return 1;
+    *waited = 1;
+    tj__lease_sleep_jittered(delay, &seed);
+    delay = delay * 3 / 2 < POLL_MAX_MS ? delay * 3 / 2 : POLL_MAX_MS;
+  }
+}
+
 int tj__lease_take(const char *cache_path, unsigned flags, const char *key,
                    long bound_ms, int *waited)
 {
@@ -76,18 +101,15 @@ int tj__lease_take(const char *cache_path, unsigned flags, const char *key,
   for (int i = 0; i < 16 && key[i]; i++)
     h = h * 31 + (unsigned char)key[i];
   off_t at = (off_t)(h % LEASE_BYTES);
-  long start = now_ms(), delay = POLL_FIRST_MS;
-  uint64_t seed = tj__lease_seed();
-  for (;;) {
-    if (lock_byte(fd, at) == 0)
+  /* The key's byte, then its takeover byte: one waiter gets the second
+   * once the first has been held past the bound. */
+  for (int stage = 0; stage < 2; stage++) {
+    int rc = poll_byte(fd, at + stage * LEASE_BYTES,
+                       stage ? TAKEOVER_WAITS * bound_ms : bound_ms, waited);
+    if (rc == 0)
       return fd;
-    if (errno != EAGAIN && errno != EACCES && errno != EINTR)
-      break; /* no OFD locks here (an old kernel, a file system without) */
-    if (now_ms() - start >= bound_ms)
+    if (rc < 0)
       break;
-    *waited = 1;
-    tj__lease_sleep_jittered(delay, &seed);
-    delay = delay * 3 / 2 < POLL_MAX_MS ? delay * 3 / 2 : POLL_MAX_MS;
   }
   close(fd);
   return -1;

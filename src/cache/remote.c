@@ -1,62 +1,79 @@
 /*
- * remote.c: the remote tier on Redis (remote.h says what it promises).
+ * remote.c: the remote tier's logic, whatever the backend (remote.h says
+ * what it promises; remote_redis.c is the Redis backend).
  *
  * A value is immutable and says what it is (record.h: magic "TJREMOTE",
  * the key echoed, every column, the code and its hash, a check over it
  * all), so that a reader trusts nothing but its own checks.  A reader
- * asks for at most the largest value
- * that could pass (GETRANGE), so a huge value costs it no more memory than
- * a good one.  Whoever can write to the servers chooses the code that
- * matches a key: the servers must be writable by trusted users only, as a
- * system cache must be (README, "The remote tier").
+ * asks for at most the largest value that could pass, so a huge value
+ * costs it no more memory than a good one.  Whoever can write to the
+ * servers chooses the code that matches a key: the servers must be
+ * writable by trusted users only, as a system cache must be (README,
+ * "The remote tier").
  *
- * One mutex guards the connections: hiredis contexts are not thread-safe,
- * and a command takes at most the operation timeout.  hiredis writes
- * with write(2), which raises SIGPIPE on a connection the server closed;
- * each command blocks it on the calling thread and takes back a SIGPIPE of
- * its own making, so that the host program never sees one.
+ * One mutex orders the commands: a backend's connections are not shared
+ * between threads, and a command ends within the operation timeout.  The
+ * breaker: a fault turns the tier off until a jittered backoff passes
+ * (doubling at each fault in a row, up to 64 times the first); the first
+ * call after it is sent, and its success turns the tier on again and
+ * publishes the values that waited.  Leases held here are renewed by one
+ * thread of the tier, started with the first lease.
  */
 #include "config.h"
 #include "record.h"
 #include "remote.h"
 
 #include <errno.h>
-#include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <xxhash.h>
-
-#ifdef TJ_HAVE_HIREDIS
-#include <hiredis/hiredis.h>
-#endif
+#include <unistd.h>
 
 #define MAGIC "TJREMOTE"
 /* The most a value that can pass may hold. */
 #define MAX_VALUE TJ__RECORD_MAX_BYTES
+#define BACKOFF_GROWTH 64
+/* Values compiled while the tier is off that wait for it: at most these
+ * many, and these many bytes. */
+#define PENDING_MAX 16
+#define PENDING_BYTES (64u << 20)
+#define HELD_MAX 16
+#define REJECTED_MAX 8
+#define POLL_FIRST_MS 20
+#define POLL_MAX_MS 250
 
-typedef struct server {
-  char host[256];
-  int port;
-  char name[300]; /* "HOST:PORT", hashed for placement */
-  uint64_t seed;
-  void *ctx;      /* redisContext, connected when first needed */
-} server;
+static const tj__remote_backend *const backends[] = {&tj__remote_redis};
+
+typedef struct pending {
+  char key[TJ__KEY_HEX];
+  unsigned char *val;
+  size_t len;
+  int replace;
+} pending;
 
 struct tj__remote {
+  const tj__remote_backend *be;
+  void *b;
   tj__remote_settings set;
-  int nservers;
-  server servers[TJ__REMOTE_MAX_SERVERS];
   pthread_mutex_t lock;
-  int off;
-  int warned;
-  char why[512];
+  pthread_cond_t wake;   /* the renewer's sleep */
+  int off;               /* atomic: the breaker is open */
+  long long retry_at;    /* when it may be tried again (ms) */
+  long backoff;          /* the last time off, 0 while on */
+  uint64_t seed;
+  int changed;           /* a change of state not yet said */
+  char why[800];
   tj__remote_counters n;
-  /* Keys whose value failed its check here: the next put replaces it. */
-  char rejected[8][TJ__KEY_HEX];
+  char rejected[REJECTED_MAX][TJ__KEY_HEX];
   unsigned nrejected;
+  pending pend[PENDING_MAX];
+  int npend;
+  size_t pend_bytes;
+  tj__remote_lease *held[HELD_MAX]; /* leases to renew */
+  int renewer_on, stopping;
+  pthread_t renewer;
+  pid_t renewer_pid;     /* a child of a fork has no renewer to join */
 };
 
 /* ------------------------------------------------------- settings */
@@ -88,59 +105,31 @@ void tj__remote_settings_env(tj__remote_settings *s, char *why, size_t len)
                            why, len);
   s->ttl_s = env_long("TOKITAI_JIT_REMOTE_TTL", 0, 0, 100L * 365 * 86400, why,
                       len);
-  s->lease_ms = env_long("TOKITAI_JIT_REMOTE_LEASE_MS", 10000, 1, 3600000,
+  s->lease_ms = env_long("TOKITAI_JIT_REMOTE_LEASE_MS", 10000, 3, 3600000,
                          why, len);
+  s->backoff_ms = env_long("TOKITAI_JIT_REMOTE_BACKOFF_MS", 1000, 1,
+                           3600000, why, len);
   const char *ro = getenv("TOKITAI_JIT_REMOTE_READONLY");
   s->readonly = ro && *ro && strcmp(ro, "0") != 0;
 }
 
-/* ------------------------------------------------------- the spec */
+/* ------------------------------------------------------- open, close */
 
-/* "redis://HOST:PORT", HOST a name or an IPv4 address, or [IPv6]. */
-static int parse_url(const char *u, size_t n, server *sv, char *msg,
-                     size_t len)
+static long long now_ms(void)
 {
-  static const char scheme[] = "redis://";
-  if (n < sizeof scheme || strncmp(u, scheme, sizeof scheme - 1) != 0)
-    return snprintf(msg, len, "remote '%.*s' is not redis://HOST:PORT",
-                    (int)(n > 200 ? 200 : n), u), TJ_EINVAL;
-  const char *h = u + sizeof scheme - 1, *end = u + n, *colon;
-  if (*h == '[') {
-    const char *close = memchr(h, ']', (size_t)(end - h));
-    colon = close && close + 1 < end && close[1] == ':' ? close + 1 : NULL;
-    h++;
-    if (colon && (size_t)(colon - 1 - h) < sizeof sv->host)
-      snprintf(sv->host, sizeof sv->host, "%.*s", (int)(colon - 1 - h), h);
-  } else {
-    colon = NULL;
-    for (const char *p = h; p < end; p++)
-      if (*p == ':')
-        colon = p;
-    if (colon && (size_t)(colon - h) < sizeof sv->host)
-      snprintf(sv->host, sizeof sv->host, "%.*s", (int)(colon - h), h);
-  }
-  char digits[8] = "";
-  size_t dl = colon ? (size_t)(end - colon - 1) : 0;
-  if (dl > 0 && dl < sizeof digits)
-    memcpy(digits, colon + 1, dl), digits[dl] = '\0';
-  char *stop;
-  long port = dl ? strtol(digits, &stop, 10) : 0;
-  if (!colon || !sv->host[0] || !dl || dl >= sizeof digits || *stop ||
-      port < 1 || port > 65535 || strspn(digits, "0123456789") != dl)
-    return snprintf(msg, len, "remote '%.*s' is not redis://HOST:PORT (a "
-                    "host, and a port from 1 to 65535)",
-                    (int)(n > 200 ? 200 : n), u), TJ_EINVAL;
-  for (const char *p = sv->host; *p; p++)
-    if ((unsigned char)*p <= ' ' || *p == '/' || *p == '@' || *p == '?')
-      return snprintf(msg, len, "remote '%.*s': the host has a character "
-                      "a host name cannot have", (int)(n > 200 ? 200 : n),
-                      u), TJ_EINVAL;
-  sv->port = (int)port;
-  size_t hl = strlen(sv->host);
-  memcpy(sv->name, sv->host, hl);
-  snprintf(sv->name + hl, sizeof sv->name - hl, ":%d", sv->port);
-  sv->seed = XXH3_64bits(sv->name, strlen(sv->name));
-  return TJ_OK;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The backend whose scheme starts spec. */
+static const tj__remote_backend *backend_of(const char *spec)
+{
+  for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
+    if (strncmp(spec, backends[i]->scheme, strlen(backends[i]->scheme)) == 0)
+      return backends[i];
+  return backends[0]; /* Redis: it takes unix:// too, and its parser
+                          names what an entry must be */
 }
 
 int tj__remote_open(const char *spec, const tj__remote_settings *s,
@@ -148,93 +137,66 @@ int tj__remote_open(const char *spec, const tj__remote_settings *s,
 {
   *out = NULL;
   msg[0] = '\0';
-#ifndef TJ_HAVE_HIREDIS
-  (void)spec;
-  (void)s;
-  snprintf(msg, len, "this libtokitai-jit was built without hiredis "
-           "(./configure --with-hiredis)");
-  return TJ_EIO;
-#else
   tj__remote *r = calloc(1, sizeof *r);
   if (!r)
     return snprintf(msg, len, "out of memory"), TJ_ENOMEM;
-  pthread_mutex_init(&r->lock, NULL);
   r->set = *s;
-  for (const char *p = spec; *p;) {
-    size_t n = strcspn(p, ",");
-    if (n == 0 || (p[n] == ',' && !p[n + 1])) {
-      snprintf(msg, len, "the remote list '%.200s' has an empty entry", spec);
-      tj__remote_close(r);
-      return TJ_EINVAL;
-    }
-    const char *q = memchr(p, '?', n);
-    size_t un = q ? (size_t)(q - p) : n;
-    if (q) {
-      if (n - un != strlen("?readonly") || strncmp(q, "?readonly", n - un)) {
-        snprintf(msg, len, "remote '%.*s': the only option is ?readonly",
-                 (int)(n > 200 ? 200 : n), p);
-        tj__remote_close(r);
-        return TJ_EINVAL;
-      }
-      r->set.readonly = 1;
-    }
-    if (r->nservers == TJ__REMOTE_MAX_SERVERS) {
-      snprintf(msg, len, "more than %d remote servers", TJ__REMOTE_MAX_SERVERS);
-      tj__remote_close(r);
-      return TJ_EINVAL;
-    }
-    server *sv = &r->servers[r->nservers];
-    if (parse_url(p, un, sv, msg, len) != TJ_OK) {
-      tj__remote_close(r);
-      return TJ_EINVAL;
-    }
-    for (int i = 0; i < r->nservers; i++)
-      if (strcmp(r->servers[i].name, sv->name) == 0) {
-        snprintf(msg, len, "remote '%.*s' is listed twice",
-                 (int)(un > 200 ? 200 : un), p);
-        tj__remote_close(r);
-        return TJ_EINVAL;
-      }
-    r->nservers++;
-    p += n + (p[n] == ',');
+  r->be = backend_of(spec);
+  int rc = r->be->open(spec, s, &r->b, &r->set.readonly, msg, len);
+  if (rc != TJ_OK) {
+    free(r);
+    return rc;
   }
-  if (r->nservers == 0) {
-    snprintf(msg, len, "the remote list is empty");
-    tj__remote_close(r);
-    return TJ_EINVAL;
-  }
+  pthread_mutex_init(&r->lock, NULL);
+  pthread_cond_init(&r->wake, NULL);
+  r->seed = tj__lease_seed();
   *out = r;
   return TJ_OK;
-#endif
+}
+
+static void flush_pending(tj__remote *r);
+static int may_call(tj__remote *r);
+
+void tj__remote_stop(tj__remote *r)
+{
+  if (!r)
+    return;
+  pthread_mutex_lock(&r->lock);
+  r->stopping = 1;
+  pthread_cond_broadcast(&r->wake);
+  int joined = r->renewer_on && r->renewer_pid == getpid();
+  r->renewer_on = 0;
+  pthread_mutex_unlock(&r->lock);
+  if (joined)
+    pthread_join(r->renewer, NULL);
+  pthread_mutex_lock(&r->lock);
+  if (r->npend && may_call(r))
+    flush_pending(r);
+  pthread_mutex_unlock(&r->lock);
 }
 
 void tj__remote_close(tj__remote *r)
 {
   if (!r)
     return;
-#ifdef TJ_HAVE_HIREDIS
-  for (int i = 0; i < r->nservers; i++)
-    if (r->servers[i].ctx)
-      redisFree(r->servers[i].ctx);
+  tj__remote_stop(r);
+  for (int i = 0; i < r->npend; i++)
+    free(r->pend[i].val);
+  r->be->close(r->b);
+  pthread_cond_destroy(&r->wake);
   pthread_mutex_destroy(&r->lock);
-#endif
   free(r);
 }
 
 int tj__remote_readonly(const tj__remote *r) { return r->set.readonly; }
-int tj__remote_server_count(const tj__remote *r) { return r->nservers; }
-
+void tj__remote_set_readonly(tj__remote *r) { r->set.readonly = 1; }
+int tj__remote_server_count(const tj__remote *r)
+{
+  return r->be->server_count(r->b);
+}
 int tj__remote_server_of(const tj__remote *r, const char *key)
 {
-  int best = 0;
-  uint64_t top = 0;
-  size_t n = strlen(key);
-  for (int i = 0; i < r->nservers; i++) {
-    uint64_t w = XXH3_64bits_withSeed(key, n, r->servers[i].seed);
-    if (i == 0 || w > top)
-      top = w, best = i;
-  }
-  return best;
+  return r->be->server_of(r->b, key);
 }
 
 int tj__remote_off(const tj__remote *r)
@@ -246,8 +208,8 @@ int tj__remote_take_warning(tj__remote *r, char *out, size_t len)
 {
   int say = 0;
   pthread_mutex_lock(&r->lock);
-  if (r->off && !r->warned) {
-    r->warned = say = 1;
+  if (r->changed) {
+    r->changed = 0, say = 1;
     snprintf(out, len, "%s", r->why);
   }
   pthread_mutex_unlock(&r->lock);
@@ -259,6 +221,50 @@ void tj__remote_get_counters(const tj__remote *r, tj__remote_counters *c)
   pthread_mutex_lock((pthread_mutex_t *)&r->lock);
   *c = r->n;
   pthread_mutex_unlock((pthread_mutex_t *)&r->lock);
+}
+
+/* ------------------------------------------------------- the breaker */
+
+/* May a command be sent now?  r->lock held. */
+static int may_call(tj__remote *r)
+{
+  return !r->off || now_ms() >= r->retry_at;
+}
+
+/* A command ended: rc < 0 is a fault (c says why), which turns the tier
+ * off for the next backoff; success turns it on again.  r->lock held. */
+static void account(tj__remote *r, const tj__remote_call *c, int rc)
+{
+  r->n.bytes_in += c->bytes_in;
+  r->n.bytes_out += c->bytes_out;
+  if (rc >= 0) {
+    if (r->off) {
+      __atomic_store_n(&r->off, 0, __ATOMIC_RELEASE);
+      r->backoff = 0;
+      r->changed = 1;
+      snprintf(r->why, sizeof r->why, "remote tier on again: it answers");
+      flush_pending(r);
+    }
+    return;
+  }
+  if (c->timeout)
+    r->n.timeouts++;
+  else
+    r->n.errors++;
+  long first = r->set.backoff_ms;
+  r->backoff = !r->backoff ? first
+               : r->backoff < first * BACKOFF_GROWTH / 2 ? r->backoff * 2
+                                                        : first * BACKOFF_GROWTH;
+  r->seed ^= r->seed >> 12, r->seed ^= r->seed << 25, r->seed ^= r->seed >> 27;
+  uint64_t j = (r->seed * 0x2545F4914F6CDD1Dull) % (uint64_t)(r->backoff + 1);
+  r->retry_at = now_ms() + r->backoff / 2 + (long long)j;
+  if (!r->off) {
+    r->n.openings++;
+    r->changed = 1;
+    snprintf(r->why, sizeof r->why, "remote tier off for a while: %s; "
+             "compiling here instead, trying it again later", c->what);
+    __atomic_store_n(&r->off, 1, __ATOMIC_RELEASE);
+  }
 }
 
 /* ------------------------------------------------------- values */
@@ -275,162 +281,83 @@ int tj__remote_decode(const unsigned char *b, size_t len,
   return tj__record_decode(MAGIC, b, len, want, v);
 }
 
-/* ------------------------------------------------------- commands */
-
-#ifdef TJ_HAVE_HIREDIS
-
-/* The tier goes off: said once (tj__remote_take_warning).  r->lock held. */
-static void go_off(tj__remote *r, const server *sv, int timeout,
-                   const char *what)
+static int was_rejected(const tj__remote *r, const char *key)
 {
-  if (timeout)
-    r->n.timeouts++;
-  else
-    r->n.errors++;
-  if (!r->off)
-    snprintf(r->why, sizeof r->why, "remote tier off for this process: "
-             "%s %s %s; compiling here instead", sv->name,
-             timeout ? "did not answer in time:" : "failed:", what);
-  __atomic_store_n(&r->off, 1, __ATOMIC_RELEASE);
-}
-
-static int is_timeout(int err, int saved_errno, const char *errstr)
-{
-  return (err == REDIS_ERR_IO &&
-          (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
-           saved_errno == ETIMEDOUT || saved_errno == EINPROGRESS)) ||
-         strstr(errstr, "timed out") ||
-         strstr(errstr, "temporarily unavailable");
-}
-
-static struct timeval ms_tv(long ms)
-{
-  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-  return tv;
-}
-
-/* The connection to sv, made now if need be; NULL when the tier went off. */
-static redisContext *connect_to(tj__remote *r, server *sv)
-{
-  if (sv->ctx)
-    return sv->ctx;
-  errno = 0;
-  redisContext *c = redisConnectWithTimeout(sv->host, sv->port,
-                                            ms_tv(r->set.connect_timeout_ms));
-  int e = errno;
-  if (!c || c->err) {
-    go_off(r, sv, c ? is_timeout(c->err, e, c->errstr) : 0,
-           c ? c->errstr : "out of memory");
-    if (c)
-      redisFree(c);
-    return NULL;
-  }
-  if (redisSetTimeout(c, ms_tv(r->set.timeout_ms)) != REDIS_OK) {
-    go_off(r, sv, 0, "could not set the operation timeout");
-    redisFree(c);
-    return NULL;
-  }
-  sv->ctx = c;
-  return c;
-}
-
-/* One command to the server of key, argv style: its reply, or NULL when
- * the tier is off (now or before).  r->lock held.  A reply that is an
- * error turns the tier off too: a server that refuses our commands (a
- * replica, a server still loading, a script that is disabled) is not one
- * to rely on. */
-static redisReply *command(tj__remote *r, const char *key, int argc,
-                           const char **argv, const size_t *argl)
-{
-  if (r->off)
-    return NULL;
-  server *sv = &r->servers[tj__remote_server_of(r, key)];
-  redisContext *c = connect_to(r, sv);
-  if (!c)
-    return NULL;
-  sigset_t pipe_set, old, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  sigpending(&pending);
-  int was_pending = sigismember(&pending, SIGPIPE);
-  errno = 0;
-  redisReply *rep = redisCommandArgv(c, argc, argv, argl);
-  int e = errno;
-  if (!was_pending) {
-    struct timespec zero = {0, 0};
-    sigpending(&pending);
-    if (sigismember(&pending, SIGPIPE))
-      (void)sigtimedwait(&pipe_set, NULL, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  for (int i = 0; i < argc; i++)
-    r->n.bytes_out += argl[i];
-  if (!rep) {
-    go_off(r, sv, is_timeout(c->err, e, c->errstr), c->errstr);
-    redisFree(c);
-    sv->ctx = NULL;
-    return NULL;
-  }
-  if (rep->type == REDIS_REPLY_STRING || rep->type == REDIS_REPLY_STATUS)
-    r->n.bytes_in += rep->len;
-  if (rep->type == REDIS_REPLY_ERROR) {
-    char what[160];
-    snprintf(what, sizeof what, "it answered '%.120s'", rep->str);
-    go_off(r, sv, 0, what);
-    freeReplyObject(rep);
-    return NULL;
-  }
-  return rep;
-}
-
-static void name_of(char *out, size_t len, const char *kind, const char *key)
-{
-  snprintf(out, len, TJ__REMOTE_NAMESPACE "%s:%s", kind, key);
+  for (unsigned i = 0; i < REJECTED_MAX && i < r->nrejected; i++)
+    if (strcmp(r->rejected[i], key) == 0)
+      return 1;
+  return 0;
 }
 
 int tj__remote_get(tj__remote *r, const tj__cache_row *want,
                    tj__remote_value *v, int *rejected)
 {
-  char name[128], last[32];
   *rejected = 0;
   memset(v, 0, sizeof *v);
-  name_of(name, sizeof name, "code", want->key);
-  snprintf(last, sizeof last, "%llu", (unsigned long long)MAX_VALUE - 1);
-  const char *argv[] = {"GETRANGE", name, "0", last};
-  size_t argl[] = {8, strlen(name), 1, strlen(last)};
+  tj__remote_call c = {0};
+  unsigned char *val = NULL;
+  size_t len = 0;
   pthread_mutex_lock(&r->lock);
-  redisReply *rep = command(r, want->key, 4, argv, argl);
-  int rc = TJ_EIO;
-  if (rep && rep->type == REDIS_REPLY_STRING && rep->len == 0) {
+  if (!may_call(r)) {
+    pthread_mutex_unlock(&r->lock);
+    return TJ_EIO;
+  }
+  int got = r->be->get(r->b, want->key, MAX_VALUE, &val, &len, &c);
+  account(r, &c, got);
+  int verdict = got > 0 ? tj__remote_decode(val, len, want, v) : 1;
+  if (verdict == 0)
+    r->n.hits++;
+  else if (got >= 0)
     r->n.misses++;
-    rc = TJ_ENOENT;
-  } else if (rep) {
-    int verdict = rep->type == REDIS_REPLY_STRING
-                      ? tj__remote_decode((const unsigned char *)rep->str,
-                                    (size_t)rep->len, want, v)
-                      : -1;
-    if (verdict == 0) {
-      r->n.hits++;
-      rc = TJ_OK;
-    } else {
-      r->n.misses++;
-      *rejected = verdict == -1;
-      if (*rejected) {
-        r->n.rejects++;
-        snprintf(r->rejected[r->nrejected++ % 8], TJ__KEY_HEX, "%s",
-                 want->key);
-      }
-      rc = TJ_ENOENT;
-    }
+  if (verdict == -1) {
+    *rejected = 1;
+    r->n.rejects++;
+    if (!was_rejected(r, want->key))
+      snprintf(r->rejected[r->nrejected++ % REJECTED_MAX], TJ__KEY_HEX, "%s",
+               want->key);
   }
   pthread_mutex_unlock(&r->lock);
-  if (rep)
-    freeReplyObject(rep);
-  return rc;
+  free(val);
+  return got < 0 ? TJ_EIO : verdict == 0 ? TJ_OK : TJ_ENOENT;
 }
 
-int tj__remote_put(tj__remote *r, const tj__cache_row *row, int replace)
+/* Keep a value for when the tier is back.  r->lock held. */
+static void keep_pending(tj__remote *r, const char *key, unsigned char *val,
+                         size_t len, int replace)
+{
+  if (r->npend == PENDING_MAX || r->pend_bytes + len > PENDING_BYTES) {
+    free(val); /* only a help to others: the oldest ones stay */
+    return;
+  }
+  pending *p = &r->pend[r->npend++];
+  snprintf(p->key, sizeof p->key, "%s", key);
+  p->val = val, p->len = len, p->replace = replace;
+  r->pend_bytes += len;
+}
+
+/* Publish what waited, until a fault.  r->lock held. */
+static void flush_pending(tj__remote *r)
+{
+  int i = 0;
+  for (; i < r->npend; i++) {
+    pending *p = &r->pend[i];
+    tj__remote_call c = {0};
+    int rc = r->be->put(r->b, p->key, p->val, p->len, p->replace,
+                        r->set.ttl_s, &c);
+    r->n.bytes_in += c.bytes_in, r->n.bytes_out += c.bytes_out;
+    if (rc < 0) {
+      account(r, &c, rc);
+      break;
+    }
+    r->n.published++;
+    r->pend_bytes -= p->len;
+    free(p->val);
+  }
+  memmove(r->pend, r->pend + i, (size_t)(r->npend - i) * sizeof *r->pend);
+  r->npend -= i;
+}
+
+int tj__remote_put(tj__remote *r, const tj__cache_row *row)
 {
   if (r->set.readonly)
     return TJ_OK;
@@ -438,106 +365,171 @@ int tj__remote_put(tj__remote *r, const tj__cache_row *row, int replace)
   unsigned char *b = tj__remote_encode(row, &len);
   if (!b)
     return TJ_OK; /* out of memory: the value is only a help to others */
-  char name[128], ttl[24];
-  name_of(name, sizeof name, "code", row->key);
-  snprintf(ttl, sizeof ttl, "%ld", r->set.ttl_s);
-  const char *argv[6] = {"SET", name, (const char *)b};
-  size_t argl[6] = {3, strlen(name), len};
-  int argc = 3;
   pthread_mutex_lock(&r->lock);
-  for (unsigned i = 0; i < 8 && i < r->nrejected; i++)
-    replace |= strcmp(r->rejected[i], row->key) == 0;
-  if (!replace)
-    argv[argc] = "NX", argl[argc++] = 2;
-  if (r->set.ttl_s > 0) {
-    argv[argc] = "EX", argl[argc++] = 2;
-    argv[argc] = ttl, argl[argc++] = strlen(ttl);
+  int replace = was_rejected(r, row->key), rc = 0;
+  if (!may_call(r)) {
+    keep_pending(r, row->key, b, len, replace);
+    b = NULL;
+  } else {
+    tj__remote_call c = {0};
+    rc = r->be->put(r->b, row->key, b, len, replace, r->set.ttl_s, &c);
+    account(r, &c, rc);
+    if (rc < 0)
+      keep_pending(r, row->key, b, len, replace), b = NULL;
   }
-  redisReply *rep = command(r, row->key, argc, argv, argl);
   pthread_mutex_unlock(&r->lock);
   free(b);
-  if (rep)
-    freeReplyObject(rep);
-  return rep ? TJ_OK : TJ_EIO;
+  return rc < 0 ? TJ_EIO : TJ_OK;
 }
 
-int tj__remote_lease_take(tj__remote *r, const char *key, const char *token)
+/* ------------------------------------------------------- leases */
+
+/* Account for one command sent (call it only when may_call said so) and
+ * get the call ready for the next.  r->lock held. */
+static int done(tj__remote *r, tj__remote_call *c, int rc)
 {
-  char name[128], ms[24];
-  name_of(name, sizeof name, "lease", key);
-  snprintf(ms, sizeof ms, "%ld", r->set.lease_ms);
-  const char *argv[] = {"SET", name, token, "NX", "PX", ms};
-  size_t argl[] = {3, strlen(name), strlen(token), 2, 2, strlen(ms)};
+  account(r, c, rc);
+  memset(c, 0, sizeof *c);
+  return rc;
+}
+
+static void *renewer(void *arg)
+{
+  tj__remote *r = arg;
   pthread_mutex_lock(&r->lock);
-  redisReply *rep = command(r, key, 6, argv, argl);
+  while (!r->stopping) {
+    long ms = r->set.lease_ms / 3;
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_sec += ms / 1000;
+    at.tv_nsec += (ms % 1000) * 1000000L;
+    if (at.tv_nsec >= 1000000000L)
+      at.tv_sec++, at.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&r->wake, &r->lock, &at);
+    for (int i = 0; i < HELD_MAX && !r->stopping; i++) {
+      tj__remote_lease *l = r->held[i];
+      if (!l)
+        continue;
+      tj__remote_call c = {0};
+      int rc = may_call(r) ? done(r, &c, r->be->lease_renew(r->b, l->key,
+                                 l->token, r->set.lease_ms, &c))
+                           : -1;
+      r->n.renewals += rc == 1;
+      if (rc == 0) /* taken over: no longer ours to renew */
+        r->held[i] = NULL;
+    }
+  }
   pthread_mutex_unlock(&r->lock);
-  if (!rep)
+  return NULL;
+}
+
+/* Renew l from now on (the renewer thread, started the first time).
+ * r->lock held. */
+static void hold(tj__remote *r, tj__remote_lease *l)
+{
+  l->held = 1;
+  for (int i = 0; i < HELD_MAX; i++)
+    if (!r->held[i]) {
+      r->held[i] = l;
+      break;
+    }
+  if (!r->renewer_on && !r->stopping) {
+    r->renewer_on = pthread_create(&r->renewer, NULL, renewer, r) == 0;
+    r->renewer_pid = getpid();
+  }
+}
+
+/* One step of the wait: 2 compile, holding the lease; 1 look again;
+ * 0 go on waiting; -1 compile without it.  r->lock held. */
+static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
+                      long long *since, long wait_ms)
+{
+  int ro = r->set.readonly;
+  long ms = r->set.lease_ms;
+  tj__remote_call c = {0};
+  if (!ro) {
+    int t = may_call(r) ? done(r, &c, r->be->lease_take(r->b, l->key,
+                                 l->token, NULL, ms, &c))
+                        : -1;
+    if (t != 0)
+      return t > 0 ? 2 : -1;
+  }
+  char holder[TJ__REMOTE_TOKEN] = "";
+  int h = may_call(r) ? done(r, &c, r->be->lease_holder(r->b, l->key, holder,
+                                                        sizeof holder, &c))
+                      : -1;
+  if (h < 0 || (h == 0 && ro))
+    return -1; /* nobody is making it, or the tier is off */
+  if (h == 0)
+    return 0; /* released meanwhile: take it next */
+  if (strcmp(holder, seen) != 0) { /* a new holder: wait for it afresh */
+    snprintf(seen, TJ__REMOTE_TOKEN, "%s", holder);
+    *since = now_ms();
+  }
+  if (!was_rejected(r, l->key)) {
+    int have = may_call(r) ? done(r, &c, r->be->exists(r->b, l->key, &c))
+                           : -1;
+    if (have != 0)
+      return have > 0 ? 1 : -1;
+  }
+  if (now_ms() - *since < wait_ms)
+    return 0;
+  if (ro)
     return -1;
-  int taken = rep->type == REDIS_REPLY_STATUS;
-  freeReplyObject(rep);
-  return taken;
+  /* The holder outlived the wait: one waiter takes it from that holder. */
+  int t = may_call(r) ? done(r, &c, r->be->lease_take(r->b, l->key, l->token,
+                                                      seen, ms, &c))
+                      : -1;
+  return t < 0 ? -1 : t > 0 ? 2 : 0;
 }
 
-void tj__remote_lease_release(tj__remote *r, const char *key,
-                              const char *token)
+/* The lease was taken after another held it: from a holder that stopped
+ * (no value of its own behind it), not one that finished?  r->lock held. */
+static int taken_over(tj__remote *r, const tj__remote_lease *l)
 {
-  static const char script[] =
-      "if redis.call('get', KEYS[1]) == ARGV[1] then "
-      "return redis.call('del', KEYS[1]) else return 0 end";
-  char name[128];
-  name_of(name, sizeof name, "lease", key);
-  const char *argv[] = {"EVAL", script, "1", name, token};
-  size_t argl[] = {4, sizeof script - 1, 1, strlen(name), strlen(token)};
+  tj__remote_call c = {0};
+  if (was_rejected(r, l->key) || !may_call(r))
+    return 0;
+  return done(r, &c, r->be->exists(r->b, l->key, &c)) == 0;
+}
+
+int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
+                           tj__remote_lease *l)
+{
+  memset(l, 0, sizeof *l);
+  snprintf(l->key, sizeof l->key, "%s", key);
+  uint64_t seed = tj__lease_seed();
+  snprintf(l->token, sizeof l->token, "%ld-%016llx", (long)getpid(),
+           (unsigned long long)seed);
+  char seen[TJ__REMOTE_TOKEN] = "";
+  long long since = now_ms();
+  long delay = POLL_FIRST_MS;
+  for (int waited = 0;; waited = 1) {
+    pthread_mutex_lock(&r->lock);
+    int step = lease_step(r, l, seen, &since, wait_ms);
+    if (step == 2) {
+      hold(r, l);
+      r->n.takeovers += seen[0] && taken_over(r, l);
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (step != 0)
+      return step == 1 || (step == 2 && waited);
+    tj__lease_sleep_jittered(delay, &seed);
+    delay = delay * 3 / 2 < POLL_MAX_MS ? delay * 3 / 2 : POLL_MAX_MS;
+  }
+}
+
+void tj__remote_lease_end(tj__remote *r, tj__remote_lease *l)
+{
+  if (!l->held)
+    return;
   pthread_mutex_lock(&r->lock);
-  redisReply *rep = command(r, key, 5, argv, argl);
+  for (int i = 0; i < HELD_MAX; i++)
+    if (r->held[i] == l)
+      r->held[i] = NULL;
+  tj__remote_call c = {0};
+  if (may_call(r))
+    done(r, &c, r->be->lease_release(r->b, l->key, l->token, &c));
   pthread_mutex_unlock(&r->lock);
-  if (rep)
-    freeReplyObject(rep);
+  l->held = 0;
 }
-
-int tj__remote_exists(tj__remote *r, const char *key, int which)
-{
-  char name[128];
-  name_of(name, sizeof name, which ? "lease" : "code", key);
-  const char *argv[] = {"EXISTS", name};
-  size_t argl[] = {6, strlen(name)};
-  pthread_mutex_lock(&r->lock);
-  redisReply *rep = command(r, key, 2, argv, argl);
-  pthread_mutex_unlock(&r->lock);
-  if (!rep)
-    return -1;
-  int yes = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
-  freeReplyObject(rep);
-  return yes;
-}
-
-#else /* !TJ_HAVE_HIREDIS: tj__remote_open never makes one */
-
-int tj__remote_get(tj__remote *r, const tj__cache_row *want,
-                   tj__remote_value *v, int *rejected)
-{
-  (void)r, (void)want, (void)v;
-  *rejected = 0;
-  return TJ_EIO;
-}
-int tj__remote_put(tj__remote *r, const tj__cache_row *row, int replace)
-{
-  (void)r, (void)row, (void)replace;
-  return TJ_EIO;
-}
-int tj__remote_lease_take(tj__remote *r, const char *key, const char *token)
-{
-  (void)r, (void)key, (void)token;
-  return -1;
-}
-void tj__remote_lease_release(tj__remote *r, const char *key,
-                              const char *token)
-{
-  (void)r, (void)key, (void)token;
-}
-int tj__remote_exists(tj__remote *r, const char *key, int which)
-{
-  (void)r, (void)key, (void)which;
-  return -1;
-}
-#endif

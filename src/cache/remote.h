@@ -1,18 +1,28 @@
 /*
- * remote.h: the remote tier, a set of standalone Redis servers shared by
- * many machines (remote.c), and the same-machine lease (lease.c).  Only
- * src/core/once.c, which fits them into a runtime's lookups and compiles,
- * and the tests include this.  Nothing here knows a tj_runtime.
+ * remote.h: the remote tier, values shared by many machines, behind one
+ * interface, and the same-machine lease (lease.c).  Nothing here knows a
+ * tj_runtime: src/core/once.c fits the tier into a runtime's lookups and
+ * compiles, through the calls below only.
  *
- * The remote is advisory.  Every call is bounded by the timeouts of the
- * spec, and the first connection error, timeout or error reply turns the
- * whole tier off for the rest of the handle's life (tj__remote_off says
- * why, once): calls then answer at once as a miss.
+ * remote.c is the tier's logic whatever holds the values: the value
+ * format and its checks, the circuit breaker, the counters, publishing
+ * what was compiled while the tier was off, and the lease (taken, renewed
+ * while its holder compiles, taken over by one waiter when the renewals
+ * stop).  A backend is a table of commands (tj__remote_backend): Redis is
+ * remote_redis.c; another backend is one file and its line in remote.c.
+ *
+ * The remote is advisory.  Every command is bounded as a whole by the
+ * operation timeout; a fault (no connection, the deadline passed, an
+ * error reply, a reply of a type or size the command does not return)
+ * turns the tier off for a while: calls answer at once as a miss until
+ * the backoff (doubling from TOKITAI_JIT_REMOTE_BACKOFF_MS, with jitter)
+ * has passed, and the next call tries again.  Each change of state is
+ * said once (tj__remote_take_warning).
  */
 #ifndef TJ_REMOTE_H
 #define TJ_REMOTE_H
 
-#include "internal.h"
+#include "cache_internal.h"
 
 #include <stdint.h>
 
@@ -21,14 +31,21 @@ typedef struct tj__remote tj__remote;
 /* What one remote has done; each only grows. */
 typedef struct tj__remote_counters {
   uint64_t hits, misses, rejects, errors, timeouts, bytes_in, bytes_out;
+  uint64_t openings;  /* the breaker turned the tier off */
+  uint64_t renewals;  /* lease renewals sent while compiling */
+  uint64_t takeovers; /* leases taken from a holder that stopped */
+  uint64_t published; /* values compiled while off, published later */
 } tj__remote_counters;
 
 /* The settings that the environment gives (tj__remote_settings_env). */
 typedef struct tj__remote_settings {
   long connect_timeout_ms; /* TOKITAI_JIT_REMOTE_CONNECT_TIMEOUT_MS, 100 */
-  long timeout_ms;         /* TOKITAI_JIT_REMOTE_TIMEOUT_MS, 1000 */
+  long timeout_ms;         /* TOKITAI_JIT_REMOTE_TIMEOUT_MS, 1000: each
+                              command as a whole */
   long ttl_s;              /* TOKITAI_JIT_REMOTE_TTL, 0: values never expire */
   long lease_ms;           /* TOKITAI_JIT_REMOTE_LEASE_MS, 10000 */
+  long backoff_ms;         /* TOKITAI_JIT_REMOTE_BACKOFF_MS, 1000: the first
+                              time off; doubles to 64 times that */
   int readonly;            /* TOKITAI_JIT_REMOTE_READONLY=1 */
 } tj__remote_settings;
 
@@ -36,36 +53,97 @@ typedef struct tj__remote_settings {
 /* The values of a key: "tokitai-jit:v1:code:<key>"; its lease:
  * "tokitai-jit:v1:lease:<key>". */
 #define TJ__REMOTE_NAMESPACE "tokitai-jit:v1:"
+/* The longest lease token. */
+#define TJ__REMOTE_TOKEN 48
 
 /* Read the settings from the environment; a value that is not a number
  * in range keeps its default and is named in why (else why is ""). */
 void tj__remote_settings_env(tj__remote_settings *s, char *why, size_t len);
 
+/* ------------------------------------------------------ the backend */
+
+/* One command's account: the bytes it moved and, when it failed, why. */
+typedef struct tj__remote_call {
+  uint64_t bytes_in, bytes_out;
+  int timeout;     /* the deadline passed */
+  char what[640];  /* the fault, naming the server */
+} tj__remote_call;
+
 /*
- * A remote for spec: "redis://HOST:PORT[,redis://HOST:PORT...]", with
- * "?readonly" after the last (or any) URL for a tier this process never
- * writes.  Nothing is connected yet: each server is connected when first
- * needed.  TJ_OK with *out; TJ_EINVAL with the reason in msg;
- * TJ_EIO (msg says so) when the library was built without hiredis.
+ * A backend's commands.  Each returns what it says, or -1 with call->what
+ * (and call->timeout) set: the tier then goes off for a while.  The tier
+ * calls one command at a time (its lock held), so a backend needs no lock
+ * of its own; each command ends within the operation timeout.
+ */
+typedef struct tj__remote_backend {
+  const char *scheme; /* the spec's entries start with it: "redis://" */
+  /* The servers of spec; nothing connected yet.  TJ_OK, TJ_EINVAL (msg),
+   * TJ_ENOMEM, TJ_EIO (msg: the backend is not built in).  *readonly is
+   * set when the spec asks for it. */
+  int (*open)(const char *spec, const tj__remote_settings *s, void **out,
+              int *readonly, char *msg, size_t len);
+  void (*close)(void *b);
+  int (*server_count)(void *b);
+  int (*server_of)(void *b, const char *key);
+  /* key's value, at most max bytes: 1 with *val (malloc'd), *len; 0: none. */
+  int (*get)(void *b, const char *key, size_t max, unsigned char **val,
+             size_t *len, tj__remote_call *c);
+  /* Store val under key, only where none is unless replace; expires after
+   * ttl_s when > 0.  1: stored; 0: one was there. */
+  int (*put)(void *b, const char *key, const unsigned char *val, size_t len,
+             int replace, long ttl_s, tj__remote_call *c);
+  /* 1: a value for key is there; 0: none. */
+  int (*exists)(void *b, const char *key, tj__remote_call *c);
+  /* key's lease for ms under token: taken where none is (expect NULL), or
+   * where its holder is still expect (a takeover).  1: taken; 0: not. */
+  int (*lease_take)(void *b, const char *key, const char *token,
+                    const char *expect, long ms, tj__remote_call *c);
+  /* Extend it to ms from now while it is token's: 1; 0: it is not. */
+  int (*lease_renew)(void *b, const char *key, const char *token, long ms,
+                     tj__remote_call *c);
+  /* Delete it while it is token's.  0. */
+  int (*lease_release)(void *b, const char *key, const char *token,
+                       tj__remote_call *c);
+  /* Its holder's token: 1 (token filled); 0: nobody holds it. */
+  int (*lease_holder)(void *b, const char *key, char *token, size_t len,
+                      tj__remote_call *c);
+} tj__remote_backend;
+
+extern const tj__remote_backend tj__remote_redis; /* remote_redis.c */
+
+/* ------------------------------------------------------ the tier */
+
+/*
+ * A remote for spec: entries separated by commas, each for a backend by
+ * its scheme ("redis://HOST:PORT", remote_redis.c says what else), with
+ * "?readonly" for a tier this process never writes.  Nothing is
+ * connected yet.  TJ_OK with *out; TJ_EINVAL with the reason in msg;
+ * TJ_EIO (msg says so) when the backend was not built in.
  */
 int tj__remote_open(const char *spec, const tj__remote_settings *s,
                     tj__remote **out, char *msg, size_t len);
+/* End the lease renewals and publish what waits for the tier, if the
+ * tier may be tried now; the counters stay readable.  NULL is fine. */
+void tj__remote_stop(tj__remote *r);
+/* Stop (if not yet) and free.  NULL is fine. */
 void tj__remote_close(tj__remote *r);
 int tj__remote_readonly(const tj__remote *r);
+/* Write nothing from now on (the per-user cache is read-only). */
+void tj__remote_set_readonly(tj__remote *r);
 int tj__remote_server_count(const tj__remote *r);
-/* The server that holds key's value and lease: rendezvous (highest random
- * weight) hashing over the key and each server's "HOST:PORT", so that
- * adding a server moves only the keys it wins. */
+/* The server that holds key's value and lease. */
 int tj__remote_server_of(const tj__remote *r, const char *key);
 
-/* Non-zero once the tier is off.  Why, to be said once:
- * tj__remote_take_warning copies it out the first time only (1), else 0. */
+/* Non-zero while the tier is off (the breaker open). */
 int tj__remote_off(const tj__remote *r);
+/* The last change of state, to be said once: copied out the first time
+ * (1), else 0. */
 int tj__remote_take_warning(tj__remote *r, char *out, size_t len);
 void tj__remote_get_counters(const tj__remote *r, tj__remote_counters *c);
 
 /* A value fetched and checked, every field equal to what was asked: the
- * row's code and columns as a cache lookup gives them.  Free it with tj__found_free. */
+ * row's code and columns as a cache lookup gives them.  Free it with
+ * tj__found_free. */
 typedef tj__found tj__remote_value;
 
 /*
@@ -74,15 +152,15 @@ typedef tj__found tj__remote_value;
  * kernel), its code within TJ_CACHE_MAX_CODE_BYTES and matching its
  * XXH3-128, and nothing after it.  TJ_OK fills *v; TJ_ENOENT: no usable
  * value (*rejected set when there was one and it failed a check: it is
- * never loaded); TJ_EIO: the tier is off (now or before).
+ * never loaded, and the next put replaces it); TJ_EIO: the tier is off.
  */
 int tj__remote_get(tj__remote *r, const tj__cache_row *want,
                    tj__remote_value *v, int *rejected);
-/* SET NX (with the TTL when one is set) the row's value: values are
- * immutable, the first one stays.  replace: SET without NX, to mend a value
- * that failed its check.  TJ_OK (also when read-only: nothing written) or
- * TJ_EIO. */
-int tj__remote_put(tj__remote *r, const tj__cache_row *row, int replace);
+/* Store the row's value where none is (values are immutable, the first
+ * stays), or over one that failed its check here.  While the tier is
+ * off the value waits (bounded) and is published when it is back.  TJ_OK
+ * (also when read-only: nothing written) or TJ_EIO. */
+int tj__remote_put(tj__remote *r, const tj__cache_row *row);
 /* The encoding of a value: malloc'd, its length in *len. */
 unsigned char *tj__remote_encode(const tj__cache_row *row, size_t *len);
 /* The whole check of a fetched value (as tj__remote_get says).  0: it is
@@ -90,15 +168,28 @@ unsigned char *tj__remote_encode(const tj__cache_row *row, size_t *len);
 int tj__remote_decode(const unsigned char *b, size_t len,
                       const tj__cache_row *want, tj__remote_value *v);
 
-/* Leases: SET NX PX lease_ms with token (unique to this attempt).
- * 1: taken; 0: another holds it; -1: the tier is off. */
-int tj__remote_lease_take(tj__remote *r, const char *key, const char *token);
-/* Delete the lease only while it is still token's.  Quiet on failure. */
-void tj__remote_lease_release(tj__remote *r, const char *key,
-                              const char *token);
-/* 1: the value (which = 0) or lease (which = 1) of key exists; 0: it does
- * not; -1: the tier is off. */
-int tj__remote_exists(tj__remote *r, const char *key, int which);
+/* One compile's hold on a key across machines. */
+struct tj__remote_lease {
+  char key[TJ__KEY_HEX];
+  char token[TJ__REMOTE_TOKEN];
+  int held; /* ours: renewed until tj__remote_lease_end */
+};
+typedef struct tj__remote_lease tj__remote_lease;
+
+/*
+ * Before compiling key, which no layer had: take its lease, or wait for
+ * its holder.  The holder's lease is renewed (every third of the lease
+ * time) until tj__remote_lease_end, so a waiter takes it over only when
+ * the renewals stop (the holder died or stalled) and the lease expires;
+ * when wait_ms passes with one holder still renewing, one waiter takes it
+ * from that holder, not every waiter.  A value that failed its check here
+ * is not taken as done: the waiter waits for the lease.  1: look in every
+ * layer again before compiling (the value may be there); 0: compile.
+ * Either way end with tj__remote_lease_end.
+ */
+int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
+                           tj__remote_lease *l);
+void tj__remote_lease_end(tj__remote *r, tj__remote_lease *l);
 
 /* ------------------------------------------------------------ lease.c */
 
@@ -106,10 +197,13 @@ int tj__remote_exists(tj__remote *r, const char *key, int which);
  * One compile per key on one machine: an open file description lock
  * (F_OFD_SETLK) on one byte, chosen by key, of the cache's own lock file
  * (<cache>.lock, judged as location.c judges it).  The kernel drops it
- * when its holder dies.  Polls with a jittered sleep for at most bound_ms.
- * A descriptor holding the lease, or -1 when none can be had (a read-only
- * cache, no lock file, the bound passed); *waited says whether it had to
- * wait for another holder.
+ * when its holder dies.  Polls with a jittered sleep for at most bound_ms;
+ * then waiters contend for a second byte of the key for four times as
+ * long, so that one of them takes over from a holder that stopped, not
+ * all.  A
+ * descriptor holding a lease, or -1 when none can be had (a read-only
+ * cache, no lock file, both bounds passed); *waited says whether it had
+ * to wait for another holder.
  */
 int tj__lease_take(const char *cache_path, unsigned flags, const char *key,
                    long bound_ms, int *waited);

@@ -282,6 +282,33 @@ int cli_list_cache(const cli_options *o)
 
 /* ------------------------------------------------------------ --stats */
 
+/* spec as it may be printed: each entry's user and password ("USER:
+ * PASSWORD@") shown as "***@". */
+static void remote_shown(const char *spec, char *out, size_t len)
+{
+  size_t o = 0;
+  for (const char *p = spec; *p && o + 1 < len;) {
+    size_t n = strcspn(p, ",");
+    const char *scheme = strstr(p, "://"), *at = NULL;
+    for (const char *q = p; q < p + n; q++)
+      if (*q == '@')
+        at = q;
+    if (at && scheme && scheme < at) {
+      o += (size_t)snprintf(out + o, len - o, "%.*s://***", (int)(scheme - p),
+                            p);
+      n -= (size_t)(at - p), p = at;
+    }
+    if (o + 1 < len)
+      o += (size_t)snprintf(out + o, len - o, "%.*s", (int)n, p);
+    p += n;
+    if (*p == ',' && o + 1 < len)
+      out[o++] = ',', out[o] = '\0', p++;
+  }
+  if (o >= len)
+    o = len - 1;
+  out[o] = '\0';
+}
+
 /* The same keys whether or not the cache exists (s == NULL: it does not;
  * the counts are then 0, and the schema and limit null). */
 static void print_stats_json(const char *path, const tj_cache_stats *s)
@@ -309,12 +336,20 @@ static void print_stats_json(const char *path, const tj_cache_stats *s)
   printf(", \"system_entries\": %" PRIu64 ", \"system_hits\": %" PRIu64,
          s->system_entries, s->system_hits);
   const char *remote = getenv("TOKITAI_JIT_REMOTE");
+  char shown[1024] = "";
+  if (remote)
+    remote_shown(remote, shown, sizeof shown);
   printf(", \"remote\": {\"configured\": ");
-  cli_json_string_or_null(stdout, remote && *remote ? remote : NULL);
+  cli_json_string_or_null(stdout, remote && *remote ? shown : NULL);
   printf(", \"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"errors\": %"
-         PRIu64 ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
-         "}}\n", s->remote_hits, s->remote_misses, s->remote_errors,
+         PRIu64 ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64,
+         s->remote_hits, s->remote_misses, s->remote_errors,
          s->remote_bytes_in, s->remote_bytes_out);
+  printf(", \"timeouts\": %" PRIu64 ", \"breaker_openings\": %" PRIu64
+         ", \"lease_renewals\": %" PRIu64 ", \"lease_takeovers\": %" PRIu64
+         ", \"off_at_close\": %" PRIu64 "}}\n", s->remote_timeouts,
+         s->remote_breaker_openings, s->remote_lease_renewals,
+         s->remote_lease_takeovers, s->remote_off_at_close);
 }
 
 static void print_stats(const char *path, const tj_cache_stats *s)
@@ -346,14 +381,22 @@ static void print_stats(const char *path, const tj_cache_stats *s)
   char in[32], out[32];
   cli_format_size(s->remote_bytes_in, in, sizeof in);
   cli_format_size(s->remote_bytes_out, out, sizeof out);
-  cli_field("remote tier", "%s", remote && *remote ? remote : "none (TOKITAI_JIT_REMOTE is unset)");
+  char shown[1024] = "";
+  if (remote)
+    remote_shown(remote, shown, sizeof shown);
+  cli_field("remote tier", "%s", remote && *remote ? shown : "none (TOKITAI_JIT_REMOTE is unset)");
   /* Loads of rows copied from the tier: among the hits above, as
    * tj_stats counts them among cache_hits. */
   cli_field("remote hits", "%" PRIu64 " (among the hits above)",
             s->remote_hits);
   cli_field("remote misses", "%" PRIu64, s->remote_misses);
-  cli_field("remote errors", "%" PRIu64 " (timeouts included)",
-            s->remote_errors);
+  cli_field("remote errors", "%" PRIu64 " (%" PRIu64 " of them timeouts)",
+            s->remote_errors, s->remote_timeouts);
+  cli_field("remote state", "off for a while %" PRIu64 " times; %" PRIu64
+            " runtimes closed with it off", s->remote_breaker_openings,
+            s->remote_off_at_close);
+  cli_field("remote leases", "%" PRIu64 " renewals, %" PRIu64 " takeovers",
+            s->remote_lease_renewals, s->remote_lease_takeovers);
   cli_field("remote traffic", "%s in, %s out", in, out);
 }
 

@@ -234,7 +234,7 @@ const char *tj__cache_errmsg(tj__cache *c);
 /* The remote tier's counters that a runtime adds to its cache's counters
  * table at close (rows "remote_hits", ...; no schema change: the table
  * is name and value), read back by tj_cache_get_stats. */
-#define TJ__REMOTE_COUNTERS 6
+#define TJ__REMOTE_COUNTERS 10
 extern const char *const tj__remote_counter_names[TJ__REMOTE_COUNTERS];
 int tj__cache_add_counters(tj__cache *c, const uint64_t *values);
 
@@ -440,9 +440,7 @@ void tj__remote_stats(const tj_runtime *rt, tj_stats *s);
 /* The leases around one compile (once.c says how long each wait lasts). */
 typedef struct tj__once {
   int fd;              /* the same-machine lease, or -1 */
-  int leased;          /* the remote lease is ours */
-  char token[48];
-  char key[TJ__KEY_HEX];
+  struct tj__remote_lease *lease; /* the remote one (remote.h), or NULL */
 } tj__once;
 /* Before compiling key, which no layer had: take the leases, waiting
  * (bounded) for another holder.  1: look in every layer again before

@@ -1,9 +1,10 @@
 /*
  * once.c: the remote tier and one compile per key, as a runtime uses them.
- * The tier itself (Redis, the value format, placement) is src/cache/
- * remote.c; the same-machine lease is src/cache/lease.c.  Here: which
- * remote a runtime has, the remote lookup under the per-user cache (a hit
- * is copied into it), publishing a compile, and the leases around one.
+ * The tier itself (its logic, the value format, the breaker, the leases
+ * and their renewal) sits behind the interface of src/cache/remote.h; the
+ * same-machine lease is src/cache/lease.c.  Here: which remote a runtime
+ * has, the remote lookup under the per-user cache (a hit is copied into
+ * it), publishing a compile, the leases around one, and the warnings.
  *
  * Before compiling a key that no layer has, a runtime takes the lease of
  * its per-user cache for the key (other processes of this machine on the
@@ -11,9 +12,9 @@
  * wait); whoever waited looks in every layer again, and so does the
  * holder, since the last holder may have finished between its miss and its
  * lease.  Every wait is bounded: TOKITAI_JIT_LEASE_WAIT_MS (30 s) for each
- * of the two, after which the waiter compiles itself; a holder that dies
- * frees the local lease at once (the kernel drops it) and the remote one
- * when it expires (TOKITAI_JIT_REMOTE_LEASE_MS, 10 s).
+ * of the two, after which one waiter takes over; a holder that dies frees
+ * the local lease at once (the kernel drops it) and the remote one when
+ * its renewals stop and it expires (TOKITAI_JIT_REMOTE_LEASE_MS, 10 s).
  */
 #include "internal.h"
 #include "layers.h"
@@ -22,26 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #define DEFAULT_WAIT_MS 30000L
-#define REMOTE_POLL_FIRST_MS 20
-#define REMOTE_POLL_MAX_MS 250
 
-static long now_ms(void)
+/* A change of the tier's state: one warning for the runtime. */
+static void say_state(tj_runtime *rt)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The tier went off: one warning for the runtime. */
-static void say_off(tj_runtime *rt)
-{
-  char why[600];
-  if (rt->remote && tj__remote_off(rt->remote) &&
-      tj__remote_take_warning(rt->remote, why, sizeof why))
+  char why[900];
+  if (rt->remote && tj__remote_take_warning(rt->remote, why, sizeof why))
     tj__warn(rt, "%s", why);
 }
 
@@ -65,15 +54,19 @@ int tj__remote_setup(tj_runtime *rt, const char *spec)
     spec = getenv("TOKITAI_JIT_REMOTE");
   /* The tier sits under the per-user cache, where its hits land: without
    * one (TJ_CACHE_DISABLE, or a cache that could not be opened, which
-   * has said so) it is off too. */
-  if (!spec || !*spec || !tj__runtime_cache(rt))
+   * has said so) it is off too.  Nothing is opened or connected here: a
+   * warm start from the code directory touches neither SQLite nor the
+   * network. */
+  if (!spec || !*spec || !rt->layers)
     return TJ_OK;
   tj__remote_settings set;
   tj__remote_settings_env(&set, why, sizeof why);
   if (why[0])
     tj__warn(rt, "%s", why);
-  /* A cache this process may not write: write nothing anywhere. */
-  if (tj__cache_readonly(rt->cache))
+  /* A cache this process may not write: write nothing anywhere (a file
+   * found read-only when it is opened says so later, in tier_put). */
+  if ((rt->flags & TJ_CACHE_READONLY) ||
+      (rt->cache && tj__cache_readonly(rt->cache)))
     set.readonly = 1;
   char msg[512];
   int rc = tj__remote_open(spec, &set, &rt->remote, msg, sizeof msg);
@@ -94,11 +87,14 @@ int tj__remote_setup(tj_runtime *rt, const char *spec)
 
 void tj__remote_teardown(tj_runtime *rt)
 {
+  tj__remote_stop(rt->remote); /* publishes what waited, if it may */
   if (rt->remote && rt->cache) {
     tj__remote_counters n;
     tj__remote_get_counters(rt->remote, &n);
-    uint64_t v[TJ__REMOTE_COUNTERS] = {n.hits, n.misses, n.errors, n.timeouts,
-                                       n.bytes_in, n.bytes_out};
+    uint64_t v[TJ__REMOTE_COUNTERS] = {
+        n.hits,     n.misses,   n.errors,    n.timeouts,
+        n.bytes_in, n.bytes_out, n.openings, n.renewals,
+        n.takeovers, (uint64_t)tj__remote_off(rt->remote)};
     tj__cache_add_counters(rt->cache, v);
   }
   tj__remote_close(rt->remote);
@@ -117,6 +113,11 @@ void tj__remote_stats(const tj_runtime *rt, tj_stats *s)
   s->remote_timeouts = n.timeouts;
   s->remote_bytes_in = n.bytes_in;
   s->remote_bytes_out = n.bytes_out;
+  s->remote_breaker_openings = n.openings;
+  s->remote_lease_renewals = n.renewals;
+  s->remote_lease_takeovers = n.takeovers;
+  s->remote_published_late = n.published;
+  s->remote_state = tj__remote_off(rt->remote) ? TJ_REMOTE_OFF : TJ_REMOTE_ON;
   s->cache_drops += n.rejects;
 }
 
@@ -129,11 +130,11 @@ void tj__remote_stats(const tj_runtime *rt, tj_stats *s)
 static int tier_get(void *ctx, const tj__cache_row *want, tj__found *out)
 {
   tj_runtime *rt = ctx;
-  if (!rt->remote || tj__remote_off(rt->remote))
+  if (!rt->remote)
     return TJ_ENOENT;
   int rejected = 0;
   int rc = tj__remote_get(rt->remote, want, out, &rejected);
-  say_off(rt);
+  say_state(rt);
   if (rejected)
     tj__warn(rt, "the remote value for %s (key %s) failed its checks: not "
              "loaded; compiling", want->kernel ? want->kernel : "a module",
@@ -144,76 +145,50 @@ static int tier_get(void *ctx, const tj__cache_row *want, tj__found *out)
   return TJ_OK;
 }
 
-/* A row compiled here, for the other machines (SET NX). */
+/* A row compiled here, for the other machines: published now, or when
+ * the tier is back. */
 static void tier_put(void *ctx, const tj__cache_row *row)
 {
   tj_runtime *rt = ctx;
-  if (!rt->remote || tj__remote_off(rt->remote))
+  if (!rt->remote)
     return;
-  tj__remote_put(rt->remote, row, 0);
-  say_off(rt);
+  if (rt->cache && tj__cache_readonly(rt->cache))
+    tj__remote_set_readonly(rt->remote);
+  tj__remote_put(rt->remote, row);
+  say_state(rt);
 }
 
 /* ------------------------------------------------------- leases */
-
-/* Wait for the remote lease of o->key, or for its value.  1: look again
- * (the value is there, or nobody is making it); 0: compile (the lease is
- * ours, the tier is off, or the bound passed). */
-static int remote_lease(tj_runtime *rt, tj__once *o)
-{
-  tj__remote *r = rt->remote;
-  int ro = tj__remote_readonly(r);
-  uint64_t seed = tj__lease_seed();
-  long start = now_ms(), delay = REMOTE_POLL_FIRST_MS;
-  snprintf(o->token, sizeof o->token, "%ld-%016llx", (long)getpid(),
-           (unsigned long long)seed);
-  for (;;) {
-    if (!ro) {
-      int t = tj__remote_lease_take(r, o->key, o->token);
-      if (t != 0) {
-        o->leased = t > 0;
-        return 0;
-      }
-    } else if (tj__remote_exists(r, o->key, 1) <= 0) {
-      return 0; /* nobody is compiling it: we do, writing nothing */
-    }
-    int have = tj__remote_exists(r, o->key, 0);
-    if (have != 0)
-      return have > 0;
-    if (now_ms() - start >= rt->lease_wait_ms)
-      return 0;
-    tj__lease_sleep_jittered(delay, &seed);
-    delay = delay * 3 / 2 < REMOTE_POLL_MAX_MS ? delay * 3 / 2
-                                                : REMOTE_POLL_MAX_MS;
-  }
-}
 
 int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o)
 {
   memset(o, 0, sizeof *o);
   o->fd = -1;
-  snprintf(o->key, sizeof o->key, "%s", key);
   int waited = 0, again = 0;
   tj__cache *c = tj__runtime_cache(rt);
   if (c && !tj__cache_readonly(c)) {
     o->fd = tj__lease_take(tj__cache_file(c), rt->flags, key,
                            rt->lease_wait_ms, &waited);
     again = o->fd >= 0 || waited;
+  } else if (c && rt->remote) {
+    tj__remote_set_readonly(rt->remote);
   }
-  if (rt->remote && !tj__remote_off(rt->remote)) {
-    again |= remote_lease(rt, o);
-    say_off(rt);
+  if (rt->remote && (o->lease = malloc(sizeof *o->lease))) {
+    again |= tj__remote_lease_begin(rt->remote, key, rt->lease_wait_ms,
+                                    o->lease);
+    say_state(rt);
   }
   return again;
 }
 
 void tj__once_end(tj_runtime *rt, tj__once *o)
 {
-  if (o->leased) {
-    tj__remote_lease_release(rt->remote, o->key, o->token);
-    say_off(rt);
+  if (o->lease) {
+    tj__remote_lease_end(rt->remote, o->lease);
+    say_state(rt);
+    free(o->lease);
+    o->lease = NULL;
   }
-  o->leased = 0;
   tj__lease_release(o->fd);
   o->fd = -1;
 }

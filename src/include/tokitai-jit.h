@@ -230,12 +230,14 @@ typedef struct tj_kernel tj_kernel;
  *               copied into the per-user cache; tj_stats.system_hits
  *               counts it.  With TJ_CACHE_DISABLE none is read.
  *   remote      The remote tier, Redis servers shared by many machines:
- *               "redis://HOST:PORT[,redis://HOST:PORT...]", "?readonly"
- *               at the end for a process that never writes to them.  NULL:
+ *               "redis://[[USER]:PASSWORD@]HOST:PORT[/DB]" or
+ *               "unix:///PATH" entries, commas between them, options
+ *               after '?' joined by '&' ("readonly" for a process that
+ *               never writes to them, "db=N", "prefix=P").  NULL:
  *               $TOKITAI_JIT_REMOTE (unset: none).  Looked up after the
- *               per-user cache, a hit copied into it; advisory: short
- *               timeouts, off for the process after its first error, never
- *               the reason a call fails (README, "The remote tier").  Off
+ *               per-user cache, a hit copied into it; advisory: a deadline
+ *               on each command, off for a while after a fault, never the
+ *               reason a call fails (README, "The remote tier").  Off
  *               with TJ_CACHE_DISABLE; read-only with TJ_CACHE_READONLY.
  *               A list that does not parse is TJ_EINVAL here, a warning
  *               from the environment.
@@ -619,12 +621,24 @@ typedef struct tj_stats {
   uint64_t remote_hits;      /* values fetched, checked, used; also in
                                 cache_hits */
   uint64_t remote_misses;    /* lookups that found no usable value */
-  uint64_t remote_errors;    /* failures that turned the tier off (0 or 1) */
-  uint64_t remote_timeouts;  /* timeouts that turned it off (0 or 1) */
+  uint64_t remote_errors;    /* faults but timeouts: each turned the tier
+                                off for a while */
+  uint64_t remote_timeouts;  /* commands that outlived their deadline */
   uint64_t remote_bytes_in;  /* payload bytes received */
   uint64_t remote_bytes_out; /* payload bytes sent */
+  uint64_t remote_breaker_openings; /* the tier turned off for a while */
+  uint64_t remote_lease_renewals;   /* sent while compiling under a lease */
+  uint64_t remote_lease_takeovers;  /* leases taken from stopped holders */
+  uint64_t remote_published_late;   /* compiled while the tier was off,
+                                       published once it was back */
+  int remote_state;      /* TJ_REMOTE_NONE, TJ_REMOTE_ON, TJ_REMOTE_OFF */
   uint64_t reserved[1];  /* zero; room for fields to come */
 } tj_stats;
+
+/* tj_stats.remote_state. */
+#define TJ_REMOTE_NONE 0 /* no remote tier */
+#define TJ_REMOTE_ON 1   /* in use */
+#define TJ_REMOTE_OFF 2  /* off for a while after a fault */
 
 /* Errors: TJ_EINVAL (a runtime whose open failed, NULL stats).
  * Thread-safe: yes. */

@@ -122,6 +122,11 @@ typedef struct tj_cache_stats {
    * remote_errors counts the timeouts too. */
   uint64_t remote_hits, remote_misses, remote_errors;
   uint64_t remote_bytes_in, remote_bytes_out;
+  uint64_t remote_timeouts;         /* among remote_errors */
+  uint64_t remote_breaker_openings; /* the tier turned off for a while */
+  uint64_t remote_lease_renewals;   /* while a compile held a lease */
+  uint64_t remote_lease_takeovers;  /* from holders that stopped */
+  uint64_t remote_off_at_close;     /* runtimes that closed with it off */
   uint64_t reserved[1];    /* zero; room for fields to come */
 } tj_cache_stats;
 
