@@ -1,15 +1,30 @@
 /*
  * check_security_audit3.c: the third security audit's findings, each as
  * the input that showed it: code objects whose figures overflow or whose
- * tables make the reader's work grow past the object's size.
+ * tables make the reader's work grow past the object's size, FIFOs in
+ * the code directory, control characters in stored strings, views in
+ * files the library did not make, tj_options with size 0, advice on a
+ * read-only cache, FUSE, and the group a shared cache trusts.
  *
  * A test that could hang has a case of its own, whose timeout (which
  * measures nothing) turns the hang into a failure.
  */
 #include "testutil.h"
 #include "internal.h"
+#include "cache_internal.h"
 #include "codeobj.h"
 #include "elfview.h"
+#include "record.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/fs.h>
+#include <pwd.h>
+#include <sqlite3.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <tokitai-jit/cache.h>
 
 /* ================================================================ ELF */
 
@@ -233,6 +248,429 @@ START_TEST(nameless_symbol_tables_cost_linear_work)
 }
 END_TEST
 
+/* ================================================================ FIFOs */
+
+#define KERNEL "add_i32"
+
+/* A cache in a new directory that holds KERNEL: its path, the key. */
+static char *filled_cache(char key[TJ__KEY_HEX])
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = open_compile_only(path, 0);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, KERNEL, &k), TJ_OK);
+  memcpy(key, k->key, TJ__KEY_HEX);
+  tj_runtime_close(rt);
+  free(dir);
+  return path;
+}
+
+static char *code_file(const char *cache, const char *name)
+{
+  char *p = NULL;
+  ck_assert_int_ge(asprintf(&p, "%s.code/%s", cache, name), 0);
+  return p;
+}
+
+/* A FIFO named by the key: opened without O_NONBLOCK, the open waited for
+ * a writer forever.  Now it is refused and the SQLite row serves. */
+START_TEST(a_fifo_for_a_code_file_never_hangs)
+{
+  char key[TJ__KEY_HEX];
+  char *cache = filled_cache(key), *file = code_file(cache, key);
+  ck_assert_int_eq(unlink(file), 0);
+  ck_assert_int_eq(mkfifo(file, 0600), 0);
+  tj_runtime *rt = open_compile_only(cache, 0);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, KERNEL, &k), TJ_OK);
+  tj_stats st;
+  ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
+  ck_assert_uint_eq(st.compiles, 0);
+  tj_runtime_close(rt);
+  free(file);
+  free(cache);
+}
+END_TEST
+
+/* A FIFO named hits: the runtime that notes its hits opened it to write
+ * and waited for a reader; --stats and the next SQLite open, to read. */
+START_TEST(a_fifo_for_the_hits_file_never_hangs)
+{
+  char key[TJ__KEY_HEX];
+  char *cache = filled_cache(key), *hits = code_file(cache, "hits");
+  unlink(hits);
+  ck_assert_int_eq(mkfifo(hits, 0600), 0);
+  for (int i = 0; i < 2; i++) { /* served from the file, hits noted */
+    tj_runtime *rt = open_compile_only(cache, 0);
+    tj_kernel *k;
+    ck_assert_int_eq(tj_kernel_get(rt, KERNEL, &k), TJ_OK);
+    tj_runtime_close(rt);
+  }
+  tj_cache *c = NULL;
+  tj_cache_stats cs;
+  ck_assert_int_eq(tj_cache_open(&c, cache, 0), TJ_OK);
+  ck_assert_int_eq(tj_cache_get_stats(c, &cs), TJ_OK);
+  ck_assert_uint_ge(cs.entries, 1);
+  tj_cache_close(c);
+  free(hits);
+  free(cache);
+}
+END_TEST
+
+/* ================================================================ options */
+
+/* A runtime on a new cache with size left 0 and the given opt-outs, the
+ * environment naming a system cache that holds KERNEL and a remote tier:
+ * its stats after a get of KERNEL, and whether it set up a remote tier. */
+static tj_stats get_with(const char *system_caches, const char *remote,
+                         int *has_remote)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_options o = {0};
+  o.arch = TEST_ARCH;
+  o.cache_path = path;
+  o.flags = TJ_NO_DEVICE;
+  o.system_caches = system_caches;
+  o.remote = remote;
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq(tj_runtime_open(&rt, &o), TJ_OK);
+  *has_remote = rt->remote != NULL;
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, KERNEL, &k), TJ_OK);
+  tj_stats st;
+  ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
+  tj_runtime_close(rt);
+  free(path);
+  free(dir);
+  return st;
+}
+
+/* tj_options o = {0} with system_caches = "" and remote = "": the header
+ * invites size 0, and the opt-outs were dropped (the environment chose). */
+START_TEST(size_zero_options_keep_their_opt_outs)
+{
+  char key[TJ__KEY_HEX];
+  char *system = filled_cache(key);
+  setenv("TOKITAI_JIT_SYSTEM_CACHE", system, 1);
+  setenv("TOKITAI_JIT_REMOTE", "redis://127.0.0.1:1", 1);
+  int has_remote;
+  tj_stats st = get_with(NULL, NULL, &has_remote);
+  ck_assert_uint_eq(st.system_hits, 1); /* the environment, as asked */
+  ck_assert_int_eq(has_remote, 1);
+  st = get_with("", "", &has_remote);
+  ck_assert_uint_eq(st.system_hits, 0);
+  ck_assert_uint_eq(st.compiles, 1);
+  ck_assert_int_eq(has_remote, 0);
+  /* The entry that programs built before the header passed its size call:
+   * size 0 is the first version there, and sizeof(tj_options) reads all. */
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_options o = {0};
+  o.arch = TEST_ARCH;
+  o.cache_path = path;
+  o.flags = TJ_NO_DEVICE;
+  o.remote = "";
+  o.size = sizeof o;
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq((tj_runtime_open)(&rt, &o), TJ_OK);
+  ck_assert_ptr_null(rt->remote);
+  tj_runtime_close(rt);
+  unsetenv("TOKITAI_JIT_SYSTEM_CACHE");
+  unsetenv("TOKITAI_JIT_REMOTE");
+  free(path);
+  free(dir);
+  free(system);
+}
+END_TEST
+
+/* ================================================================ repair */
+
+/* --verify-cache --repair on a healthy cache the user cannot write said
+ * "the database itself is damaged: remove it" (TJ_ECACHE).  Nothing is bad,
+ * so nothing needs writing: TJ_OK, 0 bad. */
+START_TEST(repairing_a_healthy_readonly_cache_is_ok)
+{
+  char key[TJ__KEY_HEX];
+  char *path = filled_cache(key);
+  int fd = open(path, O_RDONLY), flags = 0;
+  int ok = fd >= 0 && ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  int old = flags;
+  flags |= FS_IMMUTABLE_FL;
+  ok = ok && ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  if (fd >= 0)
+    close(fd);
+  if (!ok) {
+    printf("audit3: immutable file: skipped (cannot set FS_IMMUTABLE_FL)\n");
+    free(path);
+    return;
+  }
+  tj_cache *c = NULL;
+  uint64_t bad = 7;
+  int rc = tj_cache_open(&c, path, 0);
+  int vrc = rc == TJ_OK ? tj_cache_verify(c, 1, NULL, NULL, &bad) : rc;
+  char said[1024];
+  snprintf(said, sizeof said, "%s", c ? tj_cache_errmsg(c) : "");
+  tj_cache_close(c);
+  fd = open(path, O_RDONLY);
+  ioctl(fd, FS_IOC_SETFLAGS, &old);
+  close(fd);
+  ck_assert_int_eq(rc, TJ_OK);
+  ck_assert_msg(vrc == TJ_OK, "verify --repair: %d: %s", vrc, said);
+  ck_assert_uint_eq(bad, 0);
+  free(path);
+}
+END_TEST
+
+/* ================================================================ text */
+
+/* A record (a code file, a remote value) whose entries carry escape
+ * sequences: refused on the way in, as a NUL was. */
+START_TEST(records_with_control_characters_are_refused)
+{
+  static const unsigned char code[64] = {0x7f, 'E', 'L', 'F'};
+  static const char *const entries[] = {"k\tk\n", "k\033[2J\tk\n",
+                                        "k\tk\007\n", "k\tk\r\n", "k\x7f\tk\n"};
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    tj__cache_row row = {"0123456789abcdef0123456789abcdef", "k", TEST_ARCH,
+                         TJ__PLATFORM, "c", "", code, sizeof code, 1,
+                         entries[i]};
+    size_t n;
+    unsigned char *b = tj__record_encode("TJTEST01", &row, &n);
+    ck_assert_ptr_nonnull(b);
+    tj__found f;
+    int rc = tj__record_decode("TJTEST01", b, n, &row, &f);
+    if (rc == 0)
+      tj__found_free(&f);
+    ck_assert_msg(rc == (i == 0 ? 0 : -1), "entries %zu: %d", i, rc);
+    free(b);
+  }
+}
+END_TEST
+
+/* --list-cache printed a row's kernel and entries as they were stored:
+ * escape sequences reached the terminal.  Each control character is
+ * shown as \xNN. */
+START_TEST(listings_escape_control_characters)
+{
+  if (access("./tokitai-jit", X_OK) != 0) {
+    printf("audit3: ./tokitai-jit not built here: listing skipped\n");
+    return;
+  }
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db"), msg[1024];
+  static const unsigned char code[64] = {0x7f, 'E', 'L', 'F'};
+  tj__cache *c = NULL;
+  ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_OK);
+  tj__cache_row row = {"0123456789abcdef0123456789abcdef",
+                       "k\033]0;owned\007", TEST_ARCH, TJ__PLATFORM, "c", "",
+                       code, sizeof code, 1, "e\033[2J\tl\033[1A\n"};
+  ck_assert_int_eq(tj__cache_put(c, &row), TJ_OK);
+  tj__cache_close(c);
+  char cmd[4200], out[65536];
+  snprintf(cmd, sizeof cmd, "./tokitai-jit --list-cache --cache '%s' 2>&1", path);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  ck_assert_msg(n > 0 && !memchr(out, '\033', n) && !memchr(out, '\007', n),
+                "raw control characters in: %s", out);
+  ck_assert_msg(strstr(out, "\\x1b"), "no escaped ESC in: %s", out);
+  free(path);
+  free(dir);
+}
+END_TEST
+
+/* A merge source's row whose kernel carries an escape sequence: it was
+ * copied into the per-user cache as it was.  Now it is a bad row. */
+START_TEST(merged_rows_with_control_characters_are_bad)
+{
+  char *dir = test_tmpdir(), *src = test_path(dir, "src.db");
+  char *dst = test_path(dir, "dst.db"), msg[1024];
+  static const unsigned char code[64] = {0x7f, 'E', 'L', 'F'};
+  tj__cache *c = NULL;
+  ck_assert_int_eq(tj__cache_open(src, 0, &c, msg, sizeof msg), TJ_OK);
+  tj__cache_row row = {"0123456789abcdef0123456789abcdef", "k\033[2J",
+                       TEST_ARCH, TJ__PLATFORM, "c", "", code, sizeof code,
+                       1, NULL};
+  ck_assert_int_eq(tj__cache_put(c, &row), TJ_OK);
+  tj__cache_close(c);
+  tj_cache *t = NULL;
+  tj_cache_merge_stats st;
+  ck_assert_int_eq(tj_cache_open(&t, dst, 0), TJ_OK);
+  ck_assert_int_eq(tj_cache_merge(t, src, &st), TJ_OK);
+  tj_cache_close(t);
+  ck_assert_uint_eq(st.copied, 0);
+  ck_assert_uint_eq(st.bad, 1);
+  free(dst);
+  free(src);
+  free(dir);
+}
+END_TEST
+
+/* ================================================================ views */
+
+static int visit_none(const tj_cache_entry *e, void *ctx)
+{
+  (void)e, (void)ctx;
+  return 0;
+}
+
+/* A file with our mark whose code_objects is a view over an endless
+ * recursive query: --merge, a system-cache lookup and --list-cache
+ * --system never ended.  Files the library did not make must hold real
+ * tables. */
+START_TEST(a_cache_of_views_is_refused)
+{
+  char key[TJ__KEY_HEX];
+  char *path = filled_cache(key);
+  sqlite3 *db = NULL;
+  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_exec(db,
+      "PRAGMA journal_mode=DELETE;"
+      "ALTER TABLE code_objects RENAME TO real_rows;"
+      "CREATE VIEW code_objects AS WITH RECURSIVE r(n) AS (SELECT 1 UNION "
+      "ALL SELECT n + 1 FROM r) SELECT real_rows.* FROM r, real_rows;",
+      NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  tj_cache *c = NULL;
+  int rc = tj_cache_open(&c, path, TJ_CACHE_SYSTEM);
+  if (rc == TJ_OK)
+    rc = tj_cache_list(c, visit_none, NULL);
+  ck_assert_int_eq(rc, TJ_ECACHE);
+  ck_assert_msg(strstr(tj_cache_errmsg(c), "view"), "%s", tj_cache_errmsg(c));
+  tj_cache_close(c);
+  char *dir = test_tmpdir(), *target = test_path(dir, "cache.db");
+  ck_assert_int_eq(tj_cache_open(&c, target, 0), TJ_OK);
+  ck_assert_int_eq(tj_cache_merge(c, path, NULL), TJ_ECACHE);
+  tj_cache_close(c);
+  free(target);
+  free(dir);
+  free(path);
+}
+END_TEST
+
+/* ================================================================ FUSE */
+
+/* A FUSE file system says who owns each file: mounted by another user
+ * (user_allow_other) it called its files root's, mode 0644, and a system
+ * cache there was loaded.  Mounting FUSE needs what a test here lacks, so
+ * the decision is checked as the function the walk asks. */
+START_TEST(fuse_is_trusted_only_when_ours_and_asked_for)
+{
+  const unsigned long fuse = TJ__FUSE_MAGIC, ext4 = 0xEF53;
+  const uid_t me = 1000;
+  ck_assert_int_eq(tj__location_fuse_verdict(ext4, -1, me, 0), TJ_OK);
+  ck_assert_int_eq(tj__location_fuse_verdict(fuse, 1001, me, 0), TJ_EPERM);
+  ck_assert_int_eq(tj__location_fuse_verdict(fuse, 1001, me, 1), TJ_EPERM);
+  ck_assert_int_eq(tj__location_fuse_verdict(fuse, -1, me, 1), TJ_EPERM);
+  ck_assert_int_eq(tj__location_fuse_verdict(fuse, 1000, me, 0), TJ_EPERM);
+  ck_assert_int_eq(tj__location_fuse_verdict(fuse, 1000, me, 1), TJ_OK);
+  ck_assert_int_eq(tj__location_fuse_verdict(fuse, 0, me, 1), TJ_OK);
+  ck_assert_int_eq(tj__location_fuse_verdict(fuse, 0, me, 0), TJ_EPERM);
+}
+END_TEST
+
+/* ================================================================ groups */
+
+static gid_t group_made(const char *name)
+{
+  struct group *g = getgrnam(name);
+  if (!g) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "groupadd %s >/dev/null 2>&1", name);
+    if (system(cmd) != 0)
+      return (gid_t)-1;
+    g = getgrnam(name);
+  }
+  return g ? g->gr_gid : (gid_t)-1;
+}
+
+/* In a child that is the victim (uid, in groups proj and broad, primary
+ * proj): the status of opening path as a shared cache, and its message. */
+static int open_as(uid_t uid, gid_t proj, gid_t broad, const char *path,
+                   char *msg, size_t len)
+{
+  int fd[2];
+  ck_assert_int_eq(pipe(fd), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    gid_t groups[2] = {proj, broad};
+    char m[1024] = "";
+    tj__cache *c = NULL;
+    if (setgroups(2, groups) != 0 || setgid(proj) != 0 || setuid(uid) != 0)
+      _exit(99);
+    int rc = tj__cache_open(path, TJ_CACHE_GROUP, &c, m, sizeof m);
+    if (rc == TJ_OK && !c)
+      rc = TJ_ECACHE; /* went on without it: m says why */
+    tj__cache_close(c);
+    if (write(fd[1], m, strlen(m) + 1) < 0)
+      _exit(98);
+    _exit(rc == TJ_OK ? 0 : rc == TJ_EPERM ? 1 : 2);
+  }
+  close(fd[1]);
+  ssize_t n = read(fd[0], msg, len - 1);
+  msg[n > 0 ? n : 0] = '\0';
+  close(fd[0]);
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) < 3, "child: 0x%x",
+                status);
+  return WEXITSTATUS(status) == 0 ? TJ_OK : WEXITSTATUS(status) == 1 ? TJ_EPERM
+                                                                     : TJ_ECACHE;
+}
+
+/* A project's cache under an area a broader group may write: any member
+ * of the broader group could swap the project's directory for their own.
+ * TJ_CACHE_GROUP trusts one group, the cache's own, for its files and
+ * every directory above them. */
+START_TEST(a_shared_cache_trusts_its_own_group_only)
+{
+  struct passwd *pw = NULL;
+  gid_t proj = geteuid() == 0 ? group_made("tj-a3-proj") : (gid_t)-1;
+  gid_t broad = geteuid() == 0 ? group_made("tj-a3-broad") : (gid_t)-1;
+  if (proj != (gid_t)-1 && !(pw = getpwnam("tj-a3-victim")) &&
+      system("useradd -M -N -s /bin/false tj-a3-victim >/dev/null 2>&1") == 0)
+    pw = getpwnam("tj-a3-victim");
+  if (proj == (gid_t)-1 || broad == (gid_t)-1 || !pw) {
+    printf("audit3: groups: skipped (needs root to add groups and a user)\n");
+    return;
+  }
+  uid_t victim = pw->pw_uid;
+  /* Under /tmp: the victim must reach it (the tests' folder is root's). */
+  char *base = strdup("/tmp/tj-audit3-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(base));
+  char *shared = test_path(base, "shared");
+  char *cache_dir = test_path(shared, "proj");
+  char *path = test_path(cache_dir, "cache.db"), msg[1024];
+  ck_assert_int_eq(chmod(base, 0755), 0);
+  ck_assert_int_eq(mkdir(shared, 0), 0);
+  ck_assert_int_eq(chown(shared, 0, broad), 0);
+  ck_assert_int_eq(chmod(shared, 02770), 0);
+  ck_assert_int_eq(mkdir(cache_dir, 0), 0);
+  ck_assert_int_eq(chown(cache_dir, victim, proj), 0);
+  ck_assert_int_eq(chmod(cache_dir, 02770), 0);
+  /* The area is writable by broad, not by the cache's group: refused. */
+  ck_assert_int_eq(open_as(victim, proj, broad, path, msg, sizeof msg),
+                   TJ_EPERM);
+  ck_assert_msg(strstr(msg, "not the cache's own group"), "%s", msg);
+  /* Only root may write the area: the project's cache opens. */
+  ck_assert_int_eq(chmod(shared, 0755), 0);
+  ck_assert_int_eq(open_as(victim, proj, broad, path, msg, sizeof msg), TJ_OK);
+  /* A file of the broader group in the project's directory: refused. */
+  ck_assert_int_eq(chown(path, victim, broad), 0);
+  ck_assert_int_eq(open_as(victim, proj, broad, path, msg, sizeof msg),
+                   TJ_EPERM);
+  ck_assert_msg(strstr(msg, "not the cache directory's"), "%s", msg);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+  ck_assert_int_eq(system(cmd), 0);
+  free(path);
+  free(cache_dir);
+  free(shared);
+  free(base);
+}
+END_TEST
+
 int main(void)
 {
   Suite *s = suite_create("security_audit3");
@@ -242,5 +680,20 @@ int main(void)
   tc = test_case(s, "reader work", 20);
   tcase_add_test(tc, overlapping_note_sections_cost_one_pass);
   tcase_add_test(tc, nameless_symbol_tables_cost_linear_work);
+  tc = test_case(s, "fifos", 120);
+  tcase_add_test(tc, a_fifo_for_a_code_file_never_hangs);
+  tcase_add_test(tc, a_fifo_for_the_hits_file_never_hangs);
+  tc = test_case(s, "options and advice", 120);
+  tcase_add_test(tc, size_zero_options_keep_their_opt_outs);
+  tcase_add_test(tc, repairing_a_healthy_readonly_cache_is_ok);
+  tc = test_case(s, "text", 120);
+  tcase_add_test(tc, records_with_control_characters_are_refused);
+  tcase_add_test(tc, listings_escape_control_characters);
+  tcase_add_test(tc, merged_rows_with_control_characters_are_bad);
+  tc = test_case(s, "views", 60);
+  tcase_add_test(tc, a_cache_of_views_is_refused);
+  tc = test_case(s, "owners", 120);
+  tcase_add_test(tc, fuse_is_trusted_only_when_ours_and_asked_for);
+  tcase_add_test(tc, a_shared_cache_trusts_its_own_group_only);
   return run_suite(s);
 }

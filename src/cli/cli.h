@@ -124,6 +124,12 @@ void cli_format_time(int64_t unix_seconds, char *buf, size_t len);
 /* s as a JSON string literal, quotes included; bytes that are not UTF-8
  * become U+FFFD so that the output always parses. */
 void cli_json_string(FILE *f, const char *s);
+/* s (NULL: "") for a terminal: control characters and bytes that are not
+ * UTF-8 as \xNN.  cli_text: malloc'd, NULL without memory; cli_text_in:
+ * into buf (cut to len), which it returns.  Every stored string a text
+ * listing prints goes through one of them (table cells do). */
+char *cli_text(const char *s);
+const char *cli_text_in(char *buf, size_t len, const char *s);
 
 /* sgr (one of the STYLE_ sequences) when colour is on, else "". */
 #define STYLE_BOLD "\033[1m"
