@@ -194,7 +194,8 @@ START_TEST(hard_links_are_refused)
   ck_assert_int_eq(unlink(other), 0);
   ck_assert_int_eq(fstat(fd, &st), 0);
   ck_assert_uint_eq(st.st_nlink, 0);
-  ck_assert_int_eq(tj__location_check_file(&st, wal, 0, msg, sizeof msg), TJ_OK);
+  ck_assert_int_eq(tj__location_check_file(&st, wal, 0, st.st_gid, msg,
+                                           sizeof msg), TJ_OK);
   close(fd);
   free(wal); free(other); free(path); free(dir);
 }

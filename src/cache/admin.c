@@ -276,7 +276,8 @@ int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn, void *ctx,
 {
   if (!c || !c->cache)
     return TJ_EINVAL;
-  int rc = repair ? check_writable(c, "repair") : TJ_OK;
+  /* Repair asked of a handle opened read-only is the caller's mistake. */
+  int rc = repair && c->readonly_flag ? check_writable(c, "repair") : TJ_OK;
   if (rc == TJ_OK)
     rc = integrity_check(c);
   if (rc != TJ_OK)
@@ -287,6 +288,10 @@ int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn, void *ctx,
     rc = cache_fail(c, TJ_ENOMEM, "out of memory");
   else if (rc != TJ_OK)
     rc = sql_fail(c, "reading entries");
+  /* A file we may not write needs no repair when nothing is bad; when
+   * something is, saying so must not read as "the file is damaged". */
+  else if (repair && v.n > 0 && check_writable(c, "repair") != TJ_OK)
+    rc = TJ_EIO;
   else if (repair && v.n > 0 &&
            tj__cache_drop_rows(c->cache, v.rows, v.n) != TJ_OK)
     rc = sql_fail(c, "repairing");

@@ -120,12 +120,26 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
  * writable by others (by the group only with TJ_CACHE_GROUP).  No name at
  * all (removed since it was looked up) is no second name. */
 struct stat;
+/* group: the cache's group, that of the directory holding the file
+ * (tj__location_dir_group); with TJ_CACHE_GROUP the one group trusted, and
+ * the group every file must have. */
 int tj__location_check_file(const struct stat *st, const char *path,
-                            unsigned flags, char *msg, size_t len);
+                            unsigned flags, gid_t group, char *msg,
+                            size_t len);
 /* Judge a directory of the cache's own (its code directory) as the cache
- * directory is judged: ours, and nobody else may add or replace entries. */
+ * directory is judged: ours, and nobody else may add or replace entries;
+ * group as above, that of the directory holding it. */
 int tj__location_check_dir(const struct stat *st, const char *dir,
-                           unsigned flags, char *msg, size_t len);
+                           unsigned flags, gid_t group, char *msg, size_t len);
+/* The group of the directory open at dirfd; (gid_t)-1 when unknown. */
+gid_t tj__location_dir_group(int dirfd);
+/* Whether code on a file system of type fs_type (statfs f_type) mounted by
+ * uid mounter (-1: unknown) may be trusted by uid me: anything but FUSE,
+ * and FUSE only when we or root mounted it and trusted is set (the user
+ * said so: TOKITAI_JIT_TRUST_FUSE=1).  TJ_OK or TJ_EPERM. */
+#define TJ__FUSE_MAGIC 0x65735546UL
+int tj__location_fuse_verdict(unsigned long fs_type, long mounter, uid_t me,
+                              int trusted);
 /* A connection of this process on the file (dev, ino) opens (delta 1) or
  * closes (-1): while one is open, the file's header is read through
  * SQLite's VFS, whose closes keep the connection's POSIX locks. */

@@ -5,6 +5,8 @@
  * Every file is reached through the directory's descriptor, opened once
  * with O_NOFOLLOW and judged by fstat, and opened itself with O_NOFOLLOW
  * and judged by fstat on that descriptor: what is judged is what is read.
+ * Files are opened O_NONBLOCK, so that a FIFO or a device in their place
+ * is judged (and refused) instead of waited on.
  */
 #include "cache_internal.h"
 #include "codestore.h"
@@ -32,6 +34,7 @@ struct tj__codestore {
   char *path;    /* for messages */
   unsigned flags;
   int readonly;  /* TJ_CACHE_READONLY: remove nothing, write nothing */
+  gid_t group;   /* the cache's (its directory's): TJ_CACHE_GROUP trusts it */
   unsigned long serial; /* temporary names */
 };
 
@@ -69,12 +72,16 @@ int tj__codestore_open(int dirfd, const char *dir, const char *name,
     else if (rc == TJ_EIO)
       snprintf(msg, len, "cannot open code directory %s: %s", path,
                strerror(errno));
-  } else if ((made && fchmod(fd, mode) != 0) || fstat(fd, &st) != 0) {
+  } else if ((made && fchmod(fd, mode) != 0) ||
+             (made && (flags & TJ_CACHE_GROUP) &&
+              fchown(fd, (uid_t)-1, tj__location_dir_group(dirfd)) != 0) ||
+             fstat(fd, &st) != 0) {
     snprintf(msg, len, "cannot set up code directory %s: %s", path,
              strerror(errno));
     rc = TJ_EIO;
   } else {
-    rc = tj__location_check_dir(&st, path, flags, msg, len);
+    rc = tj__location_check_dir(&st, path, flags,
+                                tj__location_dir_group(dirfd), msg, len);
   }
   tj__codestore *s = rc == TJ_OK ? calloc(1, sizeof *s) : NULL;
   if (rc == TJ_OK && !s)
@@ -88,6 +95,7 @@ int tj__codestore_open(int dirfd, const char *dir, const char *name,
   s->fd = fd;
   s->path = path;
   s->flags = flags;
+  s->group = st.st_gid;
   s->readonly = (flags & TJ_CACHE_READONLY) != 0;
   *out = s;
   return TJ_OK;
@@ -137,7 +145,7 @@ static int open_judged(tj__codestore *s, const char *name, struct stat *st,
                        int *rc, char *msg, size_t len)
 {
   char path[PATH_MAX + 64];
-  int fd = openat(s->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = openat(s->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   snprintf(path, sizeof path, "%s/%s", s->path, name);
   if (fd < 0) {
     *rc = errno == ENOENT ? TJ_ENOENT : TJ_ECACHE;
@@ -149,7 +157,7 @@ static int open_judged(tj__codestore *s, const char *name, struct stat *st,
     return -1;
   }
   if (fstat(fd, st) != 0 ||
-      tj__location_check_file(st, path, s->flags, msg, len) != TJ_OK) {
+      tj__location_check_file(st, path, s->flags, s->group, msg, len) != TJ_OK) {
     close(fd);
     *rc = TJ_ECACHE;
     return -1;
@@ -203,7 +211,9 @@ static int write_file(tj__codestore *s, const char *name, const void *b,
                   O_CLOEXEC, mode);
   if (fd < 0)
     return TJ_EIO;
-  int ok = fchmod(fd, mode) == 0;
+  /* A shared cache's files have its group, the one it trusts. */
+  int ok = fchmod(fd, mode) == 0 &&
+           (!(s->flags & TJ_CACHE_GROUP) || fchown(fd, (uid_t)-1, s->group) == 0);
   for (size_t done = 0; ok && done < n;) {
     ssize_t w = write(fd, (const char *)b + done, n - done);
     if (w < 0 && errno == EINTR)
@@ -285,14 +295,19 @@ void tj__codestore_note_hits(tj__codestore *s, const char *const *keys,
       used += (size_t)snprintf(lines + used, cap - used, "%s %" PRIu64
                                " %lld\n", keys[i], hits[i], now);
   mode_t mode = file_mode(s->flags);
+  /* O_NONBLOCK: a FIFO here fails to open (no reader) or is refused. */
   int fd = lines && used ? openat(s->fd, HITS, O_WRONLY | O_APPEND | O_CREAT |
-                                  O_NOFOLLOW | O_CLOEXEC, mode)
+                                  O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode)
                          : -1;
   struct stat st;
   char msg[256];
+  if (fd >= 0 && (s->flags & TJ_CACHE_GROUP) && fstat(fd, &st) == 0 &&
+      S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_gid != s->group)
+    (void)fchown(fd, (uid_t)-1, s->group); /* the cache's group */
   /* One write: O_APPEND puts it after every other process's whole. */
   if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size < HITS_MAX_BYTES &&
-      tj__location_check_file(&st, s->path, s->flags, msg, sizeof msg) == TJ_OK &&
+      tj__location_check_file(&st, s->path, s->flags, s->group, msg,
+                              sizeof msg) == TJ_OK &&
       write(fd, lines, used) < 0) {
     /* usage only: a hit not counted orders an eviction a little worse */
   }

@@ -46,6 +46,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statvfs.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -100,21 +101,30 @@ static uid_t my_euid(void)
   return walk_uid_set ? walk_uid : geteuid();
 }
 
-/* An owner we trust: ourselves, root, or (TJ_CACHE_GROUP) one of our
- * groups, since the caller said that it trusts its members. */
-static int trusted_owner(const struct stat *st, unsigned flags, int root_ok)
+/* With TJ_CACHE_GROUP, the one group trusted: the cache's own (the group
+ * of its directory), when it is one of ours.  Not every group we are in: a
+ * member of a broader group must not be able to swap a project's cache. */
+static int trusted_group(gid_t gid, unsigned flags, gid_t group)
+{
+  return (flags & TJ_CACHE_GROUP) && gid == group && in_my_groups(group);
+}
+
+/* An owner we trust: ourselves, root, or (TJ_CACHE_GROUP) the cache's
+ * group, since the caller said that it trusts its members. */
+static int trusted_owner(const struct stat *st, unsigned flags, gid_t group,
+                         int root_ok)
 {
   return st->st_uid == my_euid() || (root_ok && st->st_uid == 0) ||
-         ((flags & TJ_CACHE_GROUP) && in_my_groups(st->st_gid));
+         trusted_group(st->st_gid, flags, group);
 }
 
 /* A directory above the cache directory: nobody but root, us (or the
  * group, when shared) may rename what is in it. */
 static int check_ancestor(const struct stat *st, const char *p, const char *dir,
-                          unsigned flags, char *msg, size_t len)
+                          unsigned flags, gid_t group, char *msg, size_t len)
 {
   int sticky = (st->st_mode & S_ISVTX) != 0;
-  if (!trusted_owner(st, flags, 1)) {
+  if (!trusted_owner(st, flags, group, 1)) {
     snprintf(msg, len, "refusing cache directory %s: %s above it belongs to "
              "uid %u, who could put a directory of their own in its place; "
              ADVICE_PRIVATE, dir, p, (unsigned)st->st_uid);
@@ -126,12 +136,14 @@ static int check_ancestor(const struct stat *st, const char *p, const char *dir,
              "in its place; " ADVICE_PRIVATE, dir, p);
     return TJ_EPERM;
   }
-  if ((st->st_mode & S_IWGRP) && !sticky && !(flags & TJ_CACHE_GROUP) &&
+  if ((st->st_mode & S_IWGRP) && !sticky &&
+      !trusted_group(st->st_gid, flags, group) &&
       !group_is_private(st->st_gid)) {
     snprintf(msg, len, "refusing cache directory %s: %s above it is writable "
-             "by group %u, whose members could put their own cache in its "
+             "by group %u%s, whose members could put their own cache in its "
              "place; " ADVICE_PRIVATE ", or, " ADVICE_GROUP, dir, p,
-             (unsigned)st->st_gid);
+             (unsigned)st->st_gid, (flags & TJ_CACHE_GROUP)
+                 ? ", not the cache's own group" : "");
     return TJ_EPERM;
   }
   return TJ_OK;
@@ -140,10 +152,18 @@ static int check_ancestor(const struct stat *st, const char *p, const char *dir,
 /* The cache directory: ours, and nobody else may add or replace entries
  * (a -wal of their own, say), not even in a sticky directory. */
 static int check_cache_dir(const struct stat *st, const char *dir,
-                           unsigned flags, char *msg, size_t len)
+                           unsigned flags, gid_t cache_group, char *msg,
+                           size_t len)
 {
   int group = (flags & TJ_CACHE_GROUP) != 0;
-  if (!trusted_owner(st, flags, 0)) {
+  if (group && st->st_gid != cache_group) {
+    snprintf(msg, len, "refusing cache directory %s: its group %u is not the "
+             "cache's (%u), the one group a shared cache trusts (it changed "
+             "while it was checked, or was made without mode 2770)", dir,
+             (unsigned)st->st_gid, (unsigned)cache_group);
+    return TJ_EPERM;
+  }
+  if (!trusted_owner(st, flags, cache_group, 0)) {
     snprintf(msg, len, "refusing cache directory %s: owned by uid %u, not by "
              "you (uid %u)%s; its owner could choose the code that runs on "
              "your GPU; " ADVICE_PRIVATE, dir, (unsigned)st->st_uid,
@@ -162,9 +182,9 @@ static int check_cache_dir(const struct stat *st, const char *dir,
 }
 
 int tj__location_check_dir(const struct stat *st, const char *dir,
-                           unsigned flags, char *msg, size_t len)
+                           unsigned flags, gid_t group, char *msg, size_t len)
 {
-  return check_cache_dir(st, dir, flags, msg, len);
+  return check_cache_dir(st, dir, flags, group, msg, len);
 }
 
 static const char *kind_of(mode_t m)
@@ -176,7 +196,8 @@ static const char *kind_of(mode_t m)
 }
 
 int tj__location_check_file(const struct stat *st, const char *path,
-                            unsigned flags, char *msg, size_t len)
+                            unsigned flags, gid_t group_id, char *msg,
+                            size_t len)
 {
   int group = (flags & TJ_CACHE_GROUP) != 0;
   if (S_ISDIR(st->st_mode)) {
@@ -207,11 +228,19 @@ int tj__location_check_file(const struct stat *st, const char *path,
              path, (unsigned long)st->st_nlink, path);
     return TJ_EPERM;
   }
-  if (!trusted_owner(st, flags, 0)) {
+  if (!trusted_owner(st, flags, group_id, 0)) {
     snprintf(msg, len, "refusing cache file %s: owned by uid %u, not by you "
              "(uid %u)%s; its owner could choose the code that runs on your "
              "GPU", path, (unsigned)st->st_uid, (unsigned)geteuid(),
-             group ? " nor by one of your groups" : "");
+             group ? " nor by one of your groups, the cache directory's" : "");
+    return TJ_EPERM;
+  }
+  if (group && st->st_gid != group_id) {
+    snprintf(msg, len, "refusing cache file %s: its group %u is not the cache "
+             "directory's (%u), the one group a shared cache trusts; give "
+             "the directory mode 2770 so that files take its group, and "
+             "remove this one (rm '%s')", path, (unsigned)st->st_gid,
+             (unsigned)group_id, path);
     return TJ_EPERM;
   }
   if (st->st_mode & (S_IWOTH | (group ? 0 : S_IWGRP))) {
@@ -222,6 +251,70 @@ int tj__location_check_file(const struct stat *st, const char *path,
     return TJ_EPERM;
   }
   return TJ_OK;
+}
+
+gid_t tj__location_dir_group(int dirfd)
+{
+  struct stat st;
+  return dirfd >= 0 && fstat(dirfd, &st) == 0 ? st.st_gid : (gid_t)-1;
+}
+
+/* ------------------------------------------------------- FUSE */
+
+/* The uid that mounted the FUSE file system of device dev, from its
+ * user_id= option in /proc/self/mountinfo; -1 when it does not say. */
+static long fuse_mounter(dev_t dev)
+{
+  FILE *f = fopen("/proc/self/mountinfo", "re");
+  char line[4096], want[32];
+  long uid = -1;
+  snprintf(want, sizeof want, " %u:%u ", major(dev), minor(dev));
+  while (f && uid < 0 && fgets(line, sizeof line, f)) {
+    const char *at = strstr(line, want), *sep = strstr(line, " - fuse");
+    const char *opt = sep ? strstr(sep, "user_id=") : NULL;
+    if (at && sep && at < sep && opt)
+      uid = strtol(opt + 8, NULL, 10);
+  }
+  if (f)
+    fclose(f);
+  return uid;
+}
+
+int tj__location_fuse_verdict(unsigned long fs_type, long mounter, uid_t me,
+                              int trusted)
+{
+  if (fs_type != TJ__FUSE_MAGIC)
+    return TJ_OK;
+  if (mounter != (long)me && mounter != 0)
+    return TJ_EPERM; /* another user's (or nobody says whose) */
+  return trusted ? TJ_OK : TJ_EPERM;
+}
+
+/* The directory at fd, last of the walk: on FUSE the owners and modes are
+ * whatever the file system's process says, so its code is another user's
+ * unless we or root mounted it and TOKITAI_JIT_TRUST_FUSE=1 says to
+ * believe it. */
+static int check_fuse(int fd, const char *dir, char *msg, size_t len)
+{
+  struct statfs fs;
+  struct stat st;
+  if (fstatfs(fd, &fs) != 0 ||
+      (unsigned long)(unsigned)fs.f_type != TJ__FUSE_MAGIC)
+    return TJ_OK;
+  const char *env = getenv("TOKITAI_JIT_TRUST_FUSE");
+  long mounter = fstat(fd, &st) == 0 ? fuse_mounter(st.st_dev) : -1;
+  int rc = tj__location_fuse_verdict((unsigned long)(unsigned)fs.f_type,
+                                     mounter, my_euid(),
+                                     env && strcmp(env, "1") == 0);
+  if (rc != TJ_OK && mounter != (long)my_euid() && mounter != 0)
+    snprintf(msg, len, "refusing cache directory %s: it is on a FUSE file "
+             "system mounted by uid %ld, which says who owns each file; its "
+             "code could be theirs", dir, mounter);
+  else if (rc != TJ_OK)
+    snprintf(msg, len, "refusing cache directory %s: it is on a FUSE file "
+             "system, whose process says who owns each file; if you trust "
+             "it, set TOKITAI_JIT_TRUST_FUSE=1", dir);
+  return rc;
 }
 
 /* ------------------------------------------------------- the path */
@@ -263,7 +356,7 @@ static int split(const char *path, char **dir, char **name, char *msg,
  * unless all_ancestors, the last one as the cache directory.  Returns the
  * open O_PATH descriptor of dir in *out (or -1). */
 static int walk(const char *dir, const char *cache_dir, int all_ancestors,
-                unsigned flags, int *out, char *msg, size_t len)
+                unsigned flags, gid_t group, int *out, char *msg, size_t len)
 {
   *out = -1;
   char *here = malloc(strlen(dir) + 2), comp[NAME_MAX + 1];
@@ -281,8 +374,10 @@ static int walk(const char *dir, const char *cache_dir, int all_ancestors,
       break;
     }
     rc = last && !all_ancestors
-             ? check_cache_dir(&st, here, flags, msg, len)
-             : check_ancestor(&st, here, cache_dir, flags, msg, len);
+             ? check_cache_dir(&st, here, flags, group, msg, len)
+             : check_ancestor(&st, here, cache_dir, flags, group, msg, len);
+    if (rc == TJ_OK && last)
+      rc = check_fuse(fd, cache_dir, msg, len);
     size_t n = strcspn(rest, "/");
     if (rc != TJ_OK || last)
       break;
@@ -325,7 +420,8 @@ static int walk(const char *dir, const char *cache_dir, int all_ancestors,
  * gets exactly mode, whatever the umask. */
 static int make_dirs(const char *dir, unsigned flags, char *msg, size_t len)
 {
-  mode_t mode = (flags & TJ_CACHE_GROUP) ? 0770 : 0700;
+  /* setgid for a shared cache: what is made in it takes its group */
+  mode_t mode = (flags & TJ_CACHE_GROUP) ? 02770 : 0700;
   char *p = strdup(dir), *slash;
   struct stat st;
   int rc = TJ_OK;
@@ -340,7 +436,8 @@ static int make_dirs(const char *dir, unsigned flags, char *msg, size_t len)
              strerror(errno));
     rc = TJ_EIO;
   } else if (strcmp(p, dir) != 0) {
-    rc = walk(real, dir, 1, flags, &fd, msg, len);
+    /* What is made below takes this directory's group (mode 2770) */
+    rc = walk(real, dir, 1, flags, st.st_gid, &fd, msg, len);
   }
   if (fd >= 0)
     close(fd);
@@ -456,10 +553,12 @@ static int read_header_quick(const tj__location *loc, unsigned char *h, int n)
     return read_header(loc->path, h, n);
   }
   int fd = loc->dirfd >= 0
-               ? openat(loc->dirfd, loc->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-               : open(loc->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+               ? openat(loc->dirfd, loc->name,
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+               : open(loc->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   struct stat st;
-  ssize_t got = fd >= 0 && fstat(fd, &st) == 0 ? pread(fd, h, (size_t)n, 0) : -1;
+  ssize_t got = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                    ? pread(fd, h, (size_t)n, 0) : -1;
   struct held_file *other = fd >= 0 && got >= 0 ? held_find(st.st_dev, st.st_ino)
                                                 : NULL;
   if (other && other->nparked < PARKED_MAX)
@@ -522,7 +621,8 @@ static int check_database(int dirfd, tj__location *loc, unsigned flags,
   struct stat st;
   for (int attempt = 0; attempt < 4; attempt++) {
     if (fstatat(dirfd, loc->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-      int rc = tj__location_check_file(&st, loc->path, flags, msg, len);
+      int rc = tj__location_check_file(&st, loc->path, flags,
+                                       tj__location_dir_group(dirfd), msg, len);
       if (rc != TJ_OK)
         return rc;
       loc->dev = st.st_dev;
@@ -546,7 +646,9 @@ static int check_database(int dirfd, tj__location *loc, unsigned flags,
                     O_CLOEXEC, mode);
     if (fd < 0 && errno == EEXIST)
       continue; /* another process made it: judge theirs */
-    if (fd < 0 || fchmod(fd, mode) != 0) { /* the umask */
+    if (fd < 0 || fchmod(fd, mode) != 0 || /* the umask */
+        ((flags & TJ_CACHE_GROUP) &&
+         fchown(fd, (uid_t)-1, tj__location_dir_group(dirfd)) != 0)) {
       snprintf(msg, len, "cannot create cache file %s: %s", loc->path,
                strerror(errno));
       if (fd >= 0)
@@ -573,7 +675,8 @@ int tj__location_check_side_files(const tj__location *loc, unsigned flags,
     snprintf(name, sizeof name, "%s%s", loc->name, sides[i]);
     snprintf(path, sizeof path, "%s%s", loc->path, sides[i]);
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-      rc = tj__location_check_file(&st, path, flags, msg, len);
+      rc = tj__location_check_file(&st, path, flags,
+                                   tj__location_dir_group(dirfd), msg, len);
     else if (errno != ENOENT)
       rc = TJ_EIO;
   }
@@ -618,8 +721,10 @@ static int location_open(const char *path, unsigned flags, tj__location *loc,
     rc = e == ENOENT ? TJ_ENOENT : e == ENOTDIR ? TJ_ECACHE : TJ_EIO;
   }
   int dirfd = -1;
+  struct stat dst;
+  gid_t group = real && stat(real, &dst) == 0 ? dst.st_gid : (gid_t)-1;
   if (rc == TJ_OK)
-    rc = walk(real, real, 0, flags, &dirfd, msg, len);
+    rc = walk(real, real, 0, flags, group, &dirfd, msg, len);
   if (rc == TJ_OK) {
     loc->dir = real;
     loc->name = name;
@@ -702,7 +807,7 @@ int tj__location_open_system(const char *path, tj__location *loc, char *msg,
   /* Every directory from "/" down to the file's, as ancestors: root's or
    * ours, and nobody else may rename what is in them (location.c, top). */
   if (rc == TJ_OK)
-    rc = walk(dir, dir, 1, 0, &dirfd, msg, len);
+    rc = walk(dir, dir, 1, 0, (gid_t)-1, &dirfd, msg, len);
   if (rc == TJ_OK && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
     rc = TJ_EIO;
   if (rc == TJ_OK)
@@ -781,7 +886,7 @@ int tj__cache_fs_is_network(unsigned long magic)
     0xFF534D42, /* CIFS */          0xFE534D42, /* SMB2 */
     0x00C36400, /* Ceph */          0x5346414F, /* AFS */
     0x6B414653, /* kAFS */          0x73757245, /* Coda */
-    0x01021997, /* 9P */            0x65735546, /* FUSE (sshfs, s3fs...) */
+    0x01021997, /* 9P */            TJ__FUSE_MAGIC, /* sshfs, s3fs... */
     0x0BD00BD0, /* Lustre */        0x47504653, /* GPFS */
     0x7461636F, /* OCFS2 */         0x01161970, /* GFS2 */
     0x19830326, /* BeeGFS */        0xAAD7AAEA, /* PanFS */
@@ -800,6 +905,20 @@ int tj__location_is_network(const char *path)
 }
 
 /* ------------------------------------------------------- the lock file */
+
+/* The group of the directory that holds the file at path. */
+static gid_t lock_group(const char *path)
+{
+  char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+  struct stat st;
+  gid_t g = (gid_t)-1;
+  if (slash)
+    slash[slash == dir] = '\0';
+  if (dir && stat(slash ? dir : ".", &st) == 0)
+    g = st.st_gid;
+  free(dir);
+  return g;
+}
 
 /*
  * <path>.lock orders opening against moving a damaged file aside: an opener
@@ -822,9 +941,15 @@ int tj__location_lock(const char *path, unsigned flags, int how, int create)
     fd = open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   struct stat st;
   char why[512];
+  gid_t group = lock_group(name);
+  /* A shared cache's lock has its group, the one it trusts. */
+  if (fd >= 0 && (flags & TJ_CACHE_GROUP) && fstat(fd, &st) == 0 &&
+      st.st_uid == geteuid() && st.st_gid != group)
+    (void)fchown(fd, (uid_t)-1, group);
   /* Our own file, never SQLite's: closing it drops no SQLite lock. */
   if (fd >= 0 && (fstat(fd, &st) != 0 ||
-                  tj__location_check_file(&st, name, flags, why, sizeof why))) {
+                  tj__location_check_file(&st, name, flags, group, why,
+                                          sizeof why))) {
     close(fd);
     fd = -1;
   }

@@ -72,13 +72,27 @@ static int is_hex32(const char *s)
   return 1;
 }
 
+/* Whether text holds a control character: a listing would send it to a
+ * terminal.  The entries column may hold its TABs and newlines. */
+static int has_controls(const unsigned char *s, int n, int entries)
+{
+  for (int i = 0; i < n; i++)
+    if ((s[i] < 0x20 && !(entries && (s[i] == '\t' || s[i] == '\n'))) ||
+        s[i] == 0x7f)
+      return 1;
+  return 0;
+}
+
 /* Whether the row st is at may be copied: every column of the right type,
  * the code whole.  The bounds are the source's (SQLite checked none). */
 static int row_is_sound(sqlite3_stmt *st)
 {
   static const int text_cols[] = {0, 1, 2, 3, 4, 5, 6, 9};
   for (size_t i = 0; i < sizeof text_cols / sizeof text_cols[0]; i++)
-    if (sqlite3_column_type(st, text_cols[i]) != SQLITE_TEXT)
+    if (sqlite3_column_type(st, text_cols[i]) != SQLITE_TEXT ||
+        has_controls(sqlite3_column_text(st, text_cols[i]),
+                     sqlite3_column_bytes(st, text_cols[i]),
+                     text_cols[i] == 9))
       return 0;
   const char *key = (const char *)sqlite3_column_text(st, 0);
   const char *hash = (const char *)sqlite3_column_text(st, 6);

@@ -739,6 +739,43 @@ static const char *header_problem(int header)
   }
 }
 
+/* A file the library did not make is read with a bound on each
+ * statement's work: past SYSTEM_MAX_PROGRESS calls of the progress
+ * handler (each SYSTEM_PROGRESS_OPS virtual-machine steps) the statement
+ * is interrupted, so that no schema trick the checks below miss can make a
+ * read endless.  A thread steps one statement of such a file at a time
+ * (a merge writes another file meanwhile, which has no handler). */
+#define SYSTEM_PROGRESS_OPS 1000
+#define SYSTEM_MAX_PROGRESS 2000000UL
+static __thread unsigned long system_progress;
+
+static int system_trace(unsigned type, void *ctx, void *p, void *x)
+{
+  (void)type, (void)ctx, (void)p, (void)x;
+  system_progress = 0; /* a statement begins */
+  return 0;
+}
+
+static int system_progress_handler(void *ctx)
+{
+  (void)ctx;
+  return ++system_progress > SYSTEM_MAX_PROGRESS;
+}
+
+/* Only real tables: a view named as one of ours is a query of the file's
+ * choosing (an endless recursive one, say), and so is a virtual table. */
+static int only_tables(sqlite3 *db, char *what, size_t len)
+{
+  int64_t n = 0;
+  int rc = tj__sql_int64(db, "SELECT count(*) FROM sqlite_master WHERE "
+                         "type = 'view' OR (type = 'table' AND "
+                         "sql LIKE 'CREATE VIRTUAL%')", &n);
+  if (rc == SQLITE_OK && n > 0)
+    snprintf(what, len, "it has views or virtual tables, which the library "
+             "never makes");
+  return rc != SQLITE_OK ? rc : n > 0 ? SQLITE_CORRUPT : SQLITE_OK;
+}
+
 /* Connect c to the judged file, immutable, and ask what it is: ours, at a
  * schema this library reads.  TJ_OK, or TJ_ECACHE with msg set. */
 static int connect_system(tj__cache *c, const tj__location *loc, char *msg,
@@ -755,6 +792,9 @@ static int connect_system(tj__cache *c, const tj__location *loc, char *msg,
   struct stat st;
   if (rc == SQLITE_OK) {
     sqlite3_extended_result_codes(c->db, 1);
+    sqlite3_trace_v2(c->db, SQLITE_TRACE_STMT, system_trace, NULL);
+    sqlite3_progress_handler(c->db, SYSTEM_PROGRESS_OPS,
+                             system_progress_handler, NULL);
     c->dev = loc->dev;
     c->ino = loc->ino;
     if (stat(c->path, &st) != 0 || st.st_dev != loc->dev ||
@@ -766,6 +806,11 @@ static int connect_system(tj__cache *c, const tj__location *loc, char *msg,
   if (rc == SQLITE_OK && id != TJ__ID_OURS) {
     snprintf(msg, len, "system cache %s is not a tokitai-jit cache%s%s; "
              "skipped", c->path, what[0] ? ": it is " : "", what);
+    return TJ_ECACHE;
+  }
+  if (rc == SQLITE_OK && only_tables(c->db, what, sizeof what) != SQLITE_OK) {
+    snprintf(msg, len, "system cache %s is not a tokitai-jit cache%s%s; "
+             "skipped", c->path, what[0] ? ": " : "", what);
     return TJ_ECACHE;
   }
   if (rc == SQLITE_OK && (version > CACHE_SCHEMA_VERSION ||

@@ -84,8 +84,12 @@ static int take_field(const unsigned char **p, const unsigned char *end,
   *s = *p + 4;
   *n = (size_t)l;
   *p += 4 + l;
-  if (memchr(*s, '\0', *n))
-    return 0;
+  /* No control characters (they would reach a terminal that lists the
+   * row), but the TAB and newline that separate a module's entries. */
+  for (size_t i = 0; i < *n; i++)
+    if (((*s)[i] < 0x20 && (*s)[i] != '\t' && (*s)[i] != '\n') ||
+        (*s)[i] == 0x7f)
+      return 0;
   return !want || (strlen(want) == *n && memcmp(want, *s, *n) == 0);
 }
 

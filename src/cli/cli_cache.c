@@ -436,9 +436,12 @@ static int report_bad(const tj_cache_entry *e, void *arg)
     fputs(v->reported ? ",\n    " : "\n    ", stdout);
     print_entry_json(e);
   } else {
+    char key[160], kernel[1024], arch[160];
     printf("%sbad%s  %s  %s  %s: code does not match its stored hash, size or key\n",
-           cli_style(o, STYLE_RED), cli_style(o, STYLE_RESET), e->key,
-           e->kernel, e->arch);
+           cli_style(o, STYLE_RED), cli_style(o, STYLE_RESET),
+           cli_text_in(key, sizeof key, e->key),
+           cli_text_in(kernel, sizeof kernel, e->kernel),
+           cli_text_in(arch, sizeof arch, e->arch));
   }
   v->reported++;
   return 0;

@@ -88,6 +88,46 @@ void cli_json_string_or_null(FILE *f, const char *value)
     fputs("null", f);
 }
 
+/* A stored string as text a terminal shows as it is: control characters
+ * (C0, DEL, C1 in UTF-8 or as a raw byte) and bytes that are not UTF-8
+ * become \xNN, so that a cache row cannot move the cursor or retitle the
+ * window.  out holds 4 * strlen(s) + 1 bytes. */
+static void escape_text(const char *str, char *out)
+{
+  const unsigned char *s = (const unsigned char *)str;
+  for (size_t i = 0; s[i];) {
+    size_t n = s[i] >= 0x80 ? tj_json_utf8_len(s + i, strlen(str + i)) : 1;
+    int c1 = n == 2 && s[i] == 0xc2 && s[i + 1] < 0xa0;
+    if (n == 0 || c1 || s[i] < 0x20 || s[i] == 0x7f) {
+      for (size_t j = 0; j < (n ? n : 1); j++)
+        out += sprintf(out, "\\x%02x", s[i + j]);
+      i += n ? n : 1;
+      continue;
+    }
+    memcpy(out, s + i, n);
+    out += n;
+    i += n;
+  }
+  *out = '\0';
+}
+
+char *cli_text(const char *s)
+{
+  const char *str = s ? s : "";
+  char *out = malloc(4 * strlen(str) + 1);
+  if (out)
+    escape_text(str, out);
+  return out;
+}
+
+const char *cli_text_in(char *buf, size_t len, const char *s)
+{
+  char *t = cli_text(s);
+  snprintf(buf, len, "%s", t ? t : "?");
+  free(t);
+  return buf;
+}
+
 const char *cli_style(const cli_options *o, const char *sgr)
 {
   return o->color ? sgr : "";
@@ -160,7 +200,7 @@ int cli_table_add(cli_table *t, const char *const *cells)
   }
   char **row = t->cells + t->nrows * (size_t)t->ncols;
   for (int i = 0; i < t->ncols; i++) {
-    if (!(row[i] = strdup(cells[i] ? cells[i] : ""))) {
+    if (!(row[i] = cli_text(cells[i]))) {
       while (i-- > 0)
         free(row[i]);
       return -1;

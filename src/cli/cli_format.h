@@ -23,6 +23,12 @@ void cli_json_string(FILE *f, const char *s);
 /* ", "name": " and value as cli_json_string writes it: an object's next
  * member. */
 void cli_json_member(FILE *f, const char *name, const char *value);
+/* s (NULL: "") for a terminal: control characters and bytes that are not
+ * UTF-8 as \xNN.  cli_text: malloc'd, NULL without memory; cli_text_in:
+ * into buf (cut to len), which it returns.  Every stored string a text
+ * listing prints goes through one of them (table cells do). */
+char *cli_text(const char *s);
+const char *cli_text_in(char *buf, size_t len, const char *s);
 /* value as cli_json_string writes it, or null when value is NULL. */
 void cli_json_string_or_null(FILE *f, const char *value);
 

@@ -51,7 +51,7 @@ static double time_of(const tj_tuning *t, const char *config)
 
 /* The decision, what it gains over the rule, then each candidate's median
  * against the fastest. */
-static void print_tuning_text(const cli_options *o, const tj_tuning *t)
+static void print_tuning_lines(const cli_options *o, const tj_tuning *t)
 {
   char when[32];
   cli_format_time(t->created, when, sizeof when);
@@ -90,6 +90,38 @@ static void print_tuning_text(const cli_options *o, const tj_tuning *t)
            x->runs, best > 0 ? x->ms / best : 1.0, is_chosen ? "  chosen" : "",
            is_rule ? "  rule" : "");
   }
+}
+
+/* print_tuning_lines with every stored string escaped for a terminal
+ * (cli_text): the device, say, is whatever the row says. */
+static void print_tuning_text(const cli_options *o, const tj_tuning *raw)
+{
+  tj_tuning t = *raw;
+  const char **field[] = {&t.op, &t.arch, &t.platform, &t.compiler,
+                          &t.shape_class, &t.config, &t.device, &t.origin,
+                          &t.rule};
+  enum { NFIELD = sizeof field / sizeof field[0] };
+  char *text[NFIELD] = {NULL};
+  int n = raw->num_times > 0 ? raw->num_times : 0, ok = 1;
+  tj_tuning_time *times = calloc((size_t)n + 1, sizeof *times);
+  ok = times != NULL;
+  for (int i = 0; ok && i < NFIELD; i++)
+    if (*field[i])
+      ok = (text[i] = cli_text(*field[i])) != NULL, *field[i] = text[i];
+  for (int i = 0; ok && i < n; i++) {
+    times[i] = raw->times[i];
+    ok = (times[i].config = cli_text(raw->times[i].config)) != NULL;
+  }
+  t.times = times;
+  if (ok)
+    print_tuning_lines(o, &t);
+  else
+    cli_error("out of memory");
+  for (int i = 0; times && i < n; i++)
+    free((char *)times[i].config);
+  free(times);
+  for (int i = 0; i < NFIELD; i++)
+    free(text[i]);
 }
 
 typedef struct print_ctx {

@@ -193,8 +193,10 @@ static void amd_field(amd_kernel *k, const char *key, size_t kn, int64_t v)
         *(int32_t *)at = (int32_t)v;
       return;
     }
-  if (str_is(key, kn, ".vgpr_spill_count") || str_is(key, kn, ".sgpr_spill_count"))
-    k->r.spills = (k->r.spills < 0 ? 0 : k->r.spills) + (int32_t)v;
+  if (str_is(key, kn, ".vgpr_spill_count") || str_is(key, kn, ".sgpr_spill_count")) {
+    int64_t sum = (k->r.spills < 0 ? 0 : (int64_t)k->r.spills) + v;
+    k->r.spills = sum > INT32_MAX ? INT32_MAX : (int32_t)sum;
+  }
 }
 
 /* One kernel's map: its numbers, and whether it is the one asked for. */
@@ -262,11 +264,17 @@ static int amd_metadata(const uint8_t *desc, size_t n, const char *symbol,
   return -1;
 }
 
+/* Note sections may overlap, so walking each of them could read the same
+ * bytes once a section: the walk reads at most the object's size in all. */
 static int amd_resources(const tj__elf *e, const char *symbol, tj__resources *out)
 {
+  size_t budget = e->len;
   for (unsigned i = 0; i < e->eh->e_shnum; i++) {
     size_t n = 0;
     const uint8_t *p = e->sh[i].sh_type == SHT_NOTE ? tj__elf_section(e, i, &n) : NULL;
+    if (p && n > budget)
+      return -1;
+    budget -= p ? n : 0;
     const uint8_t *end = p ? p + n : NULL;
     tj__elf_note note;
     while (tj__elf_note_next(&p, end, &note))
@@ -289,6 +297,8 @@ enum {
   NV_FRAME_SIZE = 0x11,
   NV_REGCOUNT = 0x2f,
   NV_RESERVED_SHARED = 1024,
+  NV_MAX_REGS = 255,        /* a thread's registers, sm_50 and later */
+  NV_MAX_BLOCK = 1024,      /* threads in a block, and in each dimension */
 };
 
 typedef struct nv_record {
@@ -346,7 +356,7 @@ static int nv_global_info(const tj__elf *e, int64_t sym, tj__resources *out)
     if (rec.size != 8 || le32(rec.data) != (uint64_t)sym)
       continue;
     uint32_t v = le32(rec.data + 4);
-    if (rec.attr == NV_REGCOUNT && v <= INT32_MAX)
+    if (rec.attr == NV_REGCOUNT && v <= NV_MAX_REGS)
       out->regs = (int32_t)v, found = 1;
     else if (rec.attr == NV_FRAME_SIZE)
       out->local_bytes = v;
@@ -361,8 +371,12 @@ static void nv_function_info(const tj__elf *e, const char *symbol, tj__resources
   nv_record rec;
   while (p && nv_next(&p, end, &rec) == 0) {
     if ((rec.attr == NV_MAX_THREADS || rec.attr == NV_REQNTID) && rec.size == 12) {
-      uint64_t t = (uint64_t)le32(rec.data) * le32(rec.data + 4) * le32(rec.data + 8);
-      if (t > 0 && t <= 1024 && (out->max_threads < 0 || (int32_t)t < out->max_threads))
+      uint32_t x = le32(rec.data), y = le32(rec.data + 4), z = le32(rec.data + 8);
+      if (x > NV_MAX_BLOCK || y > NV_MAX_BLOCK || z > NV_MAX_BLOCK)
+        continue; /* no block is that large; the product could wrap */
+      uint64_t t = (uint64_t)x * y * z;
+      if (t > 0 && t <= NV_MAX_BLOCK &&
+          (out->max_threads < 0 || (int32_t)t < out->max_threads))
         out->max_threads = (int32_t)t;
     }
   }
@@ -372,8 +386,8 @@ static void nv_function_info(const tj__elf *e, const char *symbol, tj__resources
  * in units of 256, 64 Ki registers per block at most (sm_50 and later). */
 static int32_t nv_threads_for_regs(int32_t regs)
 {
-  if (regs <= 0)
-    return 1024;
+  if (regs <= 0 || regs > NV_MAX_REGS)
+    return NV_MAX_BLOCK;
   int32_t per_warp = (regs * 32 + 255) / 256 * 256;
   int32_t warps = 65536 / per_warp;
   return warps >= 32 ? 1024 : warps * 32;
@@ -393,6 +407,8 @@ static int nv_resources(const tj__elf *e, const char *symbol, tj__resources *out
    * too).  The driver does not count it as the kernel's (on an H200: 49152
    * for a section of 50176), and neither do we. */
   int s = tj__elf_section_named(e, ".nv.shared.", symbol);
+  if (s >= 0 && e->sh[s].sh_size > TJ__MAX_SHARED_BYTES)
+    return -1; /* a section of no bytes in the blob may claim any size */
   out->shared_bytes = s < 0 ? 0 : (int64_t)e->sh[s].sh_size;
   if (out->shared_bytes >= NV_RESERVED_SHARED &&
       tj__elf_section_named(e, ".nv.shared.reserved.", "0") >= 0)
@@ -403,6 +419,26 @@ static int nv_resources(const tj__elf *e, const char *symbol, tj__resources *out
     out->max_threads = by_regs;
   out->wave_size = 32;
   return 0;
+}
+
+/* A figure past what any GPU has is not believed: it reads as unknown, so
+ * that nothing computed from the figures can overflow. */
+static void bound_figures(tj__resources *r)
+{
+  if (r->regs > TJ__MAX_REGS)
+    r->regs = -1;
+  if (r->sgprs > TJ__MAX_REGS)
+    r->sgprs = -1;
+  if (r->agprs > TJ__MAX_REGS)
+    r->agprs = -1;
+  if (r->shared_bytes > TJ__MAX_SHARED_BYTES)
+    r->shared_bytes = -1;
+  if (r->local_bytes > TJ__MAX_LOCAL_BYTES)
+    r->local_bytes = -1;
+  if (r->max_threads == 0 || r->max_threads > TJ__MAX_THREADS)
+    r->max_threads = -1;
+  if (r->wave_size != -1 && r->wave_size != 32 && r->wave_size != 64)
+    r->wave_size = -1;
 }
 
 int tj__code_resources(const void *code, size_t len, const char *symbol,
@@ -417,7 +453,9 @@ int tj__code_resources(const void *code, size_t len, const char *symbol,
   int rc = e.eh->e_machine == EM_AMDGPU ? amd_resources(&e, symbol, &r)
          : e.eh->e_machine == EM_CUDA   ? nv_resources(&e, symbol, &r)
                                         : -1;
-  if (rc == 0)
+  if (rc == 0) {
+    bound_figures(&r);
     *out = r;
+  }
   return rc;
 }

@@ -32,6 +32,13 @@ int tj__elf_find_cxx_kernel(const void *code, size_t size, const char *ident,
  * object does not say. */
 typedef tj_kernel_resources tj__resources;
 
+/* The largest figures the reader believes (no GPU comes near them); one
+ * past them in a code object reads as unknown. */
+#define TJ__MAX_REGS 4096
+#define TJ__MAX_SHARED_BYTES ((int64_t)1 << 30)
+#define TJ__MAX_LOCAL_BYTES ((int64_t)1 << 30)
+#define TJ__MAX_THREADS 4096
+
 /* Read the resources of entry `symbol` (the lowered name, as in the code
  * object's symbol table) from `code`.  0 on success; -1 when the blob is not
  * an ELF this reader knows or has no record of that entry (out untouched

@@ -5,9 +5,25 @@
 
 #include <string.h>
 
+/* The work a view may do: enough for every real code object to be read
+ * whole many times over, and still linear in the blob's size. */
+#define TJ__ELF_WORK_PER_BYTE 16
+#define TJ__ELF_WORK_MIN ((size_t)1 << 20)
+
 static int in_blob(const tj__elf *e, uint64_t off, uint64_t n)
 {
   return off <= e->len && n <= e->len - off;
+}
+
+/* Takes n bytes of work; 0 when there are not that many left. */
+static int spend(const tj__elf *e, size_t n)
+{
+  if (*e->work < n) {
+    *e->work = 0;
+    return 0;
+  }
+  *e->work -= n;
+  return 1;
 }
 
 int tj__elf_open(tj__elf *e, const void *code, size_t len)
@@ -18,6 +34,8 @@ int tj__elf_open(tj__elf *e, const void *code, size_t len)
     return -1;
   e->base = code;
   e->len = len;
+  e->work_left = TJ__ELF_WORK_PER_BYTE * len + TJ__ELF_WORK_MIN;
+  e->work = &e->work_left;
   e->eh = code;
   const unsigned char *id = e->eh->e_ident;
   if (memcmp(id, ELFMAG, SELFMAG) != 0 || id[EI_CLASS] != ELFCLASS64 ||
@@ -43,16 +61,19 @@ const char *tj__elf_string(const tj__elf *e, unsigned i, uint64_t off)
 {
   size_t n;
   const uint8_t *s = tj__elf_section(e, i, &n);
-  if (!s || off >= n || !memchr(s + off, '\0', n - off))
+  if (!s || off >= n)
     return NULL;
-  return (const char *)s + off;
+  size_t look = n - off < *e->work ? n - off : *e->work;
+  const uint8_t *nul = memchr(s + off, '\0', look);
+  spend(e, nul ? (size_t)(nul - (s + off)) + 1 : look);
+  return nul ? (const char *)s + off : NULL;
 }
 
 int tj__elf_section_named(const tj__elf *e, const char *prefix,
                           const char *rest)
 {
   size_t pn = strlen(prefix);
-  for (unsigned i = 0; i < e->eh->e_shnum; i++) {
+  for (unsigned i = 0; i < e->eh->e_shnum && *e->work; i++) {
     const char *name = tj__elf_string(e, e->eh->e_shstrndx, e->sh[i].sh_name);
     if (name && strncmp(name, prefix, pn) == 0 && strcmp(name + pn, rest) == 0)
       return (int)i;
@@ -83,7 +104,7 @@ int tj__elf_symbols_open(const tj__elf *e, tj__elf_symbols *t)
 
 const char *tj__elf_symbol(const tj__elf_symbols *t, size_t i, Elf64_Sym *sym)
 {
-  if (i >= t->count)
+  if (i >= t->count || !spend(t->e, sizeof *sym))
     return NULL;
   memcpy(sym, t->table + i * sizeof *sym, sizeof *sym);
   return tj__elf_string(t->e, t->strtab, sym->st_name);
@@ -93,7 +114,7 @@ int64_t tj__elf_symbol_find(const tj__elf_symbols *t, const char *name,
                             int type, Elf64_Sym *sym)
 {
   Elf64_Sym s;
-  for (size_t i = 0; i < t->count; i++) {
+  for (size_t i = 0; i < t->count && *t->e->work; i++) {
     const char *n = tj__elf_symbol(t, i, &s);
     if (n && ELF64_ST_TYPE(s.st_info) == type && s.st_shndx != SHN_UNDEF &&
         strcmp(n, name) == 0) {

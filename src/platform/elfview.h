@@ -32,10 +32,18 @@ typedef struct tj__elf {
   size_t len;
   const Elf64_Ehdr *eh;
   const Elf64_Shdr *sh; /* eh->e_shnum headers, inside the blob */
+  /* The bytes the reads below may still look at, a multiple of the blob's
+   * size: a crafted table (many symbols, names without their NUL) must not
+   * make a lookup's work grow as the square of the blob.  *work points at
+   * work_left, so that readers given a const view can spend it; a view is
+   * never copied. */
+  size_t *work;
+  size_t work_left;
 } tj__elf;
 
 /* A view of code[0 .. len): 0 when it is a little-endian ELF64 whose
- * section headers lie inside it, else -1. */
+ * section headers lie inside it, else -1.  Strings and symbols read after
+ * the view's work is spent read as absent. */
 int tj__elf_open(tj__elf *e, const void *code, size_t len);
 /* The bytes of section i and their count in *n, or NULL (no such section,
  * one outside the blob, or SHT_NOBITS, which has none). */

@@ -51,7 +51,7 @@ int tj__elf_find_cxx_kernel(const void *code, size_t size, const char *ident,
       tj__elf_symbols_open(&e, &t) != 0)
     return 0;
   int found = 0;
-  for (size_t i = 0; i < t.count; i++) {
+  for (size_t i = 0; i < t.count && *e.work; i++) {
     Elf64_Sym s;
     const char *name = tj__elf_symbol(&t, i, &s);
     /* After the name come the parameter types; 'I' would open template

@@ -141,7 +141,10 @@ TJ_EXPORT int tj_cache_get_stats(tj_cache *c, tj_cache_stats *st /* OUT */);
  * Each bad entry is passed to fn (may be NULL); with repair non-zero the bad
  * rows are deleted.  *bad (may be NULL) gets the count.  TJ_OK when the
  * check ran, whatever it found; TJ_ECACHE when the file itself is damaged
- * beyond what row deletion can fix (message in tj_cache_errmsg). */
+ * beyond what row deletion can fix (message in tj_cache_errmsg); TJ_EIO
+ * when repair is asked, rows are bad and the file cannot be written (a
+ * cache with nothing bad needs no writing, so repair on a healthy
+ * read-only one is TJ_OK). */
 TJ_EXPORT int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn,
                               void *ctx, uint64_t *bad /* OUT */);
 
