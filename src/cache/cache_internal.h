@@ -1,7 +1,7 @@
 /*
  * cache_internal.h: what the files of src/cache say to each other.  Only
  * they include it; the rest of the library reaches the cache through the
- * tj__cache_* calls in internal.h, and callers through tj_cache_*.  No
+ * tj__cache_* calls in cache_api.h, and callers through tj_cache_*.  No
  * SQLite handle, statement or lock leaves this module.
  *
  *   location.c  where the cache lives, whether it is safe, its lock file
@@ -22,10 +22,12 @@
 #ifndef TJ_CACHE_INTERNAL_H
 #define TJ_CACHE_INTERNAL_H
 
-#include "internal.h"
+#include "cache_api.h"
 #include "codestore.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
+#include <string.h>
 
 #define CACHE_SCHEMA_VERSION 4
 /* The installed system cache (layers.c); Makefile.am sets it from
@@ -192,6 +194,8 @@ int tj__schema_identify(sqlite3 *db, enum tj__identity *id, int *version,
                         char *what, size_t len);
 /* Not an SQLite code: the file is not ours, and was left as it was. */
 #define TJ__MIGRATE_FOREIGN (-1)
+/* cache/schema.sql, embedded at build time (schema_embedded.c). */
+extern const char tj__schema_sql[];
 /* Bring a file of ours to CACHE_SCHEMA_VERSION; *gap says that no step
  * led on from *version. */
 int tj__schema_migrate(sqlite3 *db, int *version, int *gap, char *what,
@@ -270,13 +274,15 @@ typedef struct tj__merge_counts {
   uint64_t copied, skipped, bad;
 } tj__merge_counts;
 /* Copy every row of source that passes its checks into target, one write
- * transaction per batch; a row target has (by key) is skipped.  TJ_OK,
- * TJ_ENOMEM, or TJ_ECACHE (which handle failed: *failed_source). */
+ * transaction per batch; a row target has (by key) is skipped.  know
+ * judges an embedded kernel's key (may be NULL).  TJ_OK, TJ_ENOMEM, or
+ * TJ_ECACHE (which handle failed: *failed_source). */
 int tj__cache_merge_rows(tj__cache *target, tj__cache *source,
+                         const tj__cache_knowledge *know,
                          tj__merge_counts *n, int *failed_source);
-/* Whether a row naming an embedded kernel (no options) sits at the key its
- * own arch, platform and compiler give; any other row passes. */
-int tj__cache_key_consistent(const char *key, const char *kernel,
+/* know's key_consistent for a row, or 1 where know has none. */
+int tj__cache_key_consistent(const tj__cache_knowledge *know,
+                             const char *key, const char *kernel,
                              const char *options, const char *arch,
                              const char *platform, const char *compiler);
 

@@ -12,8 +12,9 @@
 #ifndef TJ_REMOTE_H
 #define TJ_REMOTE_H
 
-#include "internal.h"
+#include "cache_api.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 typedef struct tj__remote tj__remote;

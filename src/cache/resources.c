@@ -11,6 +11,7 @@
  */
 #include "cache_internal.h"
 #include "codeobj.h"
+#include "entries.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -280,14 +280,6 @@ static int find_row(tj__cache *c, const tj__cache_row *want, char **stored,
   return rc;
 }
 
-void tj__found_free(tj__found *f)
-{
-  free(f->code);
-  free(f->kernel);
-  free(f->entries);
-  memset(f, 0, sizeof *f);
-}
-
 int tj__cache_find(tj__cache *c, const tj__cache_row *want, tj__found *f,
                    int *dropped)
 {

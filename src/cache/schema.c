@@ -9,7 +9,6 @@
  * for the other processes that have the file open.
  */
 #include "cache_internal.h"
-#include "embedded.h"
 
 #include <stdio.h>
 #include <string.h>
