@@ -488,36 +488,6 @@ START_TEST(cli_compile_key_equals_the_api_key)
 }
 END_TEST
 
-/* A version 1 cache (before the entries column) is migrated in place and
- * keeps its rows. */
-START_TEST(version_1_cache_gains_the_entries_column)
-{
-  char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
-  sqlite3 *h;
-  ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
-  ck_assert_int_eq(sqlite3_exec(h,
-    "CREATE TABLE code_objects (key TEXT PRIMARY KEY, kernel TEXT NOT NULL,"
-    " arch TEXT NOT NULL, platform TEXT NOT NULL, compiler TEXT NOT NULL,"
-    " options TEXT NOT NULL, code BLOB NOT NULL, code_hash TEXT NOT NULL,"
-    " code_size INTEGER NOT NULL, compile_ms REAL NOT NULL,"
-    " created INTEGER NOT NULL, last_used INTEGER NOT NULL,"
-    " hits INTEGER NOT NULL DEFAULT 0);"
-    "CREATE INDEX code_objects_last_used ON code_objects(last_used);"
-    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-    "INSERT INTO counters(name, value) VALUES ('misses', 0);"
-    "INSERT INTO code_objects VALUES ('00000000000000000000000000000001', 'k',"
-    " 'gfx90a', 'amd', 'c', '', x'00', 'h', 1, 1, 1, 1, 0);"
-    "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK);
-  sqlite3_close(h);
-  chmod(db, 0600);
-  tj_runtime *rt = open_compile_only(db, 0);
-  tj_runtime_close(rt);
-  ck_assert_int_eq(rows_in(db, "entries = ''"), 1);
-  free(db);
-  free(dir);
-}
-END_TEST
-
 int main(void)
 {
   Suite *s = suite_create("user_kernels");
@@ -526,7 +496,6 @@ int main(void)
   tcase_add_test(tc, c_names_share_one_row_and_expressions_are_keyed);
   tcase_add_test(tc, missing_entry_fails_at_compile_and_stores_nothing);
   tcase_add_test(tc, bad_module_arguments_are_refused);
-  tcase_add_test(tc, version_1_cache_gains_the_entries_column);
   tcase_add_test(tc, cli_compile_key_equals_the_api_key);
   TCase *th = test_case(s, "headers", 300);
   tcase_add_test(th, file_header_change_gives_new_key_and_code);

@@ -383,8 +383,7 @@ typedef struct tuning_visit {
 
 /* The "config<TAB>ms<TAB>runs" lines of a row as times pointing into
  * copy (malloc'd, like *times), and its "rule<TAB>config" line as *rule
- * (NULL where there is none); lines that do not parse are skipped.  (A
- * release before the rule line skips it too: "config" is no number.) */
+ * (NULL where there is none); lines that do not parse are skipped. */
 static int parse_measured(const char *measured, char **copy,
                           tj_tuning_time **times, const char **rule)
 {

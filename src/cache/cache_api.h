@@ -58,11 +58,11 @@ int tj__cache_open_code(const char *path, unsigned flags,
 void tj__cache_close(tj__cache *c);
 /* The steps of a cache open, as TOKITAI_JIT_TRACE names them: judging the
  * location (paths, owners, modes, the header, the lock), SQLite's open,
- * reading the schema's identity, the journal pragmas, the migration check,
+ * reading the schema's identity, the journal pragmas, a new file's schema,
  * preparing the statements. */
 enum {
   TJ__CACHE_PHASE_LOCATION, TJ__CACHE_PHASE_CONNECT, TJ__CACHE_PHASE_IDENTIFY,
-  TJ__CACHE_PHASE_JOURNAL, TJ__CACHE_PHASE_MIGRATE, TJ__CACHE_PHASE_PREPARE,
+  TJ__CACHE_PHASE_JOURNAL, TJ__CACHE_PHASE_CREATE, TJ__CACHE_PHASE_PREPARE,
   TJ__CACHE_PHASES
 };
 extern const char *const tj__cache_phase_names[TJ__CACHE_PHASES];
@@ -92,7 +92,7 @@ int tj__cache_put_new(tj__cache *c, const tj__cache_row *row, int *inserted);
 
 /* ---- the cache layers (src/cache/layers.h drives these) */
 
-/* A row's origin column (schema 4): where its code came from. */
+/* A row's origin column: where its code came from. */
 #define TJ__ORIGIN_COMPILED "compiled" /* compiled on this machine */
 #define TJ__ORIGIN_SYSTEM "system"     /* copied from a system cache */
 #define TJ__ORIGIN_REMOTE "remote"     /* copied from the remote tier */

@@ -6,7 +6,7 @@
  *
  *   location.c  where the cache lives, whether it is safe, its lock file
  *   sql.c       the one way a statement is prepared, run and retried
- *   schema.c    what a file is (application_id, layouts) and migration
+ *   schema.c    what a file is (application_id, version); a new file's schema
  *   open.c      the handle: opening, moving a damaged file aside, failing
  *   rows.c      the load and store path: get, put, usage, the blob check
  *   resources.c each entry's resources, read from the code, stored beside
@@ -35,11 +35,6 @@
 #ifndef TJ__SYSTEM_CACHE_DEFAULT
 #define TJ__SYSTEM_CACHE_DEFAULT "/usr/local/share/tokitai-jit/system.db"
 #endif
-/* The oldest schema a read-only handle reads without migrating it: 2
- * lacks only kernel_resources (its rows list no resources), 3 the tuning
- * table (it holds no decisions). */
-#define TJ__CACHE_OLDEST_READABLE 2
-
 struct tj__cache {
   sqlite3 *db;
   char *path;
@@ -48,7 +43,6 @@ struct tj__cache {
   int found_readonly;
   int nowrite; /* a write failed (disk full, I/O): store nothing more */
   int ours;    /* shown to be a tokitai-jit cache: may be moved aside */
-  int version; /* the file's schema: CACHE_SCHEMA_VERSION unless read-only */
   int opened;  /* ours, and opened: a close may checkpoint into it */
   int wal_frames; /* the WAL's length after this connection's last commit */
   int wrote;   /* committed more than hit counts (open.c, wal_hook) */
@@ -183,23 +177,21 @@ int tj__sql_text(sqlite3 *db, const char *sql, char *out, size_t len);
 
 /* ------------------------------------------------------------ schema.c */
 
-/* What a file is: ours (it carries TJ__CACHE_APP_ID), or one of the files
- * the library made before it set one, or another program's. */
-enum tj__identity {
-  TJ__ID_OURS, TJ__ID_EMPTY, TJ__ID_V1, TJ__ID_PRERELEASE, TJ__ID_FOREIGN
-};
+/* What a file is: ours (it carries TJ__CACHE_APP_ID), an empty database
+ * (a new file), or another program's. */
+enum tj__identity { TJ__ID_OURS, TJ__ID_EMPTY, TJ__ID_FOREIGN };
 /* Identify the file in one read transaction.  *version its user_version;
  * what says what a foreign file is.  SQLite result codes. */
 int tj__schema_identify(sqlite3 *db, enum tj__identity *id, int *version,
                         char *what, size_t len);
 /* Not an SQLite code: the file is not ours, and was left as it was. */
-#define TJ__MIGRATE_FOREIGN (-1)
+#define TJ__SCHEMA_FOREIGN (-1)
 /* cache/schema.sql, embedded at build time (schema_embedded.c). */
 extern const char tj__schema_sql[];
-/* Bring a file of ours to CACHE_SCHEMA_VERSION; *gap says that no step
- * led on from *version. */
-int tj__schema_migrate(sqlite3 *db, int *version, int *gap, char *what,
-                       size_t len);
+/* Give an empty file the schema at CACHE_SCHEMA_VERSION and our mark;
+ * a file of ours is left as it is (*version its version), another
+ * program's is TJ__SCHEMA_FOREIGN with what saying what it is. */
+int tj__schema_create(sqlite3 *db, int *version, char *what, size_t len);
 
 /* ------------------------------------------------------------ open.c */
 
@@ -257,9 +249,6 @@ extern const char tj__resources_select_sql[];
  * result codes. */
 int tj__resources_put(sqlite3_stmt *ins, const char *key, const char *kernel,
                       const char *entries, const void *code, size_t size);
-/* The migration to schema 3: the resources of every row that has none,
- * read from its blob; a row whose blob fails its hash gets none. */
-int tj__resources_fill(sqlite3 *db);
 /* The resources stored for key, in entry order, with sel (prepared from
  * tj__resources_select_sql): *out malloc'd (free with tj__resources_free),
  * *n of them; SQLite result codes. */

@@ -48,7 +48,7 @@
 /* ------------------------------------------------------- the handle */
 
 const char *const tj__cache_phase_names[TJ__CACHE_PHASES] = {
-  "location", "sqlite-open", "identify", "journal", "migrate", "prepare"
+  "location", "sqlite-open", "identify", "journal", "create", "prepare"
 };
 
 static double ms_now(void)
@@ -251,7 +251,7 @@ static int move_aside(const char *path, unsigned flags, dev_t dev, ino_t ino,
 /* ------------------------------------------------------- opening */
 
 enum open_outcome {
-  OPENED, UNUSABLE, CORRUPT, NEWER, VANISHED, TRANSIENT, FOREIGN
+  OPENED, UNUSABLE, CORRUPT, OTHER_VERSION, VANISHED, TRANSIENT, FOREIGN
 };
 
 #define LEFT_ALONE "it was left as it is; give the cache another path " \
@@ -346,16 +346,11 @@ static void say_unreadable(const char *path, const char *why, char *msg,
 }
 
 /* Say why an open failed, and whether the file is to be moved aside. */
-static enum open_outcome open_failed(tj__cache *c, int rc, int version,
-                                     int gap, char *msg, size_t len)
+static enum open_outcome open_failed(tj__cache *c, int rc, char *msg,
+                                     size_t len)
 {
-  if (rc == TJ__MIGRATE_FOREIGN)
+  if (rc == TJ__SCHEMA_FOREIGN)
     return FOREIGN; /* try_open said what it is */
-  if (gap) {
-    snprintf(msg, len, "cache %s has schema version %d, which this library "
-             "cannot migrate", c->path, version);
-    return CORRUPT;
-  }
   const char *why = c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
   snprintf(msg, len, "cache %s: %s", c->path, why);
   rc &= 0xff;
@@ -382,13 +377,30 @@ static void say_foreign(const char *path, const char *what, char *msg,
            path, what, LEFT_ALONE);
 }
 
+/* A file of ours at another schema version: left as it is.  One from an
+ * earlier build is never read; removing it starts a new cache. */
+static enum open_outcome other_version(const tj__cache *c, int version,
+                                       char *msg, size_t len)
+{
+  if (version > CACHE_SCHEMA_VERSION)
+    snprintf(msg, len, "cache %s has schema version %d, newer than this "
+             "library's (%d); it was left as it is; running without a cache",
+             c->path, version, CACHE_SCHEMA_VERSION);
+  else
+    snprintf(msg, len, "cache %s has schema version %d, which this library "
+             "(schema %d) does not read; it was left as it is: remove it "
+             "(rm '%s') to start a new cache; running without a cache",
+             c->path, version, CACHE_SCHEMA_VERSION, c->path);
+  return OTHER_VERSION;
+}
+
 /* One attempt at opening c->path.  Nothing is written (not even the
- * journal mode) before the file is known to be ours, and a newer schema
- * of ours is left untouched too. */
+ * journal mode) before the file is known to be ours, and a file of ours
+ * at another schema version is left untouched too. */
 static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
                                   char *msg, size_t len)
 {
-  int version = 0, gap = 0;
+  int version = 0;
   enum tj__identity id = TJ__ID_FOREIGN;
   char what[512] = "";
   double t = ms_now();
@@ -404,36 +416,27 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
     }
     c->ours = 1;
   }
-  if (rc == SQLITE_OK && version > CACHE_SCHEMA_VERSION) {
-    snprintf(msg, len, "cache %s has schema version %d, newer than this "
-             "library's (%d); running without a cache", c->path, version,
-             CACHE_SCHEMA_VERSION);
-    return NEWER;
-  }
-  /* A file of ours at this schema (the warm start) has nothing to
-   * migrate: the write transaction that would check is skipped. */
-  int current = id == TJ__ID_OURS && version == CACHE_SCHEMA_VERSION;
+  if (rc == SQLITE_OK && id == TJ__ID_OURS && version != CACHE_SCHEMA_VERSION)
+    return other_version(c, version, msg, len);
+  /* A file of ours (the warm start) has no schema to make: the write
+   * transaction that would check is skipped. */
+  int current = id == TJ__ID_OURS;
   if (rc == SQLITE_OK && !c->readonly && !current) {
     rc = set_journal_mode(c, loc, 1);
     phase_done(c, TJ__CACHE_PHASE_JOURNAL, &t);
     if (rc == SQLITE_OK)
-      rc = tj__schema_migrate(c->db, &version, &gap, what, sizeof what);
-    phase_done(c, TJ__CACHE_PHASE_MIGRATE, &t);
-    if (rc == TJ__MIGRATE_FOREIGN)
+      rc = tj__schema_create(c->db, &version, what, sizeof what);
+    phase_done(c, TJ__CACHE_PHASE_CREATE, &t);
+    if (rc == TJ__SCHEMA_FOREIGN)
       say_foreign(c->path, what, msg, len);
+    else if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION)
+      return other_version(c, version, msg, len);
   }
-  /* A read-only file of schema 2 or 3 (a system cache, a cache looked at
-   * with --list-cache before a runtime migrated it) is read as it is: it
-   * lacks only the resources, the origin or the tuning decisions, which
-   * nothing read-only needs to store. */
-  if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION &&
-      !(c->readonly && version >= TJ__CACHE_OLDEST_READABLE)) {
-    snprintf(msg, len, "cache %s has schema version %d and is read-only "
-             "here, so it cannot be migrated; running without a cache",
-             c->path, version);
+  if (rc == SQLITE_OK && !current && c->readonly) {
+    snprintf(msg, len, "cache %s is empty and read-only here; running "
+             "without a cache", c->path);
     return UNUSABLE;
   }
-  c->version = version;
   if (rc == SQLITE_OK)
     rc = tj__rows_prepare(c);
   phase_done(c, TJ__CACHE_PHASE_PREPARE, &t);
@@ -443,7 +446,7 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
     rc = set_sync(c);
   phase_done(c, TJ__CACHE_PHASE_JOURNAL, &t);
   if (rc != SQLITE_OK)
-    return open_failed(c, rc, version, gap, msg, len);
+    return open_failed(c, rc, msg, len);
   c->opened = 1; /* ours: the last close may fold the WAL in again */
   return OPENED;
 }
@@ -604,7 +607,7 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
   if (c) {
     c->phase_ms[TJ__CACHE_PHASE_LOCATION] = ms_now() - t0;
     *o = try_open(c, &loc, msg, len);
-    if (*o == OPENED && !c->readonly && c->version == CACHE_SCHEMA_VERSION)
+    if (*o == OPENED && !c->readonly)
       open_store(c, &loc, msg, len);
     else if (*o == OPENED) { /* only to read the hits noted there */
       char quiet[512];
@@ -768,14 +771,12 @@ static int connect_system(tj__cache *c, const tj__location *loc, char *msg,
              "skipped", c->path, what[0] ? ": it is " : "", what);
     return TJ_ECACHE;
   }
-  if (rc == SQLITE_OK && (version > CACHE_SCHEMA_VERSION ||
-                          version < TJ__CACHE_OLDEST_READABLE)) {
+  if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION) {
     snprintf(msg, len, "system cache %s has schema version %d, which this "
              "library (schema %d) cannot read; skipped", c->path, version,
              CACHE_SCHEMA_VERSION);
     return TJ_ECACHE;
   }
-  c->version = version;
   if (rc == SQLITE_OK)
     rc = tj__rows_prepare(c);
   if (rc != SQLITE_OK) {

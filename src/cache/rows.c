@@ -59,9 +59,8 @@ static const struct {
 static int prepare_one(tj__cache *c, size_t i)
 {
   sqlite3_stmt **st = (sqlite3_stmt **)((char *)c + stmts[i].offset);
-  if (*st || ((st == &c->resources || st == &c->put) &&
-              c->version < CACHE_SCHEMA_VERSION))
-    return SQLITE_OK; /* an older file, read-only: nothing is stored */
+  if (*st)
+    return SQLITE_OK;
   return tj__sql_prepare(c->db, stmts[i].sql, 1, st);
 }
 
