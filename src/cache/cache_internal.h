@@ -7,7 +7,8 @@
  *   location.c  where the cache lives, whether it is safe, its lock file
  *   sql.c       the one way a statement is prepared, run and retried
  *   schema.c    what a file is (application_id, version); a new file's schema
- *   open.c      the handle: opening, moving a damaged file aside, failing
+ *   handle.c    a handle's state; giving a file up, moving it aside
+ *   open.c      the handle: opening and closing it
  *   rows.c      the load and store path: get, put, usage, the blob check
  *   resources.c each entry's resources, read from the code, stored beside
  *   tuning.c    tuning decisions: read, store, list, check
@@ -193,7 +194,7 @@ extern const char tj__schema_sql[];
  * program's is TJ__SCHEMA_FOREIGN with what saying what it is. */
 int tj__schema_create(sqlite3 *db, int *version, char *what, size_t len);
 
-/* ------------------------------------------------------------ open.c */
+/* ------------------------------------------------------------ handle.c */
 
 /* A statement failed for a reason other than a busy database: give the
  * file up for reading (reading, or damaged) or for writing; TJ_ECACHE.
@@ -201,6 +202,11 @@ int tj__schema_create(sqlite3 *db, int *version, char *what, size_t len);
 int tj__cache_failed(tj__cache *c, int rc, int reading);
 /* Keep SQLite's message for tj__cache_errmsg; returns code. */
 int tj__cache_note_error(tj__cache *c, int code);
+/* Move the file judged unusable (dev, ino) at path aside, under the
+ * cache's exclusive lock, only if path still names it; appends what
+ * happened to msg.  1 when path no longer names the bad file. */
+int tj__cache_move_aside(const char *path, unsigned flags, dev_t dev,
+                         ino_t ino, char *msg, size_t len);
 /* End the write transaction begun on c (under its lock) whose statements
  * came to rc: commit when rc is SQLITE_OK, else roll back; a busy file is
  * an error noted once (TJ_ECACHE), any other failure gives the file up

@@ -424,21 +424,6 @@ int tj__cache_put_new(tj__cache *c, const tj__cache_row *r, int *inserted)
   return put_row(c, r, TJ__ORIGIN_COMPILED, inserted);
 }
 
-int tj__cache_end_write(tj__cache *c, int rc)
-{
-  if (rc == SQLITE_OK)
-    rc = tj__sql_commit(c->db);
-  int out = TJ_OK;
-  /* SQLite's message is kept before the rollback; a failed file is moved
-   * aside only after it, with no transaction left open on it. */
-  if (rc != SQLITE_OK && tj__sql_is_busy(rc))
-    out = tj__cache_note_error(c, TJ_ECACHE);
-  tj__sql_rollback(c->db);
-  if (rc != SQLITE_OK && !tj__sql_is_busy(rc))
-    out = tj__cache_failed(c, rc, 0);
-  return out;
-}
-
 static int record_rows(tj__cache *c, const char *const *keys,
                        const uint64_t *hits, const int64_t *when, size_t n,
                        uint64_t misses)
