@@ -339,7 +339,7 @@ static void tamper_and_expect_recompile(const char *path, const char *sql)
   ck_assert_msg(rel_get_reference(rt, ref, ref_n) == TJ_FROM_COMPILER, "%s: loaded", sql);
   ck_assert_msg(strstr(tj_errmsg(rt), "hash"), "%s: warning: %s", sql, tj_errmsg(rt));
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.cache_drops, 1);
   tj_runtime_close(rt);
   ck_assert_int_eq(tsql_bad_rows(path), 0);

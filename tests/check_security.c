@@ -503,7 +503,7 @@ START_TEST(an_unmarked_old_cache_is_refused)
   tj_kernel *k;
   tj_kernel_info info;
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
-  tj_kernel_info_get(k, &info);
+  tj_kernel_get_info(k, &info);
   tsql_exec(path, v1_schema);
   sqlite3 *db;
   sqlite3_stmt *st;
@@ -570,11 +570,11 @@ START_TEST(a_row_for_another_request_is_never_served)
   tj_kernel *k;
   tj_kernel_info info;
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
-  tj_kernel_info_get(k, &info);
+  tj_kernel_get_info(k, &info);
   ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
   ck_assert_msg(strstr(tj_errmsg(rt), "another kernel"), "%s", tj_errmsg(rt));
   tj_stats s;
-  tj_runtime_stats(rt, &s);
+  tj_runtime_get_stats(rt, &s);
   ck_assert_uint_eq(s.cache_drops, 1);
   tj_runtime_close(rt);
   /* Each column on its own: a row for another arch, compiler, options. */
@@ -588,7 +588,7 @@ START_TEST(a_row_for_another_request_is_never_served)
     tsql_exec(path, edits[i]);
     rt = runtime_on(path, 0, &rc);
     ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
-    tj_kernel_info_get(k, &info);
+    tj_kernel_get_info(k, &info);
     ck_assert_msg(info.origin == TJ_FROM_COMPILER, "%s: served", edits[i]);
     tj_runtime_close(rt);
   }
