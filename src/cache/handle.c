@@ -1,9 +1,9 @@
 /*
  * handle.c: the state of an open cache handle, and giving a file up when
  * it fails under us: whether it may still be written, why the last call
- * failed, and moving a damaged file of ours aside (also for open.c, which
- * moves a file it finds damaged at open).  Every file of src/cache that
- * runs statements reports its failures here; nothing here runs one.
+ * failed, ending a write transaction, and moving a damaged file of ours
+ * aside (also for open.c, which moves a file it finds damaged at open).
+ * Every file of src/cache that runs statements reports its failures here.
  * cache/README.md says why moving aside is safe for the other processes
  * that have the file open.
  */
