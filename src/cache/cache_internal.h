@@ -24,7 +24,6 @@
 #define TJ_CACHE_INTERNAL_H
 
 #include "cache_api.h"
-#include "codestore.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -63,7 +62,7 @@ struct tj__cache {
   /* The code directory beside a per-user file opened for writing: every
    * row stored gets its file there, every row deleted loses it
    * (codestore.h).  NULL for a read-only handle or a system cache. */
-  tj__codestore *store;
+  struct tj__codestore *store;
   /* How long each step of the open took (TJ__CACHE_PHASE_*), for
    * TOKITAI_JIT_TRACE: a clock read a step, so always kept. */
   double phase_ms[TJ__CACHE_PHASES];

@@ -15,6 +15,7 @@
  * meanwhile wait at most one batch.
  */
 #include "cache_internal.h"
+#include "codestore.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -18,6 +18,7 @@
  * processes that have the file open.
  */
 #include "cache_internal.h"
+#include "codestore.h"
 
 #include <errno.h>
 #include <stdio.h>

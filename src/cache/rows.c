@@ -10,6 +10,7 @@
  * deleted and recompiled.
  */
 #include "cache_internal.h"
+#include "codestore.h"
 
 #include <stddef.h>
 #include <stdio.h>

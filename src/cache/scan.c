@@ -5,6 +5,7 @@
  * recursive: a scan's callback may call back into the handle.
  */
 #include "cache_internal.h"
+#include "codestore.h"
 
 #include <stdio.h>
 #include <stdlib.h>
