@@ -611,7 +611,7 @@ static void warm_start(const char *cache, int quick)
   /* TOKITAI_JIT_TRACE's figures, in the order of its line. */
   static const char *const phase[PHASES] = {
     "open", "identity", "device", "cache open", "location", "sqlite-open",
-    "identify", "journal", "migrate", "prepare", "key", "lookup", "compile",
+    "identify", "journal", "create", "prepare", "key", "lookup", "compile",
     "load"};
   double init[RUNS], warm[RUNS], traced_ms[RUNS], t[PHASES][RUNS];
   int runs = quick ? 3 : RUNS, traced = 0;
@@ -646,7 +646,7 @@ static void warm_start(const char *cache, int quick)
       v[p] = &t[p][traced];
     if (tr && sscanf(tr, " open %lf ms = identity %lf + device %lf + cache %lf "
                      "(location %lf, sqlite-open %lf, identify %lf, journal %lf, "
-                     "migrate %lf, prepare %lf); %llu kernels built: key %lf, "
+                     "create %lf, prepare %lf); %llu kernels built: key %lf, "
                      "lookup %lf, compile %lf, load %lf", v[0], v[1], v[2], v[3],
                      v[4], v[5], v[6], v[7], v[8], v[9], &built, v[10], v[11],
                      v[12], v[13]) == 15)

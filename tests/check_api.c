@@ -58,7 +58,7 @@ END_TEST
 
 /* A module from a size-0 source; the getters, new names and old, agree,
  * and zero the reserved space whatever the caller left in it. */
-START_TEST(getters_old_and_new_agree)
+START_TEST(getters_fill_their_structs)
 {
   tj_runtime *rt = open_compile_only(NULL, 0);
   const char *entry = "twice";
@@ -72,34 +72,24 @@ START_TEST(getters_old_and_new_agree)
   ck_assert_msg(tj_module_compile(rt, &src, &m) == TJ_OK, "%s", tj_errmsg(rt));
   ck_assert_int_eq(tj_module_kernel(m, entry, &k), TJ_OK);
 
-  tj_kernel_info ki, old_ki;
+  tj_kernel_info ki;
   memset(&ki, 0xa5, sizeof ki);
-  memset(&old_ki, 0x5a, sizeof old_ki);
   ck_assert_int_eq(tj_kernel_get_info(k, &ki), TJ_OK);
-  ck_assert_int_eq(tj_kernel_info_get(k, &old_ki), TJ_OK);
-  ck_assert(ki.entry == old_ki.entry && ki.key == old_ki.key &&
-            ki.code == old_ki.code && ki.code_size == old_ki.code_size &&
-            ki.origin == old_ki.origin && ki.compile_ms == old_ki.compile_ms);
+  ck_assert(ki.code && ki.code_size > 0 && ki.origin == TJ_FROM_COMPILER);
   ck_assert(all_zero(ki.reserved, sizeof ki.reserved));
   ck_assert_str_eq(ki.entry, "twice");
 
-  tj_stats st, old_st;
+  tj_stats st;
   memset(&st, 0xa5, sizeof st);
   ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
-  ck_assert_int_eq(tj_runtime_stats(rt, &old_st), TJ_OK);
   ck_assert_uint_eq(st.compiles, 1);
-  ck_assert_uint_eq(old_st.compiles, 1);
   ck_assert(all_zero(st.reserved, sizeof st.reserved));
 
-  tj_module_info mi, old_mi;
+  tj_module_info mi;
   memset(&mi, 0, sizeof mi); /* size 0: the first version */
-  memset(&old_mi, 0, sizeof old_mi);
-  old_mi.size = sizeof old_mi;
   ck_assert_int_eq(tj_module_get_info(m, &mi), TJ_OK);
-  ck_assert_int_eq(tj_module_info_get(m, &old_mi), TJ_OK);
   ck_assert_uint_eq(mi.size, 0); /* left as the caller set it */
   ck_assert_str_eq(mi.key, ki.key);
-  ck_assert_str_eq(old_mi.key, ki.key);
   ck_assert_int_eq(mi.num_entries, 1);
   mi.size = sizeof(size_t) + 1; /* inside the first version */
   ck_assert_int_eq(tj_module_get_info(m, &mi), TJ_EINVAL);
@@ -265,7 +255,7 @@ int main(void)
   TCase *tc = tcase_create("api");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, options_size_is_read_as_documented);
-  tcase_add_test(tc, getters_old_and_new_agree);
+  tcase_add_test(tc, getters_fill_their_structs);
   tcase_add_test(tc, cache_stats_zero_the_reserved_space);
   tcase_add_test(tc, compiler_and_archs_without_a_runtime);
   tcase_add_test(tc, embedded_flags_tell_calls_from_configurations);

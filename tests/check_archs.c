@@ -77,7 +77,7 @@ static void assert_code_object_for(const tj_kernel *k, const char *arch,
                                    const char *entry)
 {
   tj_kernel_info info;
-  ck_assert_int_eq(tj_kernel_info_get(k, &info), TJ_OK);
+  ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
   const Elf64_Ehdr *eh = info.code;
   ck_assert_uint_ge(info.code_size, sizeof *eh);
   ck_assert(memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0);
@@ -115,7 +115,7 @@ START_TEST(every_embedded_kernel_compiles_for_the_arch)
     assert_code_object_for(k, arch, name);
   }
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, tj_embedded_count());
   printf("check_archs: %s: %zu embedded kernels compiled (%s)\n", arch,
          tj_embedded_count(), tj_runtime_compiler(rt));
@@ -150,7 +150,7 @@ START_TEST(each_arch_has_its_own_key)
     tj_kernel *k = NULL;
     ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
     tj_kernel_info info;
-    tj_kernel_info_get(k, &info);
+    tj_kernel_get_info(k, &info);
     snprintf(keys[a], sizeof keys[a], "%s", info.key);
     for (int b = 0; b < a; b++)
       ck_assert_msg(strcmp(keys[a], keys[b]) != 0 || strcmp(archs.name[a], archs.name[b]) == 0,

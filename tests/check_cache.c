@@ -243,7 +243,7 @@ END_TEST
 START_TEST(table_missing_columns_is_replaced)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  tsql_exec(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 2; "
+  tsql_exec(path, "CREATE TABLE code_objects (key TEXT); PRAGMA user_version = 4; "
            "PRAGMA application_id = 1953130868");
   chmod(path, 0600);
   tj__cache *c = NULL;

@@ -1,11 +1,10 @@
 /* check_cache_resources.c: each entry's resources stored with its cache
- * row (schema 3): the figures tj_kernel_get_info gives, one set per entry
- * of a module, gone with their row, and read from the code when an older
- * file is migrated (a read-only handle reads a schema-2 file as it is).
+ * row: the figures tj_kernel_get_info gives, one set per entry of a
+ * module, gone with their row; a file of an earlier schema is refused.
  * Compile-only for TEST_ARCH with the real compiler, on real SQLite files. */
 #include "testkernels.h"
 #include "testsql.h"
-#include "internal.h" /* tj__hash_hex, to write an old file's rows */
+#include "hash.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -187,9 +186,9 @@ START_TEST(resources_go_with_their_row)
 }
 END_TEST
 
-/* ================================================================ schema 2 */
+/* ======================================================= another version */
 
-/* The schema-2 layout exactly as 0.1 plus modules made it. */
+/* The schema-2 layout, of a build before kernel_resources. */
 static const char v2_schema[] =
     "CREATE TABLE code_objects (key TEXT PRIMARY KEY, kernel TEXT NOT NULL, "
     "arch TEXT NOT NULL, platform TEXT NOT NULL, compiler TEXT NOT NULL, "
@@ -202,83 +201,24 @@ static const char v2_schema[] =
     "INSERT INTO counters VALUES ('misses', 0); PRAGMA user_version = 2;"
     "PRAGMA application_id = 1953130868; PRAGMA journal_mode = WAL;";
 
-#define BAD_KEY "cccccccccccccccccccccccccccccccc"
-
-static void insert_v2_row(sqlite3 *db, const char *key, const char *kernel,
-                          const char *entries, const char *compiler,
-                          const void *code, size_t size)
-{
-  sqlite3_stmt *st;
-  char hash[TJ__KEY_HEX];
-  tj__hash_hex(code, size, hash);
-  ck_assert_int_eq(
-      sqlite3_prepare_v2(db,
-                         "INSERT INTO code_objects VALUES "
-                         "(?1, ?2, ?3, ?4, ?5, '', ?6, ?7, ?8, 1, 0, 0, 0, ?9)",
-                         -1, &st, NULL),
-      SQLITE_OK);
-  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, kernel, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, TEST_ARCH, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 4, tj_platform(), -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 5, compiler, -1, SQLITE_STATIC);
-  sqlite3_bind_blob(st, 6, code, (int)size, SQLITE_STATIC);
-  /* The bad row's hash is of other bytes: its code fails the check. */
-  sqlite3_bind_text(st, 7, strcmp(key, BAD_KEY) ? hash : "0123", -1,
-                    SQLITE_STATIC);
-  sqlite3_bind_int64(st, 8, (sqlite3_int64)size);
-  sqlite3_bind_text(st, 9, entries, -1, SQLITE_STATIC);
-  ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
-  sqlite3_finalize(st);
-}
-
-/* A schema-2 file with an embedded kernel's row, a module's row and a row
- * whose code fails its hash.  A read-only handle lists them without
- * resources and leaves the file at 2; a read-write one migrates it to 3,
- * keeps every row, and reads each good row's resources from its code. */
-START_TEST(a_schema_2_file_keeps_its_rows_and_gains_their_resources)
+/* A file of ours at schema 2 is read by no handle, read-only or not: each
+ * open says so and leaves it at 2, without kernel_resources. */
+START_TEST(a_schema_2_file_is_refused_and_left)
 {
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  tj_runtime *rt = open_compile_only(NULL, 0);
-  tj_kernel *k = NULL;
-  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
-  tj_kernel_info ki = info_of(k);
-  tj_module *m = test_compile_module(rt);
-  tj_module_info mi = {.size = sizeof mi};
-  ck_assert_int_eq(tj_module_get_info(m, &mi), TJ_OK);
-  char entries[256];
-  snprintf(entries, sizeof entries, "%s\t%s\n%s\t%s\n", mi.entries[0],
-           mi.lowered[0], mi.entries[1], mi.lowered[1]);
   tsql_exec(path, v2_schema);
   chmod(path, 0600);
-  sqlite3 *db;
-  ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-  insert_v2_row(db, ki.key, "add_i32", "", tj_runtime_compiler(rt), ki.code,
-                ki.code_size);
-  insert_v2_row(db, mi.key, "fill<float> staged", entries,
-                tj_runtime_compiler(rt), mi.code, mi.code_size);
-  insert_v2_row(db, BAD_KEY, "add_i32", "", "old", ki.code, ki.code_size);
-  sqlite3_close(db);
-
-  ck_assert_int_eq(stored_row(path, ki.key, TJ_CACHE_READONLY).n, 0);
-  ck_assert_int_eq(stored_row(path, ki.key, TJ_CACHE_READONLY).rows, 3);
+  static const unsigned flags[] = {TJ_CACHE_READONLY, 0};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    tj_cache *c = NULL;
+    ck_assert_int_eq(tj_cache_open(&c, path, flags[i]), TJ_ECACHE);
+    ck_assert_msg(strstr(tj_cache_errmsg(c), "schema version 2"), "%s",
+                  tj_cache_errmsg(c));
+    tj_cache_close(c);
+  }
   ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 2);
-
-  stored s = stored_row(path, ki.key, 0); /* migrates */
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
-  ck_assert_int_eq(s.rows, 3);
-  ck_assert_int_eq(s.n, 1);
-  ck_assert_str_eq(s.entry[0], "add_i32");
-  same_resources(&s.res[0], &ki.resources);
-  check_module_row(path, m, TJ_CACHE_READONLY);
-  ck_assert_int_eq(stored_row(path, BAD_KEY, TJ_CACHE_READONLY).n, 0);
-  tj_runtime_close(rt);
-
-  /* Its rows are served as before. */
-  rt = open_compile_only(path, 0);
-  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
-  ck_assert_int_eq(info_of(k).origin, TJ_FROM_CACHE);
-  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM sqlite_master "
+                                  "WHERE name = 'kernel_resources'"), 0);
   free(path);
   free(dir);
 }
@@ -292,7 +232,7 @@ int main(void)
   tcase_add_test(tc, a_stored_rows_resources_are_its_kernels_info);
   tcase_add_test(tc, a_modules_two_entries_store_two_sets);
   tcase_add_test(tc, resources_go_with_their_row);
-  tcase_add_test(tc, a_schema_2_file_keeps_its_rows_and_gains_their_resources);
+  tcase_add_test(tc, a_schema_2_file_is_refused_and_left);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

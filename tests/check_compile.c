@@ -26,7 +26,7 @@ START_TEST(every_embedded_kernel_compiles_to_gpu_elf)
     int rc = tj_kernel_get(rt, name, &k);
     ck_assert_msg(rc == TJ_OK, "%s: %s: %s", name, tj_strerror(rc), tj_errmsg(rt));
     tj_kernel_info info;
-    ck_assert_int_eq(tj_kernel_info_get(k, &info), TJ_OK);
+    ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
     ck_assert_str_eq(info.entry, name);
     ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
     const Elf64_Ehdr *eh = info.code;
@@ -40,7 +40,7 @@ START_TEST(every_embedded_kernel_compiles_to_gpu_elf)
                                NULL, NULL), TJ_ENODEVICE);
   }
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, tj_embedded_count());
   tj_runtime_close(rt);
 }
@@ -63,7 +63,7 @@ START_TEST(compile_error_returns_log_and_caches_nothing)
   /* Failing twice compiles twice: a failure is not remembered as a kernel. */
   ck_assert_int_eq(tj_kernel_compile(rt, broken_source, "broken", NULL, &k), TJ_ECOMPILE);
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 0);
   tj_runtime_close(rt);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);
@@ -85,12 +85,12 @@ START_TEST(caller_kernel_goes_through_the_same_path)
   ck_assert_int_eq(tj_kernel_compile(rt, src, "scale", "-DUNUSED=1", &k3), TJ_OK);
   ck_assert_ptr_ne(k1, k3);
   tj_kernel_info a, b;
-  tj_kernel_info_get(k1, &a);
-  tj_kernel_info_get(k3, &b);
+  tj_kernel_get_info(k1, &a);
+  tj_kernel_get_info(k3, &b);
   ck_assert_str_ne(a.key, b.key);
   ck_assert(test_elf_defines(a.code, a.code_size, "scale", 0));
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 2);
   ck_assert_uint_eq(st.memory_hits, 1);
   tj_runtime_close(rt);
@@ -135,12 +135,12 @@ START_TEST(arch_feature_flags_are_accepted_and_keyed)
   tj_kernel *k;
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   tj_kernel_info with;
-  tj_kernel_info_get(k, &with);
+  tj_kernel_get_info(k, &with);
   tj_runtime *plain = open_compile_only(NULL, 0);
   tj_kernel *k2;
   ck_assert_int_eq(tj_kernel_get(plain, "add_i32", &k2), TJ_OK);
   tj_kernel_info without;
-  tj_kernel_info_get(k2, &without);
+  tj_kernel_get_info(k2, &without);
   ck_assert_str_ne(with.key, without.key);
   tj_runtime_close(plain);
   tj_runtime_close(rt);

@@ -23,7 +23,7 @@ static tj_kernel_info compile_ok(tj_runtime *rt, const char *src,
   ck_assert_msg(rc == TJ_OK, "options '%.200s': %s: %s", options ? options : "",
                 tj_strerror(rc), tj_errmsg(rt));
   tj_kernel_info info;
-  ck_assert_int_eq(tj_kernel_info_get(k, &info), TJ_OK);
+  ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
   return info;
 }
 
@@ -117,7 +117,7 @@ START_TEST(options_the_compiler_could_exit_on_are_refused)
     ck_assert_ptr_null(k);
   }
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 0);
   /* The message names the option. */
   tj_kernel *k = NULL;

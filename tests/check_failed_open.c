@@ -53,7 +53,7 @@ static void every_call_refuses(tj_runtime *rt)
   REFUSED(tj_module_compile(rt, &src, &m));
   ck_assert_ptr_null(m);
   REFUSED(tj_runtime_bind(rt));
-  REFUSED(tj_runtime_stats(rt, &st));
+  REFUSED(tj_runtime_get_stats(rt, &st));
   ck_assert_ptr_null(tj_runtime_arch(rt));
   ck_assert_ptr_null(tj_runtime_compiler(rt));
   ck_assert_ptr_null(tj_runtime_cache_path(rt));

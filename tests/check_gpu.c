@@ -123,7 +123,7 @@ START_TEST(module_entries_launch)
       ck_assert_msg(host[i] == -((float)i * 3.0f + 1.0f), "x[%d] = %g", i, host[i]);
     hipFree(d);
     tj_stats st;
-    tj_runtime_stats(rt, &st);
+    tj_runtime_get_stats(rt, &st);
     ck_assert_uint_eq(st.compiles, pass ? 0 : 1);
     tj_runtime_close(rt);
   }
@@ -160,7 +160,7 @@ static int child_run(const char *path, int expect_compiles)
     int ok = tj_runtime_open(&rt, &o) == TJ_OK &&
              tj_kernel_get(rt, "add_i32", &k) == TJ_OK;
     tj_stats st;
-    tj_runtime_stats(rt, &st);
+    tj_runtime_get_stats(rt, &st);
     ok = ok && st.compiles == (uint64_t)expect_compiles &&
          st.cache_hits == (uint64_t)!expect_compiles;
     if (!ok)
@@ -185,7 +185,7 @@ START_TEST(second_process_loads_from_cache)
   tj_kernel *k;
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   tj_kernel_info info;
-  tj_kernel_info_get(k, &info);
+  tj_kernel_get_info(k, &info);
   ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
   tj_runtime_close(rt);
   /* Three loads from the cache, each counted once at its runtime's close:
@@ -237,7 +237,7 @@ START_TEST(threads_launch_through_one_runtime)
     ck_assert_int_eq(w[i].rc, TJ_OK);
   }
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 1);
   tj_runtime_close(rt);
 }

@@ -23,7 +23,7 @@ static tj_kernel *compile_ok(tj_runtime *rt, const char *what,
   /* The log cut short: Check exits on a message over its limit. */
   ck_assert_msg(rc == TJ_OK, "%s (%s) for %s: %s: %.2000s", what, entry,
                 TEST_ARCH, tj_strerror(rc), tj_errmsg(rt));
-  ck_assert_int_eq(tj_kernel_info_get(k, info), TJ_OK);
+  ck_assert_int_eq(tj_kernel_get_info(k, info), TJ_OK);
   return k;
 }
 

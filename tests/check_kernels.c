@@ -43,7 +43,7 @@ static void expect_no_gpu(tj_runtime *rt, int rc, const char *fn)
 static uint64_t compiles(tj_runtime *rt)
 {
   tj_stats st;
-  ck_assert_int_eq(tj_runtime_stats(rt, &st), TJ_OK);
+  ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
   return st.compiles + st.cache_hits;
 }
 
@@ -979,7 +979,7 @@ START_TEST(sm90a_entries_compile_for_sm90a)
       ck_assert_msg(rc == TJ_OK, "%s for %s: %s", e->entry, archs[a],
                     tj_errmsg(rt));
       tj_kernel_info info;
-      ck_assert_int_eq(tj_kernel_info_get(k, &info), TJ_OK);
+      ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
       const unsigned char *code = info.code;
       ck_assert_uint_gt(info.code_size, 64);
       ck_assert(memcmp(code, "\177ELF", 4) == 0);

@@ -180,7 +180,7 @@ static void check_report_identity(tj_runtime *rt, const tj_report *r)
   tj_kernel *k = NULL;
   tj_kernel_info info;
   CHECK_TJ(rt, tj_kernel_get(rt, r->kernel, &k));
-  CHECK_TJ(rt, tj_kernel_info_get(k, &info));
+  CHECK_TJ(rt, tj_kernel_get_info(k, &info));
   ck_assert_str_eq(r->code_key, info.key);
   ck_assert_str_eq(r->arch, tj_runtime_arch(rt));
   ck_assert_str_eq(r->compiler, tj_runtime_compiler(rt));
@@ -575,11 +575,11 @@ START_TEST(repeated_calls_hit_the_memory_table)
   int32_t *d = dev_poisoned(1024 * 4);
   CHECK_TJ(rt, tj_add_i32(rt, NULL, d, d, d, 1024));
   tj_stats before, after;
-  tj_runtime_stats(rt, &before);
+  tj_runtime_get_stats(rt, &before);
   for (int i = 0; i < 50; i++)
     CHECK_TJ(rt, tj_add_i32(rt, NULL, d, d, d, 1024));
   CHECK_HIP(hipDeviceSynchronize());
-  tj_runtime_stats(rt, &after);
+  tj_runtime_get_stats(rt, &after);
   ck_assert_uint_eq(after.compiles, before.compiles);
   ck_assert_uint_eq(after.cache_hits, before.cache_hits);
   ck_assert_uint_eq(after.memory_hits, before.memory_hits + 50);

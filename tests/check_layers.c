@@ -288,6 +288,12 @@ START_TEST(what_is_skipped_and_said)
   tsql_exec(newer, "PRAGMA user_version = 99; PRAGMA journal_mode = DELETE");
   ck_assert_int_eq(lookup(newer, &want, msg, sizeof msg), TJ_ENOENT);
   assert_msg_has(msg, "schema version 99");
+  /* Ours, of an earlier schema. */
+  char *older = copy_master(dir, "older.db", 0644);
+  tsql_exec(older, "PRAGMA user_version = 3; PRAGMA journal_mode = DELETE");
+  ck_assert_int_eq(lookup(older, &want, msg, sizeof msg), TJ_ENOENT);
+  assert_msg_has(msg, "schema version 3");
+  ck_assert_int_eq(tsql_int(older, "PRAGMA user_version"), 3);
   /* Ours, its pages after the first destroyed: an SQLite error. */
   size_t n;
   unsigned char *b = test_read_file(ok, &n);
@@ -318,35 +324,8 @@ START_TEST(what_is_skipped_and_said)
   ck_assert_int_ge(asprintf(&list, "%s/nowhere.db::%s:%s", dir, ok, ok), 0);
   ck_assert_int_eq(lookup(list, &want, msg, sizeof msg), TJ_OK);
   ck_assert_str_eq(msg, "");
-  free(list); free(in_open); free(open_dir); free(torn); free(newer);
+  free(list); free(in_open); free(open_dir); free(torn); free(newer); free(older);
   free(foreign); free(ok); free(dir);
-}
-END_TEST
-
-/* ------------------------------------------------------- schema 4 */
-
-/* A schema-3 file (no origin column) gains the column, its rows
- * "compiled", when a runtime opens it; read-only it lists as it is. */
-START_TEST(schema_3_gains_the_origin)
-{
-  char *dir = test_tmpdir(), *path = copy_master(dir, "cache.db", 0600);
-  tsql_exec(path, "ALTER TABLE code_objects DROP COLUMN origin; "
-                  "PRAGMA user_version = 3");
-  tj_cache *c = NULL;
-  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
-  tj_cache_stats s;
-  ck_assert_int_eq(tj_cache_get_stats(c, &s), TJ_OK);
-  ck_assert_int_eq(s.schema_version, 3);
-  ck_assert_uint_eq(s.entries, 2);
-  tj_cache_close(c);
-  tj_runtime *rt = open_layered(path, "");
-  tj_stats st = get_kernel(rt);
-  ck_assert_uint_eq(st.compiles, 0);
-  tj_runtime_close(rt);
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects WHERE "
-                            "origin = 'compiled'"), 2);
-  free(path); free(dir);
 }
 END_TEST
 
@@ -439,7 +418,6 @@ static Suite *suite(void)
   tcase_add_test(tc, a_tampered_blob_in_a_system_cache_is_never_loaded);
   tcase_add_test(tc, an_absent_system_cache_costs_nothing);
   tcase_add_test(tc, what_is_skipped_and_said);
-  tcase_add_test(tc, schema_3_gains_the_origin);
   tcase_add_test(tc, merge_copies_once_and_checks_every_row);
   tcase_add_test(tc, merge_skips_a_tampered_row);
   suite_add_tcase(s, tc);

@@ -81,11 +81,11 @@ static int null_handles(void)
   ck_assert_int_eq(tj_runtime_open(NULL, NULL), TJ_EINVAL);
   ck_assert_int_eq(tj_kernel_get(NULL, "add_i32", &k), TJ_EINVAL);
   ck_assert_int_eq(tj_kernel_compile(NULL, good_source, "k", NULL, &k), TJ_EINVAL);
-  ck_assert_int_eq(tj_runtime_stats(NULL, &st), TJ_EINVAL);
+  ck_assert_int_eq(tj_runtime_get_stats(NULL, &st), TJ_EINVAL);
   ck_assert_int_eq(tj_runtime_bind(NULL), TJ_EINVAL);
   ck_assert_int_eq(tj_launch(NULL, (tj_dim3){1, 1, 1}, (tj_dim3){1, 1, 1}, 0,
                              NULL, NULL), TJ_EINVAL);
-  ck_assert_int_eq(tj_kernel_info_get(NULL, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_get_info(NULL, NULL), TJ_EINVAL);
   ck_assert_int_eq(tj_add_i32(NULL, NULL, NULL, NULL, NULL, 0), TJ_EINVAL);
   ck_assert_int_eq(tj_verify(NULL, "add_i32", 1, 1, NULL), TJ_EINVAL);
   ck_assert_ptr_null(tj_runtime_arch(NULL));
@@ -140,7 +140,7 @@ START_TEST(bad_input_everywhere)
   ck_assert_ptr_nonnull(rt);
   int tried = bad_compiles(rt) + bad_kernel_calls(rt) + null_handles() + bad_options();
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 0);
   tj_runtime_close(rt);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);

@@ -181,7 +181,7 @@ static int readonly_cache(const char *mnt)
   rt = rel_open(path, TEST_ARCH, 0);
   CHILD_CHECK(rt, "no runtime");
   CHILD_CHECK(tj_kernel_get(rt, "add_i32", &k) == TJ_OK, "add_i32");
-  tj_kernel_info_get(k, &info);
+  tj_kernel_get_info(k, &info);
   CHILD_CHECK(info.origin == TJ_FROM_CACHE, "add_i32 not read from the cache");
   CHILD_CHECK(!tj_errmsg(rt)[0], "a warning before any write: %s",
               tj_errmsg(rt));
@@ -333,7 +333,7 @@ START_TEST(no_cache_location_at_all)
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   ck_assert(rel_no_new_warning(rt));
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 1);    /* the in-memory table serves it */
   ck_assert_uint_eq(st.memory_hits, 1);
   tj_runtime_close(rt);

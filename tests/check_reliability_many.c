@@ -95,7 +95,7 @@ START_TEST(processes_race_on_a_fresh_cache_for_two_archs)
       tj_kernel *k;
       ck_assert_int_eq(tj_kernel_get(rt, tj_embedded_name((size_t)i), &k), TJ_OK);
     }
-    tj_runtime_stats(rt, &st);
+    tj_runtime_get_stats(rt, &st);
     ck_assert_uint_eq(st.compiles, 0);
     ck_assert_uint_eq(st.cache_hits, (uint64_t)kernels);
     tj_runtime_close(rt);
@@ -174,7 +174,7 @@ START_TEST(threads_share_one_runtime_and_its_cache)
   for (int t = 0; t < S.threads; t++)
     pthread_join(th[t], NULL);
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   printf("reliability: %d threads sharing one runtime, %zu kernels each: "
          "%llu compiles, %llu memory hits\n", S.threads, total,
          (unsigned long long)st.compiles, (unsigned long long)st.memory_hits);
@@ -242,7 +242,7 @@ START_TEST(threads_compile_different_kernels_at_once)
   for (int t = 0; t < THREADS; t++)
     ck_assert_msg(jobs[t].failed == 0, "thread %d failed", t);
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, (uint64_t)S.compile_rounds * THREADS);
   tj_runtime_close(rt);
   pthread_barrier_destroy(&start);

@@ -1,40 +1,84 @@
 /*
- * check_reliability_upgrade.c: old schemas and old compilers: the
- * pre-release layout is rebuilt, another compiler's rows are never used
- * and are evicted once idle.
+ * check_reliability_upgrade.c: old files and old compilers: a cache of an
+ * earlier layout is refused and left as it was, another compiler's rows
+ * are never used and are evicted once idle.
  */
 #include "reliability.h"
 #include "embedded.h"
 
-/* The pre-release layout (user_version 0, no hash, size or compiler): its
- * rows are dropped and the file becomes version 1, silently. */
-START_TEST(prerelease_cache_is_rebuilt)
+#include <string.h>
+
+/* The bytes of path, to hold against what a refusal left. */
+static unsigned char *snapshot(const char *path, size_t *n)
 {
-  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  rel_exec(path, "CREATE TABLE code_objects (key TEXT PRIMARY KEY, kernel TEXT "
-           "NOT NULL, arch TEXT NOT NULL, code BLOB NOT NULL, created INTEGER "
-           "NOT NULL); CREATE INDEX code_objects_created ON code_objects(created);"
-           "INSERT INTO code_objects VALUES ('0123456789abcdef0123456789abcdef', "
-           "'add_i32', 'gfx90a', x'7f454c46', 0)");
-  tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
-  ck_assert_ptr_nonnull(rt);
-  ck_assert_msg(!tj_errmsg(rt)[0], "%s", tj_errmsg(rt));
-  tj_kernel *k;
-  tj_kernel_info info;
-  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
-  tj_kernel_info_get(k, &info);
-  ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
-  tj_runtime_close(rt);
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects WHERE "
-                             "key = '0123456789abcdef0123456789abcdef'"), 0);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM pragma_table_info("
-                             "'code_objects') WHERE name = 'code_hash'"), 1);
+  unsigned char *b = test_read_file(path, n);
+  ck_assert_ptr_nonnull(b);
+  return b;
+}
+
+static void assert_unchanged(const char *path, const unsigned char *b,
+                             size_t n)
+{
+  size_t now_n;
+  unsigned char *now = test_read_file(path, &now_n);
+  ck_assert_ptr_nonnull(now);
+  ck_assert_uint_eq(now_n, n);
+  ck_assert_msg(memcmp(now, b, n) == 0, "%s was changed", path);
+  free(now);
   char aside[4096];
   snprintf(aside, sizeof aside, "%s.corrupt-*", path);
   ck_assert_int_eq(test_count_matches(aside), 0);
-  free(path); free(dir);
+}
+
+/* A layout made before files carried the mark (user_version 0, no hash,
+ * size or compiler): nothing shows it to be ours, so the runtime refuses
+ * it as another program's and leaves it byte for byte. */
+START_TEST(unmarked_old_layout_is_refused_and_left)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  rel_exec(path, "PRAGMA journal_mode = DELETE; CREATE TABLE code_objects "
+           "(key TEXT PRIMARY KEY, kernel TEXT NOT NULL, arch TEXT NOT NULL, "
+           "code BLOB NOT NULL, created INTEGER NOT NULL); "
+           "INSERT INTO code_objects VALUES ('0123456789abcdef0123456789abcdef', "
+           "'add_i32', 'gfx90a', x'7f454c46', 0)");
+  size_t n;
+  unsigned char *b = snapshot(path, &n);
+  tj_runtime *rt = NULL;
+  ck_assert_int_eq(test_open(&rt, path, 0), TJ_ECACHE);
+  ck_assert_msg(strstr(tj_errmsg(rt), "not a tokitai-jit cache"), "%s",
+                tj_errmsg(rt));
+  tj_runtime_close(rt);
+  assert_unchanged(path, b, n);
+  free(b); free(path); free(dir);
+}
+END_TEST
+
+/* A cache of ours at an earlier schema version: the runtime goes on
+ * without it, says to remove it, and stores nothing in it. */
+START_TEST(older_schema_is_refused_and_left)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  tj_runtime *rt = rel_open(path, TEST_ARCH, 0);
+  ck_assert_ptr_nonnull(rt);
+  tj_runtime_close(rt);
+  rel_exec(path, "PRAGMA journal_mode = DELETE; PRAGMA user_version = 3");
+  size_t n;
+  unsigned char *b = snapshot(path, &n);
+  rt = rel_open(path, TEST_ARCH, 0);
+  ck_assert_ptr_nonnull(rt);
+  const char *msg = tj_errmsg(rt);
+  ck_assert_msg(strstr(msg, "schema version 3") && strstr(msg, "remove it"),
+                "%s", msg);
+  tj_kernel *k;
+  tj_kernel_info info = {0};
+  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
+  ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
+  ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 0);
+  assert_unchanged(path, b, n);
+  free(b); free(path); free(dir);
 }
 END_TEST
 
@@ -86,7 +130,8 @@ END_TEST
 int main(void)
 {
   const rel_case cases[] = {
-    {"upgrade", {prerelease_cache_is_rebuilt,
+    {"upgrade", {unmarked_old_layout_is_refused_and_left,
+                 older_schema_is_refused_and_left,
                  old_compiler_rows_are_never_used_and_evicted}},
   };
   return rel_main("reliability_upgrade", cases, sizeof cases / sizeof *cases);

@@ -33,7 +33,7 @@ START_TEST(second_runtime_reads_the_cache)
   tj_runtime *rt = open_compile_only(path, 0);
   ck_assert_str_eq(tj_runtime_cache_path(rt), path);
   tj_kernel_info first, again;
-  tj_kernel_info_get(get_ok(rt, "gelu_bwd_f16"), &first);
+  tj_kernel_get_info(get_ok(rt, "gelu_bwd_f16"), &first);
   ck_assert_int_eq(first.origin, TJ_FROM_COMPILER);
   ck_assert(first.compile_ms > 0);
   char first_key[33];
@@ -48,13 +48,13 @@ START_TEST(second_runtime_reads_the_cache)
 
   rt = open_compile_only(path, 0);
   tj_kernel *k = get_ok(rt, "gelu_bwd_f16");
-  tj_kernel_info_get(k, &again);
+  tj_kernel_get_info(k, &again);
   ck_assert_int_eq(again.origin, TJ_FROM_CACHE);
   ck_assert_str_eq(again.key, first_key);
   ck_assert_uint_eq(again.code_size, first_size);
   ck_assert_ptr_eq(get_ok(rt, "gelu_bwd_f16"), k); /* the in-memory table */
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 0);
   ck_assert_uint_eq(st.cache_hits, 1);
   ck_assert_uint_eq(st.memory_hits, 1);
@@ -131,7 +131,7 @@ START_TEST(tampered_code_is_recompiled)
   char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
   tj_runtime *rt = open_compile_only(path, 0);
   tj_kernel_info good;
-  tj_kernel_info_get(get_ok(rt, "add_i32"), &good);
+  tj_kernel_get_info(get_ok(rt, "add_i32"), &good);
   void *good_code = malloc(good.code_size);
   memcpy(good_code, good.code, good.code_size);
   size_t good_size = good.code_size;
@@ -140,17 +140,17 @@ START_TEST(tampered_code_is_recompiled)
 
   rt = open_compile_only(path, 0);
   tj_kernel_info info;
-  tj_kernel_info_get(get_ok(rt, "add_i32"), &info);
+  tj_kernel_get_info(get_ok(rt, "add_i32"), &info);
   ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
   ck_assert_msg(strstr(tj_errmsg(rt), "hash"), "warning: %s", tj_errmsg(rt));
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.cache_drops, 1);
   ck_assert_uint_eq(st.compiles, 1);
   tj_runtime_close(rt);
   /* The recompiled row is whole again: the next runtime loads it. */
   rt = open_compile_only(path, 0);
-  tj_kernel_info_get(get_ok(rt, "add_i32"), &info);
+  tj_kernel_get_info(get_ok(rt, "add_i32"), &info);
   ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
   ck_assert_uint_eq(info.code_size, good_size);
   ck_assert(memcmp(info.code, good_code, good_size) == 0);
@@ -170,22 +170,22 @@ START_TEST(an_entry_brings_the_rest_of_its_file)
   ck_assert_int_ge(skinny, 2);
   tj_runtime *rt = open_compile_only(path, 0);
   tj_kernel_info m1, m4, add;
-  tj_kernel_info_get(get_ok(rt, "gemm_skinny_f16_m1"), &m1);
+  tj_kernel_get_info(get_ok(rt, "gemm_skinny_f16_m1"), &m1);
   ck_assert_int_eq(m1.origin, TJ_FROM_COMPILER);
-  tj_kernel_info_get(get_ok(rt, "gemm_skinny_f16_m4"), &m4);
+  tj_kernel_get_info(get_ok(rt, "gemm_skinny_f16_m4"), &m4);
   ck_assert_int_eq(m4.origin, TJ_FROM_CACHE);
   ck_assert_str_ne(m4.key, m1.key);
   ck_assert_uint_eq(m4.code_size, m1.code_size);
   ck_assert(memcmp(m4.code, m1.code, m1.code_size) == 0);
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 1);
   ck_assert_uint_eq(st.cache_hits, 1);
   char m4_key[33], row[64];
   snprintf(m4_key, sizeof m4_key, "%s", m4.key);
-  tj_kernel_info_get(get_ok(rt, "add_i32"), &add);
+  tj_kernel_get_info(get_ok(rt, "add_i32"), &add);
   ck_assert_int_eq(add.origin, TJ_FROM_COMPILER);
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 2);
   tj_runtime_close(rt);
   /* One row per entry: its own key and kernel, the one code object. */
@@ -209,9 +209,9 @@ START_TEST(an_entry_brings_the_rest_of_its_file)
   tj_cache_close(c);
   /* A new runtime finds a sibling it never compiled. */
   rt = open_compile_only(path, 0);
-  tj_kernel_info_get(get_ok(rt, "gemm_skinny_f16_m2"), &m4);
+  tj_kernel_get_info(get_ok(rt, "gemm_skinny_f16_m2"), &m4);
   ck_assert_int_eq(m4.origin, TJ_FROM_CACHE);
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 0);
   tj_runtime_close(rt);
   free(path); free(dir);
@@ -236,10 +236,10 @@ START_TEST(a_sibling_row_already_there_is_kept)
   tsql_exec(path, "DELETE FROM code_objects WHERE kernel = 'gelu_fwd_f16'");
   rt = open_compile_only(path, 0);
   tj_kernel_info info;
-  tj_kernel_info_get(get_ok(rt, "gelu_fwd_f16"), &info);
+  tj_kernel_get_info(get_ok(rt, "gelu_fwd_f16"), &info);
   ck_assert_int_eq(info.origin, TJ_FROM_COMPILER);
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 1);
   tj_runtime_close(rt);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), rows);
@@ -287,7 +287,7 @@ START_TEST(threads_share_one_build)
     ck_assert_ptr_eq(r[i].got, r[0].got);
   }
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 1);
   ck_assert_uint_eq(st.memory_hits, THREADS - 1);
   pthread_barrier_destroy(&start);
@@ -319,13 +319,13 @@ START_TEST(threads_asking_for_one_file_compile_it_once)
   for (int i = 0; i < THREADS; i++) {
     tj_kernel_info info;
     ck_assert_int_eq(r[i].rc, TJ_OK);
-    tj_kernel_info_get(r[i].got, &info);
+    tj_kernel_get_info(r[i].got, &info);
     ck_assert_str_eq(info.entry, names[i]);
     compiled += info.origin == TJ_FROM_COMPILER;
   }
   ck_assert_int_eq(compiled, 1);
   tj_stats st;
-  tj_runtime_stats(rt, &st);
+  tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, 1);
   ck_assert_uint_eq(st.cache_hits, THREADS - 1);
   pthread_barrier_destroy(&start);
@@ -363,9 +363,9 @@ START_TEST(bad_arguments_get_codes_and_messages)
   ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
   ck_assert_int_eq(tj_launch(k, (tj_dim3){0, 1, 1}, (tj_dim3){1, 1, 1}, 0,
                              NULL, NULL), TJ_EINVAL);
-  ck_assert_int_eq(tj_kernel_info_get(k, NULL), TJ_EINVAL);
-  ck_assert_int_eq(tj_kernel_info_get(NULL, NULL), TJ_EINVAL);
-  ck_assert_int_eq(tj_runtime_stats(NULL, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_get_info(k, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_kernel_get_info(NULL, NULL), TJ_EINVAL);
+  ck_assert_int_eq(tj_runtime_get_stats(NULL, NULL), TJ_EINVAL);
   ck_assert_int_eq(tj_runtime_bind(rt), TJ_ENODEVICE);
   ck_assert_int_eq(tj_runtime_bind(NULL), TJ_EINVAL);
   ck_assert_ptr_null(tj_kernel_function(NULL));

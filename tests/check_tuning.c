@@ -1,6 +1,6 @@
 /*
  * check_tuning.c: the GEMM tuning database without a GPU: the tuning
- * table and its migration, the shape class, decisions read by a
+ * table, the shape class, decisions read by a
  * compile-only sm_90 runtime (tj_gemm_f16_kernel and tj_gemm_f16_split
  * report them), decisions ignored (unknown or damaged configs) or keyed
  * out (another compiler, arch or platform), the environment read once,
@@ -82,7 +82,7 @@ static int split_for(tj_runtime *rt, int M, int N, int K)
 
 /* ------------------------------------------------------------ the table */
 
-START_TEST(table_is_made_and_migrated)
+START_TEST(table_is_made)
 {
   tj_runtime *rt = test_knobs_from_env(open_arch(TEST_ARCH, 0));
   tj_kernel *k;
@@ -91,23 +91,11 @@ START_TEST(table_is_made_and_migrated)
   ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
   ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM sqlite_master WHERE "
                                   "type = 'table' AND name = 'tuning'"), 1);
-  /* Back to schema 3, as 0.1's last release left it. */
-  tsql_exec(path, "DROP TABLE tuning; ALTER TABLE code_objects DROP COLUMN "
-                  "origin; PRAGMA user_version = 3");
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
   tj_cache *c = NULL;
   ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
   ck_assert_int_eq(tj_cache_list_tuning(c, NULL, NULL), TJ_EINVAL);
   tj_cache_close(c);
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
-  rt = test_knobs_from_env(open_arch(TEST_ARCH, 0)); /* migrates: the table, nothing else */
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 4);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
-  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM code_objects"), 1);
-  tj_kernel_info info;
-  ck_assert_int_eq(tj_kernel_get(rt, "add_i32", &k), TJ_OK);
-  ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
-  ck_assert_int_eq(info.origin, TJ_FROM_CACHE);
-  tj_runtime_close(rt);
 }
 END_TEST
 
@@ -124,14 +112,12 @@ static int count_known(const tj_tuning *t, void *ctx)
   return 0;
 }
 
-/* A read-only schema-3 file (a system cache not yet migrated) is read as
- * it is: no decisions, and a runtime reads its code. */
-START_TEST(readonly_schema_3_has_no_decisions)
+/* A file without decisions, read-only: none listed, and a runtime plans
+ * by the rule. */
+START_TEST(readonly_file_without_decisions)
 {
   tj_runtime *rt = test_knobs_from_env(open_arch(TEST_ARCH, 0));
   tj_runtime_close(rt);
-  tsql_exec(path, "DROP TABLE tuning; ALTER TABLE code_objects DROP COLUMN "
-                  "origin; PRAGMA user_version = 3");
   tj_cache *c = NULL;
   int n = 0;
   ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
@@ -143,7 +129,7 @@ START_TEST(readonly_schema_3_has_no_decisions)
   if (TJ_PLATFORM_IS_NVIDIA)
     ck_assert_int_eq(split_for(rt, 64, 4096, 4096), 4);
   tj_runtime_close(rt);
-  ck_assert_int_eq(tsql_int(path, "PRAGMA user_version"), 3);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning"), 0);
 }
 END_TEST
 
@@ -774,8 +760,8 @@ int main(void)
   Suite *s = suite_create("tuning");
   TCase *tc = test_case(s, "table", 60);
   tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, table_is_made_and_migrated);
-  tcase_add_test(tc, readonly_schema_3_has_no_decisions);
+  tcase_add_test(tc, table_is_made);
+  tcase_add_test(tc, readonly_file_without_decisions);
   tcase_add_test(tc, shape_classes);
   tcase_add_test(tc, tune_rounds_keep_to_the_budget);
   tcase_add_test(tc, list_tuning_explains_and_clear_forgets);

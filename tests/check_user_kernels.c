@@ -28,7 +28,7 @@ static long rows_in(const char *path, const char *where)
 static tj_stats stats_of(tj_runtime *rt)
 {
   tj_stats s;
-  ck_assert_int_eq(tj_runtime_stats(rt, &s), TJ_OK);
+  ck_assert_int_eq(tj_runtime_get_stats(rt, &s), TJ_OK);
   return s;
 }
 
@@ -44,7 +44,7 @@ static int compile(tj_runtime *rt, const char *source, const char *const *opts,
 static tj_module_info info_of(const tj_module *m)
 {
   tj_module_info info = {.size = sizeof info};
-  ck_assert_int_eq(tj_module_info_get(m, &info), TJ_OK);
+  ck_assert_int_eq(tj_module_get_info(m, &info), TJ_OK);
   return info;
 }
 
@@ -85,7 +85,7 @@ START_TEST(module_compiles_once_and_stores_one_row)
   ck_assert_int_eq(tj_module_kernel(m, "saxpy", &k2), TJ_OK);
   ck_assert_ptr_ne(k1, k2);
   tj_kernel_info ki;
-  ck_assert_int_eq(tj_kernel_info_get(k1, &ki), TJ_OK);
+  ck_assert_int_eq(tj_kernel_get_info(k1, &ki), TJ_OK);
   ck_assert_str_eq(ki.key, i.key);
   ck_assert_int_eq(tj_module_kernel(m, "scale<int>", &k1), TJ_ENOENT);
   ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "scale<int>"));
@@ -118,13 +118,13 @@ START_TEST(c_names_share_one_row_and_expressions_are_keyed)
   ck_assert_int_eq(tj_kernel_compile(rt, module_source, "saxpy", NULL, &a), TJ_OK);
   ck_assert_int_eq(tj_kernel_compile(rt, module_source, "plain", NULL, &b), TJ_OK);
   tj_kernel_info ia, ib, ic;
-  tj_kernel_info_get(a, &ia);
-  tj_kernel_info_get(b, &ib);
+  tj_kernel_get_info(a, &ia);
+  tj_kernel_get_info(b, &ib);
   ck_assert_str_eq(ia.key, ib.key); /* C names do not change the code */
   ck_assert_int_eq(rows_in(db, NULL), 1);
   ck_assert_uint_eq(stats_of(rt).compiles, 1); /* the second finds the row */
   ck_assert_int_eq(tj_kernel_compile(rt, module_source, "scale<float>", NULL, &c), TJ_OK);
-  tj_kernel_info_get(c, &ic);
+  tj_kernel_get_info(c, &ic);
   ck_assert_str_ne(ia.key, ic.key);
   ck_assert_int_eq(rows_in(db, NULL), 2);
   tj_runtime_close(rt);
@@ -315,7 +315,7 @@ START_TEST(option_string_include_dirs_are_hashed)
       ck_assert_msg(tj_kernel_compile(rt, const_kernel, "k", forms[f], &k) == TJ_OK,
                     "%s", tj_errmsg(rt));
       tj_kernel_info i;
-      tj_kernel_info_get(k, &i);
+      tj_kernel_get_info(k, &i);
       snprintf(keys[v], 33, "%s", i.key);
       ck_assert_int_eq(i.origin, TJ_FROM_COMPILER);
       tj_runtime_close(rt);
@@ -488,36 +488,6 @@ START_TEST(cli_compile_key_equals_the_api_key)
 }
 END_TEST
 
-/* A version 1 cache (before the entries column) is migrated in place and
- * keeps its rows. */
-START_TEST(version_1_cache_gains_the_entries_column)
-{
-  char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
-  sqlite3 *h;
-  ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
-  ck_assert_int_eq(sqlite3_exec(h,
-    "CREATE TABLE code_objects (key TEXT PRIMARY KEY, kernel TEXT NOT NULL,"
-    " arch TEXT NOT NULL, platform TEXT NOT NULL, compiler TEXT NOT NULL,"
-    " options TEXT NOT NULL, code BLOB NOT NULL, code_hash TEXT NOT NULL,"
-    " code_size INTEGER NOT NULL, compile_ms REAL NOT NULL,"
-    " created INTEGER NOT NULL, last_used INTEGER NOT NULL,"
-    " hits INTEGER NOT NULL DEFAULT 0);"
-    "CREATE INDEX code_objects_last_used ON code_objects(last_used);"
-    "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-    "INSERT INTO counters(name, value) VALUES ('misses', 0);"
-    "INSERT INTO code_objects VALUES ('00000000000000000000000000000001', 'k',"
-    " 'gfx90a', 'amd', 'c', '', x'00', 'h', 1, 1, 1, 1, 0);"
-    "PRAGMA user_version = 1;", NULL, NULL, NULL), SQLITE_OK);
-  sqlite3_close(h);
-  chmod(db, 0600);
-  tj_runtime *rt = open_compile_only(db, 0);
-  tj_runtime_close(rt);
-  ck_assert_int_eq(rows_in(db, "entries = ''"), 1);
-  free(db);
-  free(dir);
-}
-END_TEST
-
 int main(void)
 {
   Suite *s = suite_create("user_kernels");
@@ -526,7 +496,6 @@ int main(void)
   tcase_add_test(tc, c_names_share_one_row_and_expressions_are_keyed);
   tcase_add_test(tc, missing_entry_fails_at_compile_and_stores_nothing);
   tcase_add_test(tc, bad_module_arguments_are_refused);
-  tcase_add_test(tc, version_1_cache_gains_the_entries_column);
   tcase_add_test(tc, cli_compile_key_equals_the_api_key);
   TCase *th = test_case(s, "headers", 300);
   tcase_add_test(th, file_header_change_gives_new_key_and_code);

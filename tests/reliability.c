@@ -64,7 +64,7 @@ unsigned char *rel_reference_code(size_t *size)
     tj_runtime_close(rt);
     return NULL;
   }
-  tj_kernel_info_get(k, &info);
+  tj_kernel_get_info(k, &info);
   unsigned char *code = malloc(info.code_size);
   memcpy(code, info.code, info.code_size);
   *size = info.code_size;
@@ -80,7 +80,7 @@ int rel_get_reference(tj_runtime *rt, const unsigned char *ref, size_t n)
     fprintf(stderr, "add_i32: %s\n", tj_errmsg(rt));
     return -1;
   }
-  tj_kernel_info_get(k, &info);
+  tj_kernel_get_info(k, &info);
   if (info.code_size != n || memcmp(info.code, ref, n) != 0) {
     fprintf(stderr, "add_i32: code differs from the reference\n");
     return -1;

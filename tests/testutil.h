@@ -15,9 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The suites keep calling some getters by their 0.1 names, which tests the
- * deprecated aliases; tests/abi.sh checks that those names do warn. */
-#define TJ_NO_DEPRECATION_WARNINGS
 #include "tokitai-jit.h"
 
 /* The arch compile-only tests target: one every supported compiler knows. */

@@ -6,7 +6,6 @@
  * SQLite handle reaches this file.
  */
 #include "cache_internal.h"
-#include "embedded.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -20,6 +19,7 @@ struct tj_cache {
   char *path;
   char *msg;
   int readonly_flag; /* opened with TJ_CACHE_READONLY */
+  tj__cache_knowledge know; /* the library's answers (cache_api.h) */
 };
 
 static int cache_fail(tj_cache *c, int code, const char *fmt, ...)
@@ -83,13 +83,16 @@ static int open_system(tj_cache *c, const char *path)
   return rc == TJ_OK ? TJ_OK : cache_fail(c, rc, "%s", msg);
 }
 
-int tj_cache_open(tj_cache **out, const char *path, unsigned flags)
+int tj__cache_handle_open(tj_cache **out, const char *path, unsigned flags,
+                          const tj__cache_knowledge *know)
 {
   if (!out)
     return TJ_EINVAL;
   tj_cache *c = calloc(1, sizeof *c);
   if (!(*out = c))
     return TJ_ENOMEM;
+  if (know)
+    c->know = *know;
   unsigned known = TJ_CACHE_READONLY | TJ_CACHE_GROUP | TJ_CACHE_SYSTEM;
   if (flags & ~known)
     return cache_fail(c, TJ_EINVAL, "tj_cache_open: unknown flags 0x%x",
@@ -203,15 +206,16 @@ int tj_cache_get_stats(tj_cache *c, tj_cache_stats *out)
  * compiler give that kernel's source; any other row can only be checked
  * against its hash.  A caller's own kernel of the same name fails this
  * too, and costs one compile once dropped. */
-static int key_ok(const tj_cache_entry *e)
+static int key_ok(const tj__cache_knowledge *know, const tj_cache_entry *e)
 {
-  return tj__cache_key_consistent(e->key, e->kernel, e->options, e->arch,
-                                  e->platform, e->compiler);
+  return tj__cache_key_consistent(know, e->key, e->kernel, e->options,
+                                  e->arch, e->platform, e->compiler);
 }
 
 /* The rows a verify found bad, kept until the scan is over (deleting under
  * a live SELECT would disturb it), and the caller's visitor. */
 typedef struct verify_scan {
+  const tj__cache_knowledge *know;
   tj_cache_visit fn;
   void *ctx;
   int repair, stop, nomem;
@@ -237,7 +241,7 @@ static int keep_bad_row(verify_scan *v, const tj_cache_entry *e)
 static int verify_row(const tj_cache_entry *e, int verdict, void *ctx)
 {
   verify_scan *v = ctx;
-  if (!verdict && key_ok(e))
+  if (!verdict && key_ok(v->know, e))
     return 0;
   if (v->repair && !keep_bad_row(v, e)) {
     v->nomem = 1;
@@ -282,7 +286,7 @@ int tj_cache_verify(tj_cache *c, int repair, tj_cache_visit fn, void *ctx,
     rc = integrity_check(c);
   if (rc != TJ_OK)
     return rc;
-  verify_scan v = {fn, ctx, repair != 0, 0, 0, NULL, 0};
+  verify_scan v = {&c->know, fn, ctx, repair != 0, 0, 0, NULL, 0};
   rc = tj__cache_scan(c->cache, 1, verify_row, &v);
   if (v.nomem)
     rc = cache_fail(c, TJ_ENOMEM, "out of memory");
@@ -363,7 +367,7 @@ int tj_cache_merge(tj_cache *c, const char *source, tj_cache_merge_stats *st)
   }
   tj__merge_counts n;
   int failed_source = 0;
-  rc = tj__cache_merge_rows(c->cache, src, &n, &failed_source);
+  rc = tj__cache_merge_rows(c->cache, src, &c->know, &n, &failed_source);
   if (rc == TJ_ECACHE)
     cache_fail(c, rc, "merging %s into %s: %s", source, c->path,
                tj__cache_errmsg(failed_source ? src : c->cache));
@@ -381,6 +385,7 @@ int tj_cache_merge(tj_cache *c, const char *source, tj_cache_merge_stats *st)
 /* ------------------------------------------------------------ tuning */
 
 typedef struct tuning_visit {
+  const tj__cache_knowledge *know;
   tj_tuning_visit fn;
   void *ctx;
   int nomem;
@@ -388,8 +393,7 @@ typedef struct tuning_visit {
 
 /* The "config<TAB>ms<TAB>runs" lines of a row as times pointing into
  * copy (malloc'd, like *times), and its "rule<TAB>config" line as *rule
- * (NULL where there is none); lines that do not parse are skipped.  (A
- * release before the rule line skips it too: "config" is no number.) */
+ * (NULL where there is none); lines that do not parse are skipped. */
 static int parse_measured(const char *measured, char **copy,
                           tj_tuning_time **times, const char **rule)
 {
@@ -438,10 +442,11 @@ static int visit_tuning(const tj__tuning_row *r, int bad, void *arg)
     v->nomem = 1;
     return 1;
   }
+  int known = !bad && v->know->config_known &&
+              v->know->config_known(r->op, r->config);
   tj_tuning t = {r->op, r->arch, r->platform, r->compiler, r->shape_class,
                  r->config, r->m, r->n, r->k, r->device, r->origin,
-                 r->created, !bad && tj__tuning_config_known(r->op, r->config),
-                 n, times, rule};
+                 r->created, known, n, times, rule};
   int stop = v->fn(&t, v->ctx);
   free(copy);
   free(times);
@@ -452,7 +457,7 @@ int tj_cache_list_tuning(tj_cache *c, tj_tuning_visit fn, void *ctx)
 {
   if (!c || !c->cache || !fn)
     return TJ_EINVAL;
-  tuning_visit v = {fn, ctx, 0};
+  tuning_visit v = {&c->know, fn, ctx, 0};
   int rc = tj__cache_tuning_scan(c->cache, visit_tuning, &v);
   if (v.nomem)
     return cache_fail(c, TJ_ENOMEM, "out of memory");

@@ -1,13 +1,14 @@
 /*
  * cache_internal.h: what the files of src/cache say to each other.  Only
  * they include it; the rest of the library reaches the cache through the
- * tj__cache_* calls in internal.h, and callers through tj_cache_*.  No
+ * tj__cache_* calls in cache_api.h, and callers through tj_cache_*.  No
  * SQLite handle, statement or lock leaves this module.
  *
  *   location.c  where the cache lives, whether it is safe, its lock file
  *   sql.c       the one way a statement is prepared, run and retried
- *   schema.c    what a file is (application_id, layouts) and migration
- *   open.c      the handle: opening, moving a damaged file aside, failing
+ *   schema.c    what a file is (application_id, version); a new file's schema
+ *   handle.c    a handle's state; giving a file up, moving it aside
+ *   open.c      the handle: opening and closing it
  *   rows.c      the load and store path: get, put, usage, the blob check
  *   resources.c each entry's resources, read from the code, stored beside
  *   tuning.c    tuning decisions: read, store, list, check
@@ -22,10 +23,11 @@
 #ifndef TJ_CACHE_INTERNAL_H
 #define TJ_CACHE_INTERNAL_H
 
-#include "internal.h"
-#include "codestore.h"
+#include "cache_api.h"
 
+#include <pthread.h>
 #include <sqlite3.h>
+#include <string.h>
 
 #define CACHE_SCHEMA_VERSION 4
 /* The installed system cache (layers.c); Makefile.am sets it from
@@ -33,11 +35,6 @@
 #ifndef TJ__SYSTEM_CACHE_DEFAULT
 #define TJ__SYSTEM_CACHE_DEFAULT "/usr/local/share/tokitai-jit/system.db"
 #endif
-/* The oldest schema a read-only handle reads without migrating it: 2
- * lacks only kernel_resources (its rows list no resources), 3 the tuning
- * table (it holds no decisions). */
-#define TJ__CACHE_OLDEST_READABLE 2
-
 struct tj__cache {
   sqlite3 *db;
   char *path;
@@ -46,7 +43,6 @@ struct tj__cache {
   int found_readonly;
   int nowrite; /* a write failed (disk full, I/O): store nothing more */
   int ours;    /* shown to be a tokitai-jit cache: may be moved aside */
-  int version; /* the file's schema: CACHE_SCHEMA_VERSION unless read-only */
   int opened;  /* ours, and opened: a close may checkpoint into it */
   int wal_frames; /* the WAL's length after this connection's last commit */
   int wrote;   /* committed more than hit counts (open.c, wal_hook) */
@@ -66,7 +62,7 @@ struct tj__cache {
   /* The code directory beside a per-user file opened for writing: every
    * row stored gets its file there, every row deleted loses it
    * (codestore.h).  NULL for a read-only handle or a system cache. */
-  tj__codestore *store;
+  struct tj__codestore *store;
   /* How long each step of the open took (TJ__CACHE_PHASE_*), for
    * TOKITAI_JIT_TRACE: a clock read a step, so always kept. */
   double phase_ms[TJ__CACHE_PHASES];
@@ -195,23 +191,23 @@ int tj__sql_text(sqlite3 *db, const char *sql, char *out, size_t len);
 
 /* ------------------------------------------------------------ schema.c */
 
-/* What a file is: ours (it carries TJ__CACHE_APP_ID), or one of the files
- * the library made before it set one, or another program's. */
-enum tj__identity {
-  TJ__ID_OURS, TJ__ID_EMPTY, TJ__ID_V1, TJ__ID_PRERELEASE, TJ__ID_FOREIGN
-};
+/* What a file is: ours (it carries TJ__CACHE_APP_ID), an empty database
+ * (a new file), or another program's. */
+enum tj__identity { TJ__ID_OURS, TJ__ID_EMPTY, TJ__ID_FOREIGN };
 /* Identify the file in one read transaction.  *version its user_version;
  * what says what a foreign file is.  SQLite result codes. */
 int tj__schema_identify(sqlite3 *db, enum tj__identity *id, int *version,
                         char *what, size_t len);
 /* Not an SQLite code: the file is not ours, and was left as it was. */
-#define TJ__MIGRATE_FOREIGN (-1)
-/* Bring a file of ours to CACHE_SCHEMA_VERSION; *gap says that no step
- * led on from *version. */
-int tj__schema_migrate(sqlite3 *db, int *version, int *gap, char *what,
-                       size_t len);
+#define TJ__SCHEMA_FOREIGN (-1)
+/* cache/schema.sql, embedded at build time (schema_embedded.c). */
+extern const char tj__schema_sql[];
+/* Give an empty file the schema at CACHE_SCHEMA_VERSION and our mark;
+ * a file of ours is left as it is (*version its version), another
+ * program's is TJ__SCHEMA_FOREIGN with what saying what it is. */
+int tj__schema_create(sqlite3 *db, int *version, char *what, size_t len);
 
-/* ------------------------------------------------------------ open.c */
+/* ------------------------------------------------------------ handle.c */
 
 /* A statement failed for a reason other than a busy database: give the
  * file up for reading (reading, or damaged) or for writing; TJ_ECACHE.
@@ -219,6 +215,11 @@ int tj__schema_migrate(sqlite3 *db, int *version, int *gap, char *what,
 int tj__cache_failed(tj__cache *c, int rc, int reading);
 /* Keep SQLite's message for tj__cache_errmsg; returns code. */
 int tj__cache_note_error(tj__cache *c, int code);
+/* Move the file judged unusable (dev, ino) at path aside, under the
+ * cache's exclusive lock, only if path still names it; appends what
+ * happened to msg.  1 when path no longer names the bad file. */
+int tj__cache_move_aside(const char *path, unsigned flags, dev_t dev,
+                         ino_t ino, char *msg, size_t len);
 /* End the write transaction begun on c (under its lock) whose statements
  * came to rc: commit when rc is SQLITE_OK, else roll back; a busy file is
  * an error noted once (TJ_ECACHE), any other failure gives the file up
@@ -267,9 +268,6 @@ extern const char tj__resources_select_sql[];
  * result codes. */
 int tj__resources_put(sqlite3_stmt *ins, const char *key, const char *kernel,
                       const char *entries, const void *code, size_t size);
-/* The migration to schema 3: the resources of every row that has none,
- * read from its blob; a row whose blob fails its hash gets none. */
-int tj__resources_fill(sqlite3 *db);
 /* The resources stored for key, in entry order, with sel (prepared from
  * tj__resources_select_sql): *out malloc'd (free with tj__resources_free),
  * *n of them; SQLite result codes. */
@@ -284,13 +282,15 @@ typedef struct tj__merge_counts {
   uint64_t copied, skipped, bad;
 } tj__merge_counts;
 /* Copy every row of source that passes its checks into target, one write
- * transaction per batch; a row target has (by key) is skipped.  TJ_OK,
- * TJ_ENOMEM, or TJ_ECACHE (which handle failed: *failed_source). */
+ * transaction per batch; a row target has (by key) is skipped.  know
+ * judges an embedded kernel's key (may be NULL).  TJ_OK, TJ_ENOMEM, or
+ * TJ_ECACHE (which handle failed: *failed_source). */
 int tj__cache_merge_rows(tj__cache *target, tj__cache *source,
+                         const tj__cache_knowledge *know,
                          tj__merge_counts *n, int *failed_source);
-/* Whether a row naming an embedded kernel (no options) sits at the key its
- * own arch, platform and compiler give; any other row passes. */
-int tj__cache_key_consistent(const char *key, const char *kernel,
+/* know's key_consistent for a row, or 1 where know has none. */
+int tj__cache_key_consistent(const tj__cache_knowledge *know,
+                             const char *key, const char *kernel,
                              const char *options, const char *arch,
                              const char *platform, const char *compiler);
 

@@ -22,7 +22,7 @@
 #ifndef TJ_CODESTORE_H
 #define TJ_CODESTORE_H
 
-#include "internal.h"
+#include "cache_api.h"
 
 typedef struct tj__codestore tj__codestore;
 

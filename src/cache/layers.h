@@ -13,7 +13,7 @@
 #ifndef TJ_LAYERS_H
 #define TJ_LAYERS_H
 
-#include "internal.h"
+#include "cache_api.h"
 
 typedef struct tj__layers tj__layers;
 

@@ -15,7 +15,7 @@
  * meanwhile wait at most one batch.
  */
 #include "cache_internal.h"
-#include "embedded.h"
+#include "codestore.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,17 +32,13 @@
 _Static_assert(TJ_CACHE_MAX_CODE_BYTES == 268435456ull,
                "MERGE_COLUMNS reads no blob larger than TJ_CACHE_MAX_CODE_BYTES");
 
-int tj__cache_key_consistent(const char *key, const char *kernel,
+int tj__cache_key_consistent(const tj__cache_knowledge *know,
+                             const char *key, const char *kernel,
                              const char *options, const char *arch,
                              const char *platform, const char *compiler)
 {
-  const tj__embedded_kernel *k = tj__embedded_find(kernel);
-  if (!k || options[0])
-    return 1;
-  char want[TJ__KEY_HEX];
-  tj__key_of_kernel(k->source, k->source_len, k->entry, "", arch, platform,
-                    compiler, want);
-  return strcmp(want, key) == 0;
+  return !know || !know->key_consistent ||
+         know->key_consistent(key, kernel, options, arch, platform, compiler);
 }
 
 /* One row read from the source, owned. */
@@ -85,7 +81,7 @@ static int has_controls(const unsigned char *s, int n, int entries)
 
 /* Whether the row st is at may be copied: every column of the right type,
  * the code whole.  The bounds are the source's (SQLite checked none). */
-static int row_is_sound(sqlite3_stmt *st)
+static int row_is_sound(sqlite3_stmt *st, const tj__cache_knowledge *know)
 {
   static const int text_cols[] = {0, 1, 2, 3, 4, 5, 6, 9};
   for (size_t i = 0; i < sizeof text_cols / sizeof text_cols[0]; i++)
@@ -108,7 +104,8 @@ static int row_is_sound(sqlite3_stmt *st)
       tj__rows_judge_code(sqlite3_column_blob(st, 11),
                           sqlite3_column_bytes(st, 11), declared, hash, 1))
     return 0;
-  return tj__cache_key_consistent(key, (const char *)sqlite3_column_text(st, 1),
+  return tj__cache_key_consistent(know, key,
+                                  (const char *)sqlite3_column_text(st, 1),
                                   (const char *)sqlite3_column_text(st, 5),
                                   (const char *)sqlite3_column_text(st, 2),
                                   (const char *)sqlite3_column_text(st, 3),
@@ -187,6 +184,7 @@ static void free_batch(merge_row *rows, int *nrows, size_t *bytes)
 }
 
 int tj__cache_merge_rows(tj__cache *target, tj__cache *source,
+                         const tj__cache_knowledge *know,
                          tj__merge_counts *n, int *failed_source)
 {
   merge_row rows[BATCH_ROWS];
@@ -200,7 +198,7 @@ int tj__cache_merge_rows(tj__cache *target, tj__cache *source,
   while (out == TJ_OK && rc == SQLITE_OK &&
          (rc = tj__sql_step(st)) == SQLITE_ROW) {
     rc = SQLITE_OK;
-    if (!row_is_sound(st)) {
+    if (!row_is_sound(st, know)) {
       n->bad++;
       continue;
     }

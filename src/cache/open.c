@@ -1,6 +1,7 @@
 /*
- * open.c: the cache handle: opening a file, moving a damaged one aside, and
- * giving a file up when it fails under us.
+ * open.c: the cache handle: opening a file (moving a damaged one aside
+ * through handle.c, which also gives a file up when it fails under us) and
+ * closing it.
  *
  * One file shared by any number of processes: WAL journal (a rollback
  * journal on network file systems), a busy timeout plus the retry path of
@@ -17,8 +18,8 @@
  * processes that have the file open.
  */
 #include "cache_internal.h"
+#include "codestore.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,6 @@
 #define BUSY_TIMEOUT_MS 5000
 #define OPEN_ATTEMPTS 4      /* a file may vanish or be replaced under us */
 #define PROBE_ATTEMPTS 12    /* about 1 s of a busy read-only probe */
-#define ASIDE_KEEP 3         /* moved-aside files kept for a post-mortem */
 #define WAL_LIMIT_BYTES 4194304 /* the WAL is cut back to this after a reset */
 #define WAL_AUTOCHECKPOINT 1000 /* frames: SQLite's own default */
 /* The last close folds the WAL into the file when this connection wrote
@@ -48,7 +48,7 @@
 /* ------------------------------------------------------- the handle */
 
 const char *const tj__cache_phase_names[TJ__CACHE_PHASES] = {
-  "location", "sqlite-open", "identify", "journal", "migrate", "prepare"
+  "location", "sqlite-open", "identify", "journal", "create", "prepare"
 };
 
 static double ms_now(void)
@@ -114,144 +114,10 @@ void tj__cache_close(tj__cache *c)
   cache_free(c);
 }
 
-const char *tj__cache_file(const tj__cache *c)
-{
-  return c && c->db ? sqlite3_db_filename(c->db, "main") : NULL;
-}
-
-/* Read-only also once a write or a read has failed: tj_cache_evict and
- * the others then leave the file alone too. */
-int tj__cache_readonly(const tj__cache *c)
-{
-  return c->readonly || __atomic_load_n(&c->nowrite, __ATOMIC_ACQUIRE) ||
-         __atomic_load_n(&c->broken, __ATOMIC_ACQUIRE);
-}
-
-const char *tj__cache_readonly_why(const tj__cache *c)
-{
-  if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
-    return c->broken_msg;
-  if (__atomic_load_n(&c->nowrite, __ATOMIC_ACQUIRE))
-    return c->nowrite_msg;
-  if (c->found_readonly)
-    return c->readonly_why;
-  return c->readonly ? "it was opened with TJ_CACHE_READONLY" : "";
-}
-
-const char *tj__cache_errmsg(tj__cache *c)
-{
-  if (!c || !c->db)
-    return "no cache";
-  if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
-    return c->broken_msg;
-  if (__atomic_load_n(&c->nowrite, __ATOMIC_ACQUIRE))
-    return c->nowrite_msg;
-  return c->error[0] ? c->error : sqlite3_errmsg(c->db);
-}
-
-int tj__cache_note_error(tj__cache *c, int code)
-{
-  snprintf(c->error, sizeof c->error, "%s", sqlite3_errmsg(c->db));
-  return code;
-}
-
-/* ------------------------------------------------------- moving aside */
-
-/* Keep the newest ASIDE_KEEP moved-aside files, so that a cache that keeps
- * failing cannot fill the disk with them. */
-static void prune_aside(const char *path)
-{
-  char *dir = strdup(path), *prefix = NULL;
-  char *slash = dir ? strrchr(dir, '/') : NULL;
-  if (!dir || asprintf(&prefix, "%s.corrupt-", slash ? slash + 1 : dir) < 0) {
-    free(dir);
-    return;
-  }
-  if (slash)
-    slash[slash == dir] = '\0';
-  size_t plen = strlen(prefix);
-  for (int round = 0; round < 64; round++) {
-    DIR *d = opendir(slash ? dir : ".");
-    if (!d)
-      break;
-    char oldest[512] = "";
-    long oldest_t = 0, count = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-      if (strncmp(e->d_name, prefix, plen) != 0 || strlen(e->d_name) >= sizeof oldest)
-        continue;
-      long t = strtol(e->d_name + plen, NULL, 10);
-      if (count++ == 0 || t < oldest_t) {
-        oldest_t = t;
-        snprintf(oldest, sizeof oldest, "%s", e->d_name);
-      }
-    }
-    closedir(d);
-    if (count <= ASIDE_KEEP)
-      break;
-    char *victim = NULL;
-    if (asprintf(&victim, "%s/%s", slash ? dir : ".", oldest) >= 0)
-      unlink(victim);
-    free(victim);
-  }
-  free(prefix);
-  free(dir);
-}
-
-/* The WAL, shared memory and rollback journal of the old file: left in
- * place, SQLite would replay the old file's pages into the new one. */
-static void remove_side_files(const char *path)
-{
-  static const char *const sides[] = {"-wal", "-shm", "-journal"};
-  for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
-    char *side = NULL;
-    if (asprintf(&side, "%s%s", path, sides[i]) >= 0)
-      unlink(side);
-    free(side);
-  }
-}
-
-/*
- * Move the file we judged unusable (dev, ino) to <path>.corrupt-<time>,
- * under the exclusive lock, and only if path still names it: a racing
- * process may have replaced it already, and its replacement is good.
- * Appends what happened to msg.  1 when path no longer names the bad file.
- */
-static int move_aside(const char *path, unsigned flags, dev_t dev, ino_t ino,
-                      char *msg, size_t len)
-{
-  size_t used = strlen(msg);
-  int fd = tj__location_lock(path, flags, LOCK_EX, 1);
-  if (fd < 0) {
-    snprintf(msg + used, len - used, "; could not lock it to move it aside");
-    return 0;
-  }
-  struct stat st;
-  char *aside = NULL;
-  int moved = 1;
-  if (stat(path, &st) != 0 || st.st_dev != dev || st.st_ino != ino) {
-    snprintf(msg + used, len - used, "; another process replaced it already");
-  } else if (asprintf(&aside, "%s.corrupt-%ld", path, (long)time(NULL)) < 0) {
-    aside = NULL;
-    moved = 0;
-  } else if (rename(path, aside) == 0) {
-    remove_side_files(path);
-    prune_aside(path);
-    snprintf(msg + used, len - used, "; moved it to %s and started a new one",
-             aside);
-  } else {
-    snprintf(msg + used, len - used, "; could not move it aside: %s",
-             strerror(errno));
-    moved = 0;
-  }
-  free(aside);
-  tj__location_unlock(fd);
-  return moved;
-}
-
 /* ------------------------------------------------------- opening */
 
 enum open_outcome {
-  OPENED, UNUSABLE, CORRUPT, NEWER, VANISHED, TRANSIENT, FOREIGN
+  OPENED, UNUSABLE, CORRUPT, OTHER_VERSION, VANISHED, TRANSIENT, FOREIGN
 };
 
 #define LEFT_ALONE "it was left as it is; give the cache another path " \
@@ -346,16 +212,11 @@ static void say_unreadable(const char *path, const char *why, char *msg,
 }
 
 /* Say why an open failed, and whether the file is to be moved aside. */
-static enum open_outcome open_failed(tj__cache *c, int rc, int version,
-                                     int gap, char *msg, size_t len)
+static enum open_outcome open_failed(tj__cache *c, int rc, char *msg,
+                                     size_t len)
 {
-  if (rc == TJ__MIGRATE_FOREIGN)
+  if (rc == TJ__SCHEMA_FOREIGN)
     return FOREIGN; /* try_open said what it is */
-  if (gap) {
-    snprintf(msg, len, "cache %s has schema version %d, which this library "
-             "cannot migrate", c->path, version);
-    return CORRUPT;
-  }
   const char *why = c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc);
   snprintf(msg, len, "cache %s: %s", c->path, why);
   rc &= 0xff;
@@ -382,13 +243,30 @@ static void say_foreign(const char *path, const char *what, char *msg,
            path, what, LEFT_ALONE);
 }
 
+/* A file of ours at another schema version: left as it is.  One from an
+ * earlier build is never read; removing it starts a new cache. */
+static enum open_outcome other_version(const tj__cache *c, int version,
+                                       char *msg, size_t len)
+{
+  if (version > CACHE_SCHEMA_VERSION)
+    snprintf(msg, len, "cache %s has schema version %d, newer than this "
+             "library's (%d); it was left as it is; running without a cache",
+             c->path, version, CACHE_SCHEMA_VERSION);
+  else
+    snprintf(msg, len, "cache %s has schema version %d, which this library "
+             "(schema %d) does not read; it was left as it is: remove it "
+             "(rm '%s') to start a new cache; running without a cache",
+             c->path, version, CACHE_SCHEMA_VERSION, c->path);
+  return OTHER_VERSION;
+}
+
 /* One attempt at opening c->path.  Nothing is written (not even the
- * journal mode) before the file is known to be ours, and a newer schema
- * of ours is left untouched too. */
+ * journal mode) before the file is known to be ours, and a file of ours
+ * at another schema version is left untouched too. */
 static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
                                   char *msg, size_t len)
 {
-  int version = 0, gap = 0;
+  int version = 0;
   enum tj__identity id = TJ__ID_FOREIGN;
   char what[512] = "";
   double t = ms_now();
@@ -404,36 +282,27 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
     }
     c->ours = 1;
   }
-  if (rc == SQLITE_OK && version > CACHE_SCHEMA_VERSION) {
-    snprintf(msg, len, "cache %s has schema version %d, newer than this "
-             "library's (%d); running without a cache", c->path, version,
-             CACHE_SCHEMA_VERSION);
-    return NEWER;
-  }
-  /* A file of ours at this schema (the warm start) has nothing to
-   * migrate: the write transaction that would check is skipped. */
-  int current = id == TJ__ID_OURS && version == CACHE_SCHEMA_VERSION;
+  if (rc == SQLITE_OK && id == TJ__ID_OURS && version != CACHE_SCHEMA_VERSION)
+    return other_version(c, version, msg, len);
+  /* A file of ours (the warm start) has no schema to make: the write
+   * transaction that would check is skipped. */
+  int current = id == TJ__ID_OURS;
   if (rc == SQLITE_OK && !c->readonly && !current) {
     rc = set_journal_mode(c, loc, 1);
     phase_done(c, TJ__CACHE_PHASE_JOURNAL, &t);
     if (rc == SQLITE_OK)
-      rc = tj__schema_migrate(c->db, &version, &gap, what, sizeof what);
-    phase_done(c, TJ__CACHE_PHASE_MIGRATE, &t);
-    if (rc == TJ__MIGRATE_FOREIGN)
+      rc = tj__schema_create(c->db, &version, what, sizeof what);
+    phase_done(c, TJ__CACHE_PHASE_CREATE, &t);
+    if (rc == TJ__SCHEMA_FOREIGN)
       say_foreign(c->path, what, msg, len);
+    else if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION)
+      return other_version(c, version, msg, len);
   }
-  /* A read-only file of schema 2 or 3 (a system cache, a cache looked at
-   * with --list-cache before a runtime migrated it) is read as it is: it
-   * lacks only the resources, the origin or the tuning decisions, which
-   * nothing read-only needs to store. */
-  if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION &&
-      !(c->readonly && version >= TJ__CACHE_OLDEST_READABLE)) {
-    snprintf(msg, len, "cache %s has schema version %d and is read-only "
-             "here, so it cannot be migrated; running without a cache",
-             c->path, version);
+  if (rc == SQLITE_OK && !current && c->readonly) {
+    snprintf(msg, len, "cache %s is empty and read-only here; running "
+             "without a cache", c->path);
     return UNUSABLE;
   }
-  c->version = version;
   if (rc == SQLITE_OK)
     rc = tj__rows_prepare(c);
   phase_done(c, TJ__CACHE_PHASE_PREPARE, &t);
@@ -443,7 +312,7 @@ static enum open_outcome try_open(tj__cache *c, const tj__location *loc,
     rc = set_sync(c);
   phase_done(c, TJ__CACHE_PHASE_JOURNAL, &t);
   if (rc != SQLITE_OK)
-    return open_failed(c, rc, version, gap, msg, len);
+    return open_failed(c, rc, msg, len);
   c->opened = 1; /* ours: the last close may fold the WAL in again */
   return OPENED;
 }
@@ -604,7 +473,7 @@ static int open_once(const char *path, unsigned flags, tj__cache **out,
   if (c) {
     c->phase_ms[TJ__CACHE_PHASE_LOCATION] = ms_now() - t0;
     *o = try_open(c, &loc, msg, len);
-    if (*o == OPENED && !c->readonly && c->version == CACHE_SCHEMA_VERSION)
+    if (*o == OPENED && !c->readonly)
       open_store(c, &loc, msg, len);
     else if (*o == OPENED) { /* only to read the hits noted there */
       char quiet[512];
@@ -660,7 +529,8 @@ int tj__cache_open(const char *path, unsigned flags, tj__cache **out,
     }
     int moved = 0;
     if (o == CORRUPT && failed.ours && !failed.readonly)
-      moved = move_aside(failed.path, flags, failed.dev, failed.ino, msg, msglen);
+      moved = tj__cache_move_aside(failed.path, flags, failed.dev, failed.ino,
+                                   msg, msglen);
     free(failed.path);
     if (o == FOREIGN)
       return TJ_ECACHE;
@@ -813,14 +683,12 @@ static int connect_system(tj__cache *c, const tj__location *loc, char *msg,
              "skipped", c->path, what[0] ? ": " : "", what);
     return TJ_ECACHE;
   }
-  if (rc == SQLITE_OK && (version > CACHE_SCHEMA_VERSION ||
-                          version < TJ__CACHE_OLDEST_READABLE)) {
+  if (rc == SQLITE_OK && version != CACHE_SCHEMA_VERSION) {
     snprintf(msg, len, "system cache %s has schema version %d, which this "
              "library (schema %d) cannot read; skipped", c->path, version,
              CACHE_SCHEMA_VERSION);
     return TJ_ECACHE;
   }
-  c->version = version;
   if (rc == SQLITE_OK)
     rc = tj__rows_prepare(c);
   if (rc != SQLITE_OK) {
@@ -872,33 +740,3 @@ void tj__cache_identity(const tj__cache *c, dev_t *dev, ino_t *ino)
   *dev = c->dev;
   *ino = c->ino;
 }
-
-/* ------------------------------------------------------- failing */
-
-/*
- * A statement failed for a reason other than a busy database.  Reading: the
- * connection reads nothing more (and a damaged file is moved aside for the
- * processes that come after).  Writing: a damaged file likewise; anything
- * else (disk full, I/O error, a file turned read-only) stops writes only.
- * Called with c->lock held, and only on a state not reached before, so the
- * caller sees TJ_ECACHE once and its runtime warns once.
- */
-int tj__cache_failed(tj__cache *c, int rc, int reading)
-{
-  int prim = rc & 0xff;
-  int damaged = prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB;
-  char *msg = (reading || damaged) ? c->broken_msg : c->nowrite_msg;
-  size_t len = sizeof c->broken_msg;
-  snprintf(msg, len, "cache %s: %s while %s", c->path, sqlite3_errstr(rc),
-           reading ? "reading" : "storing");
-  if (damaged && !c->readonly)
-    move_aside(c->path, c->flags, c->dev, c->ino, msg, len);
-  size_t used = strlen(msg);
-  snprintf(msg + used, len - used, "; %s",
-           reading || damaged ? "running without the cache from now on"
-                              : "storing nothing more in it");
-  __atomic_store_n(reading || damaged ? &c->broken : &c->nowrite, 1,
-                   __ATOMIC_RELEASE);
-  return TJ_ECACHE;
-}
-

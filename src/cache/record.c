@@ -70,6 +70,14 @@ unsigned char *tj__record_encode(const char magic[8], const tj__cache_row *row,
   return b;
 }
 
+void tj__found_free(tj__found *f)
+{
+  free(f->code);
+  free(f->kernel);
+  free(f->entries);
+  memset(f, 0, sizeof *f);
+}
+
 /* A field of b equal to want (NULL: anything).  0 when it is not, or
  * overruns, or is longer than max. */
 static int take_field(const unsigned char **p, const unsigned char *end,

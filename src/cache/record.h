@@ -19,7 +19,7 @@
 #ifndef TJ_RECORD_H
 #define TJ_RECORD_H
 
-#include "internal.h"
+#include "cache_api.h"
 
 /* The largest record that can pass tj__record_decode. */
 #define TJ__RECORD_MAX_FIELD (64u << 10)  /* a key, arch, compiler, options */

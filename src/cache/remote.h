@@ -22,8 +22,9 @@
 #ifndef TJ_REMOTE_H
 #define TJ_REMOTE_H
 
-#include "cache_internal.h"
+#include "cache_api.h"
 
+#include <pthread.h>
 #include <stdint.h>
 
 typedef struct tj__remote tj__remote;

@@ -4,13 +4,13 @@
  * kernel_resources table beside the row.
  *
  * The figures are read from the code itself (src/platform/codeobj.c, the
- * reader tj_kernel_get_info uses), when the row is stored and, for rows
- * older than schema 3, when the file is migrated; so they are a function
- * of the blob, and no caller can store figures that disagree with it.  The
- * table's trigger deletes them with their row.
+ * reader tj_kernel_get_info uses), when the row is stored; so they are a
+ * function of the blob, and no caller can store figures that disagree
+ * with it.  The table's trigger deletes them with their row.
  */
 #include "cache_internal.h"
 #include "codeobj.h"
+#include "entries.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -71,55 +71,6 @@ int tj__resources_put(sqlite3_stmt *ins, const char *key, const char *kernel,
     free(lowered);
   }
   return rc;
-}
-
-/* The row the fill scan is at: its resources, when its blob is whole (a
- * row that fails its hash gets none, and is dropped when it is loaded).
- * The blob is copied first: SQLite's pointer may be unaligned, and the
- * ELF reader reads its headers in place. */
-static int fill_row(sqlite3_stmt *scan, sqlite3_stmt *ins)
-{
-  const void *blob = sqlite3_column_blob(scan, 5);
-  int n = sqlite3_column_bytes(scan, 5);
-  const char *hash = (const char *)sqlite3_column_text(scan, 3);
-  if (tj__rows_judge_code(blob, n, sqlite3_column_int64(scan, 4), hash, 1))
-    return SQLITE_OK;
-  void *code = malloc((size_t)n);
-  if (!code)
-    return SQLITE_NOMEM;
-  memcpy(code, blob, (size_t)n);
-  char *key = strdup((const char *)sqlite3_column_text(scan, 0));
-  char *kernel = strdup((const char *)sqlite3_column_text(scan, 1));
-  const unsigned char *e = sqlite3_column_text(scan, 2);
-  char *entries = strdup(e ? (const char *)e : "");
-  int rc = key && kernel && entries
-               ? tj__resources_put(ins, key, kernel, entries, code, (size_t)n)
-               : SQLITE_NOMEM;
-  free(code);
-  free(key);
-  free(kernel);
-  free(entries);
-  return rc;
-}
-
-int tj__resources_fill(sqlite3 *db)
-{
-  static const char sql[] =
-      "SELECT key, kernel, entries, code_hash, code_size, code FROM "
-      "code_objects WHERE typeof(key) = 'text' AND typeof(kernel) = 'text' "
-      "AND typeof(code) = 'blob' AND length(code) <= ?1 AND key NOT IN "
-      "(SELECT key FROM kernel_resources)";
-  sqlite3_stmt *scan = NULL, *ins = NULL;
-  int rc = tj__sql_prepare(db, sql, 0, &scan);
-  if (rc == SQLITE_OK)
-    rc = tj__sql_prepare(db, tj__resources_insert_sql, 0, &ins);
-  if (rc == SQLITE_OK)
-    sqlite3_bind_int64(scan, 1, (sqlite3_int64)TJ_CACHE_MAX_CODE_BYTES);
-  while (rc == SQLITE_OK && (rc = tj__sql_step(scan)) == SQLITE_ROW)
-    rc = fill_row(scan, ins);
-  sqlite3_finalize(scan);
-  sqlite3_finalize(ins);
-  return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 /* ------------------------------------------------------------ reading */

@@ -10,6 +10,7 @@
  * deleted and recompiled.
  */
 #include "cache_internal.h"
+#include "codestore.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -59,9 +60,8 @@ static const struct {
 static int prepare_one(tj__cache *c, size_t i)
 {
   sqlite3_stmt **st = (sqlite3_stmt **)((char *)c + stmts[i].offset);
-  if (*st || ((st == &c->resources || st == &c->put) &&
-              c->version < CACHE_SCHEMA_VERSION))
-    return SQLITE_OK; /* an older file, read-only: nothing is stored */
+  if (*st)
+    return SQLITE_OK;
   return tj__sql_prepare(c->db, stmts[i].sql, 1, st);
 }
 
@@ -280,14 +280,6 @@ static int find_row(tj__cache *c, const tj__cache_row *want, char **stored,
   return rc;
 }
 
-void tj__found_free(tj__found *f)
-{
-  free(f->code);
-  free(f->kernel);
-  free(f->entries);
-  memset(f, 0, sizeof *f);
-}
-
 int tj__cache_find(tj__cache *c, const tj__cache_row *want, tj__found *f,
                    int *dropped)
 {
@@ -431,21 +423,6 @@ int tj__cache_put_origin(tj__cache *c, const tj__cache_row *r,
 int tj__cache_put_new(tj__cache *c, const tj__cache_row *r, int *inserted)
 {
   return put_row(c, r, TJ__ORIGIN_COMPILED, inserted);
-}
-
-int tj__cache_end_write(tj__cache *c, int rc)
-{
-  if (rc == SQLITE_OK)
-    rc = tj__sql_commit(c->db);
-  int out = TJ_OK;
-  /* SQLite's message is kept before the rollback; a failed file is moved
-   * aside only after it, with no transaction left open on it. */
-  if (rc != SQLITE_OK && tj__sql_is_busy(rc))
-    out = tj__cache_note_error(c, TJ_ECACHE);
-  tj__sql_rollback(c->db);
-  if (rc != SQLITE_OK && !tj__sql_is_busy(rc))
-    out = tj__cache_failed(c, rc, 0);
-  return out;
 }
 
 static int record_rows(tj__cache *c, const char *const *keys,

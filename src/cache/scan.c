@@ -5,6 +5,7 @@
  * recursive: a scan's callback may call back into the handle.
  */
 #include "cache_internal.h"
+#include "codestore.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +17,7 @@
  * itself, never read past TJ_CACHE_MAX_CODE_BYTES. */
 #define ENTRY_COLUMNS                                                        \
   "key, kernel, arch, platform, compiler, options, code_hash, code_size, "   \
-  "compile_ms, created, last_used, hits, entries, "
-/* The last of them: a file older than schema 4 has no origin column. */
-#define ORIGIN_COLUMN(c) ((c)->version >= 4 ? "origin" : "'compiled'")
+  "compile_ms, created, last_used, hits, entries, origin"
 #define ENTRY_COLUMN_COUNT 14
 #define MRU_ORDER                                                            \
   " FROM code_objects ORDER BY last_used DESC, created DESC, key"
@@ -88,18 +87,16 @@ int tj__cache_scan(tj__cache *c, int judge, tj__cache_scan_fn fn, void *ctx)
 {
   char sql[640];
   if (judge)
-    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS "%s, CASE typeof(code) "
+    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS ", CASE typeof(code) "
              "WHEN 'blob' THEN length(code) ELSE -1 END, CASE WHEN "
              "typeof(code) = 'blob' AND length(code) <= %llu THEN code END"
-             MRU_ORDER, ORIGIN_COLUMN(c),
-             (unsigned long long)TJ_CACHE_MAX_CODE_BYTES);
+             MRU_ORDER, (unsigned long long)TJ_CACHE_MAX_CODE_BYTES);
   else
-    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS "%s" MRU_ORDER,
-             ORIGIN_COLUMN(c));
+    snprintf(sql, sizeof sql, "SELECT " ENTRY_COLUMNS MRU_ORDER);
   sqlite3_stmt *st, *res = NULL;
   pthread_mutex_lock(&c->lock);
   int rc = tj__sql_prepare(c->db, sql, 0, &st);
-  if (rc == SQLITE_OK && c->version >= 3) /* else no resources to list */
+  if (rc == SQLITE_OK)
     rc = tj__sql_prepare(c->db, tj__resources_select_sql, 0, &res);
   tj_cache_entry e;
   pending p;
@@ -129,14 +126,12 @@ static int remote_sums(tj__cache *c, uint64_t *out);
 
 int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out)
 {
-  char sql[640];
-  const char *origin = ORIGIN_COLUMN(c);
-  snprintf(sql, sizeof sql,
+  static const char sql[] =
     "SELECT count(*), total(code_size), total(hits), total(hits * "
     "compile_ms), (SELECT total(value) FROM counters WHERE name = 'misses'), "
     "(SELECT user_version FROM pragma_user_version), "
-    "total(%s = 'system'), total(CASE WHEN %s = 'system' THEN hits END) "
-    "FROM code_objects", origin, origin);
+    "total(origin = 'system'), total(CASE WHEN origin = 'system' THEN hits "
+    "END) FROM code_objects";
   sqlite3_stmt *st;
   pthread_mutex_lock(&c->lock);
   int rc = tj__sql_prepare(c->db, sql, 0, &st);

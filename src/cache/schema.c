@@ -1,60 +1,17 @@
 /*
- * schema.c: what a cache file is, and bringing one of ours to the current
- * schema.
+ * schema.c: what a cache file is, and making a new one.
  *
- * A file is changed only once it is shown to be ours: it carries our
- * application_id, or it is exactly a layout an earlier release made.
- * Anything else is another program's and is never migrated, moved or
- * deleted.  cache/README.md lists the versions and why each step is safe
- * for the other processes that have the file open.
+ * A file is ours when it carries our application_id; only then is it
+ * changed.  An empty database (a new file, or one a process killed before
+ * its first commit left) gets the schema of cache/schema.sql.  Anything
+ * else is another program's and is never changed, moved or deleted.
+ * cache/README.md says what the version is and why each step is safe for
+ * the other processes that have the file open.
  */
 #include "cache_internal.h"
-#include "embedded.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* The schema objects and columns of the layouts we made before files
- * carried our application_id: "type name" lines, then "table.column"
- * lines, in the order the query below gives them. */
-static const char v1_layout[] =
-  "index code_objects_last_used;index sqlite_autoindex_code_objects_1;"
-  "index sqlite_autoindex_counters_1;table code_objects;table counters;"
-  "code_objects.key;code_objects.kernel;code_objects.arch;"
-  "code_objects.platform;code_objects.compiler;code_objects.options;"
-  "code_objects.code;code_objects.code_hash;code_objects.code_size;"
-  "code_objects.compile_ms;code_objects.created;code_objects.last_used;"
-  "code_objects.hits;counters.name;counters.value;";
-#define PRERELEASE_TABLE                                                     \
-  "table code_objects;code_objects.key;code_objects.kernel;"                 \
-  "code_objects.arch;code_objects.code;code_objects.created;"
-static const char *const prerelease_layouts[] = {
-  "index code_objects_created;index sqlite_autoindex_code_objects_1;"
-  PRERELEASE_TABLE,
-  "index sqlite_autoindex_code_objects_1;" PRERELEASE_TABLE,
-};
-
-/* The file's objects and columns as one string like the layouts above. */
-static int schema_layout(sqlite3 *db, char *out, size_t len)
-{
-  static const char sql[] =
-    "SELECT type || ' ' || name FROM (SELECT type, name FROM sqlite_master "
-    "ORDER BY type, name) UNION ALL SELECT * FROM (SELECT m.name || '.' || "
-    "c.name FROM sqlite_master m, pragma_table_info(m.name) c WHERE m.type = "
-    "'table' ORDER BY m.name, c.cid)";
-  sqlite3_stmt *st;
-  size_t used = 0;
-  out[0] = '\0';
-  int rc = tj__sql_prepare(db, sql, 0, &st);
-  while (rc == SQLITE_OK && (rc = tj__sql_step(st)) == SQLITE_ROW) {
-    const char *t = (const char *)sqlite3_column_text(st, 0);
-    int n = snprintf(out + used, len - used, "%s;", t ? t : "");
-    used += n > 0 && (size_t)n < len - used ? (size_t)n : 0;
-    rc = SQLITE_OK;
-  }
-  sqlite3_finalize(st);
-  return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
 
 static void describe_tables(sqlite3 *db, int version, char *what, size_t len)
 {
@@ -75,18 +32,13 @@ static int pragma_int(sqlite3 *db, const char *sql, int *out)
   return rc;
 }
 
-/*
- * Ours: the file carries TJ__CACHE_APP_ID.  Or it carries none and is one
- * of the files the library made before it set one: an empty database
- * (nothing to lose: a new file a killed process left), the 0.1.0 layout at
- * user_version 1, or the 0.0.x layout at version 0, each exactly, object
- * for object and column for column.
- */
+/* Ours: the file carries TJ__CACHE_APP_ID.  Empty: no mark, no version
+ * and no schema object at all (nothing in it to lose).  Anything else is
+ * another program's, and what says what it is. */
 static int identify(sqlite3 *db, enum tj__identity *id, int *version,
                     char *what, size_t len)
 {
-  int appid = 0;
-  char layout[1024];
+  int appid = 0, objects = 0;
   int rc = pragma_int(db, "PRAGMA application_id", &appid);
   if (rc == SQLITE_OK)
     rc = pragma_int(db, "PRAGMA user_version", version);
@@ -95,18 +47,12 @@ static int identify(sqlite3 *db, enum tj__identity *id, int *version,
     return SQLITE_OK;
   }
   if (rc == SQLITE_OK)
-    rc = schema_layout(db, layout, sizeof layout);
+    rc = pragma_int(db, "SELECT count(*) FROM sqlite_master", &objects);
   if (rc != SQLITE_OK)
     return rc;
   *id = TJ__ID_FOREIGN;
-  if (appid == 0 && *version == 0 && !layout[0])
+  if (appid == 0 && *version == 0 && objects == 0)
     *id = TJ__ID_EMPTY;
-  else if (appid == 0 && *version == 1 && strcmp(layout, v1_layout) == 0)
-    *id = TJ__ID_V1;
-  else if (appid == 0 && *version == 0 &&
-           (strcmp(layout, prerelease_layouts[0]) == 0 ||
-            strcmp(layout, prerelease_layouts[1]) == 0))
-    *id = TJ__ID_PRERELEASE;
   else if (appid != 0)
     snprintf(what, len, "an SQLite database of another application "
              "(application_id 0x%08x)", (unsigned)appid);
@@ -131,66 +77,20 @@ int tj__schema_identify(sqlite3 *db, enum tj__identity *id, int *version,
   return rc != SQLITE_OK ? rc : end;
 }
 
-/*
- * Each step takes a file of ours from one user_version to a later one; a
- * step with create set then runs cache/schema.sql, which makes the current
- * schema.  Every step marks the file with our application_id, and is safe
- * to run twice (IF EXISTS, IF NOT EXISTS, OR IGNORE), as a retried
- * statement may; then its fill, if any, computes what SQL cannot.  Version
- * 0 is an empty database or the pre-release (0.0.x) layout, whose rows
- * cannot be verified and were keyed by another encoding: dropped.  A
- * version with no step from it (a gap, a negative number) in a file that
- * is ours is a damaged one: it is moved aside and rebuilt.
- */
-static const struct migration {
-  int from, to;
-  int create;
-  const char *sql;
-  int (*fill)(sqlite3 *db);
-} migrations[] = {
-  {0, CACHE_SCHEMA_VERSION, 1,
-   "DROP TABLE IF EXISTS code_objects; DROP TABLE IF EXISTS counters;", NULL},
-  /* 0.1.0 -> 2: the lowered names of a module's entries. */
-  {1, 2, 0, "ALTER TABLE code_objects ADD COLUMN entries TEXT NOT NULL "
-            "DEFAULT ''", NULL},
-  /* 2 -> 3: kernel_resources (schema.sql creates it), filled from each
-   * row's blob, which the resource reader understands whatever its age. */
-  {2, 3, 1, "", tj__resources_fill},
-  /* 3 -> 4: where each row came from (the cache layers), and the tuning
-   * table (schema.sql creates it, IF NOT EXISTS: the other tables are there
-   * already).  A column with a constant default: SQLite rewrites no row,
-   * reads no blob.  Rows older than the column were compiled on this
-   * machine (nothing else wrote a cache before 4). */
-  {3, 4, 1, "ALTER TABLE code_objects ADD COLUMN origin TEXT NOT NULL "
-            "DEFAULT 'compiled'", NULL},
-};
-
-static const struct migration *migration_from(int version)
-{
-  for (size_t i = 0; i < sizeof migrations / sizeof migrations[0]; i++)
-    if (migrations[i].from == version)
-      return &migrations[i];
-  return NULL;
-}
-
-static int run_migration(sqlite3 *db, const struct migration *m)
+/* The schema, its version and our mark, in the caller's transaction. */
+static int create_schema(sqlite3 *db)
 {
   char sql[96];
-  int rc = tj__sql_exec(db, m->sql);
-  if (rc == SQLITE_OK && m->create)
-    rc = tj__sql_exec(db, tj__schema_sql);
-  if (rc == SQLITE_OK && m->fill)
-    rc = m->fill(db);
+  int rc = tj__sql_exec(db, tj__schema_sql);
   snprintf(sql, sizeof sql, "PRAGMA user_version = %d; PRAGMA application_id "
-           "= %d", m->to, (int)TJ__CACHE_APP_ID);
+           "= %d", CACHE_SCHEMA_VERSION, (int)TJ__CACHE_APP_ID);
   return rc == SQLITE_OK ? tj__sql_exec(db, sql) : rc;
 }
 
-/* In one write transaction, which asks again what the file is and reads
- * the version again, so that racing processes migrate it once and nothing
- * but our own file is changed.  *version is where it ended. */
-int tj__schema_migrate(sqlite3 *db, int *version, int *gap, char *what,
-                       size_t len)
+/* In one write transaction, which asks again what the file is, so that
+ * of racing processes one makes the schema and nothing but an empty file
+ * is changed.  *version is the file's version after it. */
+int tj__schema_create(sqlite3 *db, int *version, char *what, size_t len)
 {
   enum tj__identity id;
   int rc = tj__sql_begin(db, 1);
@@ -198,17 +98,10 @@ int tj__schema_migrate(sqlite3 *db, int *version, int *gap, char *what,
     return rc;
   rc = identify(db, &id, version, what, len);
   if (rc == SQLITE_OK && id == TJ__ID_FOREIGN)
-    rc = TJ__MIGRATE_FOREIGN;
-  while (rc == SQLITE_OK && *version < CACHE_SCHEMA_VERSION) {
-    const struct migration *m = migration_from(*version);
-    if (!m) {
-      *gap = 1;
-      rc = SQLITE_ERROR;
-      break;
-    }
-    if ((rc = run_migration(db, m)) == SQLITE_OK)
-      *version = m->to;
-  }
+    rc = TJ__SCHEMA_FOREIGN;
+  if (rc == SQLITE_OK && id == TJ__ID_EMPTY &&
+      (rc = create_schema(db)) == SQLITE_OK)
+    *version = CACHE_SCHEMA_VERSION;
   if (rc == SQLITE_OK)
     rc = tj__sql_commit(db);
   if (rc != SQLITE_OK)

@@ -1,8 +1,7 @@
 /*
- * tuning.c: the tuning table (schema version 4): which configuration of an
- * embedded kernel family was fastest for a shape class, keyed like code
- * (op, arch, platform, compiler fingerprint, shape class), with what was
- * measured.  A read-only file older than version 4 has no decisions.
+ * tuning.c: the tuning table: which configuration of an embedded kernel
+ * family was fastest for a shape class, keyed like code (op, arch,
+ * platform, compiler fingerprint, shape class), with what was measured.
  *
  * A row is only advice: the library checks the configuration it names
  * against its own table before using it (src/ops/gemm/configs.c), so a
@@ -30,11 +29,6 @@ int tj__tuning_name_ok(const char *s)
           s[n] == '_') || n >= TJ__TUNING_NAME_MAX)
       return 0;
   return n > 0;
-}
-
-static int has_tuning(const tj__cache *c)
-{
-  return c->version >= 4;
 }
 
 static const char *text_or_empty(sqlite3_stmt *st, int col)
@@ -85,7 +79,7 @@ int tj__cache_tuning_get(tj__cache *c, const tj__tuning_row *want,
   *config = NULL;
   *bad = 0;
   pthread_mutex_lock(&c->lock);
-  if (c->broken || !has_tuning(c)) {
+  if (c->broken) {
     pthread_mutex_unlock(&c->lock);
     return TJ_ENOENT;
   }
@@ -138,7 +132,7 @@ int tj__cache_tuning_put(tj__cache *c, const tj__tuning_row *r)
   if (!tj__tuning_name_ok(r->config))
     return TJ_EINVAL;
   pthread_mutex_lock(&c->lock);
-  if (c->readonly || c->nowrite || c->broken || !has_tuning(c)) {
+  if (c->readonly || c->nowrite || c->broken) {
     pthread_mutex_unlock(&c->lock);
     return TJ_OK; /* a read-only cache keeps no decisions; said elsewhere */
   }
@@ -157,10 +151,6 @@ int tj__cache_tuning_scan(tj__cache *c, tj__tuning_scan_fn fn, void *ctx)
     "compiler, shape_class";
   sqlite3_stmt *st = NULL;
   pthread_mutex_lock(&c->lock);
-  if (!has_tuning(c)) {
-    pthread_mutex_unlock(&c->lock);
-    return TJ_OK;
-  }
   int rc = tj__sql_prepare(c->db, sql, 0, &st);
   tj__tuning_row r;
   while (rc == SQLITE_OK && (rc = tj__sql_step(st)) == SQLITE_ROW) {

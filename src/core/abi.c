@@ -1,8 +1,7 @@
 /*
  * abi.c: what lets the public interface grow without breaking programs:
  * the size the structs a caller fills begin with (tokitai-jit.h, "Structs
- * that grow"), and the deprecated names kept for programs written
- * against 0.1.
+ * that grow").
  */
 #include "internal.h"
 
@@ -51,21 +50,4 @@ int tj__struct_out(void *dst, const void *src, size_t known, size_t first)
   memcpy((char *)dst + sizeof size, (const char *)src + sizeof size,
          n - sizeof size);
   return TJ_OK;
-}
-
-/* ------------------------------------------------------- deprecated names */
-
-int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info)
-{
-  return tj_kernel_get_info(k, info);
-}
-
-int tj_runtime_stats(const tj_runtime *rt, tj_stats *stats)
-{
-  return tj_runtime_get_stats(rt, stats);
-}
-
-int tj_module_info_get(const tj_module *module, tj_module_info *info)
-{
-  return tj_module_get_info(module, info);
 }

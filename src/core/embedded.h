@@ -18,7 +18,6 @@ typedef struct tj__embedded_kernel {
 
 extern const tj__embedded_kernel tj__embedded_kernels[];
 extern const size_t tj__embedded_kernel_count;
-extern const char tj__schema_sql[];
 
 /* The embedded kernel whose entry is name, or NULL. */
 const tj__embedded_kernel *tj__embedded_find(const char *name);

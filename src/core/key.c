@@ -74,14 +74,9 @@ static void emit_hash(void *ctx, const void *data, size_t len)
 
 static void hex128(XXH128_hash_t h, char out[TJ__KEY_HEX])
 {
-  static const char digits[] = "0123456789abcdef";
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, h);
-  for (size_t i = 0; i < sizeof c.digest; i++) {
-    out[2 * i] = digits[c.digest[i] >> 4];
-    out[2 * i + 1] = digits[c.digest[i] & 15];
-  }
-  out[32] = '\0';
+  tj__hex_digest(c.digest, out);
 }
 
 void tj__key_of_kernel(const char *source, size_t source_len,
@@ -138,11 +133,6 @@ size_t tj__key_encode(const tj__key_input *in, unsigned char *buf, size_t cap)
   struct encode_buf b = {buf, buf ? cap : 0, 0};
   key_fields(in, emit_copy, &b);
   return b.len;
-}
-
-void tj__hash_hex(const void *data, size_t len, char out[TJ__KEY_HEX])
-{
-  hex128(XXH3_128bits(data, len), out);
 }
 
 char *tj__options_normalise(const char *options)

@@ -46,9 +46,7 @@
  *
  * What is stable
  *   Function names and signatures, status codes and their numbers, flags,
- *   the fields of the structs above and what they mean.  A function that is
- *   renamed keeps its old name as a deprecated alias (at the end of this
- *   header, and in NEWS).  Not stable: the wording of messages (tj_errmsg,
+ *   the fields of the structs above and what they mean.  Not stable: the wording of messages (tj_errmsg,
  *   tj_strerror, tj_cache_errmsg), of tj_report's prose fields (evidence,
  *   non_claims) and of the compiler fingerprint, and the text of
  *   tj_report_markdown.  Compare codes and read numbers; do not parse prose.
@@ -79,16 +77,6 @@ extern "C" {
 #define TJ_EXPORT __attribute__((visibility("default")))
 #else
 #define TJ_EXPORT
-#endif
-
-/* Marks an old name kept for old programs; define TJ_NO_DEPRECATION_WARNINGS
- * to build such a program without the warnings. */
-#if defined(TJ_BUILDING_LIBRARY) || defined(TJ_NO_DEPRECATION_WARNINGS)
-#define TJ_DEPRECATED(replacement)
-#elif defined(__GNUC__) || defined(__clang__)
-#define TJ_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
-#else
-#define TJ_DEPRECATED(replacement)
 #endif
 
 #define TJ_VERSION_MAJOR 0
@@ -215,7 +203,7 @@ typedef struct tj_kernel tj_kernel;
  *   cache_max_bytes  When a store takes the cache over this size, the least
  *               recently used rows are evicted until it fits (0: 1 GiB;
  *               2^63 or more, UINT64_MAX say: no limit).
- *   system_caches  (Added after 0.1.)  Read-only system caches, looked up
+ *   system_caches  Read-only system caches, looked up
  *               in order after the per-user cache (cache_path) misses: a
  *               colon-separated list of cache files, as a package or a
  *               cluster image ships them (tokitai-jit --merge makes them).
@@ -626,9 +614,9 @@ typedef struct tj_stats {
   uint64_t cache_drops;  /* rows dropped because their code failed its
                             hash, and remote values that failed a check */
   double compile_ms;     /* total compile time */
-  /* Added after 0.1: the hits of each layer below the per-user cache,
-   * system_hits and remote_hits, each also counted in cache_hits (so
-   * per-user hits are cache_hits - system_hits - remote_hits). */
+  /* The hits of each layer below the per-user cache, system_hits and
+   * remote_hits, each also counted in cache_hits (so per-user hits are
+   * cache_hits - system_hits - remote_hits). */
   uint64_t system_hits;      /* found in a read-only system cache */
   /* The remote tier (tj_options.remote), all 0 without one. */
   uint64_t remote_hits;      /* values fetched, checked, used; also in
@@ -656,19 +644,6 @@ typedef struct tj_stats {
 /* Errors: TJ_EINVAL (a runtime whose open failed, NULL stats).
  * Thread-safe: yes. */
 TJ_EXPORT int tj_runtime_get_stats(const tj_runtime *rt, tj_stats *stats /* OUT */);
-
-/*
- * Deprecated names, kept so that programs written against 0.1's header
- * still build and link; each warns at compile time (unless
- * TJ_NO_DEPRECATION_WARNINGS is defined) and names its replacement, and
- * does what its replacement does.
- */
-TJ_EXPORT int tj_kernel_info_get(const tj_kernel *k, tj_kernel_info *info)
-    TJ_DEPRECATED("tj_kernel_get_info");
-TJ_EXPORT int tj_module_info_get(const tj_module *module, tj_module_info *info)
-    TJ_DEPRECATED("tj_module_get_info");
-TJ_EXPORT int tj_runtime_stats(const tj_runtime *rt, tj_stats *stats)
-    TJ_DEPRECATED("tj_runtime_get_stats");
 
 #ifdef __cplusplus
 }

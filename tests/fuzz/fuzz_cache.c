@@ -14,7 +14,7 @@
  * return code that is not one of the blobs written (a mutated blob would
  * have to forge its XXH3-128 to pass).
  */
-#include "internal.h"
+#include "cache_api.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -35,7 +35,7 @@ typedef struct tj_cache tj_cache;
  * set when possible, for tj_cache_errmsg; close it (NULL is fine). */
 TJ_EXPORT int tj_cache_open(tj_cache **c /* OUT */, const char *path,
                             unsigned flags);
-/* A flag for tj_cache_open (added after 0.1): open path as a runtime opens
+/* A flag for tj_cache_open: open path as a runtime opens
  * a read-only system cache (tj_options.system_caches): read-only and
  * immutable (no locks, no -wal or -shm made beside it, so it works in a
  * directory you cannot write), and only when the file belongs to root or
@@ -51,8 +51,7 @@ TJ_EXPORT const char *tj_cache_errmsg(const tj_cache *c);
 TJ_EXPORT const char *tj_cache_path(const tj_cache *c);
 
 /* One entry of a cached code object and what it asks of the GPU, read
- * from the code when the row was stored (rows stored by 0.1 were read when
- * the file was migrated to schema 3).  The figures
+ * from the code when the row was stored.  The figures
  * are tj_kernel_get_info's for the same kernel.  The library fills it;
  * later fields are cut from reserved, so its size never changes. */
 typedef struct tj_cache_kernel {
@@ -81,17 +80,15 @@ typedef struct tj_cache_entry {
   uint64_t hits;
   const char *entries;   /* a module's entries: "expression<TAB>lowered"
                             lines, one per entry; "" for embedded kernels */
-  /* Added after 0.1: the resources of each entry, in the order of
-   * entries (one for an embedded kernel); valid only during the callback.
-   * 0 and NULL for a row that has none (its code failed its hash when the
-   * file was migrated). */
+  /* The resources of each entry, in the order of entries (one for an
+   * embedded kernel); valid only during the callback.  0 and NULL for a
+   * row that has none. */
   int num_kernels;
   const tj_cache_kernel *kernels;
-  /* Added after 0.1 (schema 4): where the row came from: "compiled" (on
-   * the machine that stored it), "system" (copied from a read-only
-   * system cache on a hit there), "remote" (from the remote tier), or
-   * "merged" (copied in by tj_cache_merge).  Rows of a file older than
-   * schema 4 say "compiled". */
+  /* Where the row came from: "compiled" (on the machine that stored
+   * it), "system" (copied from a read-only system cache on a hit there),
+   * "remote" (from the remote tier), or "merged" (copied in by
+   * tj_cache_merge). */
   const char *origin;
 } tj_cache_entry;
 
@@ -113,9 +110,8 @@ typedef struct tj_cache_stats {
                               tj_options.cache_max_bytes is 0 (1 GiB;
                               not kept in the file) */
   uint64_t file_bytes;     /* the database file itself */
-  /* Added after 0.1: the rows copied from a read-only system cache
-   * (tj_cache_entry.origin "system") and their hits; 0 in a file older
-   * than schema 4. */
+  /* The rows copied from a read-only system cache
+   * (tj_cache_entry.origin "system") and their hits. */
   uint64_t system_entries, system_hits;
   /* The remote tier, summed over the runtimes that used this cache with
    * one (tj_stats's remote_* fields, added at tj_runtime_close);
@@ -174,7 +170,7 @@ typedef struct tj_cache_merge_stats {
 } tj_cache_merge_stats;
 
 /*
- * Copy the rows of the cache file source into c (added after 0.1).  The
+ * Copy the rows of the cache file source into c.  The
  * source is opened as with TJ_CACHE_SYSTEM (root's or yours, writable by
  * nobody else; immutable, so it should not be written meanwhile), and
  * must be a tokitai-jit cache of a schema this library reads.  Each row
@@ -232,7 +228,7 @@ typedef struct tj_tuning {
   int known;               /* 1: config is one this library has for op, and
                               a runtime with the same arch and compiler
                               uses it; 0: ignored (written by another
-                              release, or damaged) */
+                              build, or damaged) */
   int num_times;           /* the candidates timed, fastest first, then
                               any set aside (runs 0) */
   const tj_tuning_time *times;
@@ -240,15 +236,13 @@ typedef struct tj_tuning {
                               for the shape without a decision, one of
                               times (so the decision's gain is its time
                               over the chosen one's); NULL where the
-                              decision does not say (one made before
-                              this field) */
+                              decision does not say */
 } tj_tuning;
 
 typedef int (*tj_tuning_visit)(const tj_tuning *t, void *ctx);
 
 /* Visit every decision in the file (ordered by op, arch, platform,
- * compiler, shape class); return non-zero from fn to stop early.  A
- * cache older than schema version 4 (read-only) has none.  Errors:
+ * compiler, shape class); return non-zero from fn to stop early.  Errors:
  * TJ_EINVAL, TJ_ECACHE. */
 TJ_EXPORT int tj_cache_list_tuning(tj_cache *c, tj_tuning_visit fn,
                                    void *ctx);
