@@ -35,7 +35,7 @@ typedef struct bench_results {
 typedef void (*bench_record_fn)(const char *section, const char *name,
                                 double value, const char *unit);
 
-static inline double now_ms(void)
+static inline double bench_now_ms(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -67,13 +67,13 @@ static int bench_cmp_double(const void *a, const void *b)
 }
 
 /* Median of v (sorted in place). */
-static inline double median(double *v, int n)
+static inline double bench_median(double *v, int n)
 {
   qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static inline double minimum(const double *v, int n)
+static inline double bench_minimum(const double *v, int n)
 {
   double m = v[0];
   for (int i = 1; i < n; i++)
@@ -81,7 +81,7 @@ static inline double minimum(const double *v, int n)
   return m;
 }
 
-static inline double maximum(const double *v, int n)
+static inline double bench_maximum(const double *v, int n)
 {
   double m = v[0];
   for (int i = 1; i < n; i++)

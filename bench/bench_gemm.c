@@ -899,13 +899,13 @@ static double enqueue_us(void (*fn)(void *), void *ctx)
   fn(ctx); /* loads what the first call loads */
   for (int r = 0; r < ROUNDS; r++) {
     CHECK(hipDeviceSynchronize());
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int i = 0; i < CALLS; i++)
       fn(ctx);
-    us[r] = (now_ms() - t0) * 1e3 / CALLS;
+    us[r] = (bench_now_ms() - t0) * 1e3 / CALLS;
   }
   CHECK(hipDeviceSynchronize());
-  return median(us, ROUNDS);
+  return bench_median(us, ROUNDS);
 }
 
 /* What a call costs the host (planning, the tuning table's memo, tensor

@@ -90,21 +90,21 @@ void bench_pilot(tj_runtime *rt, const char *pilot, bench_record_fn record)
   enum { RUNS = 5 };
   double tj_ms[RUNS], pilot_ms[RUNS];
   for (int r = 0; r < RUNS; r++) {
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     if (tj_gelu_bwd_f16_host(rt, g, n, x, n, ours, n) != TJ_OK)
       die("tj_gelu_bwd_f16_host: %s", tj_errmsg(rt));
-    tj_ms[r] = now_ms() - t0;
-    t0 = now_ms();
+    tj_ms[r] = bench_now_ms() - t0;
+    t0 = bench_now_ms();
     if (pilot_call(pilot, g, x, theirs, n) != 0)
       die("the pilot executable failed");
-    pilot_ms[r] = now_ms() - t0;
+    pilot_ms[r] = bench_now_ms() - t0;
   }
   size_t differ = 0;
   for (size_t i = 0; i < n; i++) {
     int d = (int)ours[i] - (int)theirs[i];
     differ += d > 1 || d < -1; /* more than one ulp apart */
   }
-  double t = median(tj_ms, RUNS), p = median(pilot_ms, RUNS);
+  double t = bench_median(tj_ms, RUNS), p = bench_median(pilot_ms, RUNS);
   record("pilot", "tokitai-jit host call (median)", t, "ms");
   record("pilot", "pilot process per call (median)", p, "ms");
   record("pilot", "pilot / tokitai-jit", p / t, "x");

@@ -24,7 +24,7 @@ double bench_time_gpu_between(void (*fn)(void *), void *ctx, int reps,
     CHECK(hipEventElapsedTime(&t, a, b));
     ms[i] = t;
   }
-  double m = median(ms, reps);
+  double m = bench_median(ms, reps);
   free(ms);
   hipEventDestroy(a);
   hipEventDestroy(b);

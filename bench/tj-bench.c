@@ -166,9 +166,9 @@ static int child_cold(const char *kernel)
   tj_kernel_info info;
   if (bench_open(&rt, &o) != TJ_OK)
     return 1;
-  double t0 = now_ms();
+  double t0 = bench_now_ms();
   int rc = tj_kernel_get(rt, kernel, &k);
-  double total = now_ms() - t0;
+  double total = bench_now_ms() - t0;
   if (rc == TJ_OK && tj_kernel_get_info(k, &info) == TJ_OK)
     printf("%.6f %.6f\n", info.compile_ms, total);
   tj_runtime_close(rt);
@@ -221,18 +221,18 @@ static const char *const node_kernels[] = {
  * TOKITAI_JIT_REMOTE, when the parent has it, reaches it unchanged. */
 static int child_node(const char *cache)
 {
-  double t0 = now_ms();
+  double t0 = bench_now_ms();
   tj_options o = {0};
   o.cache_path = cache;
   tj_runtime *rt = NULL;
   tj_kernel *k;
   int rc = bench_open(&rt, &o);
-  double t1 = now_ms();
+  double t1 = bench_now_ms();
   for (size_t i = 0; rc == TJ_OK && i < NODE_KERNELS; i++)
     rc = tj_kernel_get(rt, node_kernels[i], &k);
   tj_stats st;
   tj_runtime_get_stats(rt, &st);
-  double t2 = now_ms();
+  double t2 = bench_now_ms();
   printf("%llu %llu %.6f %.6f\n", (unsigned long long)st.compiles,
          (unsigned long long)st.cache_hits, t2 - t0, t2 - t1);
   tj_runtime_close(rt);
@@ -249,9 +249,9 @@ static int child_get(const char *cache, const char *kernel)
   tj_kernel *k;
   if (bench_open(&rt, &o) != TJ_OK)
     return 1;
-  double t0 = now_ms();
+  double t0 = bench_now_ms();
   int rc = tj_kernel_get(rt, kernel, &k);
-  double ms = now_ms() - t0;
+  double ms = bench_now_ms() - t0;
   tj_stats st;
   tj_runtime_get_stats(rt, &st);
   printf("%.6f %llu %llu %llu\n", ms, (unsigned long long)st.compiles,
@@ -287,8 +287,8 @@ static void remote_latency(const char *dir)
     remote[n] = ms[0];
     local[n++] = ms[1];
   }
-  record("cluster", "remote hit, get (median)", median(remote, n), "ms");
-  record("cluster", "per-user hit, get (median)", median(local, n), "ms");
+  record("cluster", "remote hit, get (median)", bench_median(remote, n), "ms");
+  record("cluster", "per-user hit, get (median)", bench_median(local, n), "ms");
 }
 
 /* N processes cold-starting at once, as N nodes of a job would: compiles
@@ -309,7 +309,7 @@ static void cluster(const char *dir, int quick, int only_size)
     if (!pids || !fds)
       die("out of memory");
     char caches[64][512];
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int i = 0; i < n; i++) {
       char drv[512], env[600], node[400];
       fresh_dir(dir, "driver-node", (int)(s * 1000 + (size_t)i), drv, sizeof drv);
@@ -336,7 +336,7 @@ static void cluster(const char *dir, int quick, int only_size)
       compiles += c;
       hits += h;
     }
-    double wall = now_ms() - t0;
+    double wall = bench_now_ms() - t0;
     char label[96];
     snprintf(label, sizeof label, "N=%d compiles in all", n);
     record("cluster", label, (double)compiles, "compiles");
@@ -346,9 +346,9 @@ static void cluster(const char *dir, int quick, int only_size)
      * processes on one GPU queue for) left out. */
     if (got) {
       snprintf(label, sizeof label, "N=%d a node's gets (median)", n);
-      record("cluster", label, median(gets, got), "ms");
+      record("cluster", label, bench_median(gets, got), "ms");
       snprintf(label, sizeof label, "N=%d a node's gets (max)", n);
-      record("cluster", label, maximum(gets, got), "ms");
+      record("cluster", label, bench_maximum(gets, got), "ms");
     }
     if (failed) {
       snprintf(label, sizeof label, "N=%d processes that failed", n);
@@ -442,9 +442,9 @@ static void parallel_warm(const char *dir, const char *arch, int quick)
     const char *extra[] = {env, "TOKITAI_JIT_REMOTE=", NULL};
     char *argv[] = {"tokitai-jit", "--warm", "--arch", (char *)arch, "-j",
                     jobs, "--quiet", "--cache", cache, NULL};
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     int rc = run_program_env(cli, argv, extra, 1, out, sizeof out);
-    double ms = now_ms() - t0, entries, compiles;
+    double ms = bench_now_ms() - t0, entries, compiles;
     if (rc != 0)
       die("%s --warm --arch %s -j %s --quiet --cache %s: exit %d: %s", cli,
           arch, jobs, cache, rc, out);
@@ -468,14 +468,14 @@ static void parallel_warm(const char *dir, const char *arch, int quick)
  * that holds the kernel.  Device initialisation is timed on its own. */
 static int child_warm(const char *cache, const char *kernel)
 {
-  double t0 = now_ms();
+  double t0 = bench_now_ms();
   int n = 0;
   tj__device dev;
   char err[256];
   tj__device_count(&n);
   if (n < 1 || tj__device_open(0, &dev, err, sizeof err) != TJ_OK)
     return 1;
-  double t1 = now_ms();
+  double t1 = bench_now_ms();
   tj_options o = {0};
   o.cache_path = cache;
   tj_runtime *rt = NULL;
@@ -483,7 +483,7 @@ static int child_warm(const char *cache, const char *kernel)
   int rc = bench_open(&rt, &o);
   if (rc == TJ_OK)
     rc = tj_kernel_get(rt, kernel, &k);
-  double t2 = now_ms();
+  double t2 = bench_now_ms();
   tj_stats st;
   tj_runtime_get_stats(rt, &st);
   printf("%.6f %.6f %llu %llu\n", t1 - t0, t2 - t1,
@@ -508,7 +508,7 @@ static int child_floor(const char *cache, const char *key)
   /* Without a GPU (to try it by hand), from a smaller heap. */
   if ((gpu = n > 0) && tj__device_open(0, &dev, err, sizeof err) != TJ_OK)
     return 1;
-  double t0 = now_ms();
+  double t0 = bench_now_ms();
   sqlite3 *db = NULL;
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_open_v2(cache, &db, SQLITE_OPEN_READWRITE, NULL);
@@ -526,7 +526,7 @@ static int child_floor(const char *cache, const char *key)
   }
   int bytes = rc == SQLITE_ROW && sqlite3_column_blob(st, 10) ?
               sqlite3_column_bytes(st, 10) : 0;
-  double t1 = now_ms();
+  double t1 = bench_now_ms();
   printf("%.6f %d\n", t1 - t0, bytes);
   sqlite3_finalize(st);
   sqlite3_close(db);
@@ -663,21 +663,21 @@ static void warm_start(const char *cache, int quick)
     warm_child(sql_only, kernel, 0, &dev, &via_sql[i], line, sizeof line);
   }
   free(sql_only);
-  record("warm_start", "device init (median)", median(init, runs), "ms");
-  record("warm_start", "open + get from cache (median)", median(warm, runs), "ms");
+  record("warm_start", "device init (median)", bench_median(init, runs), "ms");
+  record("warm_start", "open + get from cache (median)", bench_median(warm, runs), "ms");
   record("warm_start", "open + get, SQLite path (median)",
-         median(via_sql, runs), "ms");
-  record("warm_start", "open + get from cache (min)", minimum(warm, runs), "ms");
-  record("warm_start", "open + get from cache (max)", maximum(warm, runs), "ms");
-  record("warm_start", "open + get, traced (median)", median(traced_ms, runs), "ms");
+         bench_median(via_sql, runs), "ms");
+  record("warm_start", "open + get from cache (min)", bench_minimum(warm, runs), "ms");
+  record("warm_start", "open + get from cache (max)", bench_maximum(warm, runs), "ms");
+  record("warm_start", "open + get, traced (median)", bench_median(traced_ms, runs), "ms");
   if (floors)
     record("warm_start", "SQLite alone: open, schema, hit query (median)",
-           median(floor_ms, floors), "ms");
+           bench_median(floor_ms, floors), "ms");
   /* Where it went, from TOKITAI_JIT_TRACE (its clock reads included). */
   for (int p = 0; traced && p < PHASES; p++) {
     char label[96];
     snprintf(label, sizeof label, "breakdown: %s (median)", phase[p]);
-    record("warm_start", label, median(t[p], traced), "ms");
+    record("warm_start", label, bench_median(t[p], traced), "ms");
   }
 }
 
@@ -690,13 +690,13 @@ static void hot_hit(tj_runtime *rt)
   if (tj_kernel_get(rt, "gelu_bwd_f16", &k) != TJ_OK)
     die("%s", tj_errmsg(rt));
   for (int b = 0; b < BATCHES; b++) {
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int i = 0; i < PER; i++)
       if (tj_kernel_get(rt, "gelu_bwd_f16", &k) != TJ_OK)
         die("hit failed");
-    ns[b] = (now_ms() - t0) * 1e6 / PER;
+    ns[b] = (bench_now_ms() - t0) * 1e6 / PER;
   }
-  record("hot_hit", "tj_kernel_get hit (median)", median(ns, BATCHES), "ns");
+  record("hot_hit", "tj_kernel_get hit (median)", bench_median(ns, BATCHES), "ns");
 }
 
 static void launch_cost(tj_runtime *rt)
@@ -713,19 +713,19 @@ static void launch_cost(tj_runtime *rt)
   double tj[BATCHES], raw[BATCHES];
   for (int b = 0; b < BATCHES; b++) {
     CHECK(hipDeviceSynchronize());
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int i = 0; i < PER; i++)
       if (tj_launch(k, (tj_dim3){1, 1, 1}, (tj_dim3){32, 1, 1}, 0, NULL, args) != TJ_OK)
         die("tj_launch failed");
-    tj[b] = (now_ms() - t0) * 1e3 / PER;
+    tj[b] = (bench_now_ms() - t0) * 1e3 / PER;
     CHECK(hipDeviceSynchronize());
-    t0 = now_ms();
+    t0 = bench_now_ms();
     for (int i = 0; i < PER; i++)
       CHECK(hipModuleLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
-    raw[b] = (now_ms() - t0) * 1e3 / PER;
+    raw[b] = (bench_now_ms() - t0) * 1e3 / PER;
   }
   CHECK(hipDeviceSynchronize());
-  double t = median(tj, BATCHES), r = median(raw, BATCHES);
+  double t = bench_median(tj, BATCHES), r = bench_median(raw, BATCHES);
   record("launch", "tj_launch (median)", t, "us");
   record("launch", "raw hipModuleLaunchKernel (median)", r, "us");
   record("launch", "tj_launch / raw", t / r, "x");
