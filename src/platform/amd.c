@@ -166,7 +166,7 @@ void tj__platform_fingerprint(char *buf, size_t len)
   size_t cmaj = 0, cmin = 0;
   hiprtcVersion(&rmaj, &rmin);
   amd_comgr_get_version(&cmaj, &cmin);
-  /* The loaded library's version, not HIP_VERSION (the headers this was
+  /* The loaded library's version, not HIP_VERSION (the headers this is
    * built with): 5.2 and 5.7 share the soname, and hipRTC says 9.0 in
    * both.  Needs no GPU. */
   if (!(hip = hip_version_from_file()) && hipRuntimeGetVersion(&hip) != hipSuccess)
