@@ -348,12 +348,32 @@ START_TEST(planted_files_in_a_shared_directory)
 }
 END_TEST
 
+/* A socket bound at dir/name, or -1.  Its address is name alone, bound
+ * from inside dir: a path under a deep build directory does not fit
+ * sun_path. */
+static int socket_in(const char *dir, const char *name)
+{
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int s = socket(AF_UNIX, SOCK_STREAM, 0), bound = 0;
+  if (strlen(name) < sizeof sa.sun_path && here >= 0 && s >= 0 &&
+      chdir(dir) == 0) {
+    memcpy(sa.sun_path, name, strlen(name) + 1);
+    bound = bind(s, (struct sockaddr *)&sa, sizeof sa) == 0;
+    bound = fchdir(here) == 0 && bound;
+  }
+  if (here >= 0)
+    close(here);
+  if (!bound && s >= 0)
+    close(s);
+  return bound ? s : -1;
+}
+
 /* A FIFO, a socket, a directory: an error at once, never a hang, and
  * nothing left behind.  Run in a child with an alarm: a hang fails. */
 static int kinds_child(const char *dir)
 {
   char path[4200], side[4200];
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(path, sizeof path, "%s/fifo.db", dir);
   if (mkfifo(path, 0600) != 0)
     return 2;
@@ -365,11 +385,11 @@ static int kinds_child(const char *dir)
     return 4;
   tj_cache_close(c);
   snprintf(path, sizeof path, "%s/sock.db", dir);
-  memcpy(sa.sun_path, path, strnlen(path, sizeof sa.sun_path - 1));
-  int s = socket(AF_UNIX, SOCK_STREAM, 0);
-  if (strlen(path) < sizeof sa.sun_path &&
-      bind(s, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-      tj_cache_open(&c, path, 0) != TJ_ECACHE)
+  int s = socket_in(dir, "sock.db");
+  if (s < 0)
+    return 12;
+  if (tj_cache_open(&c, path, 0) != TJ_ECACHE ||
+      !strstr(tj_cache_errmsg(c), "socket"))
     return 5;
   tj_cache_close(c);
   close(s);
