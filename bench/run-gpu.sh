@@ -3,7 +3,7 @@
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
-#   family-check tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
+#   family-check family-bench tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
 #   skinny-check tiles-bench tiles-smoke read-floor skinny-bench
 #   skinny-graph skinny-pair tree-pair start-bench (default all); several
 #   modes share one build and run in the order given, each to its end
@@ -189,6 +189,10 @@ for what in "$@"; do
   echo "== $what ($(date +%T))"
   case $what in
     gemm-check) gemm_check "gemm verify skinny family" || status=1 ;;
+    family-bench)  # tj_gemm's bf16 configurations against cuBLAS, and
+                   # each one's first build
+      timeout 300 ./bench/tj-bench --only family > "$out/bench-family.txt" 2>&1 ||
+        status=1 ;;
     family-check) gemm_check "family" || status=1 ;;
     tuning-check) gemm_check "" || status=1 ;;
     skinny-cost) skinny_cost || status=1 ;;

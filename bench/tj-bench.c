@@ -19,8 +19,9 @@
  * tj-bench or in its build tree; the device's arch, or --arch ARCH, which
  * with --only jobs needs no GPU), hot in-memory hit,
  * launch cost against a raw hipModuleLaunchKernel, memory-bound kernels
- * against a device-to-device copy, GEMM against the vendor BLAS, and the
- * pilots' process-per-call way against the host-buffer call.
+ * against a device-to-device copy, GEMM against the vendor BLAS, the GEMM
+ * family's bf16 configurations against it (family), and the pilots'
+ * process-per-call way against the host-buffer call.
  */
 #include "config.h"
 #include "bench.h"
@@ -762,7 +763,7 @@ int main(int argc, char **argv)
     else {
       fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH] "
               "[--arch ARCH] [--only start|cluster|jobs|launch|memory|gemm|"
-              "pilot] [--cluster N (1 to 64)]\n");
+              "family|pilot] [--cluster N (1 to 64)]\n");
       return 2;
     }
   }
@@ -812,6 +813,8 @@ int main(int argc, char **argv)
     bench_memory_bound(rt, quick, record);
   if (WANT("gemm"))
     bench_gemm(rt, quick, record);
+  if (WANT("family"))
+    bench_family(rt, record);
   if (WANT("pilot"))
     bench_pilot(rt, pilot, record);
   tj_runtime_close(rt);
