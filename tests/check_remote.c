@@ -276,6 +276,7 @@ typedef struct herd {
   int ok;
   uint64_t compiles, remote_hits, errors, timeouts, drops, renewals,
       takeovers;
+  double compile_ms; /* the children's compile time, summed */
 } herd;
 
 /* n children getting what (ADD, ...), each with its own cache under dir
@@ -324,6 +325,7 @@ static void herd_wait(herd *h)
     h->drops += r->st.cache_drops;
     h->renewals += r->st.remote_lease_renewals;
     h->takeovers += r->st.remote_lease_takeovers;
+    h->compile_ms += r->st.compile_ms;
     if (!r->ok)
       fprintf(stderr, "child failed: %s\n", r->msg);
   }
@@ -1029,8 +1031,10 @@ START_TEST(slow_or_odd_servers_cost_one_deadline)
 }
 END_TEST
 
-/* A lease far shorter than a compile: the holder renews it while it
- * compiles, so the others wait and take the value. */
+/* A lease shorter than a compile: the holder renews it (every third of
+ * the lease) while it compiles, so the others wait and take the value.
+ * A compile shorter than two renewal periods need not renew; the one
+ * compile must hold either way. */
 START_TEST(a_lease_shorter_than_a_compile_is_renewed)
 {
   enum { N = 8 };
@@ -1044,13 +1048,15 @@ START_TEST(a_lease_shorter_than_a_compile_is_renewed)
   unsetenv("TOKITAI_JIT_REMOTE_LEASE_MS");
   herd_go(&h);
   herd_wait(&h);
-  printf("remote: a 200 ms lease, %d processes: %llu compiles, %llu "
-         "renewals, %llu remote hits\n", N, (unsigned long long)h.compiles,
+  printf("remote: a 200 ms lease, %d processes: %llu compiles (%.0f ms), "
+         "%llu renewals, %llu remote hits\n", N,
+         (unsigned long long)h.compiles, h.compile_ms,
          (unsigned long long)h.renewals, (unsigned long long)h.remote_hits);
   ck_assert_int_eq(h.ok, N);
   ck_assert_uint_eq(h.compiles, 1);
   ck_assert_uint_eq(h.remote_hits, N - 1);
-  ck_assert_uint_ge(h.renewals, 1);
+  if (h.compile_ms > 2 * 200.0 / 3)
+    ck_assert_uint_ge(h.renewals, 1);
   ck_assert_uint_eq(h.errors + h.timeouts + h.takeovers, 0);
   stop_server(&s);
   free(spec);
