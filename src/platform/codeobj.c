@@ -404,8 +404,8 @@ static int nv_resources(const tj__elf *e, const char *symbol, tj__resources *out
     out->local_bytes = 0;
   /* On sm_80 and later a kernel's shared section begins with the 1 KiB
    * per block the system reserves (the cubin then has .nv.shared.reserved.0
-   * too).  The driver does not count it as the kernel's (on an H200: 49152
-   * for a section of 50176), and neither do we. */
+   * too).  The driver does not count it as the kernel's (a section of
+   * 50176 bytes is 49152 to the driver), and neither do we. */
   int s = tj__elf_section_named(e, ".nv.shared.", symbol);
   if (s >= 0 && e->sh[s].sh_size > TJ__MAX_SHARED_BYTES)
     return -1; /* a section of no bytes in the blob may claim any size */
