@@ -175,8 +175,7 @@ if command -v nm >/dev/null 2>&1 && [ -f "$prog" ] && [ -f Makefile ]; then
   defined=$(nm --defined-only --extern-only "$prog" | awk '$NF ~ /^tj_/ {print $NF}' | sort -u)
   [ -z "$internal" ] || { echo "FAIL: $prog names internal symbols: $(echo $internal)"; fail=1; }
   [ -z "$defined" ] || { echo "FAIL: $prog defines library symbols (linked statically?): $(echo $defined)"; fail=1; }
-  # tj_runtime_open is the header's macro for tj_runtime_open_sized.
-  nm -u "$prog" | grep -Eq ' tj_runtime_open(_sized)?$' ||
+  nm -u "$prog" | grep -q ' tj_runtime_open$' ||
     { echo "FAIL: $prog does not call tj_runtime_open from the shared library"; fail=1; }
   if command -v objdump >/dev/null 2>&1; then
     objdump -p "$prog" | grep -q 'NEEDED *libtokitai-jit\.so' ||

@@ -368,23 +368,8 @@ START_TEST(size_zero_options_keep_their_opt_outs)
   ck_assert_uint_eq(st.system_hits, 0);
   ck_assert_uint_eq(st.compiles, 1);
   ck_assert_int_eq(has_remote, 0);
-  /* The entry that programs built before the header passed its size call:
-   * size 0 is the first version there, and sizeof(tj_options) reads all. */
-  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
-  tj_options o = {0};
-  o.arch = TEST_ARCH;
-  o.cache_path = path;
-  o.flags = TJ_NO_DEVICE;
-  o.remote = "";
-  o.size = sizeof o;
-  tj_runtime *rt = NULL;
-  ck_assert_int_eq((tj_runtime_open)(&rt, &o), TJ_OK);
-  ck_assert_ptr_null(rt->remote);
-  tj_runtime_close(rt);
   unsetenv("TOKITAI_JIT_SYSTEM_CACHE");
   unsetenv("TOKITAI_JIT_REMOTE");
-  free(path);
-  free(dir);
   free(system);
 }
 END_TEST

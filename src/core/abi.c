@@ -7,27 +7,20 @@
 
 #include <string.h>
 
-/* The size a caller gave, with 0 read as zero_size (the first version
- * unless the caller's header said more); 0 when it is below the first
- * version (the caller's struct is not one of ours). */
-static size_t given_size(const void *sized, size_t first, size_t zero_size)
+/* The size a caller gave, with 0 read as the first version's; 0 when it
+ * is below the first version (the caller's struct is not one of ours). */
+static size_t given_size(const void *sized, size_t first)
 {
   size_t size;
   memcpy(&size, sized, sizeof size);
   if (size == 0)
-    size = zero_size ? zero_size : first;
+    size = first;
   return size < first ? 0 : size;
 }
 
 int tj__struct_in(void *dst, const void *src, size_t known, size_t first)
 {
-  return tj__struct_in_as(dst, src, known, first, first);
-}
-
-int tj__struct_in_as(void *dst, const void *src, size_t known, size_t first,
-                     size_t zero_size)
-{
-  size_t size = given_size(src, first, zero_size);
+  size_t size = given_size(src, first);
   if (size == 0)
     return TJ_EINVAL;
   memset(dst, 0, known);
@@ -42,7 +35,7 @@ int tj__struct_in_as(void *dst, const void *src, size_t known, size_t first,
 
 int tj__struct_out(void *dst, const void *src, size_t known, size_t first)
 {
-  size_t size = given_size(dst, first, first);
+  size_t size = given_size(dst, first);
   if (size == 0)
     return TJ_EINVAL;
   size_t n = size < known ? size : known;

@@ -48,10 +48,6 @@ void tj__messages_release(tj_runtime *rt);
  * bytes, zeroed first).  TJ_EINVAL when the size is below first, or when
  * bytes past known are set (fields this library does not know). */
 int tj__struct_in(void *dst, const void *src, size_t known, size_t first);
-/* tj__struct_in with a size of 0 standing for zero_size instead of first:
- * the size of the struct in the caller's header, when the caller says it. */
-int tj__struct_in_as(void *dst, const void *src, size_t known, size_t first,
-                     size_t zero_size);
 /* Copy src (known bytes) into the caller's dst, no further than the size
  * dst says, leaving that size as it is.  TJ_EINVAL when it is below first. */
 int tj__struct_out(void *dst, const void *src, size_t known, size_t first);

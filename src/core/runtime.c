@@ -253,16 +253,7 @@ static int settle_arch(tj_runtime *rt, const char *arch)
   return TJ_OK;
 }
 
-/* The entry of programs built before the header said its struct's size:
- * a size of 0 is the first version's. */
-int (tj_runtime_open)(tj_runtime **out, const tj_options *opts)
-{
-  return tj_runtime_open_sized(out, opts,
-                               TJ__FIRST_SIZE(tj_options, cache_max_bytes));
-}
-
-int tj_runtime_open_sized(tj_runtime **out, const tj_options *opts,
-                          size_t opts_size)
+int tj_runtime_open(tj_runtime **out, const tj_options *opts)
 {
   if (!out)
     return TJ_EINVAL;
@@ -277,9 +268,10 @@ int tj_runtime_open_sized(tj_runtime **out, const tj_options *opts,
   rt->compile_only = 1; /* until a device is open */
   rt->sms = TJ__FALLBACK_SMS;
   *out = rt;
-  if (opts && tj__struct_in_as(&o, opts, sizeof o,
-                               TJ__FIRST_SIZE(tj_options, cache_max_bytes),
-                               opts_size) != TJ_OK)
+  /* The first version is the whole struct through remote, so that a size
+   * of 0 keeps every opt-out (system_caches = "", remote = ""). */
+  if (opts && tj__struct_in(&o, opts, sizeof o,
+                            TJ__FIRST_SIZE(tj_options, remote)) != TJ_OK)
     return tj__fail(rt, TJ_EINVAL, "tj_options.size is %zu: set it to 0 or "
                     "sizeof(tj_options) (%zu in this library), and leave the "
                     "fields this library does not know zero", opts->size,

@@ -24,11 +24,9 @@
  * Structs that grow
  *   A struct the caller fills and the library reads (tj_options,
  *   tj_module_source) begins with `size_t size`: set it to sizeof the
- *   struct, or leave it 0 (`tj_options o = {0}` does).  For tj_options 0
- *   means the struct of the header the program was built with, whose size
- *   tj_runtime_open passes (a program built before it passed none gets the
- *   first version); for tj_module_source 0 means the first version, the
- *   fields this header gives it (libtokitai-jit.so.1).
+ *   struct, or leave it 0 (`tj_options o = {0}` does), which means the first
+ *   version: the fields this header gives it (libtokitai-jit.so.1), so
+ *   that every field a program of this header sets is read.
  *   Fields are only ever added at the end, and the library reads nothing
  *   past the size given, so a program built against an older header keeps
  *   working with a newer library; a newer program's larger struct is read
@@ -261,16 +259,6 @@ typedef struct tj_options {
  * Thread-safe: yes (each call makes its own runtime).
  */
 TJ_EXPORT int tj_runtime_open(tj_runtime **rt /* OUT */, const tj_options *opts);
-/* tj_runtime_open as this header calls it: opts_size is sizeof(tj_options)
- * in the caller's header, which a size of 0 stands for, so that every
- * field the caller could set is read (system_caches = "" and remote = ""
- * say "none" whatever the size).  Called by the name tj_runtime_open, a
- * program gets it; the function of that name, which programs built before
- * it still call, reads a size of 0 as the first version. */
-TJ_EXPORT int tj_runtime_open_sized(tj_runtime **rt /* OUT */,
-                                    const tj_options *opts, size_t opts_size);
-#define tj_runtime_open(rt, opts) \
-  tj_runtime_open_sized((rt), (opts), sizeof(tj_options))
 
 /* Close a runtime: unload its modules, flush its cache hit counters, close
  * the cache.  Every tj_kernel of it becomes invalid.  NULL is a no-op.
