@@ -653,6 +653,39 @@ START_TEST(a_shared_cache_trusts_its_own_group_only)
   ck_assert_int_eq(open_as(victim, proj, broad, path, msg, sizeof msg),
                    TJ_EPERM);
   ck_assert_msg(strstr(msg, "not the cache directory's"), "%s", msg);
+  ck_assert_int_eq(chown(path, victim, proj), 0);
+  /* A member of broad who may write the area puts a cache of broad in
+   * the project's place (root stands for them here).  The cache's group
+   * is then broad, which the victim is in: without a pin it opens; with
+   * TOKITAI_JIT_CACHE_GROUP naming the project's group it is refused. */
+  char *swapped = test_path(shared, "swapped"), *spath;
+  spath = test_path(swapped, "cache.db");
+  ck_assert_int_eq(chown(shared, 0, broad), 0);
+  ck_assert_int_eq(chmod(shared, 02770), 0);
+  ck_assert_int_eq(mkdir(swapped, 0), 0);
+  ck_assert_int_eq(chown(swapped, 0, broad), 0);
+  ck_assert_int_eq(chmod(swapped, 02770), 0);
+  ck_assert_int_eq(open_as(victim, proj, broad, spath, msg, sizeof msg),
+                   TJ_OK);
+  setenv("TOKITAI_JIT_CACHE_GROUP", "tj-a3-proj", 1);
+  ck_assert_int_eq(open_as(victim, proj, broad, spath, msg, sizeof msg),
+                   TJ_EPERM);
+  ck_assert_msg(strstr(msg, "TOKITAI_JIT_CACHE_GROUP"), "%s", msg);
+  /* The project's own cache still opens under the pin, by name or number,
+   * once the area is root's again. */
+  ck_assert_int_eq(chmod(shared, 0755), 0);
+  ck_assert_int_eq(open_as(victim, proj, broad, path, msg, sizeof msg), TJ_OK);
+  char num[32];
+  snprintf(num, sizeof num, "%u", (unsigned)proj);
+  setenv("TOKITAI_JIT_CACHE_GROUP", num, 1);
+  ck_assert_int_eq(open_as(victim, proj, broad, path, msg, sizeof msg), TJ_OK);
+  setenv("TOKITAI_JIT_CACHE_GROUP", "tj-a3-no-such-group", 1);
+  ck_assert_int_eq(open_as(victim, proj, broad, path, msg, sizeof msg),
+                   TJ_EPERM);
+  ck_assert_msg(strstr(msg, "names no group"), "%s", msg);
+  unsetenv("TOKITAI_JIT_CACHE_GROUP");
+  free(spath);
+  free(swapped);
   char cmd[256];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
   ck_assert_int_eq(system(cmd), 0);

@@ -181,6 +181,41 @@ static int check_cache_dir(const struct stat *st, const char *dir,
   return TJ_OK;
 }
 
+/* With TJ_CACHE_GROUP and TOKITAI_JIT_CACHE_GROUP set (a group's name or
+ * number), the cache's group must be that one.  Without it the trusted
+ * group is whatever group the cache directory has, so a member of a
+ * broader group who may write the directory above could put a cache of
+ * that group in its place; the pin says which group is meant. */
+static int check_pinned_group(gid_t group, unsigned flags, const char *dir,
+                              char *msg, size_t len)
+{
+  const char *pin = getenv("TOKITAI_JIT_CACHE_GROUP");
+  if (!(flags & TJ_CACHE_GROUP) || !pin || !*pin)
+    return TJ_OK;
+  char buf[4096], *end;
+  struct group gr, *g = NULL;
+  unsigned long n = strtoul(pin, &end, 10);
+  gid_t want = (gid_t)-1;
+  if (*end == '\0' && end != pin && n < (unsigned long)(gid_t)-1)
+    want = (gid_t)n;
+  else if (getgrnam_r(pin, &gr, buf, sizeof buf, &g) == 0 && g)
+    want = g->gr_gid;
+  if (want == (gid_t)-1) {
+    snprintf(msg, len, "TOKITAI_JIT_CACHE_GROUP=%s names no group; give a "
+             "group's name or number", pin);
+    return TJ_EPERM;
+  }
+  if (group != want) {
+    snprintf(msg, len, "refusing cache directory %s: its group %u is not "
+             "%s (%u), the group TOKITAI_JIT_CACHE_GROUP says the cache "
+             "belongs to; someone who may write the directory above could "
+             "have put their own in its place", dir, (unsigned)group, pin,
+             (unsigned)want);
+    return TJ_EPERM;
+  }
+  return TJ_OK;
+}
+
 int tj__location_check_dir(const struct stat *st, const char *dir,
                            unsigned flags, gid_t group, char *msg, size_t len)
 {
@@ -723,6 +758,8 @@ static int location_open(const char *path, unsigned flags, tj__location *loc,
   int dirfd = -1;
   struct stat dst;
   gid_t group = real && stat(real, &dst) == 0 ? dst.st_gid : (gid_t)-1;
+  if (rc == TJ_OK)
+    rc = check_pinned_group(group, flags, real, msg, len);
   if (rc == TJ_OK)
     rc = walk(real, real, 0, flags, group, &dirfd, msg, len);
   if (rc == TJ_OK) {
