@@ -120,6 +120,29 @@ START_TEST(descriptors_are_checked)
 }
 END_TEST
 
+/* The host call checks as tj_gemm does and, refused or without a GPU,
+ * leaves the caller's output as it was. */
+START_TEST(host_calls_check_and_leave_outputs)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  uint16_t a[4 * 3], b[3 * 5];
+  float c[4 * 6];
+  for (int i = 0; i < 24; i++)
+    c[i] = (float)i;
+  tj_gemm_desc d = valid(4, 5, 3);
+  d.a = a, d.b = b, d.c = c, d.ldc = 6;
+  ck_assert_int_eq(tj_gemm_host(rt, &d), TJ_ENODEVICE);
+  ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "tj_gemm_host"));
+  d.ldc = 4;
+  ck_assert_int_eq(tj_gemm_host(rt, &d), TJ_EINVAL);
+  ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "ldc=4"));
+  ck_assert_int_eq(tj_gemm_host(rt, NULL), TJ_EINVAL);
+  for (int i = 0; i < 24; i++)
+    ck_assert(c[i] == (float)i);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 static const int ab_types[] = {TJ_DTYPE_F16, TJ_DTYPE_BF16};
 static const int c_types[] = {TJ_DTYPE_F16, TJ_DTYPE_BF16, TJ_DTYPE_F32};
 static const char *const type_names[] = {NULL, "f16", "bf16", "f32"};
@@ -278,6 +301,7 @@ int main(void)
   Suite *s = suite_create("gemm_family");
   TCase *tc = test_case(s, "family", 600);
   tcase_add_test(tc, descriptors_are_checked);
+  tcase_add_test(tc, host_calls_check_and_leave_outputs);
   tcase_add_test(tc, every_configuration_compiles);
   tcase_add_test(tc, configurations_are_cached);
   tcase_add_test(tc, bf16_conversions);

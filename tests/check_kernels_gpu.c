@@ -1720,6 +1720,47 @@ START_TEST(gemm_family_every_configuration)
 }
 END_TEST
 
+/* tj_gemm_host: bf16 NT with bias and GELU to f32, C and aux with padded
+ * rows, against the oracle; the padding comes back as it was. */
+START_TEST(gemm_family_host_call)
+{
+  enum { M = 37, N = 29, K = 70, LDC = N + 3, LDX = N + 2 };
+  uint16_t *A = xmalloc((size_t)M * K * 2), *B = xmalloc((size_t)N * K * 2);
+  float *bias = xmalloc(N * 4); /* C's type, as the header says */
+  float *C = xmalloc((size_t)M * LDC * 4), *aux = xmalloc((size_t)M * LDX * 4);
+  double *want = xmalloc((size_t)M * N * 8), *wantx = xmalloc((size_t)M * N * 8);
+  random_typed(A, TJ_DTYPE_BF16, (size_t)M * K, 300);
+  random_typed(B, TJ_DTYPE_BF16, (size_t)N * K, 301);
+  random_typed(bias, TJ_DTYPE_F32, N, 302);
+  for (size_t i = 0; i < (size_t)M * LDC; i++)
+    C[i] = -7.0f;
+  for (size_t i = 0; i < (size_t)M * LDX; i++)
+    aux[i] = -9.0f;
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = TJ_DTYPE_BF16, d.c_type = TJ_DTYPE_F32;
+  d.trans_b = 1, d.epilogue = TJ_EPILOGUE_BIAS_GELU;
+  d.m = M, d.n = N, d.k = K, d.alpha = 1.0f;
+  d.a = A, d.lda = K, d.b = B, d.ldb = K, d.c = C, d.ldc = LDC;
+  d.bias = bias, d.aux = aux, d.ldaux = LDX;
+  tj__oracle_gemm_desc(&d, want, wantx, NULL);
+  tj_runtime *rt = open_gpu();
+  CHECK_TJ(rt, tj_gemm_host(rt, &d));
+  check_typed("C", C, TJ_DTYPE_F32, LDC, want, M, N, TJ_DTYPE_F32, "host");
+  check_typed("aux", aux, TJ_DTYPE_F32, LDX, wantx, M, N, TJ_DTYPE_F32,
+              "host");
+  for (int m = 0; m < M; m++) {
+    for (int n = N; n < LDC; n++)
+      ck_assert(C[m * LDC + n] == -7.0f);
+    for (int n = N; n < LDX; n++)
+      ck_assert(aux[m * LDX + n] == -9.0f);
+  }
+  tj_runtime_close(rt);
+  free(A); free(B); free(bias); free(C); free(aux); free(want); free(wantx);
+}
+END_TEST
+
 /* ------------------------------------------------------- main */
 
 int main(void)
@@ -1771,5 +1812,6 @@ int main(void)
   /* The GEMM family's configurations (CK_RUN_CASE=family). */
   TCase *family = test_case(s, "family", 600);
   tcase_add_test(family, gemm_family_every_configuration);
+  tcase_add_test(family, gemm_family_host_call);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

@@ -105,7 +105,8 @@ int tj__op_host_run(tj_runtime *rt, const char *fn, const char *kernel,
                     const void *ctx)
 {
   tj_kernel *k = NULL;
-  int rc = tj__op_kernel(rt, fn, kernel, &k);
+  int rc = kernel ? tj__op_kernel(rt, fn, kernel, &k)
+                  : rt->compile_only ? tj__op_no_gpu(rt, fn) : TJ_OK;
   if (rc != TJ_OK)
     return rc;
   if (tj_runtime_bind(rt) != TJ_OK)
@@ -119,7 +120,7 @@ int tj__op_host_run(tj_runtime *rt, const char *fn, const char *kernel,
     hipError_t e = hipStreamSynchronize(NULL);
     if (e != hipSuccess)
       rc = tj__fail(rt, TJ_EDEVICE, "%s: %s failed on the device: %s", fn,
-                    kernel, hipGetErrorString(e));
+                    kernel ? kernel : "the launch", hipGetErrorString(e));
   }
   if (rc == TJ_OK)
     rc = copy_out(rt, fn, b, nb, dev);

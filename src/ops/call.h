@@ -9,7 +9,7 @@
 #include "internal.h"
 
 /* The most arrays a call takes. */
-#define TJ__OP_MAX_BUFFERS 4
+#define TJ__OP_MAX_BUFFERS 6
 
 /* One array argument of a call. */
 typedef struct tj__op_array {
@@ -42,10 +42,11 @@ typedef struct tj__op_buffer {
 /* Runs the device-pointer call on the device copies, in order. */
 typedef int (*tj__op_device_call)(tj_runtime *rt, const void *ctx,
                                   void *const *dev);
-/* A host call: get kernel (compiled the first time) before any device
- * memory is held, make rt's device current, allocate and copy in the nb
- * buffers, run call, wait, copy out (every output reaches the caller only
- * when all of them arrived), free on every path. */
+/* A host call: get kernel (compiled the first time; NULL: the caller got
+ * what it launches) before any device memory is held, make rt's device
+ * current, allocate and copy in the nb buffers, run call, wait, copy out
+ * (every output reaches the caller only when all of them arrived), free
+ * on every path. */
 int tj__op_host_run(tj_runtime *rt, const char *fn, const char *kernel,
                     const tj__op_buffer *b, int nb, tj__op_device_call call,
                     const void *ctx);

@@ -147,6 +147,16 @@ TJ_EXPORT int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *d);
  * checks them but never read.  Thread-safe.
  */
 TJ_EXPORT const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *d);
+/*
+ * tj_gemm on host memory: d's pointers are host buffers, each holding its
+ * matrix as its leading dimension lays it out.  The call allocates device
+ * memory, copies in what is read, runs tj_gemm on the default stream,
+ * waits, copies out what is written (C, aux with BIAS_GELU, bias_grad) and
+ * frees; the caller's buffers are written only when everything succeeded,
+ * and the padding past a row (a leading dimension past n) comes back as
+ * it was.  Errors as tj_gemm.  Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_gemm_host(tj_runtime *rt, const tj_gemm_desc *d);
 
 /* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
  * dimensions; fp32 accumulation.  beta == 0: C is not read.

@@ -8,7 +8,7 @@
  * lists the configurations.
  */
 #include "call.h"
-#include "gemm.h"
+#include "plan.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -328,4 +328,77 @@ const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *desc)
   if (portable_module(rt, &d, &m) != TJ_OK)
     return NULL;
   return product_entry(m);
+}
+
+/* ------------------------------------------------------- host call */
+
+/* The host call's buffers, in operands_of's order, and where each went. */
+typedef struct host_job {
+  tj_gemm_desc d;
+  int slot[6]; /* operand i's buffer, or -1 */
+} host_job;
+
+static int call_family(tj_runtime *rt, const void *ctx, void *const *dev)
+{
+  const host_job *j = ctx;
+  tj_gemm_desc d = j->d;
+  const void **in[] = {&d.a, &d.b, NULL, &d.bias, NULL, NULL};
+  void **out[] = {NULL, NULL, &d.c, NULL, &d.aux, (void **)&d.bias_grad};
+  for (int i = 0; i < 6; i++) {
+    if (j->slot[i] < 0)
+      continue;
+    if (in[i])
+      *in[i] = dev[j->slot[i]];
+    else
+      *out[i] = dev[j->slot[i]];
+  }
+  return tj_gemm(rt, NULL, &d);
+}
+
+/* Operand i of d as a host buffer: what is read is copied in; what is
+ * written is copied out, and copied in as well where it has padding
+ * (a leading dimension past its row) that the copy out must give back as
+ * it was, or where beta reads it. */
+static tj__op_buffer host_buffer(const tj_gemm_desc *d, const operand *o,
+                                 int i)
+{
+  int read = !o->written || (i == 2 && d->beta != 0.0f) ||
+             (i == 2 && d->ldc > d->n) ||
+             (i == 4 && d->ldaux > d->n);
+  if (i == 4 && d->epilogue == TJ_EPILOGUE_DGELU)
+    return (tj__op_buffer){o->p, NULL, o->span}; /* aux is read there */
+  return (tj__op_buffer){read ? o->p : NULL, o->written ? (void *)o->p : NULL,
+                         o->span};
+}
+
+int tj_gemm_host(tj_runtime *rt, const tj_gemm_desc *desc)
+{
+  static const char fn[] = "tj_gemm_host";
+  host_job j;
+  if (!tj__runtime_usable(rt))
+    return TJ_EINVAL;
+  int rc = desc_in(rt, fn, desc, &j.d);
+  if (rc != TJ_OK)
+    return rc;
+  /* What it launches is built before any device memory is held: an
+   * embedded entry by name (host_run gets it), or the configuration. */
+  const char *entry = NULL;
+  tj_module *m = NULL;
+  /* Device copies are hipMalloc's, aligned as NULL is. */
+  if (f16_path_serves(&j.d))
+    entry = tj__gemm_plan_call(rt, (int)j.d.m, (int)j.d.n, (int)j.d.k, NULL,
+                               (int)j.d.lda, NULL, (int)j.d.ldb, NULL,
+                               (int)j.d.ldc).entry;
+  else if (!rt->compile_only && (rc = portable_module(rt, &j.d, &m)) != TJ_OK)
+    return rc;
+  operand o[6];
+  operands_of(&j.d, o);
+  tj__op_buffer buf[6];
+  int nb = 0;
+  for (int i = 0; i < 6; i++) {
+    j.slot[i] = o[i].p ? nb : -1;
+    if (o[i].p)
+      buf[nb++] = host_buffer(&j.d, &o[i], i);
+  }
+  return tj__op_host_run(rt, fn, entry, buf, nb, call_family, &j);
 }
