@@ -100,6 +100,9 @@ START_TEST(an_in_memory_header_is_named)
   tj_module_source c = module(with_header, NULL, 0, extra, 2);
   compile_ok(rt, &a);
   miss_names(rt, NULL, &b, "differs in header 'knob.h'");
+  char buf[2048]; /* once, and nothing else: the files' digest says no more */
+  ck_assert_int_eq(explain(rt, NULL, &b, buf, sizeof buf), TJ_ENOENT);
+  ck_assert_msg(!strstr(buf, ";"), "%s", buf);
   miss_names(rt, NULL, &c, "header 'more.h' (not in that row)");
   tj_runtime_close(rt);
   free(db);

@@ -112,7 +112,7 @@ static void column(diff *d, const char *what, const char *here,
 
 /* Each header line of a naming, by name, that b lacks or has otherwise. */
 static int headers_against(diff *d, const char *a, const char *b,
-                           const char *missing)
+                           const char *missing, int compare)
 {
   int found = 0;
   for (const char *p = a; p && *p;) {
@@ -124,7 +124,7 @@ static int headers_against(diff *d, const char *a, const char *b,
       if (nm && !record_value(b, "header", nm, &vl)) {
         say(d, "header '%.200s' (%s)", nm, missing);
         found = 1;
-      } else if (nm && missing[0] == 'n' && !same_value(a, b, "header", nm)) {
+      } else if (nm && compare && !same_value(a, b, "header", nm)) {
         say(d, "header '%.200s'", nm);
         found = 1;
       }
@@ -149,8 +149,8 @@ static void inputs_against(diff *d, const char *here, const char *there)
     say(d, "the key's encoding (another release of the library)");
   if (!same_value(here, there, "source", NULL))
     say(d, "the source");
-  int named = headers_against(d, here, there, "not in that row");
-  named |= headers_against(d, there, here, "not given here");
+  int named = headers_against(d, here, there, "not in that row", 1);
+  named |= headers_against(d, there, here, "not given here", 0);
   if (!named && !same_value(here, there, "files", NULL))
     say(d, "a header file reached through the include paths");
 }
@@ -301,7 +301,8 @@ int tj__explain(tj_runtime *rt, const tj__explain_request *q, char *buf,
   return s.hit ? TJ_OK : TJ_ENOENT;
 }
 
-void tj__explain_miss(tj_runtime *rt, const tj__explain_request *q)
+void tj__explain_miss(tj_runtime *rt, const tj__explain_request *q,
+                      uint64_t since)
 {
   char why[2048];
   int rows = 0;
@@ -309,7 +310,7 @@ void tj__explain_miss(tj_runtime *rt, const tj__explain_request *q)
     return;
   if (rt->trace)
     fprintf(stderr, "tokitai-jit trace: %s\n", why);
-  if (rows)
+  if (rows && tj__messages_clock() == since)
     tj__warn(rt, "%s", why);
 }
 

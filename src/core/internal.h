@@ -37,6 +37,9 @@ void tj__warn(tj_runtime *rt, const char *fmt, ...)
  * takes a serial at open, and its closing thread's message goes at close. */
 uint64_t tj__runtime_serial(void);
 void tj__messages_release(tj_runtime *rt);
+/* How many messages the calling thread has been given, on any runtime:
+ * unchanged across a step, nothing was said during it. */
+uint64_t tj__messages_clock(void);
 
 /* ------------------------------------------------------------ abi.c */
 
@@ -134,8 +137,11 @@ char *tj__inputs_record(const char *source, size_t source_len,
 int tj__explain(tj_runtime *rt, const tj__explain_request *q, char *buf,
                 size_t len, int *rows);
 /* After a lookup of q missed every layer: the sentence to the trace, and
- * to tj_errmsg as a warning when the file had rows for the entry. */
-void tj__explain_miss(tj_runtime *rt, const tj__explain_request *q);
+ * to tj_errmsg as a warning when the file had rows for the entry and
+ * nothing was said since the message clock read since (a warning of the
+ * lookup itself, a dropped row or the remote tier, says more). */
+void tj__explain_miss(tj_runtime *rt, const tj__explain_request *q,
+                      uint64_t since);
 /* tj_explain_miss for a module (user.c). */
 int tj__module_explain(tj_runtime *rt, const tj_module_source *src,
                        char *buf, size_t len);

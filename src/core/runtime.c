@@ -735,7 +735,7 @@ static int from_compiler(build_request *req, tj_kernel *k)
 
 /* A miss in every layer: say why (explain.c), and keep the record of the
  * key's inputs for the rows the compile stores. */
-static void explain_miss(build_request *req)
+static void explain_miss(build_request *req, uint64_t since)
 {
   req->inputs = tj__inputs_record(req->source, req->source_len, NULL, 0,
                                   NULL);
@@ -743,7 +743,7 @@ static void explain_miss(build_request *req)
                            0, req->arch, req->rt->compiler, req->options,
                            req->inputs};
   if (req->inputs)
-    tj__explain_miss(req->rt, &q);
+    tj__explain_miss(req->rt, &q, since);
 }
 
 static int build_kernel(void *ctx, tj_kernel **out)
@@ -765,12 +765,13 @@ static int build_kernel(void *ctx, tj_kernel **out)
   k->rt = rt;
   memcpy(k->key, req->key, sizeof k->key);
   t0 = trace_start(rt);
+  uint64_t said = tj__messages_clock();
   rc = from_cache(req, k);
   trace_add(rt, TJ__TRACE_LOOKUP, t0);
   t0 = trace_start(rt);
   if (rc == TJ_ENOENT && !req->cache_only) { /* one compile per file */
     tj__once once;
-    explain_miss(req);
+    explain_miss(req, said);
     find_file_key(req);
     if (tj__once_begin(rt, req->file_key, &once))
       rc = from_cache(req, k); /* its own key: the holder stored them all */

@@ -503,12 +503,12 @@ static int explain_request(request *r, tj__explain_request *q, char **options)
 
 /* A miss in every layer: say why, and keep the inputs record for the row
  * the compile stores. */
-static void explain_miss(request *r)
+static void explain_miss(request *r, uint64_t since)
 {
   tj__explain_request q;
   char *options = NULL;
   if (explain_request(r, &q, &options) == TJ_OK)
-    tj__explain_miss(r->rt, &q);
+    tj__explain_miss(r->rt, &q, since);
   free(options);
 }
 
@@ -565,10 +565,11 @@ static int build_module(void *ctx, tj_kernel **out)
     free(holder);
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   }
+  uint64_t said = tj__messages_clock();
   rc = from_cache(r, m);
   if (rc == TJ_ENOENT) { /* one compile per key: wait for another's */
     tj__once once;
-    explain_miss(r);
+    explain_miss(r, said);
     if (tj__once_begin(rt, r->key, &once))
       rc = from_cache(r, m);
     if (rc == TJ_ENOENT)
