@@ -246,7 +246,7 @@ static tj__cache_row want_of(const char *path, want_row *w)
   tsql_text(path, "SELECT compiler FROM code_objects WHERE kernel = '" KERNEL
             "'", w->compiler, sizeof w->compiler);
   tj__cache_row r = {w->key, KERNEL, w->arch, w->platform, w->compiler, "",
-                     NULL, 0, 0, NULL};
+                     NULL, 0, 0, NULL, NULL};
   return r;
 }
 

@@ -40,7 +40,7 @@ static void writer(const char *path, uint64_t seed)
     rel_fake_key(seed << 32 | i, key);
     unsigned char *blob = rel_fake_blob(key, &n);
     tj__cache_row r = {key, "fake", TEST_ARCH, "amd", "writer", "", blob, n,
-                       1, NULL};
+                       1, NULL, NULL};
     if (tj__cache_put(c, &r) != TJ_OK)
       _exit(4);
     free(blob);

@@ -436,7 +436,7 @@ START_TEST(a_value_with_any_byte_changed_is_refused)
   static const unsigned char code[] = "\177ELF not really, but hashed";
   tj__cache_row row = {"0123456789abcdef0123456789abcdef", "add_i32",
                        TEST_ARCH, TJ__PLATFORM, "compiler 1", "-O3", code,
-                       sizeof code, 12.5, ""};
+                       sizeof code, 12.5, "", NULL};
   size_t len;
   unsigned char *b = tj__remote_encode(&row, &len);
   tj__remote_value v;

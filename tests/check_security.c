@@ -671,7 +671,7 @@ START_TEST(oversized_code_is_never_loaded)
   tj__hash_hex(big, n, hash);
   free(big);
   const char *key = "0000000000000000000000000000000b";
-  tj__cache_row want = {key, "k", TEST_ARCH, "amd", "c", "", NULL, 0, 0, NULL};
+  tj__cache_row want = {key, "k", TEST_ARCH, "amd", "c", "", NULL, 0, 0, NULL, NULL};
   snprintf(sql, sizeof sql, "PRAGMA journal_mode = DELETE; INSERT INTO "
            "code_objects (key, kernel, arch, platform, compiler, options, code, "
            "code_hash, code_size, compile_ms, created, last_used) VALUES ('%s', "
@@ -705,7 +705,7 @@ static void fill(const char *path, int rows)
     uint64_t id = (uint64_t)i + 1;
     tj__hash_hex(&id, sizeof id, key);
     tj__cache_row r = {key, "k", TEST_ARCH, "amd", "c", "", code, sizeof code, 1,
-                       NULL};
+                       NULL, NULL};
     ck_assert_int_eq(tj__cache_put(c, &r), TJ_OK);
   }
   tj__cache_close(c);
@@ -824,7 +824,7 @@ static void writer(const char *path, int id, int rows)
     uint64_t k = (uint64_t)id << 32 | (uint64_t)i;
     tj__hash_hex(&k, sizeof k, key);
     tj__cache_row r = {key, "k", TEST_ARCH, "amd", "c", "", code, sizeof code, 1,
-                       NULL};
+                       NULL, NULL};
     if (tj__cache_put(c, &r) != TJ_OK || tj__cache_readonly(c))
       _exit(4);
     tj__cache_trim(c, -1, 64 * 1024, NULL);

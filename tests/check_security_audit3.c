@@ -424,7 +424,7 @@ START_TEST(records_with_control_characters_are_refused)
   for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
     tj__cache_row row = {"0123456789abcdef0123456789abcdef", "k", TEST_ARCH,
                          TJ__PLATFORM, "c", "", code, sizeof code, 1,
-                         entries[i]};
+                         entries[i], NULL};
     size_t n;
     unsigned char *b = tj__record_encode("TJTEST01", &row, &n);
     ck_assert_ptr_nonnull(b);
@@ -453,7 +453,7 @@ START_TEST(listings_escape_control_characters)
   ck_assert_int_eq(tj__cache_open(path, 0, &c, msg, sizeof msg), TJ_OK);
   tj__cache_row row = {"0123456789abcdef0123456789abcdef",
                        "k\033]0;owned\007", TEST_ARCH, TJ__PLATFORM, "c", "",
-                       code, sizeof code, 1, "e\033[2J\tl\033[1A\n"};
+                       code, sizeof code, 1, "e\033[2J\tl\033[1A\n", NULL};
   ck_assert_int_eq(tj__cache_put(c, &row), TJ_OK);
   tj__cache_close(c);
   char cmd[4200], out[65536];
@@ -482,7 +482,7 @@ START_TEST(merged_rows_with_control_characters_are_bad)
   ck_assert_int_eq(tj__cache_open(src, 0, &c, msg, sizeof msg), TJ_OK);
   tj__cache_row row = {"0123456789abcdef0123456789abcdef", "k\033[2J",
                        TEST_ARCH, TJ__PLATFORM, "c", "", code, sizeof code,
-                       1, NULL};
+                       1, NULL, NULL};
   ck_assert_int_eq(tj__cache_put(c, &row), TJ_OK);
   tj__cache_close(c);
   tj_cache *t = NULL;

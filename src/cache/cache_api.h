@@ -29,6 +29,11 @@ typedef struct tj__cache_row {
   size_t code_size;
   double compile_ms;
   const char *entries;  /* "expression<TAB>lowered" lines; NULL: "" */
+  /* What the key was made of, as the library above records it (the
+   * fingerprints of the source and headers); stored beside a new row in
+   * the key_inputs table so that a later miss can say which input
+   * differs.  NULL: none is stored. */
+  const char *inputs;
 } tj__cache_row;
 
 /* The default cache path (see tokitai-jit.h), malloc'd; NULL when none can
@@ -89,6 +94,22 @@ int tj__cache_put(tj__cache *c, const tj__cache_row *row);
 /* The same, saying whether the row is new: *inserted is 0 when a row was
  * at its key already, or nothing was written (read-only, failed). */
 int tj__cache_put_new(tj__cache *c, const tj__cache_row *row, int *inserted);
+
+/* A row of the per-user file as a miss's explanation reads it: its
+ * columns and, where one was stored with it, its inputs record (NULL
+ * otherwise); borrowed for the callback. */
+typedef struct tj__similar_row {
+  const char *key, *kernel, *arch, *platform, *compiler, *options, *entries;
+  const char *inputs;
+  int64_t created;
+} tj__similar_row;
+typedef int (*tj__similar_fn)(const tj__similar_row *r, void *ctx);
+/* Each row of an embedded kernel named kernel (entries ""), or with kernel
+ * NULL each module row (entries not ""), newest first; fn returns non-zero
+ * to stop.  Reads only: a miss's explanation (src/core/explain.c).  TJ_OK
+ * or TJ_ECACHE. */
+int tj__cache_similar(tj__cache *c, const char *kernel, tj__similar_fn fn,
+                      void *ctx);
 
 /* ---- the cache layers (src/cache/layers.h drives these) */
 

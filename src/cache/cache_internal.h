@@ -47,6 +47,7 @@ struct tj__cache {
   int wal_frames; /* the WAL's length after this connection's last commit */
   int wrote;   /* committed more than hit counts (open.c, wal_hook) */
   int recording_usage; /* the commit under way is only hit counts */
+  int inputs_table; /* this connection made sure key_inputs exists */
   char readonly_why[128];
   int broken; /* the file failed under us: read nothing more */
   int held;   /* registered with tj__location_hold */
@@ -245,6 +246,12 @@ int tj__rows_judge_code(const void *code, int64_t size, int64_t declared,
  * result codes. */
 int tj__rows_insert(tj__cache *c, const tj__cache_row *r, const char *origin,
                     int *inserted);
+/* The key_inputs table beside code_objects (rows.c): what each row's key
+ * was made of, for a miss's explanation.  Made by the first store that
+ * has a record, so that a file of schema 4 gains it without a new version
+ * (an older library ignores it); a trigger deletes a record with its
+ * row, whichever library deletes it. */
+extern const char tj__inputs_table_sql[];
 /* Delete the row at key only if it still has hash ("" for none): a racing
  * writer may have replaced it.  Its code file goes too.  SQLite result
  * codes. */

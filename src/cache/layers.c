@@ -201,7 +201,7 @@ static void copy_up(tj__layers *l, const tj__cache_row *want,
     return;
   tj__cache_row row = {want->key, f->kernel, want->arch, want->platform,
                        want->compiler, want->options, f->code, f->size,
-                       f->compile_ms, f->entries};
+                       f->compile_ms, f->entries, want->inputs};
   if (tj__cache_put_origin(user, &row, origin) != TJ_OK) {
     warn(out, "could not copy %s into the cache: %s", want->key,
          tj__cache_errmsg(user));

@@ -135,7 +135,7 @@ static tj__cache_row batch_row(const merge_row *m)
 {
   tj__cache_row r = {m->text[0], m->text[1], m->text[2], m->text[3],
                      m->text[4], m->text[5], m->code, m->size,
-                     m->compile_ms, m->text[7]};
+                     m->compile_ms, m->text[7], NULL};
   return r;
 }
 

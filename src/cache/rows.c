@@ -57,6 +57,12 @@ static const struct {
     {offsetof(tj__cache, resources), 1, tj__resources_insert_sql},
 };
 
+const char tj__inputs_table_sql[] =
+    "CREATE TABLE IF NOT EXISTS key_inputs (key TEXT PRIMARY KEY, "
+    "inputs TEXT NOT NULL); "
+    "CREATE TRIGGER IF NOT EXISTS code_objects_key_inputs AFTER DELETE ON "
+    "code_objects BEGIN DELETE FROM key_inputs WHERE key = old.key; END";
+
 static int prepare_one(tj__cache *c, size_t i)
 {
   sqlite3_stmt **st = (sqlite3_stmt **)((char *)c + stmts[i].offset);
@@ -304,7 +310,7 @@ int tj__cache_find(tj__cache *c, const tj__cache_row *want, tj__found *f,
   if (rc == TJ_OK && c->store && !tj__cache_readonly(c)) {
     tj__cache_row row = {want->key, f->kernel, want->arch, want->platform,
                          want->compiler, want->options, f->code, f->size,
-                         f->compile_ms, f->entries};
+                         f->compile_ms, f->entries, want->inputs};
     tj__codestore_put(c->store, &row);
   }
   free(stored);
@@ -348,6 +354,28 @@ static void bind_row(sqlite3_stmt *st, const tj__cache_row *r,
   sqlite3_bind_text(st, 12, r->entries ? r->entries : "", -1, SQLITE_STATIC);
 }
 
+/* A new row's inputs record, in the caller's write transaction; the
+ * table is made on the connection's first record.  Not a statement kept
+ * for the connection: a store is a compile's, and rare. */
+static int insert_inputs(tj__cache *c, const char *key, const char *inputs)
+{
+  sqlite3_stmt *st = NULL;
+  int rc = c->inputs_table ? SQLITE_OK
+                           : tj__sql_exec(c->db, tj__inputs_table_sql);
+  if (rc == SQLITE_OK)
+    rc = tj__sql_prepare(c->db, "INSERT OR REPLACE INTO key_inputs (key, "
+                         "inputs) VALUES (?1, ?2)", 0, &st);
+  if (rc == SQLITE_OK) {
+    c->inputs_table = 1;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, inputs, -1, SQLITE_STATIC);
+    rc = tj__sql_step(st);
+    rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* The row and, when it is new, its entries' resources: a row another
  * process stored first keeps the resources stored with it. */
 static int insert_row(tj__cache *c, const tj__cache_row *r, const char *hash,
@@ -370,8 +398,11 @@ static int insert_row(tj__cache *c, const tj__cache_row *r, const char *hash,
     return rc;
   if (!*inserted)
     return SQLITE_OK;
-  return tj__resources_put(c->resources, r->key, r->kernel, r->entries,
-                           r->code, r->code_size);
+  rc = tj__resources_put(c->resources, r->key, r->kernel, r->entries,
+                         r->code, r->code_size);
+  if (rc == SQLITE_OK && r->inputs)
+    rc = insert_inputs(c, r->key, r->inputs);
+  return rc;
 }
 
 int tj__rows_insert(tj__cache *c, const tj__cache_row *r, const char *origin,

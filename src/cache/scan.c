@@ -273,3 +273,56 @@ int tj__cache_clear(tj__cache *c)
   pthread_mutex_unlock(&c->lock);
   return rc == SQLITE_OK ? TJ_OK : TJ_ECACHE;
 }
+
+/* ---------------------------------------------------- a miss's explanation */
+
+static int has_inputs_table(tj__cache *c)
+{
+  int64_t n = 0;
+  return tj__sql_int64(c->db, "SELECT count(*) FROM sqlite_master WHERE "
+                       "type = 'table' AND name = 'key_inputs'", &n) ==
+             SQLITE_OK && n > 0;
+}
+
+static int similar_rows(tj__cache *c, sqlite3_stmt *st, tj__similar_fn fn,
+                        void *ctx)
+{
+  int rc;
+  while ((rc = tj__sql_step(st)) == SQLITE_ROW) {
+    const unsigned char *in = sqlite3_column_text(st, 7);
+    tj__similar_row r = {text_or_empty(st, 0), text_or_empty(st, 1),
+                         text_or_empty(st, 2), text_or_empty(st, 3),
+                         text_or_empty(st, 4), text_or_empty(st, 5),
+                         text_or_empty(st, 6), (const char *)in,
+                         sqlite3_column_int64(st, 8)};
+    if (fn(&r, ctx))
+      return SQLITE_DONE;
+  }
+  if (rc != SQLITE_DONE)
+    tj__cache_note_error(c, 0);
+  return rc;
+}
+
+int tj__cache_similar(tj__cache *c, const char *kernel, tj__similar_fn fn,
+                      void *ctx)
+{
+  char sql[512];
+  sqlite3_stmt *st = NULL;
+  pthread_mutex_lock(&c->lock);
+  int joined = !c->broken && has_inputs_table(c);
+  snprintf(sql, sizeof sql, "SELECT c.key, c.kernel, c.arch, c.platform, "
+           "c.compiler, c.options, c.entries, %s, c.created FROM "
+           "code_objects c %s WHERE %s ORDER BY c.created DESC, c.key",
+           joined ? "i.inputs" : "NULL",
+           joined ? "LEFT JOIN key_inputs i ON i.key = c.key" : "",
+           kernel ? "c.kernel = ?1 AND c.entries = ''" : "c.entries <> ''");
+  int rc = c->broken ? SQLITE_ERROR : tj__sql_prepare(c->db, sql, 0, &st);
+  if (rc == SQLITE_OK) {
+    if (kernel)
+      sqlite3_bind_text(st, 1, kernel, -1, SQLITE_STATIC);
+    rc = similar_rows(c, st, fn, ctx);
+  }
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&c->lock);
+  return rc == SQLITE_DONE ? TJ_OK : TJ_ECACHE;
+}

@@ -45,6 +45,7 @@ static int dispatch(const cli_options *o)
   case CMD_EVICT: return cli_evict(o);
   case CMD_CLEAR: return cli_clear_cache(o);
   case CMD_COMPILE: return cli_compile(o);
+  case CMD_EXPLAIN: return cli_explain(o);
   case CMD_MERGE: return cli_merge(o);
   case CMD_TUNE: return cli_tune(o);
   case CMD_LIST_TUNING: return cli_list_tuning(o);

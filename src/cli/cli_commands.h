@@ -4,7 +4,8 @@
  *   cli_cache.c   the commands that read, trim or merge cache files
  *   cli_gpu.c     the commands that need the compiler or a GPU: --info,
  *                 --list-kernels, --warm, --run; and --version
- *   cli_compile.c --compile: a program's own kernels into the cache
+ *   cli_compile.c --compile: a program's own kernels into the cache;
+ *                 --explain: why a kernel or module is not cached
  *   cli_tune.c    --tune and --list-tuning: the tuning decisions
  * They share cli_format.h (output) and cli_jobs.h (compiles on several
  * cores), and read the command line as cli_options.h parses it.
@@ -28,6 +29,7 @@ int cli_warm(const cli_options *o);
 int cli_run(const cli_options *o);
 
 int cli_compile(const cli_options *o);
+int cli_explain(const cli_options *o);
 
 int cli_tune(const cli_options *o);
 int cli_list_tuning(const cli_options *o);

@@ -3,7 +3,8 @@
  * program's own kernels (one module) into the cache, for each --arch,
  * through the public API only, so that the key is the one the program's
  * tj_module_compile or tj_kernel_compile computes for the same source,
- * entries and options.
+ * entries and options.  --explain asks the same way why one is not
+ * cached (tj_explain_miss).
  */
 #include "config.h"
 #include "cli_commands.h"
@@ -216,6 +217,57 @@ int cli_compile(const cli_options *o)
   }
   if (o->json)
     fputs(printed ? "\n]\n" : "[]\n", stdout);
+  free(source);
+  return rc;
+}
+
+/* ------------------------------------------------------- --explain */
+
+/* One arch ("" for this machine's GPU): the sentence on stdout, cached or
+ * not.  EXIT_FAIL only when it cannot be answered. */
+static int explain_one(const cli_options *o, const char *arch,
+                       const tj_module_source *src)
+{
+  tj_options opts = cli_runtime_options(o, *arch ? arch : NULL);
+  tj_runtime *rt = NULL;
+  char why[4096] = "";
+  opts.flags |= TJ_CACHE_READONLY; /* it only looks */
+  int rc = tj_runtime_open(&rt, &opts);
+  if (rc != TJ_OK) {
+    cli_error("%s%s: %s", *arch ? "--arch " : "cannot explain for this "
+              "machine's GPU (give --arch)", arch, tj_errmsg(rt));
+  } else {
+    rc = tj_explain_miss(rt, src ? NULL : o->explain, src, why, sizeof why);
+    if (rc == TJ_OK || rc == TJ_ENOENT)
+      printf("%s\n", why);
+    else
+      cli_error("%s: %s", o->explain, tj_errmsg(rt));
+  }
+  tj_runtime_close(rt);
+  return rc == TJ_OK || rc == TJ_ENOENT ? EXIT_OK : EXIT_FAIL;
+}
+
+int cli_explain(const cli_options *o)
+{
+  tj_module_source src;
+  char *source = NULL;
+  memset(&src, 0, sizeof src);
+  if (o->nentries > 0) { /* a module, as --compile takes it */
+    if (!(source = read_source(o->explain)))
+      return EXIT_FAIL;
+    src.size = sizeof src;
+    src.source = source;
+    src.name = o->explain;
+    src.options = o->compile_args;
+    src.num_options = o->ncompile_args;
+    src.entries = o->entries;
+    src.num_entries = o->nentries;
+  }
+  int rc = EXIT_OK;
+  for (int a = 0; a < (o->narchs ? o->narchs : 1); a++)
+    if (explain_one(o, o->narchs ? o->archs[a] : "", source ? &src : NULL) !=
+        EXIT_OK)
+      rc = EXIT_FAIL;
   free(source);
   return rc;
 }

@@ -23,7 +23,7 @@ enum {
   OPT_VERIFY, OPT_REPAIR, OPT_EVICT_AGE, OPT_MAX_SIZE, OPT_CLEAR, OPT_CACHE,
   OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
   OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM, OPT_JOBS,
-  OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING, OPT_ALL
+  OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING, OPT_ALL, OPT_EXPLAIN
 };
 
 static const struct option long_options[] = {
@@ -57,6 +57,7 @@ static const struct option long_options[] = {
   {"shape", required_argument, NULL, OPT_SHAPE},
   {"list-tuning", no_argument, NULL, OPT_LIST_TUNING},
   {"all", no_argument, NULL, OPT_ALL},
+  {"explain", required_argument, NULL, OPT_EXPLAIN},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -86,6 +87,10 @@ static const char usage_text[] =
   "      --clear-cache          drop every entry and reset the counters\n"
   "      --compile FILE         compile FILE's --entry kernels (one module)\n"
   "                             into the cache, for each --arch\n"
+  "      --explain KERNEL       say whether KERNEL is cached and, if not,\n"
+  "                             what differs from the nearest row for it\n"
+  "                             (with --entry: KERNEL is a source FILE, a\n"
+  "                             module as --compile takes it)\n"
   "      --merge FILE...        copy the entries of other cache files into\n"
   "                             the cache, each checked against its hash\n"
   "      --tune gemm_f16        time gemm_f16's configurations for each\n"
@@ -105,7 +110,7 @@ static const char usage_text[] =
   "      --system               with --list-cache, --stats, --verify-cache:\n"
   "                             read --cache PATH (default: the installed\n"
   "                             system cache) as a read-only system cache\n"
-  "      --arch ARCH            with --warm, --compile: compile for ARCH\n"
+  "      --arch ARCH            with --warm, --compile, --explain: for ARCH\n"
   "                             (gfx90a, sm_90)\n"
   "                             instead of the GPU's own; may be repeated\n"
   "      --device N             the GPU to use (default 0)\n"
@@ -116,7 +121,8 @@ static const char usage_text[] =
   "                             (gemm_f16's tiles), not only the kernels\n"
   "                             a program calls\n"
   "      --repair               with --verify-cache: drop the bad entries\n"
-  "      --entry NAME           with --compile: a kernel to take, a C name or\n"
+  "      --entry NAME           with --compile, --explain: a kernel to take,\n"
+  "                             a C name or\n"
   "                             a C++ name expression (scale<float>); repeat\n"
   "  -I DIR                     with --compile: the options \"-I\" \"DIR\"\n"
   "  -D NAME[=VALUE]            with --compile: the option \"-DNAME[=VALUE]\"\n"
@@ -418,6 +424,11 @@ static int parse_value(cli_options *o, parse_state *ps, int val,
   case 'I':
   case 'D':
     return parse_compile_value(o, ps, val, arg);
+  case OPT_EXPLAIN:
+    if (!*arg)
+      return usage_error("--explain needs a kernel name or a file, not ''");
+    o->explain = arg;
+    return set_command(o, ps, CMD_EXPLAIN, val);
   case OPT_TUNE:
     o->tune_op = arg;
     return set_command(o, ps, CMD_TUNE, val);
@@ -521,11 +532,16 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
   if (c == CMD_NONE)
     return usage_error("no command given (--list-cache, --stats, --info, "
                        "--warm, --run, --verify-cache, ...)");
-  if (o->narchs && c != CMD_WARM && c != CMD_COMPILE)
-    return usage_error("--arch applies only to --warm and --compile, not to "
-                       "--%s", cmd);
-  if (ps->given_compile && c != CMD_COMPILE)
-    return usage_error("%s applies only to --compile, not to --%s",
+  if (o->narchs && c != CMD_WARM && c != CMD_COMPILE && c != CMD_EXPLAIN)
+    return usage_error("--arch applies only to --warm, --compile and "
+                       "--explain, not to --%s", cmd);
+  if (ps->given_compile && c == CMD_EXPLAIN && o->nentries == 0)
+    return usage_error("-I, -D and --option apply to --explain FILE with "
+                       "--entry NAME (a module); an embedded kernel takes "
+                       "none");
+  if (ps->given_compile && c != CMD_COMPILE && c != CMD_EXPLAIN)
+    return usage_error("%s applies only to --compile and --explain, not to "
+                       "--%s",
                        ps->given_compile == 'I' ? "-I"
                        : ps->given_compile == 'D' ? "-D"
                        : ps->given_compile == OPT_ENTRY ? "--entry" : "--option",
@@ -540,9 +556,9 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
     return usage_error("--%s applies only to --run, not to --%s",
                        ps->given_n ? "n" : "seed", cmd);
   if (ps->given_device && c != CMD_RUN && c != CMD_WARM &&
-      c != CMD_COMPILE && c != CMD_TUNE)
-    return usage_error("--device applies only to --run, --warm, --compile "
-                       "and --tune, not to --%s", cmd);
+      c != CMD_COMPILE && c != CMD_TUNE && c != CMD_EXPLAIN)
+    return usage_error("--device applies only to --run, --warm, --compile, "
+                       "--tune and --explain, not to --%s", cmd);
   if ((ps->given_jobs || ps->given_quiet) && c != CMD_WARM && c != CMD_COMPILE)
     return usage_error("--%s applies only to --warm and --compile, not to --%s",
                        ps->given_jobs ? "jobs" : "quiet", cmd);
@@ -552,7 +568,8 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
   if (o->repair && c != CMD_VERIFY)
     return usage_error("--repair applies only to --verify-cache, not to --%s",
                        cmd);
-  if (o->json && (c == CMD_WARM || c == CMD_EVICT || c == CMD_CLEAR))
+  if (o->json && (c == CMD_WARM || c == CMD_EVICT || c == CMD_CLEAR ||
+                  c == CMD_EXPLAIN))
     return usage_error("--json does not apply to --%s", cmd);
   if (c == CMD_MERGE && o->nkernels == 0)
     return usage_error("--merge needs at least one cache file to copy from");

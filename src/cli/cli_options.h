@@ -37,6 +37,7 @@ typedef enum cli_command {
   CMD_MERGE,
   CMD_TUNE,
   CMD_LIST_TUNING,
+  CMD_EXPLAIN,
   CMD_VERSION
 } cli_command;
 
@@ -75,6 +76,7 @@ typedef struct cli_options {
   char *defines[CLI_MAX_COMPILE_ARGS]; /* "-DNAME" strings and absolute -I
                                        * directories, malloc'd */
   int ndefines;
+  const char *explain;             /* --explain KERNEL (or FILE) */
   const char *tune_op;             /* --tune OP */
   int shapes[CLI_MAX_SHAPES][3];   /* --shape MxNxK */
   int nshapes;

@@ -125,6 +125,12 @@ static void set_message(tj_runtime *rt, char *msg)
   s->stamp = ++t->clock;
 }
 
+uint64_t tj__messages_clock(void)
+{
+  msg_table *t = thread_table(0);
+  return t ? t->clock : 0;
+}
+
 void tj__messages_release(tj_runtime *rt)
 {
   msg_slot *s = find_slot(thread_table(0), rt->msg_serial);

@@ -37,6 +37,9 @@ void tj__warn(tj_runtime *rt, const char *fmt, ...)
  * takes a serial at open, and its closing thread's message goes at close. */
 uint64_t tj__runtime_serial(void);
 void tj__messages_release(tj_runtime *rt);
+/* How many messages the calling thread has been given, on any runtime:
+ * unchanged across a step, nothing was said during it. */
+uint64_t tj__messages_clock(void);
 
 /* ------------------------------------------------------------ abi.c */
 
@@ -102,6 +105,46 @@ size_t tj__key_encode(const tj__key_input *in, unsigned char *buf, size_t cap);
 /* Collapse runs of white space to one space, trim both ends.  Returns a
  * malloc'd string ("" for NULL), or NULL when out of memory. */
 char *tj__options_normalise(const char *options);
+
+/* The tag that starts every key's encoding: which encoding it is. */
+const char *tj__key_encoding(void);
+
+/* ------------------------------------------------------------ explain.c */
+
+/* A request that missed, as explain.c compares it with the rows. */
+typedef struct tj__explain_request {
+  const char *what;      /* names it in the sentence */
+  const char *key;
+  const char *kernel;    /* an embedded kernel's entry; NULL: a module */
+  const char *const *exprs; /* a module's name expressions, sorted */
+  int nexprs;
+  const char *const *entries; /* a module's entries, sorted */
+  int nentries;
+  const char *arch, *compiler;
+  const char *options;   /* as the row's options column says them */
+  const char *inputs;    /* tj__inputs_record */
+} tj__explain_request;
+/* What a row's key was made of that its columns do not say: the key's
+ * encoding, the source's XXH3-128, each in-memory header's name and
+ * XXH3-128, and files (may be NULL) the digest of every header
+ * (tj__headers_digest).  Tagged lines; malloc'd, NULL when out of memory. */
+char *tj__inputs_record(const char *source, size_t source_len,
+                        const tj_header *mem, int nmem, const char *files);
+/* The sentence for q into buf: TJ_OK when the per-user file has the row
+ * at q->key (a hit), TJ_ENOENT when not (what differs from the nearest row
+ * for the same entry, or that there is none), TJ_ECACHE when there is no
+ * file or it cannot be read.  *rows: the rows for the entry. */
+int tj__explain(tj_runtime *rt, const tj__explain_request *q, char *buf,
+                size_t len, int *rows);
+/* After a lookup of q missed every layer: the sentence to the trace, and
+ * to tj_errmsg as a warning when the file had rows for the entry and
+ * nothing was said since the message clock read since (a warning of the
+ * lookup itself, a dropped row or the remote tier, says more). */
+void tj__explain_miss(tj_runtime *rt, const tj__explain_request *q,
+                      uint64_t since);
+/* tj_explain_miss for a module (user.c). */
+int tj__module_explain(tj_runtime *rt, const tj_module_source *src,
+                       char *buf, size_t len);
 
 /* ------------------------------------------------------------ compile.c */
 
@@ -323,6 +366,12 @@ void *tj__runtime_slot_peek(const tj_runtime *rt);
 /* rt's per-user cache, opened now if its open was deferred (a warning if
  * it cannot be); NULL without one.  Thread-safe. */
 tj__cache *tj__runtime_cache(tj_runtime *rt);
+
+/* The arch an embedded kernel is compiled and keyed for on rt: its
+ * arch-specific target on a runtime for the base arch, else rt's. */
+struct tj__embedded_kernel;
+const char *tj__embedded_arch(const tj_runtime *rt,
+                              const struct tj__embedded_kernel *e);
 
 /* tj_kernel_get without compiling: the embedded kernel from the runtime's
  * memory or its cache; TJ_ENOENT when it would have to be compiled (the

@@ -13,6 +13,11 @@
  * identity (tj__runtime_identity), so the columns of a row give its key. */
 static const char key_version[] = "tokitai-jit key v3";
 
+const char *tj__key_encoding(void)
+{
+  return key_version;
+}
+
 typedef void (*emit_fn)(void *ctx, const void *data, size_t len);
 
 /* Each field as an 8-byte little-endian length and its bytes: no field can

@@ -578,6 +578,7 @@ typedef struct build_request {
    * the file is leased under.  Set before a compile. */
   const char *file_entry;
   char file_key[TJ__KEY_HEX];
+  char *inputs;         /* tj__inputs_record, made on a miss; malloc'd */
 } build_request;
 
 static void compute_key(tj_runtime *rt, build_request *req)
@@ -591,7 +592,7 @@ static int from_cache(build_request *req, tj_kernel *k)
   tj_runtime *rt = req->rt;
   /* The row must say it is what was asked for, not only sit at its key. */
   tj__cache_row want = {req->key, req->entry, req->arch, TJ__PLATFORM,
-                        rt->compiler, req->options, NULL, 0, 0, NULL};
+                        rt->compiler, req->options, NULL, 0, 0, NULL, NULL};
   int layer = 0;
   int rc = tj__runtime_lookup(rt, &want, req->entry, &k->code, &k->code_size,
                               NULL, &layer);
@@ -609,8 +610,8 @@ static int from_cache(build_request *req, tj_kernel *k)
  * other arch.  Elsewhere it is compiled for the runtime's arch, where its
  * entries are stubs that the library never launches.
  */
-static const char *embedded_arch(const tj_runtime *rt,
-                                 const tj__embedded_kernel *e)
+const char *tj__embedded_arch(const tj_runtime *rt,
+                              const tj__embedded_kernel *e)
 {
   size_t n = e->arch ? strlen(e->arch) : 0;
   if (n > 1 && strlen(rt->arch) == n - 1 &&
@@ -635,7 +636,7 @@ static int same_code_object(const build_request *req,
                             const tj__embedded_kernel *e)
 {
   return e->source == req->source && e->source_len == req->source_len &&
-         strcmp(embedded_arch(req->rt, e), req->arch) == 0;
+         strcmp(tj__embedded_arch(req->rt, e), req->arch) == 0;
 }
 
 static void key_of_entry(const build_request *req, const char *entry,
@@ -676,7 +677,8 @@ static void store_sibling(build_request *req, const tj__embedded_kernel *e,
   int inserted = 0;
   key_of_entry(req, e->entry, key);
   tj__cache_row row = {key, e->entry, req->arch, TJ__PLATFORM, rt->compiler,
-                       req->options, k->code, k->code_size, ms, NULL};
+                       req->options, k->code, k->code_size, ms, NULL,
+                       req->inputs};
   if (tj__cache_put_new(tj__runtime_cache(rt), &row, &inserted) != TJ_OK)
     store_failed(rt, e->entry);
   if (inserted || watched)
@@ -702,7 +704,7 @@ static void store_file(build_request *req, const tj_kernel *k, double ms)
   }
   tj__cache_row row = {req->key, req->entry, req->arch, TJ__PLATFORM,
                        rt->compiler, req->options, k->code, k->code_size, ms,
-                       NULL};
+                       NULL, req->inputs};
   int rc = store_compiled(rt, &row, req->entry);
   if (watched)
     store_sibling(req, watched, k, ms, 1);
@@ -731,6 +733,19 @@ static int from_compiler(build_request *req, tj_kernel *k)
   return TJ_OK;
 }
 
+/* A miss in every layer: say why (explain.c), and keep the record of the
+ * key's inputs for the rows the compile stores. */
+static void explain_miss(build_request *req, uint64_t since)
+{
+  req->inputs = tj__inputs_record(req->source, req->source_len, NULL, 0,
+                                  NULL);
+  tj__explain_request q = {req->entry, req->key, req->entry, NULL, 0, NULL,
+                           0, req->arch, req->rt->compiler, req->options,
+                           req->inputs};
+  if (req->inputs)
+    tj__explain_miss(req->rt, &q, since);
+}
+
 static int build_kernel(void *ctx, tj_kernel **out)
 {
   build_request *req = ctx;
@@ -750,11 +765,13 @@ static int build_kernel(void *ctx, tj_kernel **out)
   k->rt = rt;
   memcpy(k->key, req->key, sizeof k->key);
   t0 = trace_start(rt);
+  uint64_t said = tj__messages_clock();
   rc = from_cache(req, k);
   trace_add(rt, TJ__TRACE_LOOKUP, t0);
   t0 = trace_start(rt);
   if (rc == TJ_ENOENT && !req->cache_only) { /* one compile per file */
     tj__once once;
+    explain_miss(req, said);
     find_file_key(req);
     if (tj__once_begin(rt, req->file_key, &once))
       rc = from_cache(req, k); /* its own key: the holder stored them all */
@@ -773,6 +790,8 @@ static int build_kernel(void *ctx, tj_kernel **out)
       tj__fail(rt, rc, "%s", err);
   }
   trace_add(rt, TJ__TRACE_LOAD, t0);
+  free(req->inputs);
+  req->inputs = NULL;
   if (rt->trace) {
     pthread_mutex_lock(&rt->lock);
     rt->trace_kernels++;
@@ -817,7 +836,7 @@ static int embedded_get(tj_runtime *rt, const char *name, int cache_only,
                     "(tokitai-jit --list-kernels --all names them)", name);
   /* The key is computed only on a miss: a hit is a lookup by name. */
   build_request req = {rt, e->source, e->source_len, e->file, e->entry, "", "",
-                       embedded_arch(rt, e), cache_only, NULL, ""};
+                       tj__embedded_arch(rt, e), cache_only, NULL, "", NULL};
   return get_or_build(&req, KIND_EMBEDDED, name, out);
 }
 

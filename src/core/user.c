@@ -37,6 +37,7 @@ typedef struct request {
   char id[TJ__KEY_HEX];
   char key[TJ__KEY_HEX];
   char digest[TJ__KEY_HEX];
+  char *inputs; /* tj__inputs_record, made on a miss; malloc'd */
 } request;
 
 /* ------------------------------------------------------- checking */
@@ -164,6 +165,7 @@ static int make_request(tj_runtime *rt, const tj_module_source *s, request *r)
 
 static void free_request(request *r)
 {
+  free(r->inputs);
   free(r->entries);
   free(r->exprs);
 }
@@ -347,7 +349,7 @@ static int from_cache(const request *r, tj_module *m)
   if (row_names(r, NULL, &options) != TJ_OK)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   tj__cache_row want = {r->key, NULL, rt->arch, TJ__PLATFORM, rt->compiler,
-                        options, NULL, 0, 0, NULL};
+                        options, NULL, 0, 0, NULL, NULL};
   int rc = tj__runtime_lookup(rt, &want, r->name, &m->code, &m->code_size,
                               &stored, &layer);
   free(options);
@@ -413,7 +415,8 @@ static void store(const request *r, tj_module *m)
   char *entries = format_entries(m), *kernels = NULL, *options = NULL;
   if (entries && row_names(r, &kernels, &options) == TJ_OK) {
     tj__cache_row row = {r->key, kernels, rt->arch, TJ__PLATFORM, rt->compiler,
-                         options, m->code, m->code_size, m->compile_ms, entries};
+                         options, m->code, m->code_size, m->compile_ms, entries,
+                         r->inputs};
     tj__runtime_store(rt, &row, r->name);
   }
   free(entries);
@@ -483,22 +486,78 @@ static int load(const request *r, tj_module *m)
   return rc == TJ_OK ? TJ_OK : tj__fail(rt, rc, "%s", err);
 }
 
+/* The request as explain.c compares it; options: as the row says them
+ * (row_names, malloc'd into *options). */
+static int explain_request(request *r, tj__explain_request *q, char **options)
+{
+  const tj_module_source *s = r->src;
+  if (row_names(r, NULL, options) != TJ_OK ||
+      !(r->inputs = tj__inputs_record(s->source, r->source_len, s->headers,
+                                      s->num_headers, r->digest)))
+    return TJ_ENOMEM;
+  *q = (tj__explain_request){r->name, r->key, NULL, r->exprs, r->nexprs,
+                             r->entries, r->nentries, r->rt->arch,
+                             r->rt->compiler, *options, r->inputs};
+  return TJ_OK;
+}
+
+/* A miss in every layer: say why, and keep the inputs record for the row
+ * the compile stores. */
+static void explain_miss(request *r, uint64_t since)
+{
+  tj__explain_request q;
+  char *options = NULL;
+  if (explain_request(r, &q, &options) == TJ_OK)
+    tj__explain_miss(r->rt, &q, since);
+  free(options);
+}
+
+/* The key of r as build_module makes it: the headers' digest first. */
+static int module_key(request *r)
+{
+  char why[512];
+  const tj_module_source *s = r->src;
+  int rc = tj__headers_digest(s->source, r->source_len, s->headers,
+                              s->num_headers, s->options, s->num_options,
+                              r->digest, why, sizeof why);
+  if (rc != TJ_OK)
+    return tj__fail(r->rt, rc, "%s: %s", r->name, why);
+  tj__key_input in = key_input(r, r->digest, r->exprs, r->nexprs);
+  tj__key_compute(&in, r->key);
+  return TJ_OK;
+}
+
+int tj__module_explain(tj_runtime *rt, const tj_module_source *src,
+                       char *buf, size_t len)
+{
+  request r;
+  tj_module_source s;
+  tj__explain_request q;
+  char *options = NULL;
+  int rows = 0;
+  if (tj__struct_in(&s, src, sizeof s,
+                    TJ__FIRST_SIZE(tj_module_source, num_entries)) != TJ_OK)
+    return tj__fail(rt, TJ_EINVAL, "tj_explain_miss: src->size is %zu: set "
+                    "it to 0 or sizeof(tj_module_source)", src->size);
+  int rc = make_request(rt, &s, &r);
+  if (rc == TJ_OK)
+    rc = module_key(&r);
+  if (rc == TJ_OK && explain_request(&r, &q, &options) != TJ_OK)
+    rc = tj__fail(rt, TJ_ENOMEM, "out of memory");
+  if (rc == TJ_OK)
+    rc = tj__explain(rt, &q, buf, len, &rows);
+  free(options);
+  free_request(&r);
+  return rc;
+}
+
 static int build_module(void *ctx, tj_kernel **out)
 {
   request *r = ctx;
   tj_runtime *rt = r->rt;
-  const tj_module_source *s = r->src;
-  char why[512];
   int rc = tj__runtime_may_build(rt, r->name);
-  if (rc != TJ_OK)
+  if (rc != TJ_OK || (rc = module_key(r)) != TJ_OK)
     return rc;
-  rc = tj__headers_digest(s->source, r->source_len, s->headers,
-                              s->num_headers, s->options, s->num_options,
-                              r->digest, why, sizeof why);
-  if (rc != TJ_OK)
-    return tj__fail(rt, rc, "%s: %s", r->name, why);
-  tj__key_input in = key_input(r, r->digest, r->exprs, r->nexprs);
-  tj__key_compute(&in, r->key);
   tj_module *m = module_new(r);
   tj_kernel *holder = calloc(1, sizeof *holder);
   if (!m || !holder) {
@@ -506,9 +565,11 @@ static int build_module(void *ctx, tj_kernel **out)
     free(holder);
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   }
+  uint64_t said = tj__messages_clock();
   rc = from_cache(r, m);
   if (rc == TJ_ENOENT) { /* one compile per key: wait for another's */
     tj__once once;
+    explain_miss(r, said);
     if (tj__once_begin(rt, r->key, &once))
       rc = from_cache(r, m);
     if (rc == TJ_ENOENT)

@@ -592,6 +592,33 @@ typedef struct tj_module_info {
 TJ_EXPORT int tj_module_get_info(const tj_module *module,
                                  tj_module_info *info /* IN: size, OUT */);
 
+/*
+ * Why a request would miss the per-user cache: the embedded kernel name
+ * (src NULL), or the module src as tj_module_compile takes it (name NULL),
+ * looked up for rt's arch and compiler.  Writes one sentence into buf (at
+ * most len bytes, NUL-terminated) and returns TJ_OK when the cache has
+ * the row ("NAME: cached for ARCH (key ...)"), TJ_ENOENT when it has not:
+ * then the sentence names what differs between the request and the
+ * nearest row the cache holds for the same entry (an embedded kernel's
+ * name; for a module, a row sharing one of its entries): the source, an
+ * in-memory header by name, a header file, the options, the name
+ * expressions, the compiler fingerprint, the arch, the platform; or "no
+ * row for this entry".  A row stored by a release that kept no
+ * fingerprints of its inputs is said to differ in "an input the row does
+ * not record".  Compiles nothing and writes nothing; reads the header
+ * files a module includes, as tj_module_compile does.  The same sentence
+ * is what a lookup that misses prints with TOKITAI_JIT_TRACE=1 and leaves
+ * in tj_errmsg as a warning when the cache had rows for the entry.
+ * Errors: TJ_EINVAL (both or neither of name and src, an unknown kernel
+ * name, no buffer, a malformed src), TJ_ECACHE (no cache file, or it
+ * cannot be read; also in buf), TJ_ERANGE, TJ_EIO, TJ_ENOMEM as
+ * tj_module_compile.
+ * Thread-safe: yes.
+ */
+TJ_EXPORT int tj_explain_miss(tj_runtime *rt, const char *name,
+                              const tj_module_source *src, char *buf,
+                              size_t len);
+
 /* Counters of one runtime since it was opened. */
 typedef struct tj_stats {
   uint64_t memory_hits;  /* answered from the in-memory table */
