@@ -7,9 +7,11 @@
 #       print the archs ARCHS stands for: auto is those of the platform's
 #       list that PROG's compiler knows (--info); no is none
 #   system-cache.sh install PROG PLATFORM ARCHS DEST WORKDIR
-#       --warm those archs into a cache of its own under WORKDIR, --merge
-#       that into a new file, install it as DEST (mode 0644) and
-#       --verify-cache --system it there
+#       --warm those archs into a cache in a new folder under WORKDIR,
+#       --merge that into a new file, install it as DEST (mode 0644) and
+#       --verify-cache --system it there.  The Makefile passes $TMPDIR or
+#       /tmp: the cache refuses a build tree that another user owns, as
+#       under `sudo make install`.
 #
 # PROG is ./tokitai-jit of the build tree (libtool's wrapper finds the
 # uninstalled library).  An arch given by name that the compiler lacks
@@ -57,7 +59,7 @@ install_cache() { # PROG PLATFORM ARCHS DEST WORKDIR
   # An absolute path: `--warm -j 1` with a relative --cache fails its own
   # check of the rows it stored.
   top=$(cd "$5" && pwd) || die "no folder $5"
-  work=$(mktemp -d "$top/system-cache.XXXXXX") || die "cannot make a folder in $top"
+  work=$(mktemp -d "$top/tokitai-jit-system-cache.XXXXXX") || die "cannot make a folder in $top"
   trap 'rm -rf "$work"' EXIT
   set --
   for a in $archs; do set -- "$@" --arch "$a"; done

@@ -44,8 +44,10 @@ default=$("$prog" --stats --system | sed -n 's/^no system cache at \(.*\) (nothi
 checks=$((checks + 1))
 [ -n "$default" ] || fail "tokitai-jit --stats --system names no default path"
 dest=$tmp/dest
+work=$tmp/work
+mkdir "$work" || exit 99
 checks=$((checks + 1))
-if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ${MAKE:-make} -s install \
+if ! TMPDIR=$work env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ${MAKE:-make} -s install \
     DESTDIR="$dest" SYSTEM_CACHE_ARCHS="$arch" >"$tmp/install.log" 2>&1; then
   fail "make install DESTDIR=$dest SYSTEM_CACHE_ARCHS=$arch"
   tail -20 "$tmp/install.log"; finish; exit 1
@@ -57,6 +59,8 @@ checks=$((checks + 1))
 [ "$(stat -c %a "$sys")" = 644 ] || fail "$sys has mode $(stat -c %a "$sys"), not 644"
 checks=$((checks + 1))
 [ "$(find "$dest" -name 'system.db*' | wc -l)" -eq 1 ] || fail "more than system.db under $dest"
+checks=$((checks + 1))
+[ -z "$(ls -A "$work")" ] || fail "make install left $(ls -A "$work") in $work"
 run 0 --verify-cache --system --cache "$sys"
 out ' 0 bad$'
 
@@ -110,7 +114,7 @@ left=$(find "$dest" -type f)
 # the command's message and installs no system cache.
 bad=$tmp/bad
 checks=$((checks + 1))
-if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ${MAKE:-make} -s install \
+if TMPDIR=$work env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ${MAKE:-make} -s install \
     DESTDIR="$bad" SYSTEM_CACHE_ARCHS="$arch gfx9999" >"$tmp/bad.log" 2>&1; then
   fail "make install SYSTEM_CACHE_ARCHS='$arch gfx9999' succeeded"
 fi
@@ -120,6 +124,6 @@ grep -Eq "gfx9999.*(not supported|not an NVIDIA arch)" "$tmp/bad.log" ||
 checks=$((checks + 1))
 [ -z "$(find "$bad" -name 'system.db*')" ] || fail "a failed install left a system cache"
 checks=$((checks + 1))
-[ -z "$(find . -maxdepth 1 -name 'system-cache.*')" ] || fail "a failed install left its folder"
+[ -z "$(ls -A "$work")" ] || fail "a failed install left $(ls -A "$work") in $work"
 
 finish
