@@ -16,7 +16,7 @@
 # PROG is ./tokitai-jit of the build tree (libtool's wrapper finds the
 # uninstalled library).  An arch given by name that the compiler lacks
 # fails the install with the command's message; auto skips it.
-set -u
+set -u -f # no globbing of the arch list
 me=system-cache.sh
 die() { echo "$me: $*" >&2; exit 1; }
 
