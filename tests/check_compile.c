@@ -97,6 +97,28 @@ START_TEST(caller_kernel_goes_through_the_same_path)
 }
 END_TEST
 
+/* A compile leaves the host program's working directory as it was (comgr
+ * sets it to "/" and leaves it there). */
+START_TEST(a_compile_keeps_the_working_directory)
+{
+  static const char src[] =
+      "extern \"C\" __global__ void keep(float *x) { x[0] = 1.0f; }\n";
+  char *dir = test_tmpdir(), before[4096], after[4096];
+  char *real = realpath(dir, NULL);
+  ck_assert_ptr_nonnull(getcwd(before, sizeof before));
+  ck_assert_int_eq(chdir(real), 0);
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_kernel *k = NULL;
+  ck_assert_int_eq(tj_kernel_compile(rt, src, "keep", "", &k), TJ_OK);
+  ck_assert_ptr_nonnull(getcwd(after, sizeof after));
+  ck_assert_str_eq(after, real);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(chdir(before), 0);
+  free(real);
+  free(dir);
+}
+END_TEST
+
 /* The arch is checked against the compiler's own list first: hipRTC of
  * ROCm 5.2 aborts the whole process on an ISA its comgr does not know. */
 START_TEST(unsupported_arch_is_a_clear_error)
@@ -155,6 +177,7 @@ int main(void)
   tcase_add_test(tc, every_embedded_kernel_compiles_to_gpu_elf);
   tcase_add_test(tc, compile_error_returns_log_and_caches_nothing);
   tcase_add_test(tc, caller_kernel_goes_through_the_same_path);
+  tcase_add_test(tc, a_compile_keeps_the_working_directory);
   tcase_add_test(tc, unsupported_arch_is_a_clear_error);
   tcase_add_test(tc, arch_feature_flags_are_accepted_and_keyed);
   return run_suite(s);

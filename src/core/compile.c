@@ -2,6 +2,9 @@
  * NVIDIA).  No child process: the compiler is a library call. */
 #include "internal.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,25 @@
  * Process-wide because the hazard is: the compiler is one per process.
  */
 static pthread_mutex_t compiler_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* hipRTC on AMD (comgr, through LLVM) sets the process's working
+ * directory to "/" while it compiles and leaves it there: the host
+ * program's relative paths would then name other files.  The compile
+ * keeps the directory it found (O_PATH: one we cannot list works too) and
+ * goes back to it; compiles take turns (above), so no other compile sees
+ * the change. */
+static int cwd_keep(void)
+{
+  return open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+static void cwd_restore(int here)
+{
+  if (here < 0)
+    return;
+  (void)fchdir(here);
+  close(here);
+}
 
 static double now_ms(void)
 {
@@ -139,9 +161,11 @@ int tj__compile_module(const tj__compile_input *in, tj__compile_result *res,
     free(opts);
     return rc;
   }
+  int here = cwd_keep();
   hiprtcResult r = add_names(prog, in) == TJ_OK
                        ? hiprtcCompileProgram(prog, nopts, opts)
                        : HIPRTC_ERROR_NAME_EXPRESSION_NOT_VALID;
+  cwd_restore(here);
   res->log = program_log(prog);
   rc = TJ_ECOMPILE;
   char why[512];
