@@ -8,9 +8,10 @@
  * name.  Checked on every input: the parser ends with 0 (go on), done
  * (--help) or a usage error and nothing else; when it goes on to a
  * command other than --version (which prints whatever else is given),
- * the options are consistent (one command, at most CLI_MAX_ARCHS archs, the
- * operands inside argv and only for --warm, --json not with a command that
- * prints no report).  The value parsers return 0, -1 or -2 and stay within
+ * the options are consistent (one command, at most CLI_MAX_ARCHS archs and
+ * only where a command takes them, the operands inside argv and only for
+ * --warm, --json not with a command that prints no report, --explain with
+ * a name).  The value parsers return 0, -1 or -2 and stay within
  * their bounds.  Commands are never run.
  */
 #include "cli_options.h"
@@ -41,7 +42,10 @@ static void check_parsed(const cli_options *o, int argc, char **argv)
     abort();
   if (o->command == CMD_MERGE && (o->nkernels == 0 || o->json))
     abort();
-  if (o->narchs && o->command != CMD_WARM && o->command != CMD_COMPILE)
+  if (o->narchs && o->command != CMD_WARM && o->command != CMD_COMPILE &&
+      o->command != CMD_EXPLAIN)
+    abort();
+  if (o->command == CMD_EXPLAIN && (!o->explain || !*o->explain))
     abort();
   if (o->json && (o->command == CMD_WARM || o->command == CMD_CLEAR ||
                   o->command == CMD_EVICT))
