@@ -290,8 +290,6 @@ typedef struct tj__once {
  * compiling; 0: compile.  Always end with tj__once_end. */
 int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o);
 void tj__once_end(tj_runtime *rt, tj__once *o);
-/* Whether config is one this library has for op (src/ops/gemm). */
-int tj__tuning_config_known(const char *op, const char *config);
 
 /* ------------------------------------------------------------ runtime.c */
 

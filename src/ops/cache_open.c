@@ -6,6 +6,7 @@
  */
 #include "internal.h"
 #include "embedded.h"
+#include "gemm/gemm.h"
 
 #include <string.h>
 

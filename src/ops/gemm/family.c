@@ -208,23 +208,27 @@ static int f16_path_serves(const tj_gemm_desc *d)
          d->ldc <= INT_MAX;
 }
 
-static void config_name(const tj_gemm_desc *d, char out[CONFIG_NAME_MAX])
+/* The names of d's portable configuration's entries: the product's and
+ * the column sums'. */
+typedef struct config_names {
+  char product[CONFIG_NAME_MAX], colsum[CONFIG_NAME_MAX + 8];
+} config_names;
+
+static void names_of(const tj_gemm_desc *d, config_names *n)
 {
-  snprintf(out, CONFIG_NAME_MAX, "gemm_%s_%s_%s_%c%c_%s_portable",
+  snprintf(n->product, sizeof n->product, "gemm_%s_%s_%s_%c%c_%s_portable",
            dtype_names[d->a_type], dtype_names[d->b_type],
            dtype_names[d->c_type], d->trans_a ? 't' : 'n',
            d->trans_b ? 't' : 'n', epilogue_names[d->epilogue]);
+  snprintf(n->colsum, sizeof n->colsum, "%s_colsum", n->product);
 }
 
 /* The portable configuration for d: its module (the product's entry and
  * the column sums'), compiled or loaded the first time. */
 static int portable_module(tj_runtime *rt, const tj_gemm_desc *d,
-                           tj_module **m)
+                           const config_names *n, tj_module **m)
 {
-  char name[CONFIG_NAME_MAX], colsum[CONFIG_NAME_MAX + 8];
   char opt[8][CONFIG_NAME_MAX + 32];
-  config_name(d, name);
-  snprintf(colsum, sizeof colsum, "%s_colsum", name);
   int vals[] = {d->a_type, d->b_type, d->c_type, d->trans_a, d->trans_b,
                 d->epilogue};
   const char *keys[] = {"TJ_TA", "TJ_TB", "TJ_TC", "TJ_TRANS_A",
@@ -234,11 +238,11 @@ static int portable_module(tj_runtime *rt, const tj_gemm_desc *d,
     snprintf(opt[i], sizeof opt[i], "-D%s=%d", keys[i], vals[i]);
     options[i] = opt[i];
   }
-  snprintf(opt[6], sizeof opt[6], "-DTJ_GEMM_ENTRY=%s", name);
-  snprintf(opt[7], sizeof opt[7], "-DTJ_COLSUM_ENTRY=%s", colsum);
+  snprintf(opt[6], sizeof opt[6], "-DTJ_GEMM_ENTRY=%s", n->product);
+  snprintf(opt[7], sizeof opt[7], "-DTJ_COLSUM_ENTRY=%s", n->colsum);
   options[6] = opt[6];
   options[7] = opt[7];
-  const char *entries[] = {name, colsum};
+  const char *entries[] = {n->product, n->colsum};
   tj_module_source src = {sizeof src, tj__gemm_portable_source,
                           "kernels/gemm_portable.hip", options, 8, NULL, 0,
                           entries, 2};
@@ -269,16 +273,15 @@ static int launch_portable(tj_runtime *rt, const char *fn, void *stream,
 {
   tj_module *m = NULL;
   tj_kernel *k = NULL, *sum = NULL;
-  char name[CONFIG_NAME_MAX], colsum[CONFIG_NAME_MAX + 8];
-  config_name(d, name);
-  snprintf(colsum, sizeof colsum, "%s_colsum", name);
+  config_names n;
+  names_of(d, &n);
   if (rt->compile_only)
     return tj__op_no_gpu(rt, fn);
-  int rc = portable_module(rt, d, &m);
+  int rc = portable_module(rt, d, &n, &m);
   if (rc == TJ_OK)
-    rc = tj_module_kernel(m, name, &k);
+    rc = tj_module_kernel(m, n.product, &k);
   if (rc == TJ_OK && d->bias_grad)
-    rc = tj_module_kernel(m, colsum, &sum);
+    rc = tj_module_kernel(m, n.colsum, &sum);
   if (rc != TJ_OK)
     return rc;
   long long M = d->m, N = d->n, K = d->k;
@@ -289,13 +292,13 @@ static int launch_portable(tj_runtime *rt, const char *fn, void *stream,
                   &d->beta, &d->c, &d->ldc, &d->bias, &d->aux, &d->ldaux};
   if ((rc = tj_launch(k, grid, block, 0, stream, args)) != TJ_OK)
     return tj__fail(rt, rc, "%s: launching %s (grid %u x %u) failed", fn,
-                    name, grid.x, grid.y);
+                    n.product, grid.x, grid.y);
   if (!sum)
     return TJ_OK;
   tj_dim3 sgrid = {(unsigned)((N - 1) / COLSUM_COLUMNS + 1), 1, 1};
   void *sargs[] = {&M, &N, &d->c, &d->ldc, &d->bias_grad};
   if ((rc = tj_launch(sum, sgrid, block, 0, stream, sargs)) != TJ_OK)
-    return tj__fail(rt, rc, "%s: launching %s failed", fn, colsum);
+    return tj__fail(rt, rc, "%s: launching %s failed", fn, n.colsum);
   return TJ_OK;
 }
 
@@ -325,7 +328,9 @@ const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *desc)
   if (f16_path_serves(&d))
     return tj_gemm_f16_kernel(rt, (int)d.m, (int)d.n, (int)d.k, d.a,
                               (int)d.lda, d.b, (int)d.ldb, d.c, (int)d.ldc);
-  if (portable_module(rt, &d, &m) != TJ_OK)
+  config_names n;
+  names_of(&d, &n);
+  if (portable_module(rt, &d, &n, &m) != TJ_OK)
     return NULL;
   return product_entry(m);
 }
@@ -389,8 +394,12 @@ int tj_gemm_host(tj_runtime *rt, const tj_gemm_desc *desc)
     entry = tj__gemm_plan_call(rt, (int)j.d.m, (int)j.d.n, (int)j.d.k, NULL,
                                (int)j.d.lda, NULL, (int)j.d.ldb, NULL,
                                (int)j.d.ldc).entry;
-  else if (!rt->compile_only && (rc = portable_module(rt, &j.d, &m)) != TJ_OK)
-    return rc;
+  else if (!rt->compile_only) {
+    config_names n;
+    names_of(&j.d, &n);
+    if ((rc = portable_module(rt, &j.d, &n, &m)) != TJ_OK)
+      return rc;
+  }
   operand o[6];
   operands_of(&j.d, o);
   tj__op_buffer buf[6];

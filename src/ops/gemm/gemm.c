@@ -196,7 +196,8 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
   _Alignas(64) unsigned char tc[TJ__TENSOR_MAP_BYTES] = {0};
   int store = p->path == GEMM_PATH_SM90A &&
               tma_store_fits(rt, p, M, N, beta, C, ldc, tc);
-  int evict_first = tj__gemm_knobs_of(rt)->evict_first != 0;
+  const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
+  int evict_first = knobs->evict_first != 0;
   void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store};
   void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
   /* The skinny kernel waits (griddepcontrol.wait) before it touches A,
@@ -204,8 +205,7 @@ static int launch_tiles(tj_runtime *rt, const char *fn,
    * which shortens layers in a row (tj-bench's skinny section).  A launch
    * with anything else between (an event, a copy) waits as a plain one
    * does. */
-  int early = p->path == GEMM_PATH_SM90A_SKINNY &&
-              tj__gemm_knobs_of(rt)->early != 0;
+  int early = p->path == GEMM_PATH_SM90A_SKINNY && knobs->early != 0;
   rc = tj__launch_kernel(k, p->grid, p->block, p->shared, stream,
                          p->path == GEMM_PATH_SM90A ? targs : sargs, early);
   if (rc != TJ_OK)

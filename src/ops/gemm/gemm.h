@@ -105,8 +105,8 @@ void tj__gemm_decision_take(tj_runtime *rt, int M, int N, int K,
 
 /* ------------------------------------------------------------ tune.c */
 
-/* The timed rounds of a --tune with left ms of its budget and rounds of
- * round_ms (0: unknown); exposed for its tests. */
+/* How many timed passes over the candidates a --tune makes in left ms, a
+ * pass taking round_ms (0: unknown); exposed for its tests. */
 int tj__gemm_tune_rounds(double left, double round_ms);
 /* Whether n fp16 values got agree with ref as two correct GEMMs' outputs
  * do (sums in another order, rounded again): each within 2^-9 of the

@@ -239,11 +239,12 @@ static tj__gemm_plan plan_sm90a_skinny(const tj_runtime *rt, int N, int K)
 {
   const tj__gemm_config *rule = skinny_rule(N, (K - 1) / 64 + 1, rt->sms);
   const tj__gemm_config *c = NULL;
+  const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
   int bn = rule->bn, split = rule->split;
-  if (tj__gemm_knobs_of(rt)->tile == 128 || tj__gemm_knobs_of(rt)->tile == 256)
-    bn = tj__gemm_knobs_of(rt)->tile;
-  if (tj__gemm_knobs_of(rt)->forced_split)
-    split = tj__gemm_knobs_of(rt)->forced_split;
+  if (knobs->tile == 128 || knobs->tile == 256)
+    bn = knobs->tile;
+  if (knobs->forced_split)
+    split = knobs->forced_split;
   for (int s = split; !c; s--)
     c = skinny_config(bn, s);
   return plan_skinny_config(c, N);
@@ -467,13 +468,13 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
                                  const void *A, int lda, const void *B,
                                  int ldb, const void *C, int ldc)
 {
+  const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
   if (sm90a_skinny_fits(rt, M, A, lda, B, ldb)) {
     /* A forced split or strip width steps around the table too. */
-    const tj__gemm_config *c =
-        tj__gemm_knobs_of(rt)->forced_split || tj__gemm_knobs_of(rt)->tile
-            ? NULL
-            : tj__gemm_decision(rt, M, N, K, C, ldc);
+    const tj__gemm_config *c = knobs->forced_split || knobs->tile
+                                   ? NULL
+                                   : tj__gemm_decision(rt, M, N, K, C, ldc);
     /* Only a skinny configuration: a tile's would be planned for rows
      * its kernel needs more of. */
     return c && c->skinny ? plan_skinny_config(c, N)
@@ -490,12 +491,11 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
   }
   if (sm90a_fits(rt, M, A, lda, B, ldb)) {
     const tj__gemm_config *c =
-        tj__gemm_knobs_of(rt)->forced_split ? NULL
-        : tj__gemm_decision(rt, M, N, K, C, ldc);
+        knobs->forced_split ? NULL : tj__gemm_decision(rt, M, N, K, C, ldc);
     /* A skinny configuration computes 16 rows: never one for more (a row
      * that says so was not written by this library's tuner). */
     return c && !c->skinny ? tj__gemm_plan_config(c, rt->sms, M, N, K)
-                           : plan_sm90a(tj__gemm_knobs_of(rt), rt->sms, M, N, K);
+                           : plan_sm90a(knobs, rt->sms, M, N, K);
   }
   return (tj__gemm_plan){"gemm_f16",
                          {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
