@@ -3,7 +3,7 @@
 # `make dist` tarball in the repository root plus the Debian -dev packages
 # in .device/ (see ../shared/device/README.md).  Logs go to $OUT (or ./out).
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
-#   family-check family-bench tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
+#   family-check family-bench family-torch tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
 #   skinny-check tiles-bench tiles-smoke read-floor skinny-bench
 #   skinny-graph skinny-pair tree-pair start-bench (default all); several
 #   modes share one build and run in the order given, each to its end
@@ -194,6 +194,14 @@ for what in "$@"; do
       timeout 300 ./bench/tj-bench --only family > "$out/bench-family.txt" 2>&1 ||
         status=1 ;;
     family-check) gemm_check "family" || status=1 ;;
+    family-torch)  # tj_gemm against PyTorch on the same inputs
+                   # (bench/family_torch.py: layouts, sweep, epilogues,
+                   # accuracy); TJ_FAMILY_ONLY picks its sections
+      timeout ${TJ_FAMILY_TIMEOUT:-560} python3 "$root/bench/family_torch.py" \
+        --lib "$PWD/.libs/libtokitai-jit.so" \
+        ${TJ_FAMILY_ONLY:+--only "$TJ_FAMILY_ONLY"} \
+        > "$out/family-torch.txt" 2>&1 || status=1
+      tail -40 "$out/family-torch.txt" ;;
     tuning-check) gemm_check "" || status=1 ;;
     skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;

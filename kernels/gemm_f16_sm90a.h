@@ -130,6 +130,48 @@ struct alignas(64) tj_tmap {
 #define TJ_H_HOPPER 1
 #endif
 
+/* The GEMM family's choices (gemm_epilogue.h's meanings), which
+ * gemm_sm90a.hip's configurations set with -D; tj_gemm_f16's entries take
+ * the defaults: f16 in and out, A and B as stored (NN), no epilogue.
+ *   TJ_TA       A's and B's element type: 1 f16, 2 bf16 (wgmma takes one
+ *               type for both)
+ *   TJ_TC       C's (and bias's and aux's): 1 f16, 2 bf16, 3 f32 (stored
+ *               straight from the accumulators, never through TMA)
+ *   TJ_TRANS_A  1: A is stored K x M (M-major), its tiles loaded as 64 x
+ *               64 boxes and read by wgmma transposed
+ *   TJ_TRANS_B  1: B is stored N x K (K-major), read by wgmma as stored
+ *   TJ_EPI      the epilogue: 0 none, 1 bias, 2 bias and GELU, 3 dGELU */
+#ifndef TJ_TA
+#define TJ_TA 1
+#endif
+#ifndef TJ_TC
+#define TJ_TC 1
+#endif
+#ifndef TJ_TRANS_A
+#define TJ_TRANS_A 0
+#endif
+#ifndef TJ_TRANS_B
+#define TJ_TRANS_B 0
+#endif
+#ifndef TJ_EPI
+#define TJ_EPI 0
+#endif
+#if TJ_TA == 2
+#define TJ_H_AB "bf16"
+#else
+#define TJ_H_AB "f16"
+#endif
+/* wgmma's transpose flags for A and B: 0 reads the operand K-major. */
+#if TJ_TRANS_A && TJ_TRANS_B
+#define TJ_H_TNSP "1, 0"
+#elif TJ_TRANS_A
+#define TJ_H_TNSP "1, 1"
+#elif TJ_TRANS_B
+#define TJ_H_TNSP "0, 0"
+#else
+#define TJ_H_TNSP "0, 1"
+#endif
+
 #if TJ_H_HOPPER
 
 __device__ __forceinline__ unsigned tj_h_smem_addr(const void *p) {
@@ -319,10 +361,10 @@ __device__ __forceinline__ void tj_h_wgmma_wait_all() {
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
 
-/* wgmma m64nNk16, f32 += f16 * f16, scale-d set through a predicate (an
- * immediate there crashes NVRTC): the tiles' tj_h_wgmma, A K-major and B
- * N-major (transposed), for N = 64, 128 and 256 (d: N / 2 floats a
- * thread); the skinny kernel's tj_s_wgmma, m64n16 with A transposed
+/* wgmma m64nNk16, f32 += TJ_TA * TJ_TA, scale-d set through a predicate
+ * (an immediate there crashes NVRTC): the tiles' tj_h_wgmma, A and B
+ * K-major or MN-major as TJ_H_TNSP says (tj_gemm_f16's: A K-major, B
+ * N-major), for N = 64, 128 and 256 (d: N / 2 floats a thread); the skinny kernel's tj_s_wgmma, m64n16 with A transposed
  * (MN-major: B's tile) and B K-major (A's box).  PTX wants every register
  * named: TJ_H_WGMMA_REGS(n) names %0 .. %(n - 1), each range written
  * once, and TJ_H_WGMMA_D(n) binds them to d[0] .. d[n - 1]; the
@@ -358,16 +400,16 @@ __device__ __forceinline__ void tj_h_wgmma_wait_all() {
   __device__ __forceinline__ void fn(float(&d)[n], unsigned long long da,    \
                                      unsigned long long db) {                \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #scale_op ", 0;\n"     \
-                 "wgmma.mma_async.sync.aligned." shape ".f32.f16.f16 {"      \
+                 "wgmma.mma_async.sync.aligned." shape ".f32." TJ_H_AB "." TJ_H_AB " {" \
                  TJ_H_WGMMA_REGS(n) "}, %" #da_op ", %" #db_op               \
                  ", p, 1, 1, " tnsp ";\n}\n"                                 \
                  : TJ_H_WGMMA_D(n)                                           \
                  : "l"(da), "l"(db), "r"(1)                                  \
                  : "memory");                                                \
   }
-TJ_H_WGMMA(tj_h_wgmma, 32, "m64n64k16", 32, 33, 34, "0, 1")
-TJ_H_WGMMA(tj_h_wgmma, 64, "m64n128k16", 64, 65, 66, "0, 1")
-TJ_H_WGMMA(tj_h_wgmma, 128, "m64n256k16", 128, 129, 130, "0, 1")
+TJ_H_WGMMA(tj_h_wgmma, 32, "m64n64k16", 32, 33, 34, TJ_H_TNSP)
+TJ_H_WGMMA(tj_h_wgmma, 64, "m64n128k16", 64, 65, 66, TJ_H_TNSP)
+TJ_H_WGMMA(tj_h_wgmma, 128, "m64n256k16", 128, 129, 130, TJ_H_TNSP)
 TJ_H_WGMMA(tj_s_wgmma, 8, "m64n16k16", 8, 9, 10, "1, 0")
 #undef TJ_H_WGMMA
 #undef TJ_H_WGMMA_D
@@ -384,44 +426,70 @@ TJ_H_WGMMA(tj_s_wgmma, 8, "m64n16k16", 8, 9, 10, "1, 0")
 #undef TJ_H_WGMMA_REGS32
 #undef TJ_H_WGMMA_REGS8
 
+/* Two values rounded to C's 16-bit type, lo in the low half. */
 __device__ __forceinline__ unsigned tj_h_pack(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
   unsigned w;
+#if TJ_TC == 2
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+#else
+  __half2 h = __floats2half2_rn(lo, hi);
   memcpy(&w, &h, sizeof w);
+#endif
   return w;
 }
 
-/* alpha * v + beta * C at (row, col) and (row, col + 1); C read only when
- * beta != 0, so NaN there does not reach the result. */
-__device__ __forceinline__ void tj_h_store2(__half *C, int ldc, int M, int N,
-                                            float alpha, float beta, int row,
+/* Where a tile entry's results go: C (ldc, M x N, type TJ_TC) with alpha,
+ * beta and the epilogue's bias, aux and ldaux (gemm_epilogue.h), and map,
+ * a tensor map over C that the epilogue stores through when store is 1
+ * (the host's choice: beta == 0, C 16-bit and a TMA tensor). */
+struct tj_h_out {
+  void *C;
+  int ldc, M, N;
+  float alpha, beta;
+  const tj_tmap *map;
+  int store;
+  const void *bias;
+  void *aux;
+  long long ldaux;
+};
+
+/* The epilogue on v (alpha and beta applied) at (row, col), which lies
+ * inside C. */
+__device__ __forceinline__ float tj_h_apply(const tj_h_out &o, int row,
+                                            int col, float v) {
+  return tj_e_apply<TJ_TC, TJ_EPI>(v, row, col, o.bias, o.aux, o.ldaux);
+}
+
+/* alpha * v + beta * C, then the epilogue, at (row, col) and (row, col +
+ * 1); C read only when beta != 0, so NaN there does not reach the result.
+ * pairs: both stored at once where C's alignment and ldc allow. */
+__device__ __forceinline__ void tj_h_store2(const tj_h_out &o, int row,
                                             int col, float v0, float v1,
                                             bool pairs) {
-  if (row >= M || col >= N)
+  if (row >= o.M || col >= o.N)
     return;
-  __half *c = C + (long long)row * ldc + col;
-  if (pairs && col + 1 < N) {
-    unsigned *cw = reinterpret_cast<unsigned *>(c);
-    float2 old = make_float2(0.0f, 0.0f);
-    if (beta != 0.0f) {
-      __half2 h;
-      unsigned w = *cw;
-      memcpy(&h, &w, sizeof w);
-      old = __half22float2(h);
-    }
-    *cw = tj_h_pack(alpha * v0 + beta * old.x, alpha * v1 + beta * old.y);
+  long long i = (long long)row * o.ldc + col;
+  bool two = col + 1 < o.N;
+  float r0 = o.alpha * v0, r1 = o.alpha * v1;
+  if (o.beta != 0.0f) {
+    r0 += o.beta * tj_e_load<TJ_TC>(o.C, i);
+    if (two)
+      r1 += o.beta * tj_e_load<TJ_TC>(o.C, i + 1);
+  }
+  r0 = tj_h_apply(o, row, col, r0);
+  if (two)
+    r1 = tj_h_apply(o, row, col + 1, r1);
+  if (pairs && two) {
+    if (TJ_TC == 3)
+      *reinterpret_cast<float2 *>((float *)o.C + i) = make_float2(r0, r1);
+    else
+      *reinterpret_cast<unsigned *>((unsigned short *)o.C + i) =
+          tj_h_pack(r0, r1);
     return;
   }
-  float r0 = alpha * v0;
-  if (beta != 0.0f)
-    r0 += beta * __half2float(c[0]);
-  c[0] = __float2half_rn(r0);
-  if (col + 1 < N) {
-    float r1 = alpha * v1;
-    if (beta != 0.0f)
-      r1 += beta * __half2float(c[1]);
-    c[1] = __float2half_rn(r1);
-  }
+  tj_e_store<TJ_TC>(o.C, i, r0);
+  if (two)
+    tj_e_store<TJ_TC>(o.C, i + 1, r1);
 }
 
 /* MC: one block of a multicast pair (rank 0 or 1 of a cluster of two
@@ -448,14 +516,26 @@ __device__ __forceinline__ void tj_h_produce(const tj_tmap *ta,
     unsigned bar = full + 8 * s;
     tj_h_bar_expect(bar, a_live ? TJ_H_STAGE_BYTES(BN) : TJ_H_BK * BN * 2);
     int k = (kt0 + kt) * TJ_H_BK;
-    if (a_live)
-      tj_h_tma_load(sa + s * (TJ_H_BM * TJ_H_BK * 2), ta, k, m0, bar);
+    unsigned a = sa + s * (TJ_H_BM * TJ_H_BK * 2);
+    /* A K-major: one box of 128 rows; M-major: two of 64 k rows x 64
+     * columns, the rows of each consumer warpgroup 8 KiB apart either
+     * way. */
+    if (a_live && !TJ_TRANS_A)
+      tj_h_tma_load(a, ta, k, m0, bar);
+    if (a_live && TJ_TRANS_A) {
+      tj_h_tma_load(a, ta, m0, k, bar);
+      tj_h_tma_load(a + 64 * 128, ta, m0 + 64, k, bar);
+    }
+    /* B N-major: box j is 64 k rows x 64 columns; K-major: 64 columns
+     * (rows of B) x 64 k, so that the boxes together are BN rows of 128
+     * bytes. */
     for (int j = 0; j < BN / 64; j++) {
       unsigned dst = sb + s * (TJ_H_BK * BN * 2) + j * (TJ_H_BK * 128);
+      int x = TJ_TRANS_B ? k : n0 + 64 * j, y = TJ_TRANS_B ? n0 + 64 * j : k;
       if (!MC)
-        tj_h_tma_load(dst, tb, n0 + 64 * j, k, bar);
+        tj_h_tma_load(dst, tb, x, y, bar);
       else if ((unsigned)(j & 1) == rank)
-        tj_h_tma_load_mc(dst, tb, n0 + 64 * j, k, bar, 3);
+        tj_h_tma_load_mc(dst, tb, x, y, bar, 3);
     }
   }
 }
@@ -475,12 +555,16 @@ __device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
     tj_h_wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < TJ_H_BK / 16; kk++) {
-      /* A: 16 halves (32 bytes) along the 128-byte row per k16 step;
-       * 8-row core groups 1024 bytes apart.  B: 16 k rows (2048 bytes)
-       * per step; 64-column boxes TJ_H_BK * 128 bytes apart, 8-row
-       * groups 1024 apart. */
-      unsigned long long da = tj_h_desc(a + 32 * kk, 16, 1024);
-      unsigned long long db = tj_h_desc(b + 2048 * kk, TJ_H_BK * 128, 1024);
+      /* K-major: 16 elements (32 bytes) along the 128-byte rows per k16
+       * step, 8-row core groups 1024 bytes apart.  MN-major: 16 k rows
+       * (2048 bytes) per step, 64-column boxes TJ_H_BK * 128 bytes apart,
+       * 8-row groups 1024 apart. */
+      unsigned long long da = TJ_TRANS_A
+                                  ? tj_h_desc(a + 2048 * kk, TJ_H_BK * 128, 1024)
+                                  : tj_h_desc(a + 32 * kk, 16, 1024);
+      unsigned long long db = TJ_TRANS_B
+                                  ? tj_h_desc(b + 32 * kk, 16, 1024)
+                                  : tj_h_desc(b + 2048 * kk, TJ_H_BK * 128, 1024);
       tj_h_wgmma(d, da, db);
     }
     tj_h_wgmma_commit();
@@ -501,28 +585,42 @@ __device__ __forceinline__ void tj_h_consume(float (&d)[BN / 2], int cw,
  * d[4j + 3] (second). */
 template <int BN>
 __device__ __forceinline__ void tj_h_epilogue_direct(const float (&d)[BN / 2],
-                                                     __half *C, int ldc, int M,
-                                                     int N, float alpha,
-                                                     float beta, int row0,
-                                                     int n0) {
+                                                     const tj_h_out &o,
+                                                     int row0, int n0) {
   int t = threadIdx.x % 128;
   int row = row0 + 16 * (t / 32) + (t % 32) / 4;
   int col = n0 + 2 * (t % 4);
-  bool pairs = (reinterpret_cast<unsigned long long>(C) & 3ull) == 0 &&
-               (ldc & 1) == 0;
+  bool pairs = (reinterpret_cast<unsigned long long>(o.C) &
+                (TJ_TC == 3 ? 7ull : 3ull)) == 0 &&
+               (o.ldc & 1) == 0;
 #pragma unroll
   for (int j = 0; j < BN / 8; j++) {
-    tj_h_store2(C, ldc, M, N, alpha, beta, row, col + 8 * j, d[4 * j],
-                d[4 * j + 1], pairs);
-    tj_h_store2(C, ldc, M, N, alpha, beta, row + 8, col + 8 * j,
-                d[4 * j + 2], d[4 * j + 3], pairs);
+    tj_h_store2(o, row, col + 8 * j, d[4 * j], d[4 * j + 1], pairs);
+    tj_h_store2(o, row + 8, col + 8 * j, d[4 * j + 2], d[4 * j + 3], pairs);
   }
 }
 
-/* The epilogue through shared memory, where beta == 0 and C is a TMA
- * tensor (the host passes tma_c and says so): the warpgroup's 64 rows go
- * out in 64 x 64 boxes.  Each box is written (alpha applied, rounded to
- * fp16) into one of the warpgroup's two 8 KiB buffers at buf, in the
+/* Two values of a box bound for TMA: alpha applied, then the epilogue
+ * where (row, col) lies inside C (TMA drops what lies outside, so those
+ * need no epilogue and must not read bias or aux). */
+__device__ __forceinline__ unsigned tj_h_box_pair(const tj_h_out &o, int row,
+                                                  int col, float v0,
+                                                  float v1) {
+  float r0 = o.alpha * v0, r1 = o.alpha * v1;
+  if (TJ_EPI != 0 && row < o.M) {
+    if (col < o.N)
+      r0 = tj_h_apply(o, row, col, r0);
+    if (col + 1 < o.N)
+      r1 = tj_h_apply(o, row, col + 1, r1);
+  }
+  return tj_h_pack(r0, r1);
+}
+
+/* The epilogue through shared memory, where beta == 0 and C is a 16-bit
+ * TMA tensor (the host passes tma_c and says so): the warpgroup's 64 rows
+ * go out in 64 x 64 boxes.  Each box is written (alpha and the epilogue
+ * applied, rounded to C's type) into one of the warpgroup's two 8 KiB
+ * buffers at buf, in the
  * 128-byte swizzle the tensor map reads (16-byte chunk j of row r at
  * chunk j ^ (r % 8): the 8 rows a warp writes at once fall in 8
  * different chunks, every bank once), then one thread stores it with a
@@ -535,10 +633,10 @@ __device__ __forceinline__ void tj_h_epilogue_direct(const float (&d)[BN / 2],
  * (tj_h_epilogue_done). */
 template <int BN>
 __device__ __forceinline__ void tj_h_epilogue_tma(const float (&d)[BN / 2],
-                                                  const tj_tmap *tc,
+                                                  const tj_h_out &o,
                                                   unsigned buf, int cw,
-                                                  float alpha, int row0,
-                                                  int n0, unsigned &boxes) {
+                                                  int row0, int n0,
+                                                  unsigned &boxes) {
   int t = threadIdx.x % 128;
   int r = 16 * (t / 32) + (t % 32) / 4;
   /* This thread's first pair in a buffer: row r, column 2 * (t % 4). */
@@ -551,49 +649,40 @@ __device__ __forceinline__ void tj_h_epilogue_tma(const float (&d)[BN / 2],
     tj_h_named_sync(1 + cw, 128);
 #pragma unroll
     for (int jj = 0; jj < 8; jj++) {
-      int j = 8 * c + jj;
+      int j = 8 * c + jj, col = n0 + 8 * j + 2 * (t % 4);
       unsigned at = b + ((jj ^ (r & 7)) << 4);
       /* Row r + 8: 1024 bytes on, the same chunk order. */
       asm volatile("st.shared.b32 [%0], %1;\n"
                    "st.shared.b32 [%2], %3;" ::"r"(at),
-                   "r"(tj_h_pack(alpha * d[4 * j], alpha * d[4 * j + 1])),
+                   "r"(tj_h_box_pair(o, row0 + r, col, d[4 * j],
+                                     d[4 * j + 1])),
                    "r"(at + 1024),
-                   "r"(tj_h_pack(alpha * d[4 * j + 2], alpha * d[4 * j + 3]))
+                   "r"(tj_h_box_pair(o, row0 + r + 8, col, d[4 * j + 2],
+                                     d[4 * j + 3]))
                    : "memory");
     }
     /* The writes, made visible to the copy (the async proxy). */
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     tj_h_named_sync(1 + cw, 128);
     if (t == 0)
-      tj_h_tma_store(tc, box, n0 + 64 * c, row0);
+      tj_h_tma_store(o.map, box, n0 + 64 * c, row0);
     boxes++;
   }
 }
 
-/* Where a tile entry's results go: C (ldc, M x N) with alpha and beta,
- * and map, a tensor map over C that the epilogue stores through when
- * store is 1 (the host's choice: beta == 0 and C a TMA tensor). */
-struct tj_h_out {
-  __half *C;
-  int ldc, M, N;
-  float alpha, beta;
-  const tj_tmap *map;
-  int store;
-};
-
 /* A consumer warpgroup's rows [row0, row0 + 64) x [n0, n0 + BN), one way
- * or the other; epi: the block's epilogue buffers. */
+ * or the other; epi: the block's epilogue buffers.  An f32 C is always
+ * stored directly. */
 template <int BN>
 __device__ __forceinline__ void tj_h_epilogue(const float (&d)[BN / 2],
                                               const tj_h_out &o, unsigned epi,
                                               int cw, int row0, int n0,
                                               unsigned &boxes) {
-  if (o.store)
-    tj_h_epilogue_tma<BN>(d, o.map, epi + cw * (TJ_H_EPI_BYTES / 2), cw,
-                          o.alpha, row0, n0, boxes);
+  if (TJ_TC != 3 && o.store)
+    tj_h_epilogue_tma<BN>(d, o, epi + cw * (TJ_H_EPI_BYTES / 2), cw, row0,
+                          n0, boxes);
   else
-    tj_h_epilogue_direct<BN>(d, o.C, o.ldc, o.M, o.N, o.alpha, o.beta, row0,
-                             n0);
+    tj_h_epilogue_direct<BN>(d, o, row0, n0);
 }
 
 /* The end of a consumer warpgroup's stores: its copies have read their
@@ -946,28 +1035,30 @@ __device__ __forceinline__ void tj_h_st4_cluster(unsigned addr, float4 v) {
 }
 
 /* The slices in order z = 0, 1, ..., so the sum (and so C) is the same bits
- * on every run; then alpha and beta as tj_h_store2 applies them. */
+ * on every run; then alpha, beta and the epilogue as tj_h_store2 applies
+ * them (o's map and store unused). */
 __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
-                                            int M, int N, int ldw,
-                                            float alpha, float beta,
-                                            __half *C, int ldc) {
+                                            int ldw, const tj_h_out &o) {
   int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (col >= N)
+  if (col >= o.N)
     return;
-  long long slice = (long long)M * ldw;
-  for (int row = blockIdx.y; row < M; row += gridDim.y) {
+  long long slice = (long long)o.M * ldw;
+  for (int row = blockIdx.y; row < o.M; row += gridDim.y) {
     const float *w = work + (long long)row * ldw + col;
     float v = 0.0f;
     for (int z = 0; z < split; z++)
       v += w[z * slice];
-    __half *c = C + (long long)row * ldc + col;
-    float r = alpha * v;
-    if (beta != 0.0f)
-      r += beta * __half2float(*c);
-    *c = __float2half_rn(r);
+    long long i = (long long)row * o.ldc + col;
+    float r = o.alpha * v;
+    if (o.beta != 0.0f)
+      r += o.beta * tj_e_load<TJ_TC>(o.C, i);
+    tj_e_store<TJ_TC>(o.C, i, tj_h_apply(o, row, col, r));
   }
 }
 
+/* The skinny kernel computes f16 A * B without an epilogue only: the
+ * family's other configurations skip it. */
+#if TJ_TA == 1 && TJ_TC == 1 && !TJ_TRANS_A && !TJ_TRANS_B && TJ_EPI == 0
 /* ------------------------------------------------------- skinny (M <= 16)
  *
  * C = alpha * A * B + beta * C for M <= 16 rows, where the work is
@@ -1207,17 +1298,22 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   }
 }
 
+#endif
+
 /* The tile entries' results, as their parameters give them. */
 #define TJ_H_OUT \
-  tj_h_out { C, ldc, M, N, alpha, beta, &tma_c, store }
+  tj_h_out { C, ldc, M, N, alpha, beta, &tma_c, store, nullptr, nullptr, 0 }
 #define TJ_H_BODY(bn, stages) \
   tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT, 0, nullptr)
 #define TJ_H_SPLIT_BODY(bn, stages)                                       \
   tj_h_gemm<bn, stages>(&tma_a, &tma_b, M, N, K,                          \
-                        tj_h_out{nullptr, 0, M, N, 1.0f, 0.0f, nullptr, 0}, \
+                        tj_h_out{nullptr, 0, M, N, 1.0f, 0.0f, nullptr, 0,  \
+                                 nullptr, nullptr, 0},                      \
                         kper, work)
-#define TJ_H_REDUCE_BODY() \
-  tj_h_reduce(work, split, M, N, ldw, alpha, beta, C, ldc)
+#define TJ_H_REDUCE_BODY()                                               \
+  tj_h_reduce(work, split, ldw,                                          \
+              tj_h_out{C, ldc, M, N, alpha, beta, nullptr, 0, nullptr,   \
+                       nullptr, 0})
 #define TJ_H_PERSISTENT_BODY(bn, stages) \
   tj_h_gemm_persistent<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) \
@@ -1227,6 +1323,14 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #define TJ_S_BODY(bn, split) \
   tj_s_gemm<bn, split>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc, \
                        evict_first)
+/* The results with the epilogue's arguments (gemm_sm90a.hip's entries
+ * take them). */
+#define TJ_H_OUT_EPI                                                      \
+  tj_h_out { C, ldc, M, N, alpha, beta, &tma_c, store, bias, aux, ldaux }
+#define TJ_H_REDUCE_EPI_BODY()                                           \
+  tj_h_reduce(work, split, ldw,                                          \
+              tj_h_out{C, ldc, M, N, alpha, beta, nullptr, 0, bias, aux, \
+                       ldaux})
 #else
 /* Not sm_90a: the entries exist (every arch compiles every embedded
  * kernel) but must never run; tj_gemm_f16 does not launch them there. */
@@ -1241,6 +1345,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_S_BODY(bn, split) TJ_H_BODY(0, 0)
+#define TJ_H_REDUCE_EPI_BODY() TJ_H_BODY(0, 0)
 #endif
 
 /* A cluster of two (3, 4, 8) blocks along x: NVRTC for sm_90 and later (it refuses

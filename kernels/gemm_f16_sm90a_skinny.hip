@@ -8,7 +8,7 @@
  * (tj_s_gemm), which the library's copy of this file starts with.
  *
  * embed: arch sm_90a
- * embed: prepend gemm_f16_sm90a.h
+ * embed: prepend gemm_epilogue.h gemm_f16_sm90a.h
  * embed: configuration
  */
 

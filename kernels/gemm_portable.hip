@@ -17,12 +17,10 @@
  *   TJ_TC         element type of C (and of bias and aux): 1 f16, 2 bf16,
  *                 3 f32
  *   TJ_TRANS_A, TJ_TRANS_B   0 or 1
- *   TJ_EPI        0 none; 1 bias: + bias[n]; 2 bias and GELU: aux (when
- *                 not NULL) = the pre-activation, C = gelu(it); 3 dGELU:
- *                 C = (alpha * op(A) op(B) + beta * C) * gelu'(aux)
+ *   TJ_EPI        the epilogue, as gemm_epilogue.h (which the library's
+ *                 copy of this file starts with) says: 0 none, 1 bias,
+ *                 2 bias and GELU, 3 dGELU
  *   TJ_GEMM_ENTRY, TJ_COLSUM_ENTRY   the entries' names
- *   gelu(x)  = 0.5 x (1 + tanh(c (x + a x^3))), c = sqrt(2/pi),
- *              a = 0.044715 (gelu_f16.hip's), and gelu' its derivative.
  *
  * Entries
  *   TJ_GEMM_ENTRY(long long M, long long N, long long K, float alpha,
@@ -31,83 +29,29 @@
  *                 const void *bias, void *aux, long long ldaux)
  *   TJ_COLSUM_ENTRY(long long M, long long N, const void *C,
  *                   long long ldc, float *sums)
- *       sums[n] = the sum over m of C[m*ldc + n] as stored, in fp32, in
- *       order of m: the bias gradient after a dGELU, the same bits on
- *       every run (no atomics).
+ *       sums[n] = the sum over m of C[m*ldc + n] as stored, in fp32
+ *       (tj_e_colsum's order): the bias gradient after a dGELU, the same
+ *       bits on every run (no atomics).
  *
  * Launch
  *   gemm    block (256, 1, 1); grid (ceil(N / 64), ceil(M / 64), 1): one
  *           block per 64 x 64 tile of C; no dynamic shared memory
- *   colsum  block (256, 1, 1); grid (ceil(N / 256), 1, 1)
+ *   colsum  block (256, 1, 1); grid (ceil(N / 32), 1, 1)
  *
  * Alignment: elements naturally aligned (2 bytes, 4 for f32 C); any
  * leading dimensions.  beta == 0: C is not read.  alpha == 0: neither A
  * nor B is read (the product is taken as 0).  The sums of products are
  * fp32 and added in the same order on every run.
  *
- * Compiles unchanged with hipRTC (AMD) and NVRTC (NVIDIA); bf16 is
- * handled as its bits, so no bf16 header is needed.
+ * Compiles unchanged with hipRTC (AMD) and NVRTC (NVIDIA).
+ *
+ * embed: prepend gemm_epilogue.h
  */
 
 #define TJ_P_THREADS 256
 #define TJ_P_BM 64
 #define TJ_P_BN 64
 #define TJ_P_BK 16
-
-__device__ __forceinline__ float tj_p_f16(unsigned short b) {
-  __half h;
-  memcpy(&h, &b, sizeof b);
-  return __half2float(h);
-}
-
-__device__ __forceinline__ float tj_p_bf16(unsigned short b) {
-  return __uint_as_float((unsigned int)b << 16);
-}
-
-/* Round to nearest even; NaN stays a (quiet) NaN. */
-__device__ __forceinline__ unsigned short tj_p_to_bf16(float f) {
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
-
-__device__ __forceinline__ unsigned short tj_p_to_f16(float f) {
-  __half h = __float2half_rn(f);
-  unsigned short b;
-  memcpy(&b, &h, sizeof b);
-  return b;
-}
-
-/* Element i of an array of type t, as fp32. */
-template <int T>
-__device__ __forceinline__ float tj_p_load(const void *p, long long i) {
-  if (T == 3)
-    return ((const float *)p)[i];
-  unsigned short b = ((const unsigned short *)p)[i];
-  return T == 1 ? tj_p_f16(b) : tj_p_bf16(b);
-}
-
-template <int T>
-__device__ __forceinline__ void tj_p_store(void *p, long long i, float v) {
-  if (T == 3)
-    ((float *)p)[i] = v;
-  else
-    ((unsigned short *)p)[i] = T == 1 ? tj_p_to_f16(v) : tj_p_to_bf16(v);
-}
-
-__device__ __forceinline__ float tj_p_gelu(float x) {
-  const float c = 0.7978845608028654f, a = 0.044715f;
-  return 0.5f * x * (1.0f + tanhf(c * (x + a * x * x * x)));
-}
-
-__device__ __forceinline__ float tj_p_gelu_grad(float x) {
-  const float c = 0.7978845608028654f, a = 0.044715f;
-  float t = tanhf(c * (x + a * x * x * x));
-  return 0.5f * (1.0f + t) +
-         0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * a * x * x);
-}
 
 /* The tile of op(A) (TJ_P_BM x TJ_P_BK) and op(B) (TJ_P_BK x TJ_P_BN)
  * at (m0, k0) and (k0, n0) into shared memory, k-major, zero past the
@@ -123,7 +67,7 @@ __device__ __forceinline__ void tj_p_load_tiles(
     long long gm = m0 + r, gk = k0 + k;
     float v = 0.0f;
     if (gm < M && gk < K)
-      v = tj_p_load<TJ_TA>(A, TJ_TRANS_A ? gk * lda + gm : gm * lda + gk);
+      v = tj_e_load<TJ_TA>(A, TJ_TRANS_A ? gk * lda + gm : gm * lda + gk);
     as[k][r] = v;
   }
   for (int i = threadIdx.x; i < TJ_P_BK * TJ_P_BN; i += TJ_P_THREADS) {
@@ -132,7 +76,7 @@ __device__ __forceinline__ void tj_p_load_tiles(
     long long gn = n0 + c, gk = k0 + k;
     float v = 0.0f;
     if (gn < N && gk < K)
-      v = tj_p_load<TJ_TB>(B, TJ_TRANS_B ? gn * ldb + gk : gk * ldb + gn);
+      v = tj_e_load<TJ_TB>(B, TJ_TRANS_B ? gn * ldb + gk : gk * ldb + gn);
     bs[k][c] = v;
   }
 }
@@ -146,17 +90,9 @@ __device__ __forceinline__ void tj_p_finish(long long m, long long n,
   long long ci = m * ldc + n;
   float v = alpha * s;
   if (beta != 0.0f)
-    v += beta * tj_p_load<TJ_TC>(C, ci);
-  if (TJ_EPI == 1 || TJ_EPI == 2)
-    v += tj_p_load<TJ_TC>(bias, n);
-  if (TJ_EPI == 2) {
-    if (aux)
-      tj_p_store<TJ_TC>(aux, m * ldaux + n, v);
-    v = tj_p_gelu(v);
-  }
-  if (TJ_EPI == 3)
-    v *= tj_p_gelu_grad(tj_p_load<TJ_TC>(aux, m * ldaux + n));
-  tj_p_store<TJ_TC>(C, ci, v);
+    v += beta * tj_e_load<TJ_TC>(C, ci);
+  tj_e_store<TJ_TC>(C, ci, tj_e_apply<TJ_TC, TJ_EPI>(v, m, n, bias, aux,
+                                                     ldaux));
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -203,11 +139,5 @@ TJ_GEMM_ENTRY(long long M, long long N, long long K, float alpha,
 extern "C" __global__ void __launch_bounds__(256)
 TJ_COLSUM_ENTRY(long long M, long long N, const void *C, long long ldc,
                 float *sums) {
-  long long n = (long long)blockIdx.x * 256 + threadIdx.x;
-  if (n >= N)
-    return;
-  float s = 0.0f;
-  for (long long m = 0; m < M; m++)
-    s += tj_p_load<TJ_TC>(C, m * ldc + n);
-  sums[n] = s;
+  tj_e_colsum<TJ_TC>(M, N, C, ldc, sums);
 }

@@ -2,10 +2,11 @@
  * check_gemm_family.c: tj_gemm without a GPU: the descriptor's checks
  * (each refusal names what is wrong, and nothing is compiled for a
  * descriptor refused), the route (f16 without transposes or epilogue to
- * tj_gemm_f16's kernels, everything else to the portable kernel, under a
- * name that says its configuration), every configuration of the portable
- * kernel compiled for the test archs with its entries in the code, the
- * bf16 conversions, and the oracle's epilogues on a case worked by hand.
+ * tj_gemm_f16's kernels, A and B of one type on sm_90 to the Hopper
+ * kernel, everything else to the portable kernel, under a name that says
+ * its configuration), every configuration compiled for the test arch
+ * with its entries in the code (the Hopper ones for sm_90a), the bf16
+ * conversions, and the oracle's epilogues on a case worked by hand.
  */
 #include "testutil.h"
 #include "oracle.h"
@@ -162,10 +163,20 @@ static void with_epilogue(tj_gemm_desc *d, int e)
     d->bias_grad = FAKE(6);
 }
 
+/* The path a configuration of d runs on the test arch: the Hopper
+ * kernel's 128 x 128 tile (the rule's for these small shapes) on sm_90
+ * where A and B have one type, else the portable kernel. */
+static const char *path_of(const tj_gemm_desc *d)
+{
+  return strcmp(TEST_ARCH, "sm_90") == 0 && d->a_type == d->b_type
+             ? "sm90a_128x128"
+             : "portable";
+}
+
 /* Every pair of types (without transposes or epilogue), and every layout
  * and epilogue (bf16 throughout): the name says the configuration, the
- * f16 NN one without epilogue is tj_gemm_f16's, and each portable one is
- * a module of its own, compiled here. */
+ * f16 NN one without epilogue is tj_gemm_f16's, and each other one is a
+ * module of its own, compiled here. */
 START_TEST(every_configuration_compiles)
 {
   tj_runtime *rt = open_compile_only(NULL, 0);
@@ -186,10 +197,10 @@ START_TEST(every_configuration_compiles)
           const char *got = tj_gemm_kernel(rt, &d);
           ck_assert_msg(got != NULL, "%s", tj_errmsg(rt));
           char want[96];
-          snprintf(want, sizeof want, "gemm_%s_%s_%s_%c%c_%s_portable",
+          snprintf(want, sizeof want, "gemm_%s_%s_%s_%c%c_%s_%s",
                    type_names[d.a_type], type_names[d.b_type],
                    type_names[d.c_type], d.trans_a ? 't' : 'n',
-                   d.trans_b ? 't' : 'n', epi_names[e]);
+                   d.trans_b ? 't' : 'n', epi_names[e], path_of(&d));
           if (d.a_type == TJ_DTYPE_F16 && d.c_type == TJ_DTYPE_F16 && t == 0 &&
               e == 0) {
             ck_assert_ptr_eq(got, tj_gemm_f16_kernel(rt, 8, 8, 8, FAKE(1), 8,
@@ -214,6 +225,47 @@ START_TEST(every_configuration_compiles)
 }
 END_TEST
 
+/* On sm_90 each kind of Hopper plan compiles for sm_90a with the entries
+ * it launches (a missing one fails the compile): the persistent tiles,
+ * the multicast pairs, the cluster's split of K, split-K with its reduce
+ * and a dGELU's column sums; the name says the plan the rule made. */
+START_TEST(hopper_kinds_compile)
+{
+  if (strcmp(TEST_ARCH, "sm_90") != 0)
+    return;
+  const struct {
+    int64_t m, n, k;
+    int trans, epilogue, c_type;
+    const char *name;
+  } cases[] = {
+      {2048, 2048, 2048, 1, TJ_EPILOGUE_BIAS_GELU, TJ_DTYPE_BF16,
+       "gemm_bf16_bf16_bf16_tn_biasgelu_sm90a_128x256_persistent"},
+      {4096, 4096, 4096, 2, TJ_EPILOGUE_NONE, TJ_DTYPE_F32,
+       "gemm_bf16_bf16_f32_nt_none_sm90a_128x256_mc2"},
+      {128, 4096, 4096, 3, TJ_EPILOGUE_BIAS, TJ_DTYPE_BF16,
+       "gemm_bf16_bf16_bf16_tt_bias_sm90a_128x64_cluster_k2"},
+      {64, 1024, 8192, 1, TJ_EPILOGUE_DGELU, TJ_DTYPE_BF16,
+       "gemm_bf16_bf16_bf16_tn_dgelu_sm90a_128x128_splitk"},
+  };
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tj_gemm_desc d = valid(cases[i].m, cases[i].n, cases[i].k);
+    d.c_type = cases[i].c_type;
+    d.trans_a = cases[i].trans & 1, d.trans_b = cases[i].trans >> 1;
+    d.lda = d.trans_a ? d.m : d.k;
+    d.ldb = d.trans_b ? d.k : d.n;
+    with_epilogue(&d, cases[i].epilogue);
+    const char *got = tj_gemm_kernel(rt, &d);
+    ck_assert_msg(got != NULL, "%s", tj_errmsg(rt));
+    ck_assert_str_eq(got, cases[i].name);
+  }
+  tj_stats st;
+  ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
+  ck_assert_uint_eq(st.compiles, sizeof cases / sizeof cases[0]);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* The configuration's code, cached: a new runtime on the same cache
  * compiles nothing for it. */
 START_TEST(configurations_are_cached)
@@ -224,8 +276,10 @@ START_TEST(configurations_are_cached)
   with_epilogue(&d, TJ_EPILOGUE_BIAS_GELU);
   for (int i = 0; i < 2; i++) {
     tj_runtime *rt = open_compile_only(path, 0);
-    ck_assert_str_eq(tj_gemm_kernel(rt, &d),
-                     "gemm_bf16_bf16_f32_nt_biasgelu_portable");
+    char want[96];
+    snprintf(want, sizeof want, "gemm_bf16_bf16_f32_nt_biasgelu_%s",
+             path_of(&d));
+    ck_assert_str_eq(tj_gemm_kernel(rt, &d), want);
     tj_stats st;
     ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
     ck_assert_uint_eq(st.compiles, i == 0 ? 1 : 0);
@@ -304,6 +358,7 @@ int main(void)
   tcase_add_test(tc, host_calls_check_and_leave_outputs);
   tcase_add_test(tc, every_configuration_compiles);
   tcase_add_test(tc, configurations_are_cached);
+  tcase_add_test(tc, hopper_kinds_compile);
   tcase_add_test(tc, bf16_conversions);
   tcase_add_test(tc, oracle_epilogues_by_hand);
   return run_suite(s);

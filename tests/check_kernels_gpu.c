@@ -7,6 +7,7 @@
 #include "embedded.h"
 #include "oracle.h"
 #include "jsoncheck.h"
+#include "gemm/gemm.h"
 
 #include <math.h>
 #include <sys/wait.h>
@@ -1625,19 +1626,39 @@ typedef struct family_case {
   int ab, c, ta, tb, epi;
 } family_case;
 
-/* One call of c's configuration at m x n x k, leading dimensions padded,
- * beta != 0, on a stream, against the oracle: C, aux where written, and
- * the bias gradient. */
-static void run_family(tj_runtime *rt, const family_case *fc, long long M,
-                       long long N, long long K, uint64_t seed)
+/* How a call's operands lie: odd paddings past each row and beta != 0
+ * (the portable kernel takes those), or rows a multiple of 8 elements
+ * apart, as the Hopper kernel's tensor maps want them, with beta 0 (C
+ * then goes out through TMA where it is 16-bit) or not. */
+typedef enum family_layout {
+  FAMILY_ODD,
+  FAMILY_TMA_BETA,
+  FAMILY_TMA_STORE
+} family_layout;
+
+/* One call of c's configuration at m x n x k, leading dimensions padded
+ * as layout says, on a stream, against the oracle: C, aux where written,
+ * and the bias gradient.  With the Hopper layouts on an sm_90 device, the
+ * call must have run on the Hopper kernel. */
+static void run_family_as(tj_runtime *rt, const family_case *fc, long long M,
+                          long long N, long long K, uint64_t seed,
+                          family_layout layout)
 {
   tj_gemm_desc d;
   memset(&d, 0, sizeof d);
   d.size = sizeof d;
   d.a_type = d.b_type = fc->ab, d.c_type = fc->c;
   d.trans_a = fc->ta, d.trans_b = fc->tb, d.epilogue = fc->epi;
-  d.m = M, d.n = N, d.k = K, d.alpha = 1.5f, d.beta = 0.5f;
-  d.lda = (fc->ta ? M : K) + 3, d.ldb = (fc->tb ? K : N) + 5, d.ldc = N + 2;
+  d.m = M, d.n = N, d.k = K, d.alpha = 1.5f;
+  d.beta = layout == FAMILY_TMA_STORE ? 0.0f : 0.5f;
+  if (layout == FAMILY_ODD) {
+    d.lda = (fc->ta ? M : K) + 3, d.ldb = (fc->tb ? K : N) + 5;
+    d.ldc = N + 2;
+  } else {
+    d.lda = ((fc->ta ? M : K) + 7) / 8 * 8 + 8;
+    d.ldb = ((fc->tb ? K : N) + 7) / 8 * 8;
+    d.ldc = (N + 7) / 8 * 8 + 8;
+  }
   d.ldaux = N + 1;
   size_t ea = type_bytes(fc->ab), ec = type_bytes(fc->c);
   size_t na = (size_t)(fc->ta ? K : M) * d.lda, nb = (size_t)(fc->tb ? N : K) * d.ldb;
@@ -1669,9 +1690,16 @@ static void run_family(tj_runtime *rt, const family_case *fc, long long M,
   d.a = dA, d.b = dB, d.c = dC;
   d.bias = d.bias ? dbias : NULL, d.aux = d.aux ? dx : NULL;
   d.bias_grad = e == TJ_EPILOGUE_DGELU ? ds : NULL;
-  char config[96];
+  char config[128];
   snprintf(config, sizeof config, "%s %lldx%lldx%lld",
            tj_gemm_kernel(rt, &d), M, N, K);
+  int hopper = !tj__gemm_knobs_of(rt)->sm90a_off &&
+               strcmp(tj_runtime_arch(rt), "sm_90") == 0;
+  if (fc->ab == fc->c && fc->c == TJ_DTYPE_F16 && !fc->ta && !fc->tb &&
+      e == TJ_EPILOGUE_NONE)
+    ; /* tj_gemm_f16's own kernels */
+  else if (hopper)
+    ck_assert_msg(strstr(config, "_sm90a_") != NULL, "%s", config);
   hipStream_t s;
   CHECK_HIP(hipStreamCreate(&s));
   CHECK_TJ(rt, tj_gemm(rt, s, &d));
@@ -1696,9 +1724,16 @@ static void run_family(tj_runtime *rt, const family_case *fc, long long M,
     free(host[i]);
 }
 
-/* Every layout and epilogue in bf16, and every pair of types with the
- * dGELU epilogue transposed both ways, at 1 x 1 x 1 and at sizes that are
- * multiples of no tile. */
+static void run_family(tj_runtime *rt, const family_case *fc, long long M,
+                       long long N, long long K, uint64_t seed)
+{
+  run_family_as(rt, fc, M, N, K, seed, FAMILY_ODD);
+}
+
+/* The portable kernel (the Hopper kernel turned off, as the benchmark's
+ * knobs do): every layout and epilogue in bf16, and every pair of types
+ * with the dGELU epilogue transposed both ways, at 1 x 1 x 1 and at
+ * sizes that are multiples of no tile. */
 START_TEST(gemm_family_every_configuration)
 {
   family_case cases[40];
@@ -1712,10 +1747,52 @@ START_TEST(gemm_family_every_configuration)
       cases[n++] = (family_case){ab, c, 1, 1, TJ_EPILOGUE_DGELU};
     }
   tj_runtime *rt = open_gpu();
+  tj__gemm_knobs off = *tj__gemm_knobs_of(rt);
+  off.sm90a_off = 1;
+  ck_assert_int_eq(tj__gemm_knobs_set(rt, &off), TJ_OK);
   for (int i = 0; i < n; i++) {
     run_family(rt, &cases[i], 1, 1, 1, 100 + (uint64_t)i);
     run_family(rt, &cases[i], 67, 45, 129, 200 + (uint64_t)i);
   }
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The Hopper kernel's configurations (on sm_90; elsewhere the same calls
+ * check the portable kernel): every layout and epilogue in bf16 through
+ * the 128 x 128 tile and split-K, also with operands it first copies
+ * where TMA can read them (odd leading dimensions); every pair of types
+ * through the 128 x 64 tile; and the cluster's split of K, the
+ * persistent tiles and the multicast pairs, each at sizes that are
+ * multiples of no tile, C stored directly (beta != 0) and through TMA
+ * (beta 0). */
+START_TEST(gemm_family_hopper)
+{
+  tj_runtime *rt = open_gpu();
+  uint64_t seed = 500;
+  for (int t = 0; t < 4; t++)
+    for (int e = 0; e < 4; e++) {
+      family_case fc = {TJ_DTYPE_BF16, TJ_DTYPE_BF16, t & 1, t >> 1, e};
+      run_family_as(rt, &fc, 67, 45, 129, seed++, FAMILY_TMA_BETA);
+      run_family_as(rt, &fc, 100, 136, 2056, seed++, FAMILY_TMA_STORE);
+      run_family_as(rt, &fc, 1, 1, 1, seed++, FAMILY_ODD);
+      run_family_as(rt, &fc, 131, 77, 1001, seed++, FAMILY_ODD);
+    }
+  for (int ab = TJ_DTYPE_F16; ab <= TJ_DTYPE_BF16; ab++)
+    for (int c = TJ_DTYPE_F16; c <= TJ_DTYPE_F32; c++) {
+      family_case fc = {ab, c, 0, 1, TJ_EPILOGUE_BIAS_GELU};
+      run_family_as(rt, &fc, 200, 264, 520, seed++, FAMILY_TMA_STORE);
+    }
+  const family_case k2 = {TJ_DTYPE_BF16, TJ_DTYPE_BF16, 1, 0,
+                          TJ_EPILOGUE_DGELU};
+  const family_case pers = {TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 1,
+                            TJ_EPILOGUE_BIAS_GELU};
+  const family_case mc2 = {TJ_DTYPE_F16, TJ_DTYPE_F32, 1, 1,
+                           TJ_EPILOGUE_BIAS};
+  run_family_as(rt, &k2, 130, 1800, 2050, seed++, FAMILY_TMA_STORE);
+  run_family_as(rt, &pers, 1100, 1928, 72, seed++, FAMILY_TMA_STORE);
+  run_family_as(rt, &pers, 1100, 1928, 72, seed++, FAMILY_TMA_BETA);
+  run_family_as(rt, &mc2, 2200, 2056, 40, seed++, FAMILY_TMA_STORE);
   tj_runtime_close(rt);
 }
 END_TEST
@@ -1812,6 +1889,7 @@ int main(void)
   /* The GEMM family's configurations (CK_RUN_CASE=family). */
   TCase *family = test_case(s, "family", 600);
   tcase_add_test(family, gemm_family_every_configuration);
+  tcase_add_test(family, gemm_family_hopper);
   tcase_add_test(family, gemm_family_host_call);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

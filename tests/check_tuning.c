@@ -576,7 +576,7 @@ START_TEST(configurations_plan_as_named)
   ck_assert_ptr_nonnull(pt);
   p = tj__gemm_plan_config(pt, 132, 1024, 1024, 1024);
   ck_assert_str_eq(p.entry, "gemm_f16_sm90a_128x128_persistent");
-  ck_assert(p.tma_store && p.tile_n == 0);
+  ck_assert(p.tma_store && p.tile_n == 128 && p.kind == GEMM_KIND_PERSISTENT);
   /* Retired names are no configuration: a decision naming one is
    * ignored. */
   ck_assert_ptr_null(tj__gemm_config_find("sm90a_128x128_streamk"));

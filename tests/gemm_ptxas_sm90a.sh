@@ -2,7 +2,9 @@
 # gemm_ptxas_sm90a.sh: every entry of the sm_90a kernel files
 # (gemm_f16_sm90a.hip, gemm_f16_sm90a_skinny.hip,
 # gemm_f16_sm90a_extra.hip, each after the
-# gemm_f16_sm90a.h it names) compiles for sm_90a with no register
+# headers it names), and of the GEMM family's Hopper configurations
+# (gemm_sm90a.hip, one of each kind with a mix of types, layouts and
+# epilogues), compiles for sm_90a with no register
 # spills, no stack frame, and no ptxas note
 # of lost performance (its "wgmma.mma_async instructions are serialized"
 # is one: the tensor cores then wait for each instruction in turn).  Each
@@ -25,22 +27,60 @@ make_tmp
 # the reports of all of them together.
 : >"$tmp/log"
 : >"$tmp/g.ptx"
+# $1 (kernels/NAME.hip) as the library compiles it, into $tmp/$2.cu.
+as_embedded() {
+  local parts part
+  parts=$(sed -n 's/^ \* embed: prepend \([A-Za-z0-9_. -]*\)$/\1/p' "$1" | head -n 1)
+  : >"$tmp/$2.cu"
+  for part in $parts; do cat "$kernels/$part" >>"$tmp/$2.cu"; done
+  cat "$1" >>"$tmp/$2.cu"
+}
+# $tmp/$1.cu compiled with the options after it; its reports added.
+compile() {
+  local f=$1
+  shift
+  "$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -cubin \
+    -Xptxas -v "$@" -o "$tmp/$f.cubin" "$tmp/$f.cu" >"$tmp/$f.log" 2>&1 ||
+    { echo "FAIL: $nvcc could not compile $f for sm_90a:"; cat "$tmp/$f.log"; exit 1; }
+  "$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -ptx "$@" \
+    -o "$tmp/$f.ptx" "$tmp/$f.cu" >"$tmp/$f.ptxlog" 2>&1 ||
+    { echo "FAIL: $nvcc could not make PTX of $f:"; cat "$tmp/$f.ptxlog"; exit 1; }
+  cat "$tmp/$f.log" >>"$tmp/log"
+  cat "$tmp/$f.ptx" >>"$tmp/g.ptx"
+}
 for path in "$kernels"/*.hip; do
   grep -q '^ \* embed: arch sm_90a$' "$path" || continue
   f=$(basename "$path" .hip)
-  prepend=$(sed -n 's/^ \* embed: prepend \([A-Za-z0-9_.-]*\)$/\1/p' "$path" | head -n 1)
-  cat ${prepend:+"$kernels/$prepend"} "$path" >"$tmp/$f.cu"
-  "$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -cubin \
-    -Xptxas -v -o "$tmp/$f.cubin" "$tmp/$f.cu" >"$tmp/$f.log" 2>&1 ||
-    { echo "FAIL: $nvcc could not compile $f.hip for sm_90a:"; cat "$tmp/$f.log"; exit 1; }
-  "$nvcc" -x cu -arch=sm_90a -std=c++17 -include cuda_fp16.h -ptx \
-    -o "$tmp/$f.ptx" "$tmp/$f.cu" >"$tmp/$f.ptxlog" 2>&1 ||
-    { echo "FAIL: $nvcc could not make PTX of $f.hip:"; cat "$tmp/$f.ptxlog"; exit 1; }
-  cat "$tmp/$f.log" >>"$tmp/log"
-  cat "$tmp/$f.ptx" >>"$tmp/g.ptx"
+  as_embedded "$path" "$f"
+  compile "$f"
 done
+# The family's configurations: TJ_TA TJ_TC TJ_TRANS_A TJ_TRANS_B TJ_EPI
+# TJ_H_KIND TJ_H_BN TJ_H_STAGES, one line each; entries family<i>, with
+# _reduce (split-K) and _colsum (dGELU).
+as_embedded "$kernels/gemm_sm90a.hip" gemm_sm90a
+family=
+i=0
+while read -r ta tc tra trb epi kind bn stages; do
+  cp "$tmp/gemm_sm90a.cu" "$tmp/family$i.cu"
+  compile "family$i" -DTJ_TA=$ta -DTJ_TC=$tc -DTJ_TRANS_A=$tra \
+    -DTJ_TRANS_B=$trb -DTJ_EPI=$epi -DTJ_H_KIND=$kind -DTJ_H_BN=$bn \
+    -DTJ_H_STAGES=$stages -DTJ_GEMM_ENTRY=family$i \
+    -DTJ_REDUCE_ENTRY=family${i}_reduce -DTJ_COLSUM_ENTRY=family${i}_colsum
+  family="$family family$i"
+  [ "$kind" = 4 ] && family="$family family${i}_reduce"
+  [ "$epi" = 3 ] && family="$family family${i}_colsum"
+  i=$((i + 1))
+done <<EOF
+2 2 0 0 0 0 128 5
+2 2 1 0 2 1 256 4
+1 3 1 1 1 2 256 4
+2 2 0 1 3 3 64 8
+1 2 1 0 3 4 128 5
+2 3 1 1 2 0 64 8
+EOF
 entries=$("$prog" --list-kernels --all | sed -n 's/^\(gemm_f16_sm90a_[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
+entries="$entries $family"
 # One line per function: name, registers, stack, spill stores, spill loads.
 awk '
   /Compiling entry function/ { split($0, q, "'\''"); fn = q[2] }
@@ -69,7 +109,7 @@ for e in $entries; do
   echo "$e (sm_90a): $2 registers, $3 bytes stack, $4 bytes spill stores, $5 bytes spill loads"
   [ "$3" -eq 0 ] && [ "$4" -eq 0 ] && [ "$5" -eq 0 ] ||
     fail "$e: a stack frame or spills ($3, $4, $5 bytes)"
-  [ "$e" = gemm_f16_sm90a_splitk_reduce ] && continue
+  case $e in *_reduce | *_colsum) continue ;; esac
   set -- $(awk -v e="$e" '$1 == e { print $2, $3 }' "$tmp/mma") x x
   [ "$1" != x ] && [ "$1" -gt 0 ] && [ "$2" -eq 0 ] ||
     fail "$e: $1 wgmma.mma_async, $2 mma.sync in its PTX; wanted wgmma only"

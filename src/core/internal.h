@@ -265,8 +265,11 @@ void tj__modtable_free(tj__modtable *t, void (*fn)(tj_kernel *, void *),
 /* The modtable kind of modules (runtime.c has the others); a module sits
  * in the table as a kernel with entry NULL and owner the module. */
 #define TJ__KIND_MODULE 2
-int tj__module_get(tj_runtime *rt, const tj_module_source *src,
-                   tj_module **out);
+/* tj_module_compile of a checked src, compiled for arch (NULL: rt->arch;
+ * else the arch-specific target of rt's, "sm_90a" on an sm_90 runtime, as
+ * the embedded kernels of that target are: keyed and stored under it). */
+int tj__module_get_for(tj_runtime *rt, const tj_module_source *src,
+                       const char *arch, tj_module **out);
 void tj__module_free(tj_module *m);
 /* A module row's entries column: src/common/entries.h reads it. */
 

@@ -868,7 +868,7 @@ int tj_kernel_compile(tj_runtime *rt, const char *source, const char *entry,
   tj_module_source src = {sizeof src, source, NULL, (const char *const *)argv,
                           argc, NULL, 0, &entry, 1};
   tj_module *m = NULL;
-  int rc = tj__module_get(rt, &src, &m);
+  int rc = tj__module_get_for(rt, &src, NULL, &m);
   free(argv);
   return rc == TJ_OK ? tj_module_kernel(m, entry, out) : rc;
 }

@@ -28,6 +28,8 @@
 typedef struct request {
   tj_runtime *rt;
   const tj_module_source *src;
+  const char *arch; /* what it compiles for: rt->arch, or its
+                       arch-specific target (tj__module_get_for) */
   size_t source_len;
   const char *name;
   const char **entries;
@@ -138,11 +140,13 @@ static int cmp_str(const void *a, const void *b)
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int make_request(tj_runtime *rt, const tj_module_source *s, request *r)
+static int make_request(tj_runtime *rt, const tj_module_source *s,
+                        const char *arch, request *r)
 {
   memset(r, 0, sizeof *r);
   r->rt = rt;
   r->src = s;
+  r->arch = arch;
   int rc = check_source(rt, s, &r->source_len);
   if (rc != TJ_OK)
     return rc;
@@ -173,7 +177,7 @@ static void free_request(request *r)
 static tj__key_input key_input(const request *r, const char *headers,
                                const char *const *all, int nall)
 {
-  tj__key_input in = {r->src->source, r->source_len, "", "", r->rt->arch,
+  tj__key_input in = {r->src->source, r->source_len, "", "", r->arch,
                       TJ__PLATFORM, r->rt->compiler, r->src->options,
                       r->src->num_options, all, nall, headers};
   return in;
@@ -348,7 +352,7 @@ static int from_cache(const request *r, tj_module *m)
   int layer = 0;
   if (row_names(r, NULL, &options) != TJ_OK)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
-  tj__cache_row want = {r->key, NULL, rt->arch, TJ__PLATFORM, rt->compiler,
+  tj__cache_row want = {r->key, NULL, r->arch, TJ__PLATFORM, rt->compiler,
                         options, NULL, 0, 0, NULL, NULL};
   int rc = tj__runtime_lookup(rt, &want, r->name, &m->code, &m->code_size,
                               &stored, &layer);
@@ -414,7 +418,7 @@ static void store(const request *r, tj_module *m)
   }
   char *entries = format_entries(m), *kernels = NULL, *options = NULL;
   if (entries && row_names(r, &kernels, &options) == TJ_OK) {
-    tj__cache_row row = {r->key, kernels, rt->arch, TJ__PLATFORM, rt->compiler,
+    tj__cache_row row = {r->key, kernels, r->arch, TJ__PLATFORM, rt->compiler,
                          options, m->code, m->code_size, m->compile_ms, entries,
                          r->inputs};
     tj__runtime_store(rt, &row, r->name);
@@ -428,7 +432,7 @@ static int from_compiler(const request *r, tj_module *m)
 {
   tj_runtime *rt = r->rt;
   const tj_module_source *s = r->src;
-  tj__compile_input in = {s->source, COMPILER_NAME, rt->arch, s->options,
+  tj__compile_input in = {s->source, COMPILER_NAME, r->arch, s->options,
                           s->num_options, s->headers, s->num_headers,
                           r->exprs, r->nexprs};
   tj__compile_result res;
@@ -442,7 +446,7 @@ static int from_compiler(const request *r, tj_module *m)
     free(res.log);
     return TJ_ENOENT;
   }
-  if ((rc = tj__runtime_compiled(rt, rc, &res, r->name, rt->arch)) != TJ_OK)
+  if ((rc = tj__runtime_compiled(rt, rc, &res, r->name, r->arch)) != TJ_OK)
     return rc;
   m->code = res.code;
   m->code_size = res.size;
@@ -496,7 +500,7 @@ static int explain_request(request *r, tj__explain_request *q, char **options)
                                       s->num_headers, r->digest)))
     return TJ_ENOMEM;
   *q = (tj__explain_request){r->name, r->key, NULL, r->exprs, r->nexprs,
-                             r->entries, r->nentries, r->rt->arch,
+                             r->entries, r->nentries, r->arch,
                              r->rt->compiler, *options, r->inputs};
   return TJ_OK;
 }
@@ -539,7 +543,7 @@ int tj__module_explain(tj_runtime *rt, const tj_module_source *src,
                     TJ__FIRST_SIZE(tj_module_source, num_entries)) != TJ_OK)
     return tj__fail(rt, TJ_EINVAL, "tj_explain_miss: src->size is %zu: set "
                     "it to 0 or sizeof(tj_module_source)", src->size);
-  int rc = make_request(rt, &s, &r);
+  int rc = make_request(rt, &s, rt->arch, &r);
   if (rc == TJ_OK)
     rc = module_key(&r);
   if (rc == TJ_OK && explain_request(&r, &q, &options) != TJ_OK)
@@ -593,10 +597,11 @@ static int build_module(void *ctx, tj_kernel **out)
   return TJ_OK;
 }
 
-int tj__module_get(tj_runtime *rt, const tj_module_source *src, tj_module **out)
+int tj__module_get_for(tj_runtime *rt, const tj_module_source *src,
+                       const char *arch, tj_module **out)
 {
   request r;
-  int rc = make_request(rt, src, &r);
+  int rc = make_request(rt, src, arch ? arch : rt->arch, &r);
   if (rc == TJ_OK) {
     tj__key_input in = key_input(&r, "", r.entries, r.nentries);
     tj__key_request(&in, src->headers, src->num_headers, r.id);
@@ -630,7 +635,7 @@ int tj_module_compile(tj_runtime *rt, const tj_module_source *src,
                     "it to 0 or sizeof(tj_module_source) (%zu in this "
                     "library), and leave the fields this library does not "
                     "know zero", src->size, sizeof s);
-  return tj__module_get(rt, &s, out);
+  return tj__module_get_for(rt, &s, NULL, out);
 }
 
 int tj_module_kernel(tj_module *m, const char *entry, tj_kernel **out)

@@ -75,12 +75,12 @@ int tj__device_query(int ordinal, tj__device_props *props, int what)
 }
 
 /* No TMA and no Hopper GEMM on AMD: tj_gemm_f16 never asks. */
-int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
-                       uint64_t cols, uint64_t ld, uint32_t box_rows,
-                       uint32_t box_cols)
+int tj__tensor_map_16(void *map, const void *base, uint64_t rows,
+                      uint64_t cols, uint64_t ld, uint32_t box_rows,
+                      uint32_t box_cols, int bf16)
 {
   (void)map, (void)base, (void)rows, (void)cols, (void)ld, (void)box_rows,
-      (void)box_cols;
+      (void)box_cols, (void)bf16;
   return TJ_EDEVICE;
 }
 

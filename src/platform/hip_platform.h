@@ -71,17 +71,18 @@ int tj__device_query(int ordinal, tj__device_props *props, int what);
 struct tj_kernel_resources;
 int tj__function_resources(void *function, struct tj_kernel_resources *out);
 
-/* For the Hopper GEMM (NVIDIA; TJ_EDEVICE on AMD).  tj__tensor_map_f16
+/* For the Hopper GEMM (NVIDIA; TJ_EDEVICE on AMD).  tj__tensor_map_16
  * writes into map (TJ__TENSOR_MAP_BYTES, 64-byte aligned) a TMA
- * descriptor of the row-major fp16 matrix at base (rows x cols, ld
+ * descriptor of the row-major 16-bit matrix (fp16, or bf16 where bf16 is
+ * 1) at base (rows x cols, ld
  * elements from one row to the next) that loads box_rows x box_cols boxes
  * with 128-byte swizzle and zeros outside the matrix; base 16-byte
  * aligned, ld a multiple of 8.  tj__function_shared_limit lets function
  * (a loaded kernel) take up to bytes of dynamic shared memory. */
 #define TJ__TENSOR_MAP_BYTES 128
-int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
-                       uint64_t cols, uint64_t ld, uint32_t box_rows,
-                       uint32_t box_cols);
+int tj__tensor_map_16(void *map, const void *base, uint64_t rows,
+                      uint64_t cols, uint64_t ld, uint32_t box_rows,
+                      uint32_t box_cols, int bf16);
 int tj__function_shared_limit(void *function, unsigned bytes);
 /* 1 when the driver can build tensor maps (the Hopper GEMM's condition);
  * 0 on AMD and without a driver. */

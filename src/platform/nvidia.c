@@ -171,9 +171,9 @@ int tj__device_query(int ordinal, tj__device_props *props, int what)
   return TJ_OK;
 }
 
-int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
-                       uint64_t cols, uint64_t ld, uint32_t box_rows,
-                       uint32_t box_cols)
+int tj__tensor_map_16(void *map, const void *base, uint64_t rows,
+                      uint64_t cols, uint64_t ld, uint32_t box_rows,
+                      uint32_t box_cols, int bf16)
 {
   _Static_assert(sizeof(CUtensorMap) == TJ__TENSOR_MAP_BYTES,
                  "CUtensorMap is 128 bytes");
@@ -182,7 +182,10 @@ int tj__tensor_map_f16(void *map, const void *base, uint64_t rows,
   const cuuint64_t dims[2] = {cols, rows}, strides[1] = {ld * 2};
   const cuuint32_t box[2] = {box_cols, box_rows}, step[2] = {1, 1};
   return TJ__CU(cuTensorMapEncodeTiled(
-             (CUtensorMap *)map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+             (CUtensorMap *)map,
+             bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+             2,
              (void *)base, dims, strides, box, step,
              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,

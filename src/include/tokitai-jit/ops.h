@@ -124,10 +124,15 @@ typedef struct tj_gemm_desc {
 /*
  * Queue the GEMM d describes on stream (NULL: the default stream) and
  * return.  f16 A, B and C without transposes or epilogue run
- * tj_gemm_f16's kernels; every other combination runs the family's
- * portable kernel (kernels/gemm_portable.hip, fp32 FMAs on any GPU),
- * compiled the first time that combination is used.  The same call gives
- * the same bits on every run.  Errors: TJ_EINVAL (a NULL or malformed
+ * tj_gemm_f16's kernels.  On an sm_90 device, A and B of one type (and
+ * alpha != 0) run the Hopper kernel (kernels/gemm_sm90a.hip: wgmma and
+ * TMA, the epilogue fused), in the configuration its rule picks for the
+ * shape; an A or B whose rows are not a multiple of 8 elements apart (or
+ * not 16-byte aligned) is first copied, on stream, into memory from the
+ * runtime's pool where they are.  Every other combination runs the
+ * portable kernel (kernels/gemm_portable.hip, fp32 FMAs on any GPU).
+ * Each configuration is compiled the first time it is used.  The same
+ * call gives the same bits on every run.  Errors: TJ_EINVAL (a NULL or malformed
  * field, with the field named in tj_errmsg: a type, a transpose flag or
  * an epilogue it does not know, a size below 1, a leading dimension below
  * its row, a pointer missing, misaligned or overlapping another, an
@@ -139,8 +144,10 @@ TJ_EXPORT int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *d);
 /*
  * The entry tj_gemm would launch for d (the product's, not the bias
  * gradient's): a name that says its configuration, such as
- * "gemm_bf16_bf16_f32_nt_biasgelu_portable", owned by rt.  For the
- * portable kernel it compiles (or loads) that configuration, launching
+ * "gemm_bf16_bf16_f32_nt_biasgelu_portable" or
+ * "gemm_bf16_bf16_bf16_nt_none_sm90a_128x256_mc2", owned by rt.  For the
+ * Hopper and portable kernels it compiles (or loads) that configuration,
+ * launching
  * nothing, so it answers on a compile-only runtime too and warms the
  * cache for it.  NULL, with tj_errmsg, for a descriptor tj_gemm would
  * refuse or a compile that failed.  Pointers are checked as tj_gemm

@@ -21,15 +21,12 @@
 extern const char tj__gemm_portable_source[];
 
 /* gemm_portable.hip's launch: 256 threads, 64 x 64 tiles of C, N tiles
- * along x and M tiles along y (at most 65535); the column sums 256
+ * along x and M tiles along y (at most 65535); the column sums 32
  * columns a block. */
 #define PORTABLE_THREADS 256u
 #define PORTABLE_TILE 64
 #define PORTABLE_GRID_Y_CAP 65535
-#define COLSUM_COLUMNS 256
-/* The name of a configuration: "gemm_bf16_bf16_f32_nt_biasgelu_portable"
- * and its "_colsum" fits. */
-#define CONFIG_NAME_MAX 64
+#define COLSUM_COLUMNS 32
 
 static const char *const dtype_names[] = {NULL, "f16", "bf16", "f32"};
 static const char *const epilogue_names[] = {"none", "bias", "biasgelu",
@@ -208,19 +205,25 @@ static int f16_path_serves(const tj_gemm_desc *d)
          d->ldc <= INT_MAX;
 }
 
+void tj__gemm_desc_name(const tj_gemm_desc *d, const char *path,
+                        char out[TJ__GEMM_NAME_MAX])
+{
+  snprintf(out, TJ__GEMM_NAME_MAX, "gemm_%s_%s_%s_%c%c_%s_%s",
+           dtype_names[d->a_type], dtype_names[d->b_type],
+           dtype_names[d->c_type], d->trans_a ? 't' : 'n',
+           d->trans_b ? 't' : 'n', epilogue_names[d->epilogue], path);
+}
+
 /* The names of d's portable configuration's entries: the product's and
  * the column sums'. */
 typedef struct config_names {
-  char product[CONFIG_NAME_MAX], colsum[CONFIG_NAME_MAX + 8];
+  char product[TJ__GEMM_NAME_MAX], colsum[TJ__GEMM_NAME_MAX];
 } config_names;
 
 static void names_of(const tj_gemm_desc *d, config_names *n)
 {
-  snprintf(n->product, sizeof n->product, "gemm_%s_%s_%s_%c%c_%s_portable",
-           dtype_names[d->a_type], dtype_names[d->b_type],
-           dtype_names[d->c_type], d->trans_a ? 't' : 'n',
-           d->trans_b ? 't' : 'n', epilogue_names[d->epilogue]);
-  snprintf(n->colsum, sizeof n->colsum, "%s_colsum", n->product);
+  tj__gemm_desc_name(d, "portable", n->product);
+  tj__gemm_desc_name(d, "portable_colsum", n->colsum);
 }
 
 /* The portable configuration for d: its module (the product's entry and
@@ -228,7 +231,7 @@ static void names_of(const tj_gemm_desc *d, config_names *n)
 static int portable_module(tj_runtime *rt, const tj_gemm_desc *d,
                            const config_names *n, tj_module **m)
 {
-  char opt[8][CONFIG_NAME_MAX + 32];
+  char opt[8][TJ__GEMM_NAME_MAX + 32];
   int vals[] = {d->a_type, d->b_type, d->c_type, d->trans_a, d->trans_b,
                 d->epilogue};
   const char *keys[] = {"TJ_TA", "TJ_TB", "TJ_TC", "TJ_TRANS_A",
@@ -315,6 +318,8 @@ int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *desc)
     return tj_gemm_f16(rt, stream, (int)d.m, (int)d.n, (int)d.k, d.alpha,
                        d.a, (int)d.lda, d.b, (int)d.ldb, d.beta, d.c,
                        (int)d.ldc);
+  if (tj__gemm_hopper_serves(rt, &d))
+    return tj__gemm_hopper_run(rt, fn, stream, &d);
   return launch_portable(rt, fn, stream, &d);
 }
 
@@ -328,6 +333,9 @@ const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *desc)
   if (f16_path_serves(&d))
     return tj_gemm_f16_kernel(rt, (int)d.m, (int)d.n, (int)d.k, d.a,
                               (int)d.lda, d.b, (int)d.ldb, d.c, (int)d.ldc);
+  const char *entry = NULL;
+  if (tj__gemm_hopper_serves(rt, &d))
+    return tj__gemm_hopper_prepare(rt, &d, &entry) == TJ_OK ? entry : NULL;
   config_names n;
   names_of(&d, &n);
   if (portable_module(rt, &d, &n, &m) != TJ_OK)
@@ -390,11 +398,16 @@ int tj_gemm_host(tj_runtime *rt, const tj_gemm_desc *desc)
   const char *entry = NULL;
   tj_module *m = NULL;
   /* Device copies are hipMalloc's, aligned as NULL is. */
+  tj_gemm_desc dev = j.d;
+  dev.a = dev.b = NULL;
   if (f16_path_serves(&j.d))
     entry = tj__gemm_plan_call(rt, (int)j.d.m, (int)j.d.n, (int)j.d.k, NULL,
                                (int)j.d.lda, NULL, (int)j.d.ldb, NULL,
                                (int)j.d.ldc).entry;
-  else if (!rt->compile_only) {
+  else if (tj__gemm_hopper_serves(rt, &dev)) {
+    if ((rc = tj__gemm_hopper_prepare(rt, &dev, NULL)) != TJ_OK)
+      return rc;
+  } else if (!rt->compile_only) {
     config_names n;
     names_of(&j.d, &n);
     if ((rc = portable_module(rt, &j.d, &n, &m)) != TJ_OK)

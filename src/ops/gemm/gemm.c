@@ -92,19 +92,25 @@ static int check_gemm(tj_runtime *rt, const char *fn, int M, int N, int K,
 
 /* ------------------------------------------------------- launching */
 
-/* The sm90a entries take A and B as TMA descriptors, built here for each
- * call (host work only: they hold the pointers). */
-static int sm90a_maps(tj_runtime *rt, const char *fn, void *ta, void *tb,
-                      int a_rows, int M, int N, int K, const void *A, int lda,
-                      const void *B, int ldb)
+int tj__gemm_sm90a_maps(tj_runtime *rt, const char *fn,
+                        const tj__gemm_ab *ab, int a_rows, void *ta, void *tb)
 {
-  if (tj__tensor_map_f16(ta, A, (uint64_t)M, (uint64_t)K, (uint64_t)lda,
-                         (uint32_t)a_rows, 64) != TJ_OK ||
-      tj__tensor_map_f16(tb, B, (uint64_t)K, (uint64_t)N, (uint64_t)ldb, 64,
-                         64) != TJ_OK)
+  /* Stored A is M x K, or K x M (boxes of 64 x 64) transposed; stored B
+   * K x N, or N x K transposed. */
+  uint64_t ar = (uint64_t)(ab->trans_a ? ab->K : ab->M);
+  uint64_t ac = (uint64_t)(ab->trans_a ? ab->M : ab->K);
+  uint64_t br = (uint64_t)(ab->trans_b ? ab->N : ab->K);
+  uint64_t bc = (uint64_t)(ab->trans_b ? ab->K : ab->N);
+  uint32_t box_a = ab->trans_a ? 64u : (uint32_t)a_rows;
+  if (tj__tensor_map_16(ta, ab->A, ar, ac, (uint64_t)ab->lda, box_a, 64,
+                        ab->bf16) != TJ_OK ||
+      tj__tensor_map_16(tb, ab->B, br, bc, (uint64_t)ab->ldb, 64, 64,
+                        ab->bf16) != TJ_OK)
     return tj__fail(rt, TJ_EDEVICE, "%s: the driver refused a TMA descriptor "
-                    "for A (%d x %d, lda %d) or B (%d x %d, ldb %d)", fn, M,
-                    K, lda, K, N, ldb);
+                    "for A (%llu x %llu, lda %lld) or B (%llu x %llu, ldb "
+                    "%lld)", fn, (unsigned long long)ar,
+                    (unsigned long long)ac, ab->lda, (unsigned long long)br,
+                    (unsigned long long)bc, ab->ldb);
   return TJ_OK;
 }
 
@@ -119,26 +125,29 @@ static int tma_store_fits(const tj_runtime *rt, const tj__gemm_plan *p,
 {
   return tj__gemm_tma_store_applies(tj__gemm_knobs_of(rt), p->tma_store, N, beta, C,
                                     ldc) &&
-         tj__tensor_map_f16(map, C, (uint64_t)M, (uint64_t)N, (uint64_t)ldc,
-                            64, 64) == TJ_OK;
+         tj__tensor_map_16(map, C, (uint64_t)M, (uint64_t)N, (uint64_t)ldc,
+                           64, 64, 0) == TJ_OK;
 }
 
-/* The kernel of plan p, allowed more than the 48 KiB of shared memory a
- * launch gets unasked: once per kernel (threads racing here both set it,
- * which is harmless), not at every call. */
+int tj__gemm_kernel_shared(tj_runtime *rt, const char *fn, tj_kernel *k,
+                           const char *entry, unsigned bytes)
+{
+  if (__atomic_load_n(&k->shared_limit, __ATOMIC_ACQUIRE) >= bytes)
+    return TJ_OK;
+  if (tj__function_shared_limit(tj_kernel_function(k), bytes) != TJ_OK)
+    return tj__fail(rt, TJ_EDEVICE, "%s: %s cannot have %u bytes of shared "
+                    "memory on this device", fn, entry, bytes);
+  __atomic_store_n(&k->shared_limit, bytes, __ATOMIC_RELEASE);
+  return TJ_OK;
+}
+
+/* The embedded kernel of plan p, allowed its shared memory. */
 static int shared_kernel(tj_runtime *rt, const char *fn, const tj__gemm_plan *p,
                          tj_kernel **k)
 {
   int rc = tj__op_kernel(rt, fn, p->entry, k);
-  if (rc != TJ_OK)
-    return rc;
-  if (__atomic_load_n(&(*k)->shared_limit, __ATOMIC_ACQUIRE) >= p->shared)
-    return TJ_OK;
-  if (tj__function_shared_limit(tj_kernel_function(*k), p->shared) != TJ_OK)
-    return tj__fail(rt, TJ_EDEVICE, "%s: %s cannot have %u bytes of shared "
-                    "memory on this device", fn, p->entry, p->shared);
-  __atomic_store_n(&(*k)->shared_limit, p->shared, __ATOMIC_RELEASE);
-  return TJ_OK;
+  return rc == TJ_OK ? tj__gemm_kernel_shared(rt, fn, *k, p->entry, p->shared)
+                     : rc;
 }
 
 static int launch_failed(tj_runtime *rt, int rc, const char *fn,
@@ -227,7 +236,8 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
   _Alignas(64) unsigned char ta[TJ__TENSOR_MAP_BYTES], tb[TJ__TENSOR_MAP_BYTES];
   /* A's box: the tile's 128 rows, or the skinny kernel's 16. */
   int a_rows = p.path == GEMM_PATH_SM90A_SKINNY ? SM90A_SKINNY_ROWS : SM90A_BM;
-  int rc = sm90a_maps(rt, fn, ta, tb, a_rows, M, N, K, A, lda, B, ldb);
+  const tj__gemm_ab ab = {M, N, K, A, B, lda, ldb, 0, 0, 0};
+  int rc = tj__gemm_sm90a_maps(rt, fn, &ab, a_rows, ta, tb);
   if (rc != TJ_OK)
     return rc;
   if (p.split > 1 && p.path == GEMM_PATH_SM90A) {
@@ -242,8 +252,8 @@ static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
       return rc;
     }
     p = (tj__gemm_plan){"gemm_f16_sm90a_128x128", {p.grid.x, p.grid.y, 1},
-                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 0,
-                    p.tma_store};
+                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 128,
+                    p.tma_store, GEMM_KIND_TILE};
   }
   return launch_tiles(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C,
                       ldc);

@@ -145,6 +145,24 @@ int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn);
 
 /* ------------------------------------------------------------ gemm.c */
 
+/* A Hopper call's A and B as TMA reads them: sizes, stored layouts
+ * (trans_a: A stored K x M; trans_b: B stored N x K), bf16 or fp16. */
+typedef struct tj__gemm_ab {
+  int M, N, K;
+  const void *A, *B;
+  long long lda, ldb;
+  int bf16, trans_a, trans_b;
+} tj__gemm_ab;
+/* The tensor maps of ab's A (boxes of a_rows x 64 K-major, or 64 x 64
+ * M-major) and B (64 x 64) into ta and tb; TJ_EDEVICE, with tj_errmsg,
+ * where the driver refuses one. */
+int tj__gemm_sm90a_maps(tj_runtime *rt, const char *fn,
+                        const tj__gemm_ab *ab, int a_rows, void *ta, void *tb);
+/* Let kernel k (entry, for messages) take bytes of dynamic shared memory:
+ * once a kernel, not at every call. */
+int tj__gemm_kernel_shared(tj_runtime *rt, const char *fn, tj_kernel *k,
+                           const char *entry, unsigned bytes);
+
 /* One launch of cfg on stream, as tj_gemm_f16 would launch it (workspace
  * included): the tuner's. */
 int tj__gemm_run_config(tj_runtime *rt, const char *fn,
@@ -159,5 +177,29 @@ int tj__gemm_run_config(tj_runtime *rt, const char *fn,
 tj_dim3 tj__gemm_f16_grid(tj_runtime *rt, int M, int N, int K,
                           const uint16_t *A, int lda, const uint16_t *B,
                           int ldb, const uint16_t *C, int ldc);
+
+/* ------------------------------------------------------------ family.c */
+
+/* The name of d's configuration on path (a suffix such as
+ * "portable" or "sm90a_128x256_persistent"):
+ * "gemm_bf16_bf16_f32_nt_biasgelu_" then path. */
+#define TJ__GEMM_NAME_MAX 96
+void tj__gemm_desc_name(const tj_gemm_desc *d, const char *path,
+                        char out[TJ__GEMM_NAME_MAX]);
+
+/* ------------------------------------------------------------ hopper.c
+ * The family's Hopper path: gemm_sm90a.hip's configurations. */
+
+/* Whether the Hopper path takes d on rt: an sm_90 runtime (with a driver
+ * that builds tensor maps, unless compile-only), A and B of one type,
+ * alpha != 0, sizes and ldc in int. */
+int tj__gemm_hopper_serves(const tj_runtime *rt, const tj_gemm_desc *d);
+/* Run d (checked, served) on stream. */
+int tj__gemm_hopper_run(tj_runtime *rt, const char *fn, void *stream,
+                        const tj_gemm_desc *d);
+/* Compile (or load) d's configuration without launching; *entry (when
+ * not NULL): its product entry's name, owned by rt. */
+int tj__gemm_hopper_prepare(tj_runtime *rt, const tj_gemm_desc *d,
+                            const char **entry);
 
 #endif

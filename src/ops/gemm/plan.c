@@ -113,7 +113,8 @@ static tj__gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
   }
   return (tj__gemm_plan){c->entry, {tiles, (unsigned)split, 1},
                          {SKINNY_TC_THREADS, 1, 1}, SKINNY_TC_SHARED, split,
-                         kper, GEMM_PATH_SKINNY_TC, c->tile_n, 0};
+                         kper, GEMM_PATH_SKINNY_TC, c->tile_n, 0,
+                         GEMM_KIND_TILE};
 }
 
 /*
@@ -230,7 +231,7 @@ static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
                          SM90A_SKINNY_SHARED((unsigned)c->bn,
                                              (unsigned)c->split),
                          c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn,
-                         0};
+                         0, GEMM_KIND_TILE};
 }
 
 /* A forced split of n takes the largest compiled split up to n, a forced
@@ -282,7 +283,7 @@ static tj__gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
   return (tj__gemm_plan){"gemm_f16_sm90a_128x128_splitk",
                          {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
                          SM90A_SHARED(128, 5), split, kper, GEMM_PATH_SM90A,
-                         0, 0};
+                         128, 0, GEMM_KIND_SPLIT};
 }
 
 /* The 128 x 64 tile with K split across a cluster of two blocks. */
@@ -292,7 +293,7 @@ static tj__gemm_plan plan_cluster_k2(int M, int N)
   unsigned tn = (unsigned)((N - 1) / 64 + 1);
   return (tj__gemm_plan){"gemm_f16_sm90a_128x64_cluster_k2", {2 * tn, mt, 1},
                          {SM90A_THREADS, 1, 1}, SM90A_SHARED_K2, 1, 0,
-                         GEMM_PATH_SM90A, 0, 0};
+                         GEMM_PATH_SM90A, 64, 0, GEMM_KIND_CLUSTER_K2};
 }
 
 /* The 128 x 256 tile, persistent in clusters of two that share B: one
@@ -307,7 +308,7 @@ static tj__gemm_plan plan_mc2(int sms, int M, int N)
     clusters = (unsigned)pairs;
   return (tj__gemm_plan){"gemm_f16_sm90a_128x256_mc2", {2 * clusters, 1, 1},
                          {SM90A_THREADS, 1, 1}, sm90a_shared_of(256), 1, 0,
-                         GEMM_PATH_SM90A, 0, 0};
+                         GEMM_PATH_SM90A, 256, 0, GEMM_KIND_MC2};
 }
 
 /* An unsplit plan of entry with bn-column tiles; persistent: one block
@@ -321,11 +322,12 @@ static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
     unsigned long long tiles = (unsigned long long)tn * mt;
     unsigned grid = tiles < (unsigned)sms ? (unsigned)tiles : (unsigned)sms;
     return (tj__gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
-                           sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0,
-                           0};
+                           sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, bn,
+                           0, GEMM_KIND_PERSISTENT};
   }
   return (tj__gemm_plan){entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
-                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, 0, 0};
+                         sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, bn, 0,
+                         GEMM_KIND_TILE};
 }
 
 /* The plan of one configuration of the tuning table, on sms SMs. */
@@ -437,6 +439,11 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_knobs *env, int sms, int M, int N
   return p;
 }
 
+tj__gemm_plan tj__gemm_plan_tiles(const tj_runtime *rt, int M, int N, int K)
+{
+  return plan_sm90a(tj__gemm_knobs_of(rt), rt->sms, M, N, K);
+}
+
 int tj__gemm_tma_store_applies(const tj__gemm_knobs *env, int planned, int N,
                                float beta, const void *C, int ldc)
 {
@@ -487,7 +494,7 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
     const char *entry = skinny_entry(M, &threads);
     return (tj__gemm_plan){entry, {(unsigned)((N - 1) / SKINNY_COLS + 1), 1, 1},
                            {threads, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0,
-                           0};
+                           0, GEMM_KIND_TILE};
   }
   if (sm90a_fits(rt, M, A, lda, B, ldb)) {
     const tj__gemm_config *c =
@@ -500,5 +507,5 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
   return (tj__gemm_plan){"gemm_f16",
                          {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},
                          {GEMM_THREADS, 1, 1}, 0, 1, 0, GEMM_PATH_PLAIN, 0,
-                         0};
+                         0, GEMM_KIND_TILE};
 }

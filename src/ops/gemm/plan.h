@@ -99,6 +99,15 @@ typedef enum tj__gemm_path {
   GEMM_PATH_SKINNY_TC,
   GEMM_PATH_SM90A_SKINNY /* split: the cluster's blocks, no workspace */
 } tj__gemm_path;
+/* The kind of a Hopper tile plan: the entry's way of covering C
+ * (kernels/gemm_sm90a.hip's TJ_H_KIND). */
+typedef enum tj__gemm_kind {
+  GEMM_KIND_TILE,       /* one tile a block */
+  GEMM_KIND_PERSISTENT, /* one block an SM, walking the tiles */
+  GEMM_KIND_MC2,        /* persistent, clusters of two sharing B */
+  GEMM_KIND_CLUSTER_K2, /* each tile's K split across a cluster of two */
+  GEMM_KIND_SPLIT       /* split-K into a workspace, then a reduce */
+} tj__gemm_kind;
 typedef struct tj__gemm_plan {
   const char *entry;
   tj_dim3 grid, block;
@@ -106,9 +115,10 @@ typedef struct tj__gemm_plan {
   int split, kper;
   tj__gemm_path path;
   int tile_n; /* columns of C a block owns (the skinny tensor-core path,
-                 the Hopper skinny kernel) */
+                 the Hopper skinny kernel and tiles) */
   int tma_store; /* the tiles store C through TMA where the call allows it
                     (a configuration's; the knobs override it) */
+  tj__gemm_kind kind; /* the Hopper tiles' */
 } tj__gemm_plan;
 
 /* What a call runs.  On the Hopper path the tuning decision for the
@@ -117,6 +127,10 @@ typedef struct tj__gemm_plan {
 tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
                                  const void *A, int lda, const void *B,
                                  int ldb, const void *C, int ldc);
+/* The Hopper tile plan, for any M, that the rule (with rt's knobs) makes
+ * for an M x N x K call: the family's (hopper.c), whose configurations
+ * take no tuning decision. */
+tj__gemm_plan tj__gemm_plan_tiles(const tj_runtime *rt, int M, int N, int K);
 /* The plan of one configuration of the tuning table, on sms SMs. */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K);
