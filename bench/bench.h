@@ -106,6 +106,7 @@ void bench_write_json(const bench_results *r, const char *path);
 void bench_memory_bound(tj_runtime *rt, int quick, bench_record_fn record);
 void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record);
 void bench_family(tj_runtime *rt, bench_record_fn record);
+void bench_grouped(tj_runtime *rt, bench_record_fn record);
 void bench_pilot(tj_runtime *rt, const char *pilot, bench_record_fn record);
 
 #endif

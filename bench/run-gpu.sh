@@ -5,7 +5,8 @@
 #   bash bench/run-gpu.sh [MODE...]   MODE: check bench all gemm-check
 #   family-check family-bench family-torch tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
 #   skinny-check tiles-bench tiles-smoke read-floor skinny-bench
-#   skinny-graph skinny-pair tree-pair start-bench (default all); several
+#   skinny-graph skinny-pair tree-pair start-bench grouped-check
+#   grouped-bench (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
 # The GEMM modes, each well inside a device call: gemm-check, the GPU
@@ -40,7 +41,11 @@
 # tree-pair, this tree against the `make dist` tarball of each other
 # tree as .device/pair-NAME.tar.gz, alternated twice at the nine skinny
 # shapes or $TJ_PAIR_SHAPES (into tree-pair.txt); start-bench, tj-bench's start
-# section (each entry's cold compile).
+# section (each entry's cold compile); grouped-check, the GPU suite's
+# grouped case (tj_grouped_gemm against its oracle) and the tuning suite;
+# grouped-bench, tj-bench's grouped section (the four MoE shapes, each
+# direction, uniform and skewed routing, against a loop of per-expert
+# cuBLAS GEMMs).
 # The check modes write each test's time to $out/check-CASE.xml (Check's
 # XML log).
 # The build stays in /tmp/tj/tokitai-jit-*/ for commands after this one in
@@ -202,6 +207,10 @@ for what in "$@"; do
         ${TJ_FAMILY_ONLY:+--only "$TJ_FAMILY_ONLY"} \
         > "$out/family-torch.txt" 2>&1 || status=1
       tail -40 "$out/family-torch.txt" ;;
+    grouped-check) gemm_check "grouped" || status=1 ;;
+    grouped-bench)
+      timeout 500 ./bench/tj-bench --only grouped > "$out/bench-grouped.txt" 2>&1 ||
+        status=1 ;;
     tuning-check) gemm_check "" || status=1 ;;
     skinny-cost) skinny_cost || status=1 ;;
     gemm-bench) gemm_bench || status=1 ;;

@@ -20,8 +20,10 @@
  * with --only jobs needs no GPU), hot in-memory hit,
  * launch cost against a raw hipModuleLaunchKernel, memory-bound kernels
  * against a device-to-device copy, GEMM against the vendor BLAS, the GEMM
- * family's bf16 configurations against it (family), and the pilots'
- * process-per-call way against the host-buffer call.
+ * family's bf16 configurations against it (family), the grouped GEMM at
+ * mixture-of-experts shapes against a loop of per-expert cuBLAS GEMMs
+ * (grouped), and the pilots' process-per-call way against the
+ * host-buffer call.
  */
 #include "config.h"
 #include "bench.h"
@@ -763,7 +765,7 @@ int main(int argc, char **argv)
     else {
       fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH] "
               "[--arch ARCH] [--only start|cluster|jobs|launch|memory|gemm|"
-              "family|pilot] [--cluster N (1 to 64)]\n");
+              "family|grouped|pilot] [--cluster N (1 to 64)]\n");
       return 2;
     }
   }
@@ -815,6 +817,8 @@ int main(int argc, char **argv)
     bench_gemm(rt, quick, record);
   if (WANT("family"))
     bench_family(rt, record);
+  if (WANT("grouped"))
+    bench_grouped(rt, record);
   if (WANT("pilot"))
     bench_pilot(rt, pilot, record);
   tj_runtime_close(rt);

@@ -1838,6 +1838,356 @@ START_TEST(gemm_family_host_call)
 }
 END_TEST
 
+/* ------------------------------------------------------- the grouped GEMM */
+
+/* How the rows (or the reduction) are routed to the groups. */
+enum { ROUTE_UNIFORM, ROUTE_SKEWED, ROUTE_EMPTY_ENDS, ROUTE_ONE_GROUP,
+       ROUTE_SHORT, N_ROUTES };
+static const char *const route_names[] = {"uniform", "skewed", "empty ends",
+                                          "one group", "rows past the last"};
+
+/* E end offsets over total, as route says: equal shares; one group with
+ * nine tenths and the rest spread at random (some empty); the first and
+ * last groups empty; one group with everything; or equal shares of two
+ * thirds, the rest past the last group (rows that are not written, or
+ * a stretch of the reduction that no product takes). */
+static void make_offs(int32_t *offs, int E, long long total, int route,
+                      uint64_t seed)
+{
+  long long cut = route == ROUTE_SHORT ? total * 2 / 3 : total, end = 0;
+  int big = (int)(next_random(&seed) % (uint64_t)E);
+  long long rest = cut - cut * 9 / 10, inner = E - 2;
+  for (int e = 0; e < E; e++) {
+    long long n = 0;
+    if (route == ROUTE_UNIFORM || route == ROUTE_SHORT)
+      n = (e + 1) * cut / E - e * cut / E;
+    else if (route == ROUTE_EMPTY_ENDS && E < 3)
+      n = e == 0 ? cut : 0;
+    else if (route == ROUTE_EMPTY_ENDS)
+      n = e == 0 || e == E - 1 ? 0 : e * cut / inner - (e - 1) * cut / inner;
+    else if (route == ROUTE_ONE_GROUP)
+      n = e == big ? cut : 0;
+    else if (e != big) {
+      n = (long long)(next_random(&seed) % (uint64_t)(2 * rest / E + 1));
+      n = n < rest ? n : rest;
+      rest -= n;
+    }
+    end += n;
+    offs[e] = (int32_t)end;
+  }
+  /* The skewed route's big group takes what is left. */
+  for (int e = big; route == ROUTE_SKEWED && e < E; e++)
+    offs[e] += (int32_t)(cut - end);
+}
+
+typedef struct grouped_case {
+  int grouped, ab, c, ta, tb, epi;
+} grouped_case;
+
+/* One grouped call's operands in the order a, b, c, offs, bias, aux,
+ * bias_grad: element counts and sizes, host copies (random, offs made
+ * by make_offs) and device copies (what is read copied in; C and aux
+ * too, so that what the call must not write shows). */
+typedef struct grouped_bufs {
+  size_t n[7], elem[7];
+  void *host[7], *dev[7];
+} grouped_bufs;
+
+static void grouped_bufs_make(grouped_bufs *g, const tj_grouped_gemm_desc *d,
+                              int route, uint64_t seed)
+{
+  long long E = d->groups, M = d->m, N = d->n, K = d->k;
+  long long one_b = (d->trans_b ? N : K) * d->ldb, one_c = M * d->ldc;
+  int m_grouped = d->grouped == TJ_GROUPED_M;
+  g->n[0] = (size_t)((d->trans_a ? K : M) * d->lda);
+  g->n[1] = (size_t)(m_grouped ? (E - 1) * d->stride_b + one_b : one_b);
+  g->n[2] = (size_t)(m_grouped ? one_c : (E - 1) * d->stride_c + one_c);
+  g->n[3] = (size_t)E, g->n[4] = (size_t)(E * N);
+  g->n[5] = (size_t)(M * d->ldaux), g->n[6] = (size_t)(E * N);
+  int types[7] = {d->a_type, d->b_type, d->c_type, 0, d->c_type, d->c_type,
+                  TJ_DTYPE_F32};
+  for (int i = 0; i < 7; i++) {
+    g->elem[i] = i == 3 ? 4 : type_bytes(types[i]);
+    g->host[i] = xmalloc(g->n[i] * g->elem[i]);
+    g->dev[i] = dev_poisoned(g->n[i] * g->elem[i]);
+    if (i == 3)
+      make_offs(g->host[3], (int)E, m_grouped ? M : K, route, seed);
+    else
+      random_typed(g->host[i], types[i], g->n[i], seed + (uint64_t)i);
+    if (i != 6)
+      put(g->dev[i], g->host[i], g->n[i] * g->elem[i]);
+  }
+}
+
+static void grouped_bufs_free(grouped_bufs *g)
+{
+  for (int i = 0; i < 7; i++) {
+    hipFree(g->dev[i]);
+    free(g->host[i]);
+  }
+}
+
+/* d's pointers: the host copies (side 0) or the device ones (1), those
+ * its epilogue takes. */
+static void grouped_point(tj_grouped_gemm_desc *d, const grouped_bufs *g,
+                          int side)
+{
+  void *const *p = side ? g->dev : g->host;
+  int e = d->epilogue;
+  d->a = p[0], d->b = p[1], d->c = p[2], d->offs = p[3];
+  d->bias = e == TJ_EPILOGUE_BIAS || e == TJ_EPILOGUE_BIAS_GELU ? p[4] : NULL;
+  d->aux = e >= TJ_EPILOGUE_BIAS_GELU ? p[5] : NULL;
+  d->bias_grad = side && e == TJ_EPILOGUE_DGELU ? p[6] : NULL;
+}
+
+/* A descriptor of gc at E x m x n x k, every leading dimension and stride
+ * padded, alpha 1.5 and beta 0.5. */
+static tj_grouped_gemm_desc grouped_desc(const grouped_case *gc, long long E,
+                                         long long M, long long N,
+                                         long long K)
+{
+  tj_grouped_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.grouped = gc->grouped, d.groups = E;
+  d.a_type = d.b_type = gc->ab, d.c_type = gc->c;
+  d.trans_a = gc->ta, d.trans_b = gc->tb, d.epilogue = gc->epi;
+  d.m = M, d.n = N, d.k = K, d.alpha = 1.5f, d.beta = 0.5f;
+  d.lda = (gc->ta ? M : K) + 3, d.ldb = (gc->tb ? K : N) + 5, d.ldc = N + 2;
+  d.ldaux = N + 1;
+  if (gc->grouped == TJ_GROUPED_M)
+    d.stride_b = (gc->tb ? N : K) * d.ldb + 7;
+  else
+    d.stride_c = M * d.ldc + 3;
+  return d;
+}
+
+/* What the call wrote, read back, against the oracle: C (every matrix,
+ * rows past the last group as they were), aux where written, and the
+ * per-group bias gradient. */
+static void grouped_compare(const tj_grouped_gemm_desc *d,
+                            const grouped_bufs *g, const double *want,
+                            const double *wantx, const double *wants,
+                            const char *config)
+{
+  long long E = d->groups, M = d->m, N = d->n;
+  int t = d->c_type, e = d->epilogue;
+  void *got = xmalloc(g->n[2] * g->elem[2]);
+  get(got, g->dev[2], g->n[2] * g->elem[2]);
+  if (d->grouped == TJ_GROUPED_M)
+    check_typed("C", got, t, d->ldc, want, M, N, t, config);
+  for (long long i = 0; d->grouped == TJ_GROUPED_K && i < E; i++)
+    check_typed("C[e]", (char *)got + (size_t)(i * d->stride_c) * g->elem[2],
+                t, d->ldc, want + i * M * N, M, N, t, config);
+  free(got);
+  if (e == TJ_EPILOGUE_BIAS_GELU) {
+    void *gotx = xmalloc(g->n[5] * g->elem[5]);
+    get(gotx, g->dev[5], g->n[5] * g->elem[5]);
+    check_typed("aux", gotx, t, d->ldaux, wantx, M, N, t, config);
+    free(gotx);
+  }
+  if (e == TJ_EPILOGUE_DGELU) {
+    float *gots = xmalloc(g->n[6] * 4);
+    get(gots, g->dev[6], g->n[6] * 4);
+    check_typed("bias_grad", gots, TJ_DTYPE_F32, N, wants, E, N, t, config);
+    free(gots);
+  }
+}
+
+/* One call of gc at E x m x n x k routed as route, on a stream, against
+ * the oracle; with alpha_zero, alpha is 0 and A and B hold NaNs that
+ * must not be read. */
+static void run_grouped(tj_runtime *rt, const grouped_case *gc, long long E,
+                        long long M, long long N, long long K, int route,
+                        int alpha_zero, uint64_t seed)
+{
+  tj_grouped_gemm_desc d = grouped_desc(gc, E, M, N, K);
+  grouped_bufs g;
+  grouped_bufs_make(&g, &d, route, seed);
+  if (alpha_zero) {
+    d.alpha = 0.0f;
+    CHECK_HIP(hipMemset(g.dev[0], 0xff, g.n[0] * g.elem[0]));
+    CHECK_HIP(hipMemset(g.dev[1], 0xff, g.n[1] * g.elem[1]));
+  }
+  size_t nw = (size_t)(d.grouped == TJ_GROUPED_M ? M * N : E * M * N);
+  double *want = xmalloc(nw * 8), *wantx = xmalloc((size_t)(M * N) * 8);
+  double *wants = xmalloc((size_t)(E * N) * 8);
+  grouped_point(&d, &g, 0);
+  tj__oracle_grouped_gemm(&d, want, wantx, wants);
+  grouped_point(&d, &g, 1);
+  char config[160];
+  snprintf(config, sizeof config, "%s E=%lld %lldx%lldx%lld %s%s",
+           tj_grouped_gemm_kernel(rt, &d), E, M, N, K, route_names[route],
+           alpha_zero ? " alpha 0" : "");
+  hipStream_t s;
+  CHECK_HIP(hipStreamCreate(&s));
+  CHECK_TJ(rt, tj_grouped_gemm(rt, s, &d));
+  CHECK_HIP(hipStreamSynchronize(s));
+  CHECK_HIP(hipStreamDestroy(s));
+  grouped_compare(&d, &g, want, wantx, wants, config);
+  grouped_bufs_free(&g);
+  free(want); free(wantx); free(wants);
+}
+
+/* The M-grouped call (forward and input gradient): every layout and
+ * epilogue in bf16, each epilogue in f16 and to f32, each routing, at
+ * sizes that are multiples of no tile, one group, many small groups
+ * sharing each tile of rows, and 1 x 1 x 1. */
+START_TEST(grouped_gemm_m_grouped)
+{
+  tj_runtime *rt = open_gpu();
+  int n = 0;
+  for (int t = 0; t < 4; t++)
+    for (int e = 0; e < 4; e++, n++) {
+      grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_BF16, t & 1,
+                         t >> 1, e};
+      run_grouped(rt, &gc, 5, 203, 45, 70, n % N_ROUTES, 0, 500 + n);
+    }
+  for (int e = 0; e < 4; e++)
+    for (int c = TJ_DTYPE_F16; c <= TJ_DTYPE_F32; c += 2, n++) {
+      grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_F16, c, 0, 1, e};
+      run_grouped(rt, &gc, 7, 131, 67, 33, n % N_ROUTES, 0, 500 + n);
+    }
+  for (int r = 0; r < N_ROUTES; r++, n++) {
+    grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_F32, 0, 0,
+                       TJ_EPILOGUE_DGELU};
+    run_grouped(rt, &gc, 40, 150, 70, 19, r, 0, 500 + n);
+  }
+  grouped_case one = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 1,
+                      TJ_EPILOGUE_BIAS_GELU};
+  run_grouped(rt, &one, 1, 97, 130, 65, ROUTE_UNIFORM, 0, 600);
+  run_grouped(rt, &one, 1, 1, 1, 1, ROUTE_UNIFORM, 0, 601);
+  run_grouped(rt, &one, 3, 1, 1, 1, ROUTE_SKEWED, 0, 602);
+  run_grouped(rt, &one, 6, 300, 20, 40, ROUTE_SKEWED, 1, 603);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The K-grouped call (weight gradient): every layout to f32 and to bf16,
+ * f16, each routing, empty groups (C[e] = beta C[e]), one group, and
+ * 1 x 1 x 1. */
+START_TEST(grouped_gemm_k_grouped)
+{
+  tj_runtime *rt = open_gpu();
+  int n = 0;
+  for (int t = 0; t < 4; t++)
+    for (int c = TJ_DTYPE_BF16; c <= TJ_DTYPE_F32; c++, n++) {
+      grouped_case gc = {TJ_GROUPED_K, TJ_DTYPE_BF16, c, t & 1, t >> 1, 0};
+      run_grouped(rt, &gc, 6, 45, 70, 203, n % N_ROUTES, 0, 700 + n);
+    }
+  for (int r = 0; r < N_ROUTES; r++, n++) {
+    grouped_case gc = {TJ_GROUPED_K, TJ_DTYPE_F16, TJ_DTYPE_F16, 1, 0, 0};
+    run_grouped(rt, &gc, 33, 67, 33, 150, r, 0, 700 + n);
+  }
+  grouped_case w = {TJ_GROUPED_K, TJ_DTYPE_BF16, TJ_DTYPE_F32, 1, 0, 0};
+  run_grouped(rt, &w, 1, 130, 65, 97, ROUTE_UNIFORM, 0, 800);
+  run_grouped(rt, &w, 1, 1, 1, 1, ROUTE_UNIFORM, 0, 801);
+  run_grouped(rt, &w, 4, 1, 1, 1, ROUTE_EMPTY_ENDS, 0, 802);
+  run_grouped(rt, &w, 5, 20, 30, 77, ROUTE_SKEWED, 1, 803);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The grouped GEMM captured into a graph and replayed with new routing
+ * written into the same offsets between replays: each replay matches the
+ * oracle of its routing, and the same call on a stream gives the same
+ * bits. */
+START_TEST(grouped_gemm_captured_and_rerouted)
+{
+  grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 0,
+                     TJ_EPILOGUE_BIAS_GELU};
+  enum { E = 8, M = 257, N = 96, K = 80 };
+  tj_grouped_gemm_desc d = grouped_desc(&gc, E, M, N, K);
+  d.beta = 0.0f; /* replays overwrite C */
+  grouped_bufs g;
+  grouped_bufs_make(&g, &d, ROUTE_UNIFORM, 900);
+  double *want = xmalloc((size_t)M * N * 8), *wantx = xmalloc((size_t)M * N * 8);
+  tj_runtime *rt = open_gpu();
+  hipStream_t s;
+  CHECK_HIP(hipStreamCreate(&s));
+  grouped_point(&d, &g, 1);
+  CHECK_TJ(rt, tj_grouped_gemm(rt, s, &d)); /* compiled before the capture */
+  CHECK_HIP(hipStreamSynchronize(s));
+  hipGraph_t graph;
+  hipGraphExec_t exec;
+  CHECK_HIP(hipStreamBeginCapture(s, hipStreamCaptureModeGlobal));
+  CHECK_TJ(rt, tj_grouped_gemm(rt, s, &d));
+  CHECK_HIP(hipStreamEndCapture(s, &graph));
+  CHECK_HIP(hipGraphInstantiateWithFlags(&exec, graph, 0));
+  size_t cb = g.n[2] * g.elem[2];
+  void *replayed = xmalloc(cb), *streamed = xmalloc(cb);
+  for (int r = 0; r < N_ROUTES; r++) {
+    make_offs(g.host[3], E, M, r, 901 + (uint64_t)r);
+    put(g.dev[3], g.host[3], E * 4);
+    /* Rows past the last group keep what C and aux held: the same for
+     * the replay and the stream. */
+    put(g.dev[2], g.host[2], cb);
+    put(g.dev[5], g.host[5], g.n[5] * g.elem[5]);
+    CHECK_HIP(hipGraphLaunch(exec, s));
+    CHECK_HIP(hipStreamSynchronize(s));
+    get(replayed, g.dev[2], cb);
+    grouped_point(&d, &g, 0);
+    tj__oracle_grouped_gemm(&d, want, wantx, NULL);
+    grouped_compare(&d, &g, want, wantx, NULL, route_names[r]);
+    grouped_point(&d, &g, 1);
+    put(g.dev[2], g.host[2], cb);
+    put(g.dev[5], g.host[5], g.n[5] * g.elem[5]);
+    CHECK_TJ(rt, tj_grouped_gemm(rt, s, &d));
+    CHECK_HIP(hipStreamSynchronize(s));
+    get(streamed, g.dev[2], cb);
+    ck_assert_msg(memcmp(replayed, streamed, cb) == 0, "%s: the replay's C "
+                  "differs from the stream's", route_names[r]);
+  }
+  CHECK_HIP(hipGraphExecDestroy(exec));
+  CHECK_HIP(hipGraphDestroy(graph));
+  CHECK_HIP(hipStreamDestroy(s));
+  tj_runtime_close(rt);
+  grouped_bufs_free(&g);
+  free(want); free(wantx); free(replayed); free(streamed);
+}
+END_TEST
+
+/* tj_grouped_gemm_host: f16 NT with the dGELU and its per-group bias
+ * gradient, skewed routing with rows past the last group, C with padded
+ * rows: against the oracle, and what the call does not write (padding,
+ * rows past the last group) comes back as it was. */
+START_TEST(grouped_gemm_host_call)
+{
+  grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_F16, TJ_DTYPE_F16, 0, 1,
+                     TJ_EPILOGUE_DGELU};
+  enum { E = 6, M = 90, N = 37, K = 50 };
+  tj_grouped_gemm_desc d = grouped_desc(&gc, E, M, N, K);
+  grouped_bufs g;
+  grouped_bufs_make(&g, &d, ROUTE_SKEWED, 950);
+  int32_t *offs = g.host[3];
+  offs[E - 1] = M - 5; /* rows past the last group */
+  for (int e = 0; e < E - 1; e++)
+    offs[e] = offs[e] < M - 5 ? offs[e] : M - 5;
+  double *want = xmalloc((size_t)M * N * 8), *wants = xmalloc(E * N * 8);
+  grouped_point(&d, &g, 0);
+  tj__oracle_grouped_gemm(&d, want, NULL, wants);
+  size_t cb = g.n[2] * 2;
+  uint16_t *before = xmalloc(cb);
+  memcpy(before, g.host[2], cb);
+  float *sums = xmalloc(E * N * 4);
+  d.bias_grad = sums;
+  tj_runtime *rt = open_gpu();
+  CHECK_TJ(rt, tj_grouped_gemm_host(rt, &d));
+  check_typed("C", g.host[2], TJ_DTYPE_F16, d.ldc, want, M, N, TJ_DTYPE_F16,
+              "host");
+  check_typed("bias_grad", sums, TJ_DTYPE_F32, N, wants, E, N, TJ_DTYPE_F16,
+              "host");
+  for (long long m = 0; m < M; m++)
+    for (long long n = N; n < d.ldc; n++)
+      ck_assert(((uint16_t *)g.host[2])[m * d.ldc + n] == before[m * d.ldc + n]);
+  for (long long i = (M - 5) * d.ldc; i < M * d.ldc; i++)
+    ck_assert(((uint16_t *)g.host[2])[i] == before[i]);
+  tj_runtime_close(rt);
+  grouped_bufs_free(&g);
+  free(want); free(wants); free(before); free(sums);
+}
+END_TEST
+
 /* ------------------------------------------------------- main */
 
 int main(void)
@@ -1891,5 +2241,11 @@ int main(void)
   tcase_add_test(family, gemm_family_every_configuration);
   tcase_add_test(family, gemm_family_hopper);
   tcase_add_test(family, gemm_family_host_call);
+  /* The grouped GEMM (CK_RUN_CASE=grouped). */
+  TCase *grouped = test_case(s, "grouped", 600);
+  tcase_add_test(grouped, grouped_gemm_m_grouped);
+  tcase_add_test(grouped, grouped_gemm_k_grouped);
+  tcase_add_test(grouped, grouped_gemm_captured_and_rerouted);
+  tcase_add_test(grouped, grouped_gemm_host_call);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

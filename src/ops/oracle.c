@@ -242,3 +242,105 @@ void tj__oracle_gemm_desc(const tj_gemm_desc *d, double *c, double *aux,
     sums[n] = s;
   }
 }
+
+/* ------------------------------------------------------- grouped GEMM */
+
+/* Row m, column n of op(A) op(B) over the reduction [k_lo, k_hi), B
+ * starting at b. */
+static double grouped_product_at(const tj_grouped_gemm_desc *d,
+                                 const void *b, int64_t m, int64_t n,
+                                 int64_t k_lo, int64_t k_hi)
+{
+  double s = 0;
+  for (int64_t k = k_lo; k < k_hi; k++) {
+    size_t ia = (size_t)(d->trans_a ? k * d->lda + m : m * d->lda + k);
+    size_t ib = (size_t)(d->trans_b ? n * d->ldb + k : k * d->ldb + n);
+    s += tj__dtype_load(d->a, d->a_type, ia) * tj__dtype_load(b, d->b_type, ib);
+  }
+  return s;
+}
+
+/* Group e's M-grouped rows [lo, hi) into c (and aux), as tj_gemm's
+ * epilogues say, with bias row e and B[e]. */
+static void grouped_m_rows(const tj_grouped_gemm_desc *d, int64_t e,
+                           int64_t lo, int64_t hi, double *c, double *aux)
+{
+  const void *b = (const char *)d->b +
+                  (size_t)(e * d->stride_b) * (d->b_type == TJ_DTYPE_F32 ? 4 : 2);
+  int ep = d->epilogue;
+  for (int64_t m = lo; m < hi; m++)
+    for (int64_t n = 0; n < d->n; n++) {
+      size_t o = (size_t)(m * d->n + n);
+      double v = d->alpha == 0.0f
+                     ? 0.0
+                     : (double)d->alpha * grouped_product_at(d, b, m, n, 0, d->k);
+      if (d->beta != 0.0f)
+        v += (double)d->beta *
+             tj__dtype_load(d->c, d->c_type, (size_t)(m * d->ldc + n));
+      if (ep == TJ_EPILOGUE_BIAS || ep == TJ_EPILOGUE_BIAS_GELU)
+        v += tj__dtype_load(d->bias, d->c_type, (size_t)(e * d->n + n));
+      if (ep == TJ_EPILOGUE_BIAS_GELU) {
+        if (aux && d->aux)
+          aux[o] = v;
+        v = tj__gelu(v);
+      }
+      if (ep == TJ_EPILOGUE_DGELU)
+        v *= tj__gelu_grad(
+            tj__dtype_load(d->aux, d->c_type, (size_t)(m * d->ldaux + n)));
+      c[o] = v;
+    }
+}
+
+static void oracle_grouped_m(const tj_grouped_gemm_desc *d, double *c,
+                             double *aux, double *sums)
+{
+  int64_t lo = 0;
+  for (int64_t e = 0; e < d->groups; e++) {
+    int64_t hi = d->offs[e];
+    grouped_m_rows(d, e, lo, hi, c, aux);
+    for (int64_t n = 0; sums && d->epilogue == TJ_EPILOGUE_DGELU && n < d->n;
+         n++) {
+      double s = 0;
+      for (int64_t m = lo; m < hi; m++)
+        s += tj__dtype_round(c[m * d->n + n], d->c_type);
+      sums[e * d->n + n] = s;
+    }
+    lo = hi;
+  }
+  /* Rows past the last group are left as they were. */
+  for (int64_t m = lo; m < d->m; m++)
+    for (int64_t n = 0; n < d->n; n++) {
+      c[m * d->n + n] = tj__dtype_load(d->c, d->c_type, (size_t)(m * d->ldc + n));
+      if (aux && d->aux && d->epilogue == TJ_EPILOGUE_BIAS_GELU)
+        aux[m * d->n + n] =
+            tj__dtype_load(d->aux, d->c_type, (size_t)(m * d->ldaux + n));
+    }
+}
+
+static void oracle_grouped_k(const tj_grouped_gemm_desc *d, double *c)
+{
+  int64_t lo = 0;
+  for (int64_t e = 0; e < d->groups; e++) {
+    int64_t hi = d->offs[e];
+    for (int64_t m = 0; m < d->m; m++)
+      for (int64_t n = 0; n < d->n; n++) {
+        size_t ci = (size_t)(e * d->stride_c + m * d->ldc + n);
+        double v = d->alpha == 0.0f ? 0.0
+                                    : (double)d->alpha *
+                                          grouped_product_at(d, d->b, m, n, lo, hi);
+        if (d->beta != 0.0f)
+          v += (double)d->beta * tj__dtype_load(d->c, d->c_type, ci);
+        c[(e * d->m + m) * d->n + n] = v;
+      }
+    lo = hi;
+  }
+}
+
+void tj__oracle_grouped_gemm(const tj_grouped_gemm_desc *d, double *c,
+                             double *aux, double *sums)
+{
+  if (d->grouped == TJ_GROUPED_K)
+    oracle_grouped_k(d, c);
+  else
+    oracle_grouped_m(d, c, aux, sums);
+}

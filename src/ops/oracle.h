@@ -53,6 +53,19 @@ double tj__dtype_round(double v, int type);
  */
 void tj__oracle_gemm_desc(const tj_gemm_desc *d, double *c, double *aux,
                           double *sums);
+/*
+ * tj_grouped_gemm's definition (tokitai-jit/ops.h), in double, on host
+ * copies: d's pointers, offs included, are host memory, and the offsets
+ * are valid (non-decreasing, within the grouped total).  c gets what C
+ * holds after the call, dense and before rounding to C's type:
+ * TJ_GROUPED_M m x n, its rows past the last group as C held them;
+ * TJ_GROUPED_K E x m x n.  aux (BIAS_GELU with d->aux) the pre-activation
+ * likewise (m x n, rows past the last group as aux held them); sums
+ * (DGELU) the E x n per-group column sums of c rounded to C's type.  aux
+ * and sums may be NULL.
+ */
+void tj__oracle_grouped_gemm(const tj_grouped_gemm_desc *d, double *c,
+                             double *aux, double *sums);
 
 /*
  * How far a result is from its reference.  Elements whose reference is

@@ -165,6 +165,123 @@ TJ_EXPORT const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *d);
  */
 TJ_EXPORT int tj_gemm_host(tj_runtime *rt, const tj_gemm_desc *d);
 
+/* ===================================================== the grouped GEMM
+ * One GEMM per group (an expert of a mixture-of-experts layer) in one
+ * launch, the group boundaries given as offsets in device memory, as
+ * torch._grouped_mm takes them: offs[e] is the END of group e (int32,
+ * non-decreasing), group e spans [offs[e-1], offs[e]) with offs[-1] = 0.
+ * The offsets are never read on the host: the call neither waits nor
+ * allocates, so it can be captured into a graph and replayed with other
+ * routing.  Empty groups and one group holding nearly every row are
+ * normal.
+ */
+
+/* Which dimension the offsets cut (tj_grouped_gemm_desc.grouped). */
+#define TJ_GROUPED_M 1 /* rows of A and C: forward, input gradient */
+#define TJ_GROUPED_K 2 /* the reduction: weight gradient */
+
+/*
+ * A grouped GEMM, every matrix row-major, op() as in tj_gemm_desc (A
+ * stored M x K, or with trans_a K x M; B stored K x N, or with trans_b
+ * N x K).  E = groups, and for each group e with rows r in
+ * [offs[e-1], offs[e]):
+ *
+ * TJ_GROUPED_M (torch._grouped_mm of a 2-D A and a 3-D B): m is the total
+ *   of rows, op(A) is m x k, C is m x n, B holds E matrices, B[e] at
+ *   b + e * stride_b (elements), op(B[e]) k x n.  For r in group e:
+ *     C[r][:] = epilogue_e(alpha * op(A)[r][:] op(B[e]) + beta * C[r][:])
+ *   with the epilogues of tj_gemm, bias being E x n (bias[e*n + j] for
+ *   group e), aux m x n (ldaux), and bias_grad E x n floats: bias_grad[e][j]
+ *   = the sum over r in group e of C[r][j] as stored (0 for an empty
+ *   group).  Rows at or past offs[E-1] are neither read nor written.
+ *   The forward Y = X W[e] is trans 0, 0; the input gradient
+ *   dX = dY W[e]^T is trans_b.
+ * TJ_GROUPED_K (torch._grouped_mm of two 2-D operands): k is the total of
+ *   the reduction, op(A) is m x k, op(B) k x n, C holds E matrices,
+ *   C[e] at c + e * stride_c (elements), each m x n (ldc):
+ *     C[e] = alpha * op(A)[:, group e] op(B)[group e, :] + beta * C[e]
+ *   (alpha * 0 for an empty group).  The weight gradient
+ *   dW[e] = X[rows of e]^T dY[rows of e] is trans_a (X stored k x m).
+ *   Epilogue TJ_EPILOGUE_NONE only.
+ *
+ * Zero-initialise, set size to sizeof(tj_grouped_gemm_desc) (or leave it
+ * 0), then the fields:
+ *   a_type, b_type, c_type, trans_a, trans_b, alpha, beta, epilogue
+ *                   as in tj_gemm_desc
+ *   grouped         TJ_GROUPED_M or TJ_GROUPED_K
+ *   groups          E, 1 to 65535
+ *   offs            E int32 end offsets, device memory, 4-byte aligned;
+ *                   non-decreasing, the last at most m (TJ_GROUPED_M) or
+ *                   k (TJ_GROUPED_K).  Offsets that break this are clamped
+ *                   to [0, that total]; the kernel then reads and writes
+ *                   only inside the operands, with results unspecified.
+ *   m, n, k         from 1; the grouped total (m or k) at most INT32_MAX
+ *   lda, ldb, ldc, ldaux   at least their stored rows, as in tj_gemm_desc
+ *   stride_b        TJ_GROUPED_M: at least B[e]'s rows times ldb (k * ldb,
+ *                   or n * ldb with trans_b); TJ_GROUPED_K: 0
+ *   stride_c        TJ_GROUPED_K: at least m * ldc; TJ_GROUPED_M: 0
+ * Pointers are device memory, each naturally aligned.  C must not overlap
+ * A, B, offs, bias or aux; aux and bias_grad overlap nothing.
+ */
+typedef struct tj_grouped_gemm_desc {
+  size_t size;
+  int a_type, b_type, c_type;
+  int trans_a, trans_b;
+  int grouped;
+  int64_t groups;
+  const int32_t *offs;
+  int64_t m, n, k;
+  float alpha, beta;
+  const void *a;
+  int64_t lda;
+  const void *b;
+  int64_t ldb, stride_b;
+  void *c;
+  int64_t ldc, stride_c;
+  int epilogue;
+  const void *bias;
+  void *aux;
+  int64_t ldaux;
+  float *bias_grad;
+} tj_grouped_gemm_desc;
+
+/*
+ * Queue the grouped GEMM d describes on stream (NULL: the default stream)
+ * and return, without reading offs on the host and without allocating.
+ * Every combination runs the portable grouped kernel
+ * (kernels/gemm_grouped_portable.hip, fp32 FMAs on any GPU), compiled the
+ * first time it is used; the same call gives the same bits on every run.
+ * Errors: TJ_EINVAL (a NULL or malformed field, named in tj_errmsg),
+ * TJ_ERANGE (sizes past what the kernel indexes or int32 offsets reach),
+ * TJ_ENODEVICE (a compile-only runtime), TJ_ECOMPILE, TJ_EDEVICE.
+ * Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_grouped_gemm(tj_runtime *rt, void *stream,
+                              const tj_grouped_gemm_desc *d);
+/*
+ * The entry tj_grouped_gemm would launch for d, a name that says its
+ * configuration ("gemm_grouped_m_bf16_bf16_bf16_nn_biasgelu_portable"),
+ * owned by rt; it compiles (or loads) the configuration and launches
+ * nothing, so it answers on a compile-only runtime too.  NULL, with
+ * tj_errmsg, for a descriptor tj_grouped_gemm refuses or a failed
+ * compile.  Thread-safe.
+ */
+TJ_EXPORT const char *tj_grouped_gemm_kernel(tj_runtime *rt,
+                                             const tj_grouped_gemm_desc *d);
+/*
+ * tj_grouped_gemm on host memory: d's pointers, offs included, are host
+ * buffers.  Here the offsets are read on the host and checked first
+ * (non-decreasing, from 0, the last at most the grouped total: TJ_EINVAL
+ * naming the first one out of order).  The call copies everything in,
+ * runs tj_grouped_gemm on the default stream, waits, copies out C, aux
+ * (BIAS_GELU) and bias_grad, and frees; the caller's buffers change only
+ * when everything succeeded, and what the call does not write (padding,
+ * rows past the last group) comes back as it was.  Errors as
+ * tj_grouped_gemm.  Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_grouped_gemm_host(tj_runtime *rt,
+                                   const tj_grouped_gemm_desc *d);
+
 /* C = alpha * A * B + beta * C; row-major M x K, K x N, M x N with leading
  * dimensions; fp32 accumulation.  beta == 0: C is not read.
  *

@@ -9,6 +9,7 @@
  */
 #include "call.h"
 #include "plan.h"
+#include "span.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -31,11 +32,6 @@ extern const char tj__gemm_portable_source[];
 static const char *const dtype_names[] = {NULL, "f16", "bf16", "f32"};
 static const char *const epilogue_names[] = {"none", "bias", "biasgelu",
                                              "dgelu"};
-
-static size_t dtype_bytes(int t)
-{
-  return t == TJ_DTYPE_F32 ? 4 : 2;
-}
 
 /* ------------------------------------------------------- checks */
 
@@ -89,15 +85,10 @@ static int check_sizes(tj_runtime *rt, const char *fn, const tj_gemm_desc *d)
 
 /* Bytes from the first element of a rows x cols matrix (leading
  * dimension ld, elem bytes each) to just past its last; 0 past
- * PTRDIFF_MAX, which no allocation reaches. */
+ * PTRDIFF_MAX. */
 static size_t span_of(int64_t rows, int64_t ld, int64_t cols, size_t elem)
 {
-  uint64_t e;
-  if (__builtin_mul_overflow((uint64_t)(rows - 1), (uint64_t)ld, &e) ||
-      __builtin_add_overflow(e, (uint64_t)cols, &e) ||
-      __builtin_mul_overflow(e, (uint64_t)elem, &e) || e > PTRDIFF_MAX)
-    return 0;
-  return (size_t)e;
+  return tj__gemm_span(1, 0, rows, ld, cols, elem);
 }
 
 typedef struct operand {
@@ -112,8 +103,8 @@ typedef struct operand {
  * bias_grad (absent ones NULL). */
 static void operands_of(const tj_gemm_desc *d, operand o[6])
 {
-  size_t ea = dtype_bytes(d->a_type), eb = dtype_bytes(d->b_type);
-  size_t ec = dtype_bytes(d->c_type);
+  size_t ea = tj__gemm_dtype_bytes(d->a_type), eb = tj__gemm_dtype_bytes(d->b_type);
+  size_t ec = tj__gemm_dtype_bytes(d->c_type);
   o[0] = (operand){"a", d->a, d->trans_a ? span_of(d->k, d->lda, d->m, ea)
                                          : span_of(d->m, d->lda, d->k, ea),
                    ea, 0};
