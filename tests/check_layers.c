@@ -8,6 +8,7 @@
 #include "layers.h"
 #include "testsql.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #define KERNEL "add_i32"
@@ -405,6 +406,58 @@ START_TEST(merge_skips_a_tampered_row)
 }
 END_TEST
 
+/* ------------------------------------------------------- the -wal */
+
+/* Rows of code_objects as an immutable reader (a system cache, a merge's
+ * source before it looks at the -wal) sees them: the main file alone. */
+static long long rows_in_the_file(const char *path)
+{
+  char *uri = NULL;
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  long long n = -1;
+  ck_assert_int_ge(asprintf(&uri, "file:%s?immutable=1", path), 0);
+  if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                      NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "SELECT count(*) FROM code_objects", -1, &st,
+                         NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  free(uri);
+  return n;
+}
+
+/* An empty cache at path, made and closed. */
+static void make_empty_cache(const char *path)
+{
+  tj_cache *c = NULL;
+  ck_assert_int_eq(tj_cache_open(&c, path, 0), TJ_OK);
+  tj_cache_close(c);
+}
+
+/* A runtime writes while another connection has the file open, and closes
+ * first: SQLite's checkpoint at close needs the last connection, and the
+ * last one here writes nothing (--warm -j's workers, a runtime per arch). */
+START_TEST(a_writer_leaves_its_rows_in_the_file)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  make_empty_cache(path);
+  tj_cache *other = NULL;
+  ck_assert_int_eq(tj_cache_open(&other, path, 0), TJ_OK);
+  tj_runtime *rt = open_compile_only(path, 0);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, KERNEL, &k), TJ_OK);
+  tj_runtime_close(rt);
+  tj_cache_close(other);
+  long long rows = tsql_int(path, "SELECT count(*) FROM code_objects");
+  ck_assert_int_gt(rows, 0);
+  ck_assert_int_eq(rows_in_the_file(path), rows);
+  free(path); free(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
   Suite *s = suite_create("layers");
@@ -420,6 +473,7 @@ static Suite *suite(void)
   tcase_add_test(tc, what_is_skipped_and_said);
   tcase_add_test(tc, merge_copies_once_and_checks_every_row);
   tcase_add_test(tc, merge_skips_a_tampered_row);
+  tcase_add_test(tc, a_writer_leaves_its_rows_in_the_file);
   suite_add_tcase(s, tc);
   return s;
 }

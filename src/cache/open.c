@@ -97,9 +97,18 @@ static void cache_free(tj__cache *c)
     return;
   tj__rows_finalize(c);
   /* Ours and opened: the last connection to close folds the WAL in,
-   * unless it holds no more than a few processes' hit counts. */
-  if (c->opened && (c->wrote || c->wal_frames >= CLOSE_CHECKPOINT_FRAMES))
+   * unless it holds no more than a few processes' hit counts.  SQLite
+   * checkpoints at close only when no other connection has the file open
+   * (another process, or another runtime of this one), and the one that
+   * closes last may have written nothing: so a connection that wrote
+   * copies the WAL into the file itself first.  Passive: it waits for
+   * nobody.  An immutable reader (a system cache, a merge's source) sees
+   * only the file. */
+  if (c->opened && (c->wrote || c->wal_frames >= CLOSE_CHECKPOINT_FRAMES)) {
+    sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
+                              NULL);
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
+  }
   sqlite3_close_v2(c->db);
   if (c->held)
     tj__location_hold(c->dev, c->ino, -1);
