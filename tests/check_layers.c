@@ -8,6 +8,7 @@
 #include "layers.h"
 #include "testsql.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #define KERNEL "add_i32"
@@ -405,6 +406,115 @@ START_TEST(merge_skips_a_tampered_row)
 }
 END_TEST
 
+/* ------------------------------------------------------- the -wal */
+
+/* Rows of code_objects as an immutable reader (a system cache, a merge's
+ * source before it looks at the -wal) sees them: the main file alone. */
+static long long rows_in_the_file(const char *path)
+{
+  char *uri = NULL;
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  long long n = -1;
+  ck_assert_int_ge(asprintf(&uri, "file:%s?immutable=1", path), 0);
+  if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                      NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "SELECT count(*) FROM code_objects", -1, &st,
+                         NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  free(uri);
+  return n;
+}
+
+/* An empty cache at path, made and closed. */
+static void make_empty_cache(const char *path)
+{
+  tj_cache *c = NULL;
+  ck_assert_int_eq(tj_cache_open(&c, path, 0), TJ_OK);
+  tj_cache_close(c);
+}
+
+/* A runtime writes while another connection has the file open, and closes
+ * first: SQLite's checkpoint at close needs the last connection, and the
+ * last one here writes nothing (--warm -j's workers, a runtime per arch). */
+START_TEST(a_writer_leaves_its_rows_in_the_file)
+{
+  char *dir = test_tmpdir(), *path = test_path(dir, "cache.db");
+  make_empty_cache(path);
+  tj_cache *other = NULL;
+  ck_assert_int_eq(tj_cache_open(&other, path, 0), TJ_OK);
+  tj_runtime *rt = open_compile_only(path, 0);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, KERNEL, &k), TJ_OK);
+  tj_runtime_close(rt);
+  tj_cache_close(other);
+  long long rows = tsql_int(path, "SELECT count(*) FROM code_objects");
+  ck_assert_int_gt(rows, 0);
+  ck_assert_int_eq(rows_in_the_file(path), rows);
+  free(path); free(dir);
+}
+END_TEST
+
+/* src with rows only in its -wal: a reader's open snapshot keeps the
+ * runtime's close from copying them into the file, and the reader closes
+ * without a checkpoint. */
+static long long make_rows_in_the_wal(const char *src)
+{
+  make_empty_cache(src);
+  sqlite3 *reader = NULL;
+  ck_assert_int_eq(sqlite3_open_v2(src, &reader, SQLITE_OPEN_READWRITE,
+                                   NULL), SQLITE_OK);
+  sqlite3_db_config(reader, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+  ck_assert_int_eq(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM "
+                                "code_objects", NULL, NULL, NULL), SQLITE_OK);
+  tj_runtime *rt = open_compile_only(src, 0);
+  tj_kernel *k;
+  ck_assert_int_eq(tj_kernel_get(rt, KERNEL, &k), TJ_OK);
+  tj_runtime_close(rt);
+  ck_assert_int_eq(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(reader);
+  long long rows = tsql_int(src, "SELECT count(*) FROM code_objects");
+  ck_assert_int_gt(rows, 0);
+  ck_assert_int_eq(rows_in_the_file(src), 0);
+  return rows;
+}
+
+START_TEST(merge_reads_the_rows_in_a_wal_or_refuses)
+{
+  char *dir = test_tmpdir(), *src = test_path(dir, "src.db");
+  char *wal = test_path(dir, "src.db-wal");
+  char *t1 = test_path(dir, "t1.db"), *t2 = test_path(dir, "t2.db");
+  long long rows = make_rows_in_the_wal(src);
+  tj_cache *c = NULL;
+  tj_cache_merge_stats st;
+  ck_assert_int_eq(tj_cache_open(&c, t1, 0), TJ_OK);
+  ck_assert_int_eq(tj_cache_merge(c, src, &st), TJ_OK);
+  ck_assert_uint_eq(st.copied, (uint64_t)rows);
+  ck_assert_uint_eq(st.bad, 0);
+  tj_cache_close(c);
+  /* A -wal it may not read with the file (others may write it): refused,
+   * said, nothing copied. */
+  ck_assert_int_eq(chmod(wal, 0666), 0);
+  ck_assert_int_eq(tj_cache_open(&c, t2, 0), TJ_OK);
+  ck_assert_int_eq(tj_cache_merge(c, src, &st), TJ_ECACHE);
+  assert_msg_has(tj_cache_errmsg(c), "-wal");
+  assert_msg_has(tj_cache_errmsg(c), "wal_checkpoint(TRUNCATE)");
+  ck_assert_uint_eq(st.copied, 0);
+  /* What the message says to do, then the file alone has every row. */
+  ck_assert_int_eq(chmod(wal, 0600), 0);
+  tsql_exec(src, "PRAGMA wal_checkpoint(TRUNCATE)");
+  ck_assert_int_eq(rows_in_the_file(src), rows);
+  ck_assert_int_eq(tj_cache_merge(c, src, &st), TJ_OK);
+  ck_assert_uint_eq(st.copied, (uint64_t)rows);
+  tj_cache_close(c);
+  free(t2); free(t1); free(wal); free(src); free(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
   Suite *s = suite_create("layers");
@@ -420,6 +530,8 @@ static Suite *suite(void)
   tcase_add_test(tc, what_is_skipped_and_said);
   tcase_add_test(tc, merge_copies_once_and_checks_every_row);
   tcase_add_test(tc, merge_skips_a_tampered_row);
+  tcase_add_test(tc, a_writer_leaves_its_rows_in_the_file);
+  tcase_add_test(tc, merge_reads_the_rows_in_a_wal_or_refuses);
   suite_add_tcase(s, tc);
   return s;
 }

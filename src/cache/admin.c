@@ -355,7 +355,7 @@ int tj_cache_merge(tj_cache *c, const char *source, tj_cache_merge_stats *st)
     return rc;
   char msg[1024] = "";
   tj__cache *src = NULL;
-  rc = tj__cache_open_system(source, &src, NULL, NULL, msg, sizeof msg);
+  rc = tj__cache_open_source(source, &src, msg, sizeof msg);
   if (rc == TJ_ENOENT)
     return cache_fail(c, rc, "no cache at %s", source);
   if (rc != TJ_OK)

@@ -146,6 +146,16 @@ void tj__found_free(tj__found *f);
  */
 int tj__cache_open_system(const char *path, tj__cache **out, dev_t *dev,
                           ino_t *ino, char *msg, size_t msglen);
+/*
+ * Open the cache at path to read all its rows (a merge's source): as a
+ * system cache is, immutable, when no -wal beside it holds anything; else
+ * through its -wal, where a writer's last rows may still be, read-only
+ * and judged as a per-user cache is, then as a system cache is.  Returns
+ * what tj__cache_open_system returns; TJ_ECACHE, msg saying so, for a
+ * -wal that cannot be read with the file: never the file without it.
+ */
+int tj__cache_open_source(const char *path, tj__cache **out, char *msg,
+                          size_t msglen);
 /* The file c has open (its device and inode as judged at open). */
 void tj__cache_identity(const tj__cache *c, dev_t *dev, ino_t *ino);
 /* In one transaction: add hits[i] to row keys[i] and stamp its last_used,

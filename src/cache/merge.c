@@ -4,7 +4,9 @@
  * cluster image builds its system cache from several files.
  *
  * The source is opened as a system cache is (open.c): immutable, and only
- * when nobody but root or the caller could have written it.  Each row is
+ * when nobody but root or the caller could have written it; through its
+ * -wal when one beside it holds anything, since a writer's last rows may
+ * be there and not yet in the file.  Each row is
  * judged before it is copied: the key and hashes as 32 hex digits, the
  * columns as text, the code against its stored XXH3-128 and size (and
  * TJ_CACHE_MAX_CODE_BYTES), an embedded kernel's row against the key its

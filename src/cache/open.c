@@ -97,9 +97,18 @@ static void cache_free(tj__cache *c)
     return;
   tj__rows_finalize(c);
   /* Ours and opened: the last connection to close folds the WAL in,
-   * unless it holds no more than a few processes' hit counts. */
-  if (c->opened && (c->wrote || c->wal_frames >= CLOSE_CHECKPOINT_FRAMES))
+   * unless it holds no more than a few processes' hit counts.  SQLite
+   * checkpoints at close only when no other connection has the file open
+   * (another process, or another runtime of this one), and the one that
+   * closes last may have written nothing: so a connection that wrote
+   * copies the WAL into the file itself first.  Passive: it waits for
+   * nobody.  An immutable reader (a system cache, a merge's source) sees
+   * only the file. */
+  if (c->opened && (c->wrote || c->wal_frames >= CLOSE_CHECKPOINT_FRAMES)) {
+    sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
+                              NULL);
     sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, NULL);
+  }
   sqlite3_close_v2(c->db);
   if (c->held)
     tj__location_hold(c->dev, c->ino, -1);
@@ -646,33 +655,18 @@ static int only_tables(sqlite3 *db, char *what, size_t len)
   return rc != SQLITE_OK ? rc : n > 0 ? SQLITE_CORRUPT : SQLITE_OK;
 }
 
-/* Connect c to the judged file, immutable, and ask what it is: ours, at a
- * schema this library reads.  TJ_OK, or TJ_ECACHE with msg set. */
-static int connect_system(tj__cache *c, const tj__location *loc, char *msg,
-                          size_t len)
+/* What a file the library did not make passes before it is read: the
+ * bound on each statement's work, ours, only tables, at a schema this
+ * library reads.  TJ_OK, or TJ_ECACHE with msg set. */
+static int judge_system_db(tj__cache *c, char *msg, size_t len)
 {
   enum tj__identity id = TJ__ID_FOREIGN;
   int version = 0;
   char what[512] = "";
-  char *uri = immutable_uri(c->path);
-  int rc = uri ? sqlite3_open_v2(uri, &c->db, open_flags(1) | SQLITE_OPEN_URI,
-                                 NULL)
-               : SQLITE_NOMEM;
-  free(uri);
-  struct stat st;
-  if (rc == SQLITE_OK) {
-    sqlite3_extended_result_codes(c->db, 1);
-    sqlite3_trace_v2(c->db, SQLITE_TRACE_STMT, system_trace, NULL);
-    sqlite3_progress_handler(c->db, SYSTEM_PROGRESS_OPS,
-                             system_progress_handler, NULL);
-    c->dev = loc->dev;
-    c->ino = loc->ino;
-    if (stat(c->path, &st) != 0 || st.st_dev != loc->dev ||
-        st.st_ino != loc->ino)
-      rc = SQLITE_CANTOPEN; /* replaced since it was judged */
-  }
-  if (rc == SQLITE_OK)
-    rc = tj__schema_identify(c->db, &id, &version, what, sizeof what);
+  sqlite3_trace_v2(c->db, SQLITE_TRACE_STMT, system_trace, NULL);
+  sqlite3_progress_handler(c->db, SYSTEM_PROGRESS_OPS,
+                           system_progress_handler, NULL);
+  int rc = tj__schema_identify(c->db, &id, &version, what, sizeof what);
   if (rc == SQLITE_OK && id != TJ__ID_OURS) {
     snprintf(msg, len, "system cache %s is not a tokitai-jit cache%s%s; "
              "skipped", c->path, what[0] ? ": it is " : "", what);
@@ -689,8 +683,39 @@ static int connect_system(tj__cache *c, const tj__location *loc, char *msg,
              CACHE_SCHEMA_VERSION);
     return TJ_ECACHE;
   }
-  if (rc == SQLITE_OK)
+  if (rc != SQLITE_OK) {
+    snprintf(msg, len, "system cache %s cannot be read (%s); skipped",
+             c->path, sqlite3_errmsg(c->db));
+    return TJ_ECACHE;
+  }
+  return TJ_OK;
+}
+
+/* Connect c to the judged file, immutable, and ask what it is
+ * (judge_system_db).  TJ_OK, or TJ_ECACHE with msg set. */
+static int connect_system(tj__cache *c, const tj__location *loc, char *msg,
+                          size_t len)
+{
+  char *uri = immutable_uri(c->path);
+  int rc = uri ? sqlite3_open_v2(uri, &c->db, open_flags(1) | SQLITE_OPEN_URI,
+                                 NULL)
+               : SQLITE_NOMEM;
+  free(uri);
+  struct stat st;
+  if (rc == SQLITE_OK) {
+    sqlite3_extended_result_codes(c->db, 1);
+    c->dev = loc->dev;
+    c->ino = loc->ino;
+    if (stat(c->path, &st) != 0 || st.st_dev != loc->dev ||
+        st.st_ino != loc->ino)
+      rc = SQLITE_CANTOPEN; /* replaced since it was judged */
+  }
+  if (rc == SQLITE_OK) {
+    int judged = judge_system_db(c, msg, len);
+    if (judged != TJ_OK)
+      return judged;
     rc = tj__rows_prepare(c);
+  }
   if (rc != SQLITE_OK) {
     snprintf(msg, len, "system cache %s cannot be read (%s); skipped",
              c->path, c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
@@ -732,6 +757,71 @@ int tj__cache_open_system(const char *path, tj__cache **out, dev_t *dev,
     cache_free(c);
   }
   tj__location_free(&loc);
+  return rc;
+}
+
+/* Whether the -wal beside path is there and not empty: it may hold rows
+ * the file itself lacks (a writer's, not yet copied in), which an
+ * immutable open never reads.  Anything but "absent" or "an empty file"
+ * counts. */
+static int wal_in_use(const char *path)
+{
+  size_t n = strlen(path) + sizeof "-wal";
+  char *wal = malloc(n);
+  struct stat st;
+  if (!wal)
+    return 1;
+  snprintf(wal, n, "%s-wal", path);
+  int used = lstat(wal, &st) == 0 ? !S_ISREG(st.st_mode) || st.st_size > 0
+                                  : errno != ENOENT;
+  free(wal);
+  return used;
+}
+
+/* sys's file again, through its -wal: opened as a per-user cache is read
+ * (its side files judged, SQLite's locks taken), then judged as a system
+ * cache is.  TJ_OK with *out, else TJ_ECACHE or TJ_ENOMEM, msg says. */
+static int open_through_wal(const tj__cache *sys, tj__cache **out, char *msg,
+                            size_t len)
+{
+  char why[1024] = "";
+  dev_t dev;
+  ino_t ino;
+  tj__cache *live = NULL;
+  int rc = tj__cache_open(sys->path, TJ_CACHE_READONLY, &live, why,
+                          sizeof why);
+  if (rc == TJ_OK && live) {
+    tj__cache_identity(live, &dev, &ino);
+    if (dev != sys->dev || ino != sys->ino)
+      snprintf(why, sizeof why, "it was replaced while it was opened");
+    else if ((rc = judge_system_db(live, msg, len)) == TJ_OK) {
+      *out = live;
+      return TJ_OK;
+    }
+  }
+  cache_free(live);
+  if (rc == TJ_ENOMEM || (rc != TJ_OK && msg[0]))
+    return rc == TJ_ENOMEM ? TJ_ENOMEM : TJ_ECACHE;
+  snprintf(msg, len, "cache %s has a -wal beside it, which may hold rows "
+           "the file itself lacks, and it cannot be read through it (%s); "
+           "fold the -wal into the file first, as the file's owner: "
+           "sqlite3 %s 'PRAGMA wal_checkpoint(TRUNCATE)'", sys->path,
+           why[0] ? why : "it could not be opened",
+           sys->path);
+  return TJ_ECACHE;
+}
+
+int tj__cache_open_source(const char *path, tj__cache **out, char *msg,
+                          size_t msglen)
+{
+  int rc = tj__cache_open_system(path, out, NULL, NULL, msg, msglen);
+  if (rc != TJ_OK || !wal_in_use((*out)->path))
+    return rc;
+  tj__cache *sys = *out;
+  *out = NULL;
+  msg[0] = '\0';
+  rc = open_through_wal(sys, out, msg, msglen);
+  cache_free(sys);
   return rc;
 }
 
