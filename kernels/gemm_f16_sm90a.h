@@ -171,6 +171,13 @@ struct alignas(64) tj_tmap {
 #else
 #define TJ_H_TNSP "0, 1"
 #endif
+/* The skinny kernel's (C^T = B^T A^T: B's tile is wgmma's A operand,
+ * MN-major unless B is stored N x K; A's rows its B operand, K-major). */
+#if TJ_TRANS_B
+#define TJ_S_TNSP "0, 0"
+#else
+#define TJ_S_TNSP "1, 0"
+#endif
 
 #if TJ_H_HOPPER
 
@@ -410,7 +417,7 @@ __device__ __forceinline__ void tj_h_wgmma_wait_all() {
 TJ_H_WGMMA(tj_h_wgmma, 32, "m64n64k16", 32, 33, 34, TJ_H_TNSP)
 TJ_H_WGMMA(tj_h_wgmma, 64, "m64n128k16", 64, 65, 66, TJ_H_TNSP)
 TJ_H_WGMMA(tj_h_wgmma, 128, "m64n256k16", 128, 129, 130, TJ_H_TNSP)
-TJ_H_WGMMA(tj_s_wgmma, 8, "m64n16k16", 8, 9, 10, "1, 0")
+TJ_H_WGMMA(tj_s_wgmma, 8, "m64n16k16", 8, 9, 10, TJ_S_TNSP)
 #undef TJ_H_WGMMA
 #undef TJ_H_WGMMA_D
 #undef TJ_H_WGMMA_D128
@@ -451,6 +458,7 @@ struct tj_h_out {
   const void *bias;
   void *aux;
   long long ldaux;
+  int K; /* the skinny kernel's */
 };
 
 /* The epilogue on v (alpha and beta applied) at (row, col), which lies
@@ -1056,9 +1064,9 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
   }
 }
 
-/* The skinny kernel computes f16 A * B without an epilogue only: the
- * family's other configurations skip it. */
-#if TJ_TA == 1 && TJ_TC == 1 && !TJ_TRANS_A && !TJ_TRANS_B && TJ_EPI == 0
+/* The skinny kernel reads A K-major only (its rows are wgmma's narrow
+ * operand): the family's configurations with A transposed skip it. */
+#if !TJ_TRANS_A
 /* ------------------------------------------------------- skinny (M <= 16)
  *
  * C = alpha * A * B + beta * C for M <= 16 rows, where the work is
@@ -1103,11 +1111,42 @@ __device__ __forceinline__ void tj_h_reduce(const float *work, int split,
   (TJ_S_STAGES * TJ_S_STAGE_BYTES(bn) + 1024 + 2 * 8 * TJ_S_STAGES +    \
    TJ_S_ROWS * (bn) * 4 + ((s) - 1) * TJ_S_SLOTS(bn, s) * 16)
 
+/* The finished sums v of four columns from (row, col) of C: alpha, beta
+ * and the epilogue, stored (at once where the four are whole and their
+ * bytes aligned: 8 of them, 16 for f32, as callers usually have C). */
+__device__ __forceinline__ void tj_s_store4(const tj_h_out &o, int row,
+                                            int col, const float (&v)[4]) {
+  long long i = (long long)row * o.ldc + col;
+  const int eb = TJ_TC == 3 ? 4 : 2;
+  bool whole = col + 4 <= o.N &&
+               (((unsigned long long)o.C + i * eb) & (4 * eb - 1)) == 0;
+  float r[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    if (col + j >= o.N)
+      break;
+    r[j] = o.alpha * v[j];
+    if (o.beta != 0.0f)
+      r[j] += o.beta * tj_e_load<TJ_TC>(o.C, i + j);
+    r[j] = tj_h_apply(o, row, col + j, r[j]);
+    if (!whole)
+      tj_e_store<TJ_TC>(o.C, i + j, r[j]);
+  }
+  if (!whole)
+    return;
+  if (TJ_TC == 3)
+    *(float4 *)((float *)o.C + i) = make_float4(r[0], r[1], r[2], r[3]);
+  else
+    *(uint2 *)((unsigned short *)o.C + i) =
+        make_uint2(tj_h_pack(r[0], r[1]), tj_h_pack(r[2], r[3]));
+}
+
 template <int BN, int S>
 __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
-                                          int M, int N, int K, float alpha,
-                                          float beta, __half *C, int ldc,
+                                          const tj_h_out &o,
                                           int evict_first) {
+  const int M = o.M, K = o.K;
+  const float alpha = o.alpha;
   extern __shared__ unsigned char tj_h_smem[];
   unsigned stages = (tj_h_smem_addr(tj_h_smem) + 1023u) & ~1023u;
   unsigned full = stages + TJ_S_STAGES * TJ_S_STAGE_BYTES(BN);
@@ -1159,12 +1198,16 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
         unsigned bar = full + 8 * s, dst = stages + s * TJ_S_STAGE_BYTES(BN);
         tj_h_bar_expect(bar, TJ_S_STAGE_BYTES(BN));
         int k = (kt0 + kt) * TJ_H_BK;
+        /* B's box j: 64 k rows x 64 columns, or 64 columns (rows of B)
+         * x 64 k where B is stored N x K. */
         for (int j = 0; j < BN / 64; j++) {
           unsigned at = dst + j * (TJ_H_BK * 128);
+          int x = TJ_TRANS_B ? k : n0 + 64 * j;
+          int y = TJ_TRANS_B ? n0 + 64 * j : k;
           if (evict_first)
-            tj_h_tma_load_hint(at, tb, n0 + 64 * j, k, bar, policy);
+            tj_h_tma_load_hint(at, tb, x, y, bar, policy);
           else
-            tj_h_tma_load(at, tb, n0 + 64 * j, k, bar);
+            tj_h_tma_load(at, tb, x, y, bar);
         }
         tj_h_tma_load(dst + TJ_S_B_BYTES(BN), ta, k, 0, bar);
       }
@@ -1184,13 +1227,18 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #pragma unroll
       for (int kk = 0; kk < TJ_H_BK / 16; kk++) {
         /* B's box c: 16 k rows (2048 bytes) per step, 8-row groups 1024
-         * apart; A's box: 16 halves (32 bytes) along its 128-byte rows. */
+         * apart (K-major: 16 elements along its 128-byte rows); A's box:
+         * 16 elements (32 bytes) along its 128-byte rows. */
         unsigned long long db = tj_h_desc(a + 32 * kk, 16, 1024);
 #pragma unroll
-        for (int c = 0; c < BN / 64; c++)
-          tj_s_wgmma(d[c], tj_h_desc(b + c * (TJ_H_BK * 128) + 2048 * kk,
-                                     TJ_H_BK * 128, 1024),
+        for (int c = 0; c < BN / 64; c++) {
+          unsigned box = b + c * (TJ_H_BK * 128);
+          tj_s_wgmma(d[c],
+                     TJ_TRANS_B ? tj_h_desc(box + 32 * kk, 16, 1024)
+                                : tj_h_desc(box + 2048 * kk, TJ_H_BK * 128,
+                                            1024),
                      db);
+        }
       }
       tj_h_wgmma_commit();
       tj_h_wgmma_wait_one();
@@ -1264,37 +1312,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
       v[2] += part[q].z;
       v[3] += part[q].w;
     }
-    int row = 4 * g / BN, col = n0 + 4 * g % BN;
-    __half *c = C + (long long)row * ldc + col;
-    /* The group's four columns whole and 8 bytes aligned (ldc and C as
-     * callers usually have them): one 8-byte store (and load, for beta)
-     * in place of four, each element rounded as below. */
-    if (col + 4 <= N && ((unsigned long long)c & 7u) == 0) {
-      unsigned short h[4];
-      uint2 old = beta != 0.0f ? *(const uint2 *)c : make_uint2(0u, 0u);
-      unsigned short was[4] = {
-          (unsigned short)(old.x & 0xffffu), (unsigned short)(old.x >> 16),
-          (unsigned short)(old.y & 0xffffu), (unsigned short)(old.y >> 16)};
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        float r = alpha * v[j];
-        if (beta != 0.0f)
-          r += beta * __half2float(__ushort_as_half(was[j]));
-        h[j] = __half_as_ushort(__float2half_rn(r));
-      }
-      *(uint2 *)c = make_uint2((unsigned)h[0] | (unsigned)h[1] << 16,
-                               (unsigned)h[2] | (unsigned)h[3] << 16);
-      continue;
-    }
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      if (col + j >= N)
-        break;
-      float r = alpha * v[j];
-      if (beta != 0.0f)
-        r += beta * __half2float(c[j]);
-      c[j] = __float2half_rn(r);
-    }
+    tj_s_store4(o, 4 * g / BN, n0 + 4 * g % BN, v);
   }
 }
 
@@ -1320,9 +1338,18 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
   tj_h_gemm_cluster_k2<bn, stages>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) \
   tj_h_gemm_persistent<bn, stages, 1>(&tma_a, &tma_b, M, N, K, TJ_H_OUT)
-#define TJ_S_BODY(bn, split) \
-  tj_s_gemm<bn, split>(&tma_a, &tma_b, M, N, K, alpha, beta, C, ldc, \
+#define TJ_S_BODY(bn, split)                                             \
+  tj_s_gemm<bn, split>(&tma_a, &tma_b,                                   \
+                       tj_h_out{C, ldc, M, N, alpha, beta, nullptr, 0,   \
+                                nullptr, nullptr, 0, K},                 \
                        evict_first)
+/* The family's skinny configurations (kind 5): store says whether B's
+ * loads go evict-first. */
+#define TJ_S_BODY_EPI(bn, split)                                         \
+  tj_s_gemm<bn, split>(&tma_a, &tma_b,                                   \
+                       tj_h_out{C, ldc, M, N, alpha, beta, nullptr, 0,   \
+                                bias, aux, ldaux, K},                    \
+                       store)
 /* The results with the epilogue's arguments (gemm_sm90a.hip's entries
  * take them). */
 #define TJ_H_OUT_EPI                                                      \
@@ -1345,6 +1372,7 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #define TJ_H_CLUSTER_K2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_H_PERSISTENT_MC2_BODY(bn, stages) TJ_H_BODY(bn, stages)
 #define TJ_S_BODY(bn, split) TJ_H_BODY(0, 0)
+#define TJ_S_BODY_EPI(bn, split) TJ_H_BODY(0, 0)
 #define TJ_H_REDUCE_EPI_BODY() TJ_H_BODY(0, 0)
 #endif
 

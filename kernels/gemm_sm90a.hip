@@ -17,9 +17,13 @@
  *                 clusters of two sharing B by multicast (TJ_H_BN 256);
  *                 3: each tile's K split across a cluster of two blocks
  *                 (TJ_H_BN 64); 4: split-K, partials into a workspace,
- *                 then TJ_REDUCE_ENTRY (TJ_H_BN 128)
+ *                 then TJ_REDUCE_ENTRY (TJ_H_BN 128); 5: the skinny
+ *                 kernel (M <= 16, A not transposed), strips of TJ_H_BN
+ *                 (128 or 256) columns, K split across a cluster of
+ *                 TJ_H_SPLIT blocks (1, 2, 3, 4 or 8)
  *   TJ_H_BN, TJ_H_STAGES   the tile's columns and its pipeline's stages
- *                 (64 and 8, 128 and 5, 256 and 4)
+ *                 (64 and 8, 128 and 5, 256 and 4; the skinny kernel's
+ *                 are its own)
  *   TJ_GEMM_ENTRY, TJ_REDUCE_ENTRY, TJ_COLSUM_ENTRY, TJ_PAD_ENTRY
  *                 the entries' names (the reduce with kind 4 only, the
  *                 column sums with dGELU only)
@@ -29,14 +33,17 @@
  *                 int N, int K, float alpha, float beta, void *C, int ldc,
  *                 int store, const void *bias, void *aux, long long ldaux,
  *                 int kper, float *work)
- *       block 384; grid and shared memory as the entry of
- *       gemm_f16_sm90a.hip of the same kind and tile gives them (the
- *       kinds are its entries').  tma_a over A as stored: 2-D {K, M} with
+ *       block 384 (kind 5: 160); grid and shared memory as the entry of
+ *       gemm_f16_sm90a.hip (kind 5: gemm_f16_sm90a_skinny.hip) of the
+ *       same kind and tile gives them (the kinds are its entries').  tma_a over A as stored: 2-D {K, M} with
  *       box {64, 128} (K-major), or with TJ_TRANS_A {M, K} with box {64,
  *       64}; tma_b {N, K} box {64, 64}, or with TJ_TRANS_B {K, N} box
  *       {64, 64}; tma_c {N, M} box {64, 64}, read only with store 1
  *       (beta == 0, C 16-bit, 16-byte aligned, ldc a multiple of 8).
  *       kper and work: kind 4's (gemm_f16_sm90a_128x128_splitk's).
+ *       Kind 5: tma_a's box is {64, 16}, tma_c is not read, store 1
+ *       loads B evict-first (the skinny entries' evict_first), and the
+ *       kernel may be launched to start early.
  *   TJ_REDUCE_ENTRY(const float *work, int split, int M, int N, int ldw,
  *                   float alpha, float beta, void *C, int ldc,
  *                   const void *bias, void *aux, long long ldaux)
@@ -56,24 +63,39 @@
  * embed: prepend gemm_epilogue.h gemm_f16_sm90a.h
  */
 
-#if TJ_H_KIND == 2 || TJ_H_KIND == 3
+#if TJ_H_KIND == 2 || TJ_H_KIND == 3 || (TJ_H_KIND == 5 && TJ_H_SPLIT == 2)
 #define TJ_H_ENTRY_CLUSTER TJ_H_CLUSTER2
+#elif TJ_H_KIND == 5 && TJ_H_SPLIT == 3
+#define TJ_H_ENTRY_CLUSTER TJ_H_CLUSTER3
+#elif TJ_H_KIND == 5 && TJ_H_SPLIT == 4
+#define TJ_H_ENTRY_CLUSTER TJ_H_CLUSTER4
+#elif TJ_H_KIND == 5 && TJ_H_SPLIT == 8
+#define TJ_H_ENTRY_CLUSTER TJ_H_CLUSTER8
 #else
 #define TJ_H_ENTRY_CLUSTER
+#endif
+/* The skinny kernel: 160 threads, two blocks an SM with 128-column
+ * strips. */
+#if TJ_H_KIND == 5
+#define TJ_H_ENTRY_BOUNDS __launch_bounds__(160, TJ_H_BN == 128 ? 2 : 1)
+#else
+#define TJ_H_ENTRY_BOUNDS __launch_bounds__(384, 1)
 #endif
 
 /* The header's bodies, given the epilogue's arguments as well. */
 #undef TJ_H_OUT
 #define TJ_H_OUT TJ_H_OUT_EPI
 
-extern "C" __global__ void TJ_H_ENTRY_CLUSTER __launch_bounds__(384, 1)
+extern "C" __global__ void TJ_H_ENTRY_CLUSTER TJ_H_ENTRY_BOUNDS
 TJ_GEMM_ENTRY(const __grid_constant__ tj_tmap tma_a,
               const __grid_constant__ tj_tmap tma_b,
               const __grid_constant__ tj_tmap tma_c, int M, int N, int K,
               float alpha, float beta, void *C, int ldc, int store,
               const void *bias, void *aux, long long ldaux, int kper,
               float *work) {
-#if TJ_H_KIND == 4
+#if TJ_H_KIND == 5
+  TJ_S_BODY_EPI(TJ_H_BN, TJ_H_SPLIT);
+#elif TJ_H_KIND == 4
   TJ_H_SPLIT_BODY(TJ_H_BN, TJ_H_STAGES);
 #elif TJ_H_KIND == 3
   TJ_H_CLUSTER_K2_BODY(TJ_H_BN, TJ_H_STAGES);

@@ -163,14 +163,15 @@ static void with_epilogue(tj_gemm_desc *d, int e)
     d->bias_grad = FAKE(6);
 }
 
-/* The path a configuration of d runs on the test arch: the Hopper
- * kernel's 128 x 128 tile (the rule's for these small shapes) on sm_90
- * where A and B have one type, else the portable kernel. */
+/* The path a configuration of d runs on the test arch: on sm_90 where A
+ * and B have one type, the Hopper kernel (for these small shapes the
+ * rule's skinny kernel in one 256-column strip, or with A transposed the
+ * 128 x 128 tile); else the portable kernel. */
 static const char *path_of(const tj_gemm_desc *d)
 {
-  return strcmp(TEST_ARCH, "sm_90") == 0 && d->a_type == d->b_type
-             ? "sm90a_128x128"
-             : "portable";
+  if (strcmp(TEST_ARCH, "sm_90") != 0 || d->a_type != d->b_type)
+    return "portable";
+  return d->m <= 16 && !d->trans_a ? "sm90a_skinny256" : "sm90a_128x128";
 }
 
 /* Every pair of types (without transposes or epilogue), and every layout
@@ -228,7 +229,8 @@ END_TEST
 /* On sm_90 each kind of Hopper plan compiles for sm_90a with the entries
  * it launches (a missing one fails the compile): the persistent tiles,
  * the multicast pairs, the cluster's split of K, split-K with its reduce
- * and a dGELU's column sums; the name says the plan the rule made. */
+ * and a dGELU's column sums, the skinny kernel alone and in a cluster;
+ * the name says the plan the rule made. */
 START_TEST(hopper_kinds_compile)
 {
   if (strcmp(TEST_ARCH, "sm_90") != 0)
@@ -246,6 +248,10 @@ START_TEST(hopper_kinds_compile)
        "gemm_bf16_bf16_bf16_tt_bias_sm90a_128x64_cluster_k2"},
       {64, 1024, 8192, 1, TJ_EPILOGUE_DGELU, TJ_DTYPE_BF16,
        "gemm_bf16_bf16_bf16_tn_dgelu_sm90a_128x128_splitk"},
+      {1, 4096, 4096, 2, TJ_EPILOGUE_BIAS_GELU, TJ_DTYPE_BF16,
+       "gemm_bf16_bf16_bf16_nt_biasgelu_sm90a_skinny_k3"},
+      {16, 11008, 4096, 0, TJ_EPILOGUE_NONE, TJ_DTYPE_F32,
+       "gemm_bf16_bf16_f32_nn_none_sm90a_skinny"},
   };
   tj_runtime *rt = open_compile_only(NULL, 0);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1762,10 +1762,10 @@ END_TEST
  * check the portable kernel): every layout and epilogue in bf16 through
  * the 128 x 128 tile and split-K, also with operands it first copies
  * where TMA can read them (odd leading dimensions); every pair of types
- * through the 128 x 64 tile; and the cluster's split of K, the
- * persistent tiles and the multicast pairs, each at sizes that are
- * multiples of no tile, C stored directly (beta != 0) and through TMA
- * (beta 0). */
+ * through the 128 x 64 tile; the cluster's split of K, the persistent
+ * tiles and the multicast pairs; and the skinny kernel for M <= 16; each
+ * at sizes that are multiples of no tile, C stored directly (beta != 0)
+ * and through TMA (beta 0). */
 START_TEST(gemm_family_hopper)
 {
   tj_runtime *rt = open_gpu();
@@ -1793,6 +1793,27 @@ START_TEST(gemm_family_hopper)
   run_family_as(rt, &pers, 1100, 1928, 72, seed++, FAMILY_TMA_STORE);
   run_family_as(rt, &pers, 1100, 1928, 72, seed++, FAMILY_TMA_BETA);
   run_family_as(rt, &mc2, 2200, 2056, 40, seed++, FAMILY_TMA_STORE);
+  /* M <= 16: the skinny kernel (A not transposed), alone and in a
+   * cluster, with copies of odd operands; A transposed: the tiles. */
+  const struct {
+    family_case fc;
+    long long m, n, k;
+    family_layout layout;
+  } few[] = {
+      {{TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 1, TJ_EPILOGUE_BIAS_GELU}, 1, 520,
+       1000, FAMILY_TMA_STORE},
+      {{TJ_DTYPE_F16, TJ_DTYPE_F32, 0, 0, TJ_EPILOGUE_DGELU}, 5, 300, 2050,
+       FAMILY_TMA_BETA},
+      {{TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 1, TJ_EPILOGUE_BIAS}, 16, 4104,
+       4096, FAMILY_TMA_STORE},
+      {{TJ_DTYPE_BF16, TJ_DTYPE_F16, 0, 0, TJ_EPILOGUE_NONE}, 16, 777, 64,
+       FAMILY_ODD},
+      {{TJ_DTYPE_BF16, TJ_DTYPE_BF16, 1, 0, TJ_EPILOGUE_BIAS_GELU}, 3, 200,
+       300, FAMILY_TMA_BETA},
+  };
+  for (size_t i = 0; i < sizeof few / sizeof few[0]; i++)
+    run_family_as(rt, &few[i].fc, few[i].m, few[i].n, few[i].k, seed++,
+                  few[i].layout);
   tj_runtime_close(rt);
 }
 END_TEST

@@ -55,28 +55,31 @@ for path in "$kernels"/*.hip; do
   compile "$f"
 done
 # The family's configurations: TJ_TA TJ_TC TJ_TRANS_A TJ_TRANS_B TJ_EPI
-# TJ_H_KIND TJ_H_BN TJ_H_STAGES, one line each; entries family<i>, with
-# _reduce (split-K) and _colsum (dGELU).
+# TJ_H_KIND TJ_H_BN TJ_H_STAGES TJ_H_SPLIT, one line each; entries
+# family<i>, with _reduce (split-K) and _colsum (dGELU).
 as_embedded "$kernels/gemm_sm90a.hip" gemm_sm90a
 family=
 i=0
-while read -r ta tc tra trb epi kind bn stages; do
+while read -r ta tc tra trb epi kind bn stages split; do
   cp "$tmp/gemm_sm90a.cu" "$tmp/family$i.cu"
   compile "family$i" -DTJ_TA=$ta -DTJ_TC=$tc -DTJ_TRANS_A=$tra \
     -DTJ_TRANS_B=$trb -DTJ_EPI=$epi -DTJ_H_KIND=$kind -DTJ_H_BN=$bn \
-    -DTJ_H_STAGES=$stages -DTJ_GEMM_ENTRY=family$i \
-    -DTJ_REDUCE_ENTRY=family${i}_reduce -DTJ_COLSUM_ENTRY=family${i}_colsum
-  family="$family family$i"
+    -DTJ_H_STAGES=$stages -DTJ_H_SPLIT=$split -DTJ_GEMM_ENTRY=family$i \
+    -DTJ_REDUCE_ENTRY=family${i}_reduce -DTJ_COLSUM_ENTRY=family${i}_colsum \
+    -DTJ_PAD_ENTRY=family${i}_pad
+  family="$family family$i family${i}_pad"
   [ "$kind" = 4 ] && family="$family family${i}_reduce"
   [ "$epi" = 3 ] && family="$family family${i}_colsum"
   i=$((i + 1))
 done <<EOF
-2 2 0 0 0 0 128 5
-2 2 1 0 2 1 256 4
-1 3 1 1 1 2 256 4
-2 2 0 1 3 3 64 8
-1 2 1 0 3 4 128 5
-2 3 1 1 2 0 64 8
+2 2 0 0 0 0 128 5 1
+2 2 1 0 2 1 256 4 1
+1 3 1 1 1 2 256 4 1
+2 2 0 1 3 3 64 8 1
+1 2 1 0 3 4 128 5 1
+2 3 1 1 2 0 64 8 1
+2 2 0 1 2 5 128 5 3
+1 3 0 0 3 5 256 5 1
 EOF
 entries=$("$prog" --list-kernels --all | sed -n 's/^\(gemm_f16_sm90a_[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
@@ -109,7 +112,7 @@ for e in $entries; do
   echo "$e (sm_90a): $2 registers, $3 bytes stack, $4 bytes spill stores, $5 bytes spill loads"
   [ "$3" -eq 0 ] && [ "$4" -eq 0 ] && [ "$5" -eq 0 ] ||
     fail "$e: a stack frame or spills ($3, $4, $5 bytes)"
-  case $e in *_reduce | *_colsum) continue ;; esac
+  case $e in *_reduce | *_colsum | *_pad) continue ;; esac
   set -- $(awk -v e="$e" '$1 == e { print $2, $3 }' "$tmp/mma") x x
   [ "$1" != x ] && [ "$1" -gt 0 ] && [ "$2" -eq 0 ] ||
     fail "$e: $1 wgmma.mma_async, $2 mma.sync in its PTX; wanted wgmma only"

@@ -65,10 +65,15 @@ static void name_config(const tj_gemm_desc *d, config *c)
   snprintf(c->pad, sizeof c->pad, "%s_pad", c->product);
 }
 
+/* The skinny kernel for M <= 16 where it reads A (K-major: not
+ * transposed), else the tiles. */
 static void config_of(const tj_runtime *rt, const tj_gemm_desc *d,
                       config *c)
 {
-  c->plan = tj__gemm_plan_tiles(rt, (int)d->m, (int)d->n, (int)d->k);
+  if (d->m <= SM90A_SKINNY_ROWS && !d->trans_a && tj__gemm_skinny_on(rt))
+    c->plan = tj__gemm_plan_skinny(rt, (int)d->n, (int)d->k);
+  else
+    c->plan = tj__gemm_plan_tiles(rt, (int)d->m, (int)d->n, (int)d->k);
   name_config(d, c);
 }
 
@@ -96,20 +101,22 @@ static int stages_of(int bn)
 static int module_of(tj_runtime *rt, const tj_gemm_desc *d, const config *c,
                      tj_module **m)
 {
-  enum { NOPT = 12 };
+  enum { NOPT = 13, NVALS = 9 };
   char opt[NOPT][TJ__GEMM_NAME_MAX + 32];
-  const char *keys[] = {"TJ_TA", "TJ_TC", "TJ_TRANS_A", "TJ_TRANS_B",
-                        "TJ_EPI", "TJ_H_KIND", "TJ_H_BN", "TJ_H_STAGES"};
-  int vals[] = {d->a_type, d->c_type, d->trans_a, d->trans_b, d->epilogue,
-                (int)c->plan.kind, c->plan.tile_n,
-                stages_of(c->plan.tile_n)};
+  const char *keys[NVALS] = {"TJ_TA",     "TJ_TC",   "TJ_TRANS_A",
+                             "TJ_TRANS_B", "TJ_EPI",  "TJ_H_KIND",
+                             "TJ_H_BN",    "TJ_H_STAGES", "TJ_H_SPLIT"};
+  int skinny = c->plan.kind == GEMM_KIND_SKINNY;
+  int vals[NVALS] = {d->a_type, d->c_type, d->trans_a, d->trans_b,
+                     d->epilogue, (int)c->plan.kind, c->plan.tile_n,
+                     stages_of(c->plan.tile_n), skinny ? c->plan.split : 1};
   const char *options[NOPT];
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < NVALS; i++)
     snprintf(opt[i], sizeof opt[i], "-D%s=%d", keys[i], vals[i]);
-  snprintf(opt[8], sizeof opt[8], "-DTJ_GEMM_ENTRY=%s", c->product);
-  snprintf(opt[9], sizeof opt[9], "-DTJ_REDUCE_ENTRY=%s", c->reduce);
-  snprintf(opt[10], sizeof opt[10], "-DTJ_COLSUM_ENTRY=%s", c->colsum);
-  snprintf(opt[11], sizeof opt[11], "-DTJ_PAD_ENTRY=%s", c->pad);
+  snprintf(opt[9], sizeof opt[9], "-DTJ_GEMM_ENTRY=%s", c->product);
+  snprintf(opt[10], sizeof opt[10], "-DTJ_REDUCE_ENTRY=%s", c->reduce);
+  snprintf(opt[11], sizeof opt[11], "-DTJ_COLSUM_ENTRY=%s", c->colsum);
+  snprintf(opt[12], sizeof opt[12], "-DTJ_PAD_ENTRY=%s", c->pad);
   for (int i = 0; i < NOPT; i++)
     options[i] = opt[i];
   const char *entries[4] = {c->product, c->pad};
@@ -197,13 +204,18 @@ static int launch_product(const launch *l, tj_module *m, const config *c,
   const tj__gemm_ab ab = {l->M, l->N, l->K, d->a, d->b, d->lda, d->ldb,
                           d->a_type == TJ_DTYPE_BF16, d->trans_a,
                           d->trans_b};
-  if ((rc = tj__gemm_sm90a_maps(l->rt, l->fn, &ab, SM90A_BM, ta, tb)) !=
-      TJ_OK)
+  int skinny = c->plan.kind == GEMM_KIND_SKINNY;
+  if ((rc = tj__gemm_sm90a_maps(l->rt, l->fn, &ab,
+                                skinny ? SM90A_SKINNY_ROWS : SM90A_BM, ta,
+                                tb)) != TJ_OK)
     return rc;
   /* C through TMA where the plan asks and the call allows it: 16-bit C,
-   * beta == 0, whole 16-byte rows. */
-  int store = d->c_type != TJ_DTYPE_F32 &&
-              tj__gemm_tma_store_applies(tj__gemm_knobs_of(l->rt),
+   * beta == 0, whole 16-byte rows.  The skinny kernel takes the knobs'
+   * evict-first there instead, as tj_gemm_f16 gives it. */
+  const tj__gemm_knobs *knobs = tj__gemm_knobs_of(l->rt);
+  int store = skinny ? knobs->evict_first != 0 :
+              d->c_type != TJ_DTYPE_F32 &&
+              tj__gemm_tma_store_applies(knobs,
                                          c->plan.tma_store, l->N, d->beta,
                                          d->c, l->ldc) &&
               tj__tensor_map_16(tc, d->c, (uint64_t)l->M, (uint64_t)l->N,
@@ -217,8 +229,11 @@ static int launch_product(const launch *l, tj_module *m, const config *c,
   void *args[] = {ta,     tb,    tc,   &M,   &N,     &K,
                   &alpha, &beta, &C,   &ldc, &store, &bias,
                   &aux,   &ldaux, &kper, &work};
-  rc = tj_launch(k, c->plan.grid, c->plan.block, c->plan.shared, l->stream,
-                 args);
+  /* The skinny kernel waits for the kernel before it on the stream
+   * (griddepcontrol.wait) before it touches A, B or C, so it may start
+   * early, as tj_gemm_f16 launches it. */
+  rc = tj__launch_kernel(k, c->plan.grid, c->plan.block, c->plan.shared,
+                         l->stream, args, skinny && knobs->early != 0);
   if (rc != TJ_OK)
     return launch_failed(l, rc, c->product, c->plan.grid);
   return work ? launch_reduce(l, r, c, work) : TJ_OK;

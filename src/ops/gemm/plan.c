@@ -231,7 +231,7 @@ static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
                          SM90A_SKINNY_SHARED((unsigned)c->bn,
                                              (unsigned)c->split),
                          c->split, 0, GEMM_PATH_SM90A_SKINNY, c->bn,
-                         0, GEMM_KIND_TILE};
+                         0, GEMM_KIND_SKINNY};
 }
 
 /* A forced split of n takes the largest compiled split up to n, a forced
@@ -442,6 +442,16 @@ static tj__gemm_plan plan_sm90a(const tj__gemm_knobs *env, int sms, int M, int N
 tj__gemm_plan tj__gemm_plan_tiles(const tj_runtime *rt, int M, int N, int K)
 {
   return plan_sm90a(tj__gemm_knobs_of(rt), rt->sms, M, N, K);
+}
+
+tj__gemm_plan tj__gemm_plan_skinny(const tj_runtime *rt, int N, int K)
+{
+  return plan_sm90a_skinny(rt, N, K);
+}
+
+int tj__gemm_skinny_on(const tj_runtime *rt)
+{
+  return tj__gemm_knobs_of(rt)->skinny_sm90a != 0;
 }
 
 int tj__gemm_tma_store_applies(const tj__gemm_knobs *env, int planned, int N,

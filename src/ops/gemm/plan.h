@@ -106,7 +106,9 @@ typedef enum tj__gemm_kind {
   GEMM_KIND_PERSISTENT, /* one block an SM, walking the tiles */
   GEMM_KIND_MC2,        /* persistent, clusters of two sharing B */
   GEMM_KIND_CLUSTER_K2, /* each tile's K split across a cluster of two */
-  GEMM_KIND_SPLIT       /* split-K into a workspace, then a reduce */
+  GEMM_KIND_SPLIT,      /* split-K into a workspace, then a reduce */
+  GEMM_KIND_SKINNY      /* the skinny kernel (M <= 16): tile_n columns a
+                           strip, K split across a cluster of split */
 } tj__gemm_kind;
 typedef struct tj__gemm_plan {
   const char *entry;
@@ -131,6 +133,11 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
  * for an M x N x K call: the family's (hopper.c), whose configurations
  * take no tuning decision. */
 tj__gemm_plan tj__gemm_plan_tiles(const tj_runtime *rt, int M, int N, int K);
+/* The Hopper skinny kernel's plan (M <= 16) that the rule (with rt's
+ * knobs) makes for N columns and K; whether it may run at all:
+ * tj__gemm_skinny_on. */
+tj__gemm_plan tj__gemm_plan_skinny(const tj_runtime *rt, int N, int K);
+int tj__gemm_skinny_on(const tj_runtime *rt);
 /* The plan of one configuration of the tuning table, on sms SMs. */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K);
