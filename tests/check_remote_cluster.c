@@ -529,7 +529,7 @@ END_TEST
 
 /* ------------------------------------------------------- odd nodes */
 
-enum { LOOP, HUGE_MAP, BAD_MAP, BAD_REDIRECT };
+enum { LOOP, HUGE_MAP, BAD_MAP, BAD_REDIRECT, ENDLESS_LINE };
 
 /* A node of the test's own on a loopback port (returned), until killed:
  * it answers CLUSTER SLOTS with how's map (LOOP: every slot its own) and
@@ -545,12 +545,16 @@ static int odd_node(int how, pid_t *pid)
   ck_assert_int_eq(listen(fd, 16), 0);
   ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &n), 0);
   int port = ntohs(a.sin_port);
-  char map[256], redirect[128];
+  char map[1024], redirect[128];
   snprintf(map, sizeof map, how == HUGE_MAP ? "*100000000\r\n"
                             : how == BAD_MAP ? "*1\r\n*2\r\n:0\r\n:16383\r\n"
                                              : "*1\r\n*3\r\n:0\r\n:16383\r\n"
                                                "*2\r\n$9\r\n127.0.0.1\r\n:%d"
                                                "\r\n", port);
+  if (how == ENDLESS_LINE) { /* an error line longer than any answer's */
+    memset(map, 'x', sizeof map - 1);
+    map[0] = '-', map[sizeof map - 1] = '\0';
+  }
   snprintf(redirect, sizeof redirect, how == BAD_REDIRECT
                                           ? "-MOVED 99999 127.0.0.1:%d\r\n"
                                           : "-MOVED 1 127.0.0.1:%d\r\n",
@@ -579,14 +583,15 @@ static int odd_node(int how, pid_t *pid)
 
 /* A node that redirects a key to itself for ever, one whose slot map
  * claims 10^8 ranges, one whose map does not parse, one whose MOVED
- * names no slot: each is one fault that turns the tier off, said once,
- * never a hang. */
+ * names no slot, one whose answer is a line that does not end: each is
+ * one fault that turns the tier off, said once, never a hang. */
 START_TEST(odd_nodes_are_one_fault_each)
 {
   static const char *const said[] = {"redirected more than",
                                      "more than the command returns",
-                                     "slot map", "it answered 'MOVED"};
-  for (int how = LOOP; how <= BAD_REDIRECT; how++) {
+                                     "slot map", "it answered 'MOVED",
+                                     "a reply header that does not end"};
+  for (int how = LOOP; how <= ENDLESS_LINE; how++) {
     pid_t pid;
     char spec[64];
     snprintf(spec, sizeof spec, "redis+cluster://127.0.0.1:%d",
@@ -608,6 +613,31 @@ START_TEST(odd_nodes_are_one_fault_each)
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
   }
+}
+END_TEST
+
+/* A standalone server named as a cluster's seed: it refuses CLUSTER
+ * SLOTS, and the tier goes off with its answer in the warning. */
+START_TEST(a_standalone_server_as_a_seed_is_one_fault)
+{
+  char *dir = test_tmpdir();
+  redis_server s;
+  start_server(&s, dir);
+  char spec[64];
+  snprintf(spec, sizeof spec, "redis+cluster://127.0.0.1:%d", s.port);
+  tj__remote *r = remote_on(spec);
+  char key[TJ__KEY_HEX];
+  key_on_node(0, 0, key);
+  ck_assert_int_eq(fetch(r, key), TJ_EIO);
+  tj__remote_counters n;
+  tj__remote_get_counters(r, &n);
+  ck_assert_uint_eq(n.errors, 1);
+  char why[800];
+  ck_assert_int_eq(tj__remote_take_warning(r, why, sizeof why), 1);
+  ck_assert_msg(strstr(why, "cluster support disabled"), "%s", why);
+  tj__remote_close(r);
+  stop_server(&s);
+  free(dir);
 }
 END_TEST
 
@@ -679,6 +709,7 @@ int main(void)
   tcase_add_test(tc, hash_slots_are_those_of_the_specification);
   tcase_add_test(tc, cluster_specs_that_do_not_parse_are_refused);
   tcase_add_test(tc, odd_nodes_are_one_fault_each);
+  tcase_add_test(tc, a_standalone_server_as_a_seed_is_one_fault);
   tc = test_case(s, "cluster", 240);
   tcase_add_test(tc, values_published_through_one_seed_are_found_through_another);
   tcase_add_test(tc, keys_land_on_all_three_nodes);

@@ -51,8 +51,9 @@
 #ifdef TJ_HAVE_HIREDIS
 #include <hiredis/hiredis.h>
 
-/* The longest answer header ("$123\r\n") read before it must end. */
-#define HEADER_MAX 32
+/* The longest line of an answer read before it must end: a header
+ * ("$123\r\n"), a status, or an error such as "-MOVED SLOT HOST:PORT". */
+#define HEADER_MAX 512
 
 typedef struct server {
   char host[256];  /* or the socket's path, for unix:// */
