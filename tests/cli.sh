@@ -182,6 +182,13 @@ out '"configured": "redis://\*\*\*@h:1/2,unix:///r.sock"'
 no_out sekrit
 keys_are stats
 stats_keys_before=$(json_keys)
+# Nor a cluster seed's.
+export TOKITAI_JIT_REMOTE='redis+cluster://me:sekrit@h:1,redis+cluster://me:sekrit@g:2'
+run 0 --stats --json
+unset TOKITAI_JIT_REMOTE
+json
+out '"configured": "redis\+cluster://\*\*\*@h:1,redis\+cluster://\*\*\*@g:2'
+no_out sekrit
 run 0 --verify-cache
 out "^no cache at $cache"
 run 0 --verify-cache --json

@@ -237,6 +237,7 @@ static void account(tj__remote *r, const tj__remote_call *c, int rc)
 {
   r->n.bytes_in += c->bytes_in;
   r->n.bytes_out += c->bytes_out;
+  r->n.redirects += c->redirects;
   if (rc >= 0) {
     if (r->off) {
       __atomic_store_n(&r->off, 0, __ATOMIC_RELEASE);
@@ -344,11 +345,12 @@ static void flush_pending(tj__remote *r)
     tj__remote_call c = {0};
     int rc = r->be->put(r->b, p->key, p->val, p->len, p->replace,
                         r->set.ttl_s, &c);
-    r->n.bytes_in += c.bytes_in, r->n.bytes_out += c.bytes_out;
     if (rc < 0) {
       account(r, &c, rc);
       break;
     }
+    r->n.bytes_in += c.bytes_in, r->n.bytes_out += c.bytes_out;
+    r->n.redirects += c.redirects;
     r->n.published++;
     r->pend_bytes -= p->len;
     free(p->val);

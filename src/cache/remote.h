@@ -36,6 +36,7 @@ typedef struct tj__remote_counters {
   uint64_t renewals;  /* lease renewals sent while compiling */
   uint64_t takeovers; /* leases taken from a holder that stopped */
   uint64_t published; /* values compiled while off, published later */
+  uint64_t redirects; /* cluster redirections (MOVED, ASK) followed */
 } tj__remote_counters;
 
 /* The settings that the environment gives (tj__remote_settings_env). */
@@ -66,6 +67,7 @@ void tj__remote_settings_env(tj__remote_settings *s, char *why, size_t len);
 /* One command's account: the bytes it moved and, when it failed, why. */
 typedef struct tj__remote_call {
   uint64_t bytes_in, bytes_out;
+  uint64_t redirects; /* cluster redirections (MOVED, ASK) followed */
   int timeout;     /* the deadline passed */
   char what[640];  /* the fault, naming the server */
 } tj__remote_call;
@@ -111,6 +113,10 @@ typedef struct tj__remote_backend {
 } tj__remote_backend;
 
 extern const tj__remote_backend tj__remote_redis; /* remote_redis.c */
+/* The Redis Cluster hash slot of a key name (n bytes): CRC16-XMODEM of
+ * its hash tag (what is between its first '{' and the next '}', when not
+ * empty), else of the whole name, mod 16384. */
+unsigned tj__remote_redis_slot(const char *name, size_t n);
 
 /* ------------------------------------------------------ the tier */
 

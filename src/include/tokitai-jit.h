@@ -222,7 +222,10 @@ typedef struct tj_kernel tj_kernel;
  *               "redis://[[USER]:PASSWORD@]HOST:PORT[/DB]" or
  *               "unix:///PATH" entries, commas between them, options
  *               after '?' joined by '&' ("readonly" for a process that
- *               never writes to them, "db=N", "prefix=P").  NULL:
+ *               never writes to them, "db=N", "prefix=P"); or the seed
+ *               nodes of one Redis Cluster,
+ *               "redis+cluster://[[USER]:PASSWORD@]HOST:PORT" entries
+ *               (the same options but db).  NULL:
  *               $TOKITAI_JIT_REMOTE (unset: none).  Looked up after the
  *               per-user cache, a hit copied into it; advisory: a deadline
  *               on each command, off for a while after a fault, never the
