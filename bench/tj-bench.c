@@ -20,8 +20,9 @@
  * with --only jobs needs no GPU), hot in-memory hit,
  * launch cost against a raw hipModuleLaunchKernel, memory-bound kernels
  * against a device-to-device copy, GEMM against the vendor BLAS, the GEMM
- * family's bf16 configurations against it (family), and the pilots'
- * process-per-call way against the host-buffer call.
+ * family's bf16 configurations against it (family), the pilots'
+ * process-per-call way against the host-buffer call, and the MoE
+ * permutation against a device-to-device copy (moe).
  */
 #include "config.h"
 #include "bench.h"
@@ -763,7 +764,7 @@ int main(int argc, char **argv)
     else {
       fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH] "
               "[--arch ARCH] [--only start|cluster|jobs|launch|memory|gemm|"
-              "family|pilot] [--cluster N (1 to 64)]\n");
+              "family|pilot|moe] [--cluster N (1 to 64)]\n");
       return 2;
     }
   }
@@ -817,6 +818,8 @@ int main(int argc, char **argv)
     bench_family(rt, record);
   if (WANT("pilot"))
     bench_pilot(rt, pilot, record);
+  if (WANT("moe"))
+    bench_moe(rt, quick, record);
   tj_runtime_close(rt);
   if (json)
     bench_write_json(&R, json);
