@@ -2057,6 +2057,45 @@ START_TEST(moe_captured_into_a_graph)
 }
 END_TEST
 
+/* The host calls on the host arrays of a case, outputs poisoned first:
+ * every output as the oracle, the unwritten parts as they were. */
+START_TEST(moe_host_calls_match_the_oracle)
+{
+  const moe_case *c = &moe_cases[_i];
+  tj_runtime *rt = open_gpu();
+  moe_host h;
+  moe_make_host(c, &h, 700 + (uint64_t)_i);
+  size_t ints = 2 * (size_t)c->E + 2 * (size_t)h.slots + 1;
+  memset(h.route, 0xff, ints * 4);
+  void *outs[] = {h.xp, h.y, h.dx, h.dyp, h.dw};
+  size_t sizes[] = {h.perm, h.act, h.act, h.perm, h.wb};
+  for (int i = 0; i < 5; i++)
+    memset(outs[i], 0xff, sizes[i]);
+  int32_t *p = h.route;
+  tj_moe_routing r = {p, p + c->E, p + 2 * c->E, p + 2 * c->E + h.slots,
+                      p + 2 * c->E + 2 * h.slots};
+  int64_t T = c->T, H = c->H, lx = h.ldx, lp = h.ldp;
+  int k = c->k, dt = c->dtype, wt = c->w_type, o = c->off;
+  const uint16_t *x = (uint16_t *)h.x + o, *yp = (uint16_t *)h.yp + o;
+  const uint16_t *dy = (uint16_t *)h.dy + o;
+  CHECK_TJ(rt, tj_moe_route_host(rt, h.topk, T, k, c->E, &r));
+  const int32_t *map = r.row_of_slot;
+  CHECK_TJ(rt, tj_moe_permute_host(rt, dt, x, lx, map, T, k, H,
+                                   (uint16_t *)h.xp + o, lp));
+  CHECK_TJ(rt, tj_moe_unpermute_host(rt, dt, yp, lp, map, T, k, H, wt, h.w,
+                                     (uint16_t *)h.y + o, lx));
+  CHECK_TJ(rt, tj_moe_permute_bwd_host(rt, dt, yp, lp, map, T, k, H,
+                                       (uint16_t *)h.dx + o, lx));
+  CHECK_TJ(rt, tj_moe_unpermute_bwd_host(rt, dt, dy, lx, yp, lp, map, T, k, H,
+                                         wt, h.w, (uint16_t *)h.dyp + o, lp,
+                                         h.dw));
+  moe_check_outputs(c, &h);
+  moe_dev none = {0};
+  moe_free(&h, &none);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* tj_verify of each entry, as tokitai-jit --run calls it. */
 START_TEST(moe_verify_every_entry)
 {
@@ -2135,6 +2174,7 @@ int main(void)
   TCase *moe = test_case(s, "moe", 600);
   tcase_add_loop_test(moe, moe_every_element, 0, N_MOE);
   tcase_add_test(moe, moe_captured_into_a_graph);
+  tcase_add_loop_test(moe, moe_host_calls_match_the_oracle, 0, 3);
   tcase_add_test(moe, moe_verify_every_entry);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

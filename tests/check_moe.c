@@ -1,6 +1,7 @@
 /* check_moe.c: the MoE permutation on a CPU machine: every argument check
  * of every tj_moe_* call, with its exact message, on a compile-only
- * runtime; that a valid call there is TJ_ENODEVICE; the workspace size;
+ * runtime; that a valid call there is TJ_ENODEVICE (a host call's outputs
+ * left as they were); the workspace size;
  * the oracles on hand-worked routings; the block sizes the calls launch
  * against the embedded source; and the kernels compiled by the real
  * compiler for each arch of the platform, every entry in the code. */
@@ -444,6 +445,66 @@ START_TEST(verify_stops_at_the_missing_gpu)
 }
 END_TEST
 
+/* ------------------------------------------------------- host calls */
+
+START_TEST(host_calls_check_and_leave_outputs)
+{
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  const int32_t topk[6] = {1, 0, 3, 1, 2, 1};
+  int32_t counts[4], offsets[4], row[6], slot[6], dropped;
+  memset(counts, 0x5a, sizeof counts), memset(row, 0x5a, sizeof row);
+  tj_moe_routing o = {counts, offsets, row, slot, &dropped};
+  ck_assert_int_eq(tj_moe_route_host(NULL, topk, 3, 2, 4, &o), TJ_EINVAL);
+  expect_fail(rt, tj_moe_route_host(rt, topk, 3, 2, 4, NULL), TJ_EINVAL,
+              "tj_moe_route_host: out is NULL");
+  expect_fail(rt, tj_moe_route_host(rt, topk, 3, 2, 0, &o), TJ_EINVAL,
+              "tj_moe_route_host: experts is 0, outside [1, 1024]");
+  expect_fail(rt, tj_moe_route_host(rt, NULL, 3, 2, 4, &o), TJ_EINVAL,
+              "tj_moe_route_host: topk is NULL");
+  tj_moe_routing b = o;
+  b.dropped = NULL;
+  expect_fail(rt, tj_moe_route_host(rt, topk, 3, 2, 4, &b), TJ_EINVAL,
+              "tj_moe_route_host: dropped is NULL");
+  b = o;
+  b.slot_of_row = row + 3;
+  expect_fail(rt, tj_moe_route_host(rt, topk, 3, 2, 4, &b), TJ_EINVAL,
+              "tj_moe_route_host: row_of_slot and slot_of_row overlap");
+  expect_no_gpu(rt, tj_moe_route_host(rt, topk, 3, 2, 4, &o),
+                "tj_moe_route_host");
+  ck_assert_int_eq(counts[0], 0x5a5a5a5a);
+  ck_assert_int_eq(row[5], 0x5a5a5a5a);
+  uint16_t x[3 * 8], xp[6 * 8], dw16[6];
+  float w[6], dw[6];
+  memset(x, 0, sizeof x), memset(w, 0, sizeof w);
+  memset(xp, 0x5a, sizeof xp);
+  const int F16 = TJ_DTYPE_F16, F32 = TJ_DTYPE_F32;
+  expect_fail(rt, tj_moe_permute_host(rt, F16, x, 8, row, 3, 2, 8, x + 8, 8),
+              TJ_EINVAL, "tj_moe_permute_host: x and xp overlap");
+  expect_fail(rt, tj_moe_permute_host(rt, F16, x, 8, row, 3, 2, 9, xp, 9),
+              TJ_EINVAL, "tj_moe_permute_host: ldx is 8, below hidden (9)");
+  expect_no_gpu(rt, tj_moe_permute_host(rt, F16, x, 8, row, 3, 2, 8, xp, 8),
+                "tj_moe_permute_host");
+  ck_assert_uint_eq(xp[47], 0x5a5a);
+  expect_fail(rt, tj_moe_unpermute_host(rt, F16, xp, 8, row, 3, 2, 8, F32,
+                                        NULL, x, 8),
+              TJ_EINVAL, "tj_moe_unpermute_host: w is NULL");
+  expect_no_gpu(rt, tj_moe_unpermute_host(rt, F16, xp, 8, row, 3, 2, 8, F32, w,
+                                          x, 8), "tj_moe_unpermute_host");
+  expect_fail(rt, tj_moe_permute_bwd_host(rt, 7, xp, 8, row, 3, 2, 8, x, 8),
+              TJ_EINVAL, "tj_moe_permute_bwd_host: dtype 7 is not one the "
+              "call takes (TJ_DTYPE_F16, TJ_DTYPE_BF16)");
+  expect_no_gpu(rt, tj_moe_permute_bwd_host(rt, F16, xp, 8, row, 3, 2, 8, x,
+                                            8), "tj_moe_permute_bwd_host");
+  expect_fail(rt, tj_moe_unpermute_bwd_host(rt, F16, x, 8, xp, 8, row, 3, 2, 8,
+                                            F32, w, xp, 8, dw),
+              TJ_EINVAL, "tj_moe_unpermute_bwd_host: yp and dyp overlap");
+  expect_fail(rt, tj_moe_unpermute_bwd_host(rt, F16, x, 8, xp, 8, row, 3, 2, 8,
+                                            F16, w, x, 8, dw16),
+              TJ_EINVAL, "tj_moe_unpermute_bwd_host: dy and dyp overlap");
+  tj_runtime_close(rt);
+}
+END_TEST
+
 int main(void)
 {
   Suite *s = suite_create("moe");
@@ -457,6 +518,7 @@ int main(void)
   tcase_add_test(args, row_oracles_by_hand);
   tcase_add_test(args, block_sizes_match_the_source);
   tcase_add_test(args, verify_stops_at_the_missing_gpu);
+  tcase_add_test(args, host_calls_check_and_leave_outputs);
   TCase *compile = test_case(s, "compile", 300);
   tcase_add_test(compile, kernels_compile_for_each_arch);
   return run_suite(s);

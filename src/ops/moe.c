@@ -184,11 +184,12 @@ int tj_moe_route_workspace(tj_runtime *rt, int64_t tokens, int k, int experts,
   return TJ_OK;
 }
 
+/* host: the host call's checks, which take no workspace of the
+ * caller's. */
 static int check_route(tj_runtime *rt, const char *fn, const int32_t *topk,
                        int64_t tokens, int k, int experts,
-                       const tj_moe_routing *out,
-                       const void *workspace,
-                       size_t workspace_bytes)
+                       const tj_moe_routing *out, const void *workspace,
+                       size_t workspace_bytes, int host)
 {
   if (!out)
     return tj__fail(rt, TJ_EINVAL, "%s: out is NULL", fn);
@@ -201,14 +202,14 @@ static int check_route(tj_runtime *rt, const char *fn, const int32_t *topk,
   size_t need = route_workspace(tokens, k, experts);
   const moe_buf b[] = {
       {"topk", topk, slots, 4, 0, 0},
-      {"workspace", workspace, need, 4, 1, 0},
+      {"workspace", workspace, need, 4, 1, host},
       {"counts", out->counts, ebytes, 4, 1, 0},
       {"offsets", out->offsets, ebytes, 4, 1, 0},
       {"row_of_slot", out->row_of_slot, slots, 4, 1, 0},
       {"slot_of_row", out->slot_of_row, slots, 4, 1, 0},
       {"dropped", out->dropped, 4, 4, 1, 0}};
   rc = check_bufs(rt, fn, b, (int)(sizeof b / sizeof b[0]));
-  if (rc == TJ_OK && workspace_bytes < need)
+  if (rc == TJ_OK && !host && workspace_bytes < need)
     rc = tj__fail(rt, TJ_EINVAL, "%s: workspace_bytes is %zu, below the %zu "
                   "that tj_moe_route_workspace gives", fn, workspace_bytes,
                   need);
@@ -224,7 +225,7 @@ int tj_moe_route(tj_runtime *rt, void *stream, const int32_t *topk,
   if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
   int rc = check_route(rt, fn, topk, tokens, k, experts, out, workspace,
-                       workspace_bytes);
+                       workspace_bytes, 0);
   if (rc != TJ_OK)
     return rc;
   unsigned long long pairs = (unsigned long long)tokens * (unsigned long long)k;
@@ -250,17 +251,43 @@ int tj_moe_route(tj_runtime *rt, void *stream, const int32_t *topk,
 
 /* ------------------------------------------------------- rows */
 
-/* What the row calls share: the type, the slots and the map. */
-static int check_rows(tj_runtime *rt, const char *fn, int dtype,
-                      int64_t tokens, int k, int64_t hidden)
-{
-  int rc = check_dtype(rt, fn, dtype);
-  if (rc == TJ_OK)
-    rc = check_slots(rt, fn, tokens, k);
-  if (rc == TJ_OK)
-    rc = check_hidden(rt, fn, hidden);
-  return rc;
-}
+/* The four row calls, their names and arrays. */
+enum moe_op { OP_PERMUTE, OP_UNPERMUTE, OP_PERMUTE_BWD, OP_UNPERMUTE_BWD };
+
+typedef struct moe_op_names {
+  const char *fn, *host_fn, *kernel;
+  const char *in0, *in1, *out0; /* arrays; in1 NULL: none */
+  const char *ld0, *ld1, *ldo0; /* their strides */
+  int weighted;                 /* takes w (and w_type) */
+} moe_op_names;
+
+static const moe_op_names moe_ops[] = {
+    [OP_PERMUTE] = {"tj_moe_permute", "tj_moe_permute_host", "moe_permute",
+                    "x", NULL, "xp", "ldx", NULL, "ldxp", 0},
+    [OP_UNPERMUTE] = {"tj_moe_unpermute", "tj_moe_unpermute_host",
+                      "moe_unpermute", "yp", NULL, "y", "ldyp", NULL, "ldy",
+                      1},
+    [OP_PERMUTE_BWD] = {"tj_moe_permute_bwd", "tj_moe_permute_bwd_host",
+                        "moe_unpermute", "dxp", NULL, "dx", "lddxp", NULL,
+                        "lddx", 0},
+    [OP_UNPERMUTE_BWD] = {"tj_moe_unpermute_bwd", "tj_moe_unpermute_bwd_host",
+                          "moe_unpermute_bwd", "dy", "yp", "dyp", "lddy",
+                          "ldyp", "lddyp", 1}};
+
+/* A row call's arguments, as the public calls take them. */
+typedef struct moe_args {
+  int dtype;
+  const void *in0, *in1;
+  int64_t ld0, ld1;
+  const int32_t *map;
+  int64_t tokens;
+  int k;
+  int64_t hidden;
+  int w_type;
+  const void *w;
+  void *out0, *out1; /* out1: dw */
+  int64_t ldo0;
+} moe_args;
 
 /* An activation matrix of rows x hidden, stride ld. */
 static moe_buf act(const char *name, const void *p, int64_t rows, int64_t ld,
@@ -269,10 +296,59 @@ static moe_buf act(const char *name, const void *p, int64_t rows, int64_t ld,
   return (moe_buf){name, p, span_of(rows, ld, hidden, 2), 2, is_output, 0};
 }
 
-static moe_buf map_buf(const int32_t *row_of_slot, int64_t tokens, int k)
+/* Rows of in0 and out0: the tokens' (T) or the permuted matrix's (T * k). */
+static int64_t in0_rows(enum moe_op op, const moe_args *a)
 {
-  return (moe_buf){"row_of_slot", row_of_slot, (size_t)tokens * (size_t)k * 4,
-                   4, 0, 0};
+  return op == OP_PERMUTE || op == OP_UNPERMUTE_BWD ? a->tokens
+                                                    : a->tokens * a->k;
+}
+
+static int64_t out0_rows(enum moe_op op, const moe_args *a)
+{
+  return op == OP_PERMUTE || op == OP_UNPERMUTE_BWD ? a->tokens * a->k
+                                                    : a->tokens;
+}
+
+/* The arrays of a call, in the order its checks name them. */
+static int bufs_of(enum moe_op op, const moe_args *a, moe_buf *b)
+{
+  const moe_op_names *n = &moe_ops[op];
+  int64_t slots = a->tokens * a->k, H = a->hidden;
+  size_t welem = dtype_size(a->w_type), wbytes = (size_t)slots * welem;
+  int nb = 0;
+  b[nb++] = act(n->in0, a->in0, in0_rows(op, a), a->ld0, H, 0);
+  if (n->in1)
+    b[nb++] = act(n->in1, a->in1, slots, a->ld1, H, 0);
+  b[nb++] = (moe_buf){"row_of_slot", a->map, (size_t)slots * 4, 4, 0, 0};
+  if (op != OP_PERMUTE)
+    b[nb++] = (moe_buf){"w", a->w, wbytes, welem, 0, !n->weighted};
+  b[nb++] = act(n->out0, a->out0, out0_rows(op, a), a->ldo0, H, 1);
+  if (op == OP_UNPERMUTE_BWD)
+    b[nb++] = (moe_buf){"dw", a->out1, wbytes, welem, 1, 0};
+  return nb;
+}
+
+static int check_op(tj_runtime *rt, const char *fn, enum moe_op op,
+                    const moe_args *a)
+{
+  const moe_op_names *n = &moe_ops[op];
+  int rc = check_dtype(rt, fn, a->dtype);
+  if (rc == TJ_OK)
+    rc = check_slots(rt, fn, a->tokens, a->k);
+  if (rc == TJ_OK)
+    rc = check_hidden(rt, fn, a->hidden);
+  if (rc == TJ_OK && n->weighted)
+    rc = check_w_type(rt, fn, a->w_type, a->dtype);
+  if (rc == TJ_OK)
+    rc = check_ld(rt, fn, n->ld0, a->ld0, a->hidden);
+  if (rc == TJ_OK && n->ld1)
+    rc = check_ld(rt, fn, n->ld1, a->ld1, a->hidden);
+  if (rc == TJ_OK)
+    rc = check_ld(rt, fn, n->ldo0, a->ldo0, a->hidden);
+  if (rc != TJ_OK)
+    return rc;
+  moe_buf b[6];
+  return check_bufs(rt, fn, b, bufs_of(op, a, b));
 }
 
 static unsigned row_grid(int64_t tokens)
@@ -280,65 +356,46 @@ static unsigned row_grid(int64_t tokens)
   return blocks_for((uint64_t)tokens, 1, MOE_GRID_CAP);
 }
 
+/* The kernel's arguments: (in0, ld0, [in1, ld1,] map, T, k, H, w, w_type,
+ * dtype, out0, ldo0 [, dw]), as kernels/moe_permute.hip takes them. */
+static int launch_op(tj_runtime *rt, const char *fn, enum moe_op op,
+                     void *stream, const moe_args *a)
+{
+  moe_args c = *a;
+  unsigned long long ld0 = a->ld0, ld1 = a->ld1, ldo0 = a->ldo0;
+  unsigned long long T = a->tokens, H = a->hidden;
+  void *args[16];
+  int n = 0;
+  args[n++] = &c.in0, args[n++] = &ld0;
+  if (op == OP_UNPERMUTE_BWD)
+    args[n++] = &c.in1, args[n++] = &ld1;
+  args[n++] = &c.map, args[n++] = &T, args[n++] = &c.k, args[n++] = &H;
+  args[n++] = &c.w, args[n++] = &c.w_type, args[n++] = &c.dtype;
+  args[n++] = &c.out0, args[n++] = &ldo0;
+  if (op == OP_UNPERMUTE_BWD)
+    args[n++] = &c.out1;
+  return launch(rt, fn, moe_ops[op].kernel, row_grid(a->tokens),
+                MOE_ROW_THREADS, stream, args);
+}
+
+static int call_op(tj_runtime *rt, enum moe_op op, void *stream,
+                   const moe_args *a)
+{
+  if (!tj__runtime_usable(rt))
+    return TJ_EINVAL;
+  int rc = check_op(rt, moe_ops[op].fn, op, a);
+  return rc == TJ_OK ? launch_op(rt, moe_ops[op].fn, op, stream, a) : rc;
+}
+
 int tj_moe_permute(tj_runtime *rt, void *stream, int dtype, const void *x,
                    int64_t ldx, const int32_t *row_of_slot, int64_t tokens,
                    int k, int64_t hidden, void *xp, int64_t ldxp)
 {
-  static const char fn[] = "tj_moe_permute";
-  if (!tj__runtime_usable(rt))
-    return TJ_EINVAL;
-  int rc = check_rows(rt, fn, dtype, tokens, k, hidden);
-  if (rc == TJ_OK)
-    rc = check_ld(rt, fn, "ldx", ldx, hidden);
-  if (rc == TJ_OK)
-    rc = check_ld(rt, fn, "ldxp", ldxp, hidden);
-  if (rc != TJ_OK)
-    return rc;
-  const moe_buf b[] = {act("x", x, tokens, ldx, hidden, 0),
-                       map_buf(row_of_slot, tokens, k),
-                       act("xp", xp, tokens * k, ldxp, hidden, 1)};
-  if ((rc = check_bufs(rt, fn, b, 3)) != TJ_OK)
-    return rc;
-  unsigned long long ux = ldx, ut = tokens, uh = hidden, uxp = ldxp;
-  const void *w = NULL;
-  int w_type = TJ_DTYPE_F32;
-  void *args[] = {&x, &ux, &row_of_slot, &ut, &k, &uh, &w, &w_type, &dtype,
-                  &xp, &uxp};
-  return launch(rt, fn, "moe_permute", row_grid(tokens), MOE_ROW_THREADS,
-                stream, args);
-}
-
-/* unpermute and the backward of permute: one kernel, w NULL for the
- * latter. */
-static int combine(tj_runtime *rt, const char *fn, void *stream, int dtype,
-                   const void *yp, int64_t ldyp, const int32_t *row_of_slot,
-                   int64_t tokens, int k, int64_t hidden, int w_type,
-                   const void *w, void *y, int64_t ldy,
-                   const char *const *names)
-{
-  if (!tj__runtime_usable(rt))
-    return TJ_EINVAL;
-  int rc = check_rows(rt, fn, dtype, tokens, k, hidden);
-  if (rc == TJ_OK && names[1])
-    rc = check_w_type(rt, fn, w_type, dtype);
-  if (rc == TJ_OK)
-    rc = check_ld(rt, fn, names[3], ldyp, hidden);
-  if (rc == TJ_OK)
-    rc = check_ld(rt, fn, names[4], ldy, hidden);
-  if (rc != TJ_OK)
-    return rc;
-  size_t wbytes = (size_t)tokens * (size_t)k * dtype_size(w_type);
-  const moe_buf b[] = {act(names[0], yp, tokens * k, ldyp, hidden, 0),
-                       map_buf(row_of_slot, tokens, k),
-                       {"w", w, wbytes, dtype_size(w_type), 0, !names[1]},
-                       act(names[2], y, tokens, ldy, hidden, 1)};
-  if ((rc = check_bufs(rt, fn, b, 4)) != TJ_OK)
-    return rc;
-  unsigned long long uyp = ldyp, ut = tokens, uh = hidden, uy = ldy;
-  void *args[] = {&yp, &uyp, &row_of_slot, &ut, &k, &uh, &w, &w_type, &dtype,
-                  &y, &uy};
-  return launch(rt, fn, "moe_unpermute", row_grid(tokens), MOE_ROW_THREADS,
-                stream, args);
+  const moe_args a = {.dtype = dtype, .in0 = x, .ld0 = ldx,
+                      .map = row_of_slot, .tokens = tokens, .k = k,
+                      .hidden = hidden, .w_type = TJ_DTYPE_F32, .out0 = xp,
+                      .ldo0 = ldxp};
+  return call_op(rt, OP_PERMUTE, stream, &a);
 }
 
 int tj_moe_unpermute(tj_runtime *rt, void *stream, int dtype, const void *yp,
@@ -346,9 +403,11 @@ int tj_moe_unpermute(tj_runtime *rt, void *stream, int dtype, const void *yp,
                      int k, int64_t hidden, int w_type, const void *w, void *y,
                      int64_t ldy)
 {
-  const char *names[] = {"yp", "w", "y", "ldyp", "ldy"};
-  return combine(rt, "tj_moe_unpermute", stream, dtype, yp, ldyp, row_of_slot,
-                 tokens, k, hidden, w_type, w, y, ldy, names);
+  const moe_args a = {.dtype = dtype, .in0 = yp, .ld0 = ldyp,
+                      .map = row_of_slot, .tokens = tokens, .k = k,
+                      .hidden = hidden, .w_type = w_type, .w = w, .out0 = y,
+                      .ldo0 = ldy};
+  return call_op(rt, OP_UNPERMUTE, stream, &a);
 }
 
 int tj_moe_permute_bwd(tj_runtime *rt, void *stream, int dtype,
@@ -356,54 +415,11 @@ int tj_moe_permute_bwd(tj_runtime *rt, void *stream, int dtype,
                        const int32_t *row_of_slot, int64_t tokens, int k,
                        int64_t hidden, void *dx, int64_t lddx)
 {
-  const char *names[] = {"dxp", NULL, "dx", "lddxp", "lddx"};
-  return combine(rt, "tj_moe_permute_bwd", stream, dtype, dxp, lddxp,
-                 row_of_slot, tokens, k, hidden, TJ_DTYPE_F32, NULL, dx, lddx,
-                 names);
-}
-
-/* tj_moe_unpermute_bwd's arguments, as it passes them on. */
-typedef struct unpermute_bwd_args {
-  int dtype;
-  const void *dy;
-  int64_t lddy;
-  const void *yp;
-  int64_t ldyp;
-  const int32_t *row_of_slot;
-  int64_t tokens;
-  int k;
-  int64_t hidden;
-  int w_type;
-  const void *w;
-  void *dyp;
-  int64_t lddyp;
-  void *dw;
-} unpermute_bwd_args;
-
-static int check_unpermute_bwd(tj_runtime *rt, const char *fn,
-                               const unpermute_bwd_args *a)
-{
-  int rc = check_rows(rt, fn, a->dtype, a->tokens, a->k, a->hidden);
-  if (rc == TJ_OK)
-    rc = check_w_type(rt, fn, a->w_type, a->dtype);
-  if (rc == TJ_OK)
-    rc = check_ld(rt, fn, "lddy", a->lddy, a->hidden);
-  if (rc == TJ_OK)
-    rc = check_ld(rt, fn, "ldyp", a->ldyp, a->hidden);
-  if (rc == TJ_OK)
-    rc = check_ld(rt, fn, "lddyp", a->lddyp, a->hidden);
-  if (rc != TJ_OK)
-    return rc;
-  int64_t slots = a->tokens * a->k;
-  size_t welem = dtype_size(a->w_type), wbytes = (size_t)slots * welem;
-  const moe_buf b[] = {
-      act("dy", a->dy, a->tokens, a->lddy, a->hidden, 0),
-      act("yp", a->yp, slots, a->ldyp, a->hidden, 0),
-      map_buf(a->row_of_slot, a->tokens, a->k),
-      {"w", a->w, wbytes, welem, 0, 0},
-      act("dyp", a->dyp, slots, a->lddyp, a->hidden, 1),
-      {"dw", a->dw, wbytes, welem, 1, 0}};
-  return check_bufs(rt, fn, b, 6);
+  const moe_args a = {.dtype = dtype, .in0 = dxp, .ld0 = lddxp,
+                      .map = row_of_slot, .tokens = tokens, .k = k,
+                      .hidden = hidden, .w_type = TJ_DTYPE_F32, .out0 = dx,
+                      .ldo0 = lddx};
+  return call_op(rt, OP_PERMUTE_BWD, stream, &a);
 }
 
 int tj_moe_unpermute_bwd(tj_runtime *rt, void *stream, int dtype,
@@ -412,18 +428,151 @@ int tj_moe_unpermute_bwd(tj_runtime *rt, void *stream, int dtype,
                          int64_t tokens, int k, int64_t hidden, int w_type,
                          const void *w, void *dyp, int64_t lddyp, void *dw)
 {
-  static const char fn[] = "tj_moe_unpermute_bwd";
+  const moe_args a = {.dtype = dtype, .in0 = dy, .ld0 = lddy, .in1 = yp,
+                      .ld1 = ldyp, .map = row_of_slot, .tokens = tokens,
+                      .k = k, .hidden = hidden, .w_type = w_type, .w = w,
+                      .out0 = dyp, .out1 = dw, .ldo0 = lddyp};
+  return call_op(rt, OP_UNPERMUTE_BWD, stream, &a);
+}
+
+/* ------------------------------------------------------- host calls */
+
+/* A host call's device-pointer call: the arguments with the device
+ * copies in place of the caller's arrays, in bufs_of's order. */
+typedef struct moe_host_job {
+  enum moe_op op;
+  moe_args a;
+} moe_host_job;
+
+static int call_op_on(tj_runtime *rt, const void *ctx, void *const *dev)
+{
+  const moe_host_job *j = ctx;
+  moe_args a = j->a;
+  int i = 0;
+  a.in0 = dev[i++];
+  if (moe_ops[j->op].in1)
+    a.in1 = dev[i++];
+  a.map = dev[i++];
+  if (j->op != OP_PERMUTE) {
+    a.w = a.w ? dev[i] : NULL;
+    i++;
+  }
+  a.out0 = dev[i++];
+  if (j->op == OP_UNPERMUTE_BWD)
+    a.out1 = dev[i++];
+  return call_op(rt, j->op, NULL, &a);
+}
+
+/* Inputs are copied in; outputs in and out, so that what the call does
+ * not write (rows no slot maps to, the padding of a row) comes back as it
+ * was.  An absent w still takes a (small) device buffer. */
+static int host_op(tj_runtime *rt, enum moe_op op, const moe_args *a)
+{
+  const char *fn = moe_ops[op].host_fn;
   if (!tj__runtime_usable(rt))
     return TJ_EINVAL;
-  const unpermute_bwd_args a = {dtype, dy, lddy, yp, ldyp, row_of_slot, tokens,
-                                k, hidden, w_type, w, dyp, lddyp, dw};
-  int rc = check_unpermute_bwd(rt, fn, &a);
+  int rc = check_op(rt, fn, op, a);
   if (rc != TJ_OK)
     return rc;
-  unsigned long long udy = lddy, uyp = ldyp, ut = tokens, uh = hidden;
-  unsigned long long udyp = lddyp;
-  void *args[] = {&dy, &udy, &yp, &uyp, &row_of_slot, &ut, &k, &uh, &w,
-                  &w_type, &dtype, &dyp, &udyp, &dw};
-  return launch(rt, fn, "moe_unpermute_bwd", row_grid(tokens),
-                MOE_ROW_THREADS, stream, args);
+  moe_buf b[6];
+  int nb = bufs_of(op, a, b);
+  tj__op_buffer ob[6];
+  for (int i = 0; i < nb; i++)
+    ob[i] = (tj__op_buffer){b[i].p, b[i].is_output ? (void *)b[i].p : NULL,
+                            b[i].p ? b[i].bytes : 4};
+  const moe_host_job job = {op, *a};
+  return tj__op_host_run(rt, fn, moe_ops[op].kernel, ob, nb, call_op_on, &job);
+}
+
+int tj_moe_permute_host(tj_runtime *rt, int dtype, const void *x, int64_t ldx,
+                        const int32_t *row_of_slot, int64_t tokens, int k,
+                        int64_t hidden, void *xp, int64_t ldxp)
+{
+  const moe_args a = {.dtype = dtype, .in0 = x, .ld0 = ldx,
+                      .map = row_of_slot, .tokens = tokens, .k = k,
+                      .hidden = hidden, .w_type = TJ_DTYPE_F32, .out0 = xp,
+                      .ldo0 = ldxp};
+  return host_op(rt, OP_PERMUTE, &a);
+}
+
+int tj_moe_unpermute_host(tj_runtime *rt, int dtype, const void *yp,
+                          int64_t ldyp, const int32_t *row_of_slot,
+                          int64_t tokens, int k, int64_t hidden, int w_type,
+                          const void *w, void *y, int64_t ldy)
+{
+  const moe_args a = {.dtype = dtype, .in0 = yp, .ld0 = ldyp,
+                      .map = row_of_slot, .tokens = tokens, .k = k,
+                      .hidden = hidden, .w_type = w_type, .w = w, .out0 = y,
+                      .ldo0 = ldy};
+  return host_op(rt, OP_UNPERMUTE, &a);
+}
+
+int tj_moe_permute_bwd_host(tj_runtime *rt, int dtype, const void *dxp,
+                            int64_t lddxp, const int32_t *row_of_slot,
+                            int64_t tokens, int k, int64_t hidden, void *dx,
+                            int64_t lddx)
+{
+  const moe_args a = {.dtype = dtype, .in0 = dxp, .ld0 = lddxp,
+                      .map = row_of_slot, .tokens = tokens, .k = k,
+                      .hidden = hidden, .w_type = TJ_DTYPE_F32, .out0 = dx,
+                      .ldo0 = lddx};
+  return host_op(rt, OP_PERMUTE_BWD, &a);
+}
+
+int tj_moe_unpermute_bwd_host(tj_runtime *rt, int dtype, const void *dy,
+                              int64_t lddy, const void *yp, int64_t ldyp,
+                              const int32_t *row_of_slot, int64_t tokens,
+                              int k, int64_t hidden, int w_type, const void *w,
+                              void *dyp, int64_t lddyp, void *dw)
+{
+  const moe_args a = {.dtype = dtype, .in0 = dy, .ld0 = lddy, .in1 = yp,
+                      .ld1 = ldyp, .map = row_of_slot, .tokens = tokens,
+                      .k = k, .hidden = hidden, .w_type = w_type, .w = w,
+                      .out0 = dyp, .out1 = dw, .ldo0 = lddyp};
+  return host_op(rt, OP_UNPERMUTE_BWD, &a);
+}
+
+/* The routing on host arrays: topk in, the workspace on the device only,
+ * every output written in full by the kernels. */
+typedef struct route_host_job {
+  int64_t tokens;
+  int k, experts;
+  size_t ws_bytes;
+} route_host_job;
+
+static int route_on(tj_runtime *rt, const void *ctx, void *const *dev)
+{
+  const route_host_job *j = ctx;
+  const tj_moe_routing r = {dev[2], dev[3], dev[4], dev[5], dev[6]};
+  return tj_moe_route(rt, NULL, dev[0], j->tokens, j->k, j->experts, &r,
+                      dev[1], j->ws_bytes);
+}
+
+int tj_moe_route_host(tj_runtime *rt, const int32_t *topk, int64_t tokens,
+                      int k, int experts, const tj_moe_routing *out)
+{
+  static const char fn[] = "tj_moe_route_host";
+  if (!tj__runtime_usable(rt))
+    return TJ_EINVAL;
+  if (!out)
+    return tj__fail(rt, TJ_EINVAL, "%s: out is NULL", fn);
+  int rc = check_slots(rt, fn, tokens, k);
+  if (rc == TJ_OK)
+    rc = check_experts(rt, fn, experts);
+  if (rc != TJ_OK)
+    return rc;
+  size_t ws = route_workspace(tokens, k, experts);
+  size_t slots = (size_t)tokens * (size_t)k * 4, eb = (size_t)experts * 4;
+  if ((rc = check_route(rt, fn, topk, tokens, k, experts, out, NULL, 0, 1)) !=
+      TJ_OK)
+    return rc;
+  const tj__op_buffer b[] = {{topk, NULL, slots},
+                             {NULL, NULL, ws},
+                             {NULL, out->counts, eb},
+                             {NULL, out->offsets, eb},
+                             {NULL, out->row_of_slot, slots},
+                             {NULL, out->slot_of_row, slots},
+                             {NULL, out->dropped, 4}};
+  const route_host_job job = {tokens, k, experts, ws};
+  return tj__op_host_run(rt, fn, NULL, b, 7, route_on, &job);
 }

@@ -443,6 +443,41 @@ TJ_EXPORT int tj_moe_unpermute_bwd(tj_runtime *rt, void *stream, int dtype,
                                    const void *w, void *dyp, int64_t lddyp,
                                    void *dw);
 
+/*
+ * The same calls on host memory: each array a host buffer laid out as
+ * the device call's (strides included), no stream.  The call allocates
+ * device memory (and tj_moe_route_host the workspace), copies in what is
+ * read, runs the device call on the default stream, waits, copies out
+ * and frees.  Outputs are copied in as well, so what the call does not
+ * write (rows no slot maps to, the padding past hidden) comes back as it
+ * was, and the caller's buffers are written only when everything
+ * succeeded.  Errors as the device calls.  Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_moe_route_host(tj_runtime *rt, const int32_t *topk,
+                                int64_t tokens, int k, int experts,
+                                const tj_moe_routing *out);
+TJ_EXPORT int tj_moe_permute_host(tj_runtime *rt, int dtype, const void *x,
+                                  int64_t ldx, const int32_t *row_of_slot,
+                                  int64_t tokens, int k, int64_t hidden,
+                                  void *xp, int64_t ldxp);
+TJ_EXPORT int tj_moe_unpermute_host(tj_runtime *rt, int dtype, const void *yp,
+                                    int64_t ldyp, const int32_t *row_of_slot,
+                                    int64_t tokens, int k, int64_t hidden,
+                                    int w_type, const void *w, void *y,
+                                    int64_t ldy);
+TJ_EXPORT int tj_moe_permute_bwd_host(tj_runtime *rt, int dtype,
+                                      const void *dxp, int64_t lddxp,
+                                      const int32_t *row_of_slot,
+                                      int64_t tokens, int k, int64_t hidden,
+                                      void *dx, int64_t lddx);
+TJ_EXPORT int tj_moe_unpermute_bwd_host(tj_runtime *rt, int dtype,
+                                        const void *dy, int64_t lddy,
+                                        const void *yp, int64_t ldyp,
+                                        const int32_t *row_of_slot,
+                                        int64_t tokens, int k, int64_t hidden,
+                                        int w_type, const void *w, void *dyp,
+                                        int64_t lddyp, void *dw);
+
 #ifdef __cplusplus
 }
 #endif
