@@ -45,6 +45,9 @@
 #define MOE_MAX_K 16
 #define MOE_ROW_THREADS 128
 #define MOE_SCAN_THREADS 1024
+/* Row kernels issue this many 16-byte loads before they use any, so
+ * that enough bytes are in flight to hide the memory's latency. */
+#define MOE_BATCH 4
 #define MOE_DTYPE_F16 1
 #define MOE_DTYPE_BF16 2
 #define MOE_DTYPE_F32 3
@@ -115,6 +118,16 @@ __device__ __forceinline__ uint4 moe_pack8(const float f[8], int bf16) {
   uint4 v;
   v.x = w[0]; v.y = w[1]; v.z = w[2]; v.w = w[3];
   return v;
+}
+
+/* Eight elements times w, rounded back to the element type. */
+__device__ __forceinline__ uint4 moe_scale8(uint4 v, float w, int bf16) {
+  float f[8];
+  moe_unpack8(v, bf16, f);
+#pragma unroll
+  for (int q = 0; q < 8; q++)
+    f[q] *= w;
+  return moe_pack8(f, bf16);
 }
 
 /* Rows move 16 bytes at a time when every base address and row stride
@@ -346,21 +359,21 @@ extern "C" __global__ void __launch_bounds__(128) moe_permute(const void *x, uns
     moe_load_slots(s, row_of_slot, w, w_type, t, k);
     if (vec) {
       const uint4 *src = (const uint4 *)((const unsigned short *)x + t * ldx);
-      for (unsigned long long v = threadIdx.x; v < hidden / 8; v += blockDim.x) {
-        uint4 a = src[v];
+      const unsigned long long nv = hidden / 8, step = blockDim.x;
+      for (unsigned long long v0 = threadIdx.x; v0 < nv; v0 += MOE_BATCH * step) {
+        uint4 a[MOE_BATCH];
+#pragma unroll
+        for (int u = 0; u < MOE_BATCH; u++)
+          if (v0 + u * step < nv)
+            a[u] = src[v0 + u * step];
         for (int j = 0; j < k; j++) {
           if (s.row[j] < 0)
             continue;
-          uint4 o = a;
-          if (w) {
-            float f[8];
-            moe_unpack8(a, bf16, f);
+          uint4 *dst = (uint4 *)((unsigned short *)xp + s.row[j] * ldxp);
 #pragma unroll
-            for (int q = 0; q < 8; q++)
-              f[q] *= s.w[j];
-            o = moe_pack8(f, bf16);
-          }
-          ((uint4 *)((unsigned short *)xp + s.row[j] * ldxp))[v] = o;
+          for (int u = 0; u < MOE_BATCH; u++)
+            if (v0 + u * step < nv)
+              dst[v0 + u * step] = w ? moe_scale8(a[u], s.w[j], bf16) : a[u];
         }
       }
       continue;
@@ -403,13 +416,21 @@ extern "C" __global__ void __launch_bounds__(128) moe_unpermute(const void *yp, 
     if (vec) {
       for (unsigned long long v = threadIdx.x; v < hidden / 8; v += blockDim.x) {
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, f[8];
-        for (int j = 0; j < k; j++) {
-          if (s.row[j] < 0)
-            continue;
-          moe_unpack8(((const uint4 *)(in + s.row[j] * ldyp))[v], bf16, f);
+        for (int j0 = 0; j0 < k; j0 += MOE_BATCH) {
+          uint4 b[MOE_BATCH];
 #pragma unroll
-          for (int q = 0; q < 8; q++)
-            acc[q] = fmaf(s.w[j], f[q], acc[q]);
+          for (int u = 0; u < MOE_BATCH; u++)
+            if (j0 + u < k && s.row[j0 + u] >= 0)
+              b[u] = ((const uint4 *)(in + s.row[j0 + u] * ldyp))[v];
+#pragma unroll
+          for (int u = 0; u < MOE_BATCH; u++) {
+            if (j0 + u >= k || s.row[j0 + u] < 0)
+              continue;
+            moe_unpack8(b[u], bf16, f);
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+              acc[q] = fmaf(s.w[j0 + u], f[q], acc[q]);
+          }
         }
         ((uint4 *)out)[v] = moe_pack8(acc, bf16);
       }
@@ -460,15 +481,14 @@ __device__ __forceinline__ float moe_slot_bwd(const unsigned short *g,
   float dot = 0.0f;
   if (vec) {
     for (unsigned long long v = threadIdx.x; v < hidden / 8; v += blockDim.x) {
-      float a[8], f[8], o[8];
-      moe_unpack8(((const uint4 *)g)[v], bf16, a);
-      moe_unpack8(((const uint4 *)in)[v], bf16, f);
+      uint4 ga = ((const uint4 *)g)[v], ya = ((const uint4 *)in)[v];
+      float a[8], f[8];
+      moe_unpack8(ga, bf16, a);
+      moe_unpack8(ya, bf16, f);
 #pragma unroll
-      for (int q = 0; q < 8; q++) {
+      for (int q = 0; q < 8; q++)
         dot = fmaf(a[q], f[q], dot);
-        o[q] = w * a[q];
-      }
-      ((uint4 *)out)[v] = moe_pack8(o, bf16);
+      ((uint4 *)out)[v] = moe_scale8(ga, w, bf16);
     }
     return dot;
   }
