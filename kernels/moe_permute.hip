@@ -45,8 +45,9 @@
 #define MOE_MAX_K 16
 #define MOE_ROW_THREADS 128
 #define MOE_SCAN_THREADS 1024
-/* Row kernels issue this many 16-byte loads before they use any, so
- * that enough bytes are in flight to hide the memory's latency. */
+/* moe_permute and moe_unpermute issue up to this many 16-byte loads a
+ * thread before they use any, so that enough bytes are in flight to hide
+ * the memory's latency. */
 #define MOE_BATCH 4
 #define MOE_DTYPE_F16 1
 #define MOE_DTYPE_BF16 2
