@@ -108,5 +108,6 @@ void bench_gemm(tj_runtime *rt, int quick, bench_record_fn record);
 void bench_family(tj_runtime *rt, bench_record_fn record);
 void bench_grouped(tj_runtime *rt, bench_record_fn record);
 void bench_pilot(tj_runtime *rt, const char *pilot, bench_record_fn record);
+void bench_moe(tj_runtime *rt, int quick, bench_record_fn record);
 
 #endif

@@ -6,7 +6,7 @@
 #   family-check family-bench family-torch tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
 #   skinny-check tiles-bench tiles-smoke read-floor skinny-bench
 #   skinny-graph skinny-pair tree-pair start-bench grouped-check
-#   grouped-bench (default all); several
+#   grouped-bench moe-check moe-bench (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
 # The GEMM modes, each well inside a device call: gemm-check, the GPU
@@ -46,6 +46,10 @@
 # grouped-bench, tj-bench's grouped section (the four MoE shapes, each
 # direction, uniform and skewed routing, against a loop of per-expert
 # cuBLAS GEMMs).
+# moe-check, the GPU suite's moe case (the MoE permutation against its
+# oracle, a graph replay, tj_verify of each entry); moe-bench, tj-bench's
+# moe section (each call against a device-to-device copy of the same
+# bytes, in the same run).
 # The check modes write each test's time to $out/check-CASE.xml (Check's
 # XML log).
 # The build stays in /tmp/tj/tokitai-jit-*/ for commands after this one in
@@ -281,6 +285,19 @@ for what in "$@"; do
     tiles-bench)
       TJ_BENCH_SHAPES=$(echo $NINE | sed 's/--shape //g; s/ /,/g') timeout 300 \
         ./bench/tj-bench --only gemm > "$out/bench-gemm-tiles.txt" 2>&1 || status=1 ;;
+    moe-check)
+      make -j16 tests/check_kernels_gpu > "$out/make-tests.log" 2>&1 ||
+        { tail -30 "$out/make-tests.log"; status=1; continue; }
+      rm -f "$out/make-tests.log"
+      mkdir -p tests/tmp
+      CK_RUN_CASE=moe CK_VERBOSITY=normal TJ_TEST_TMPDIR=$PWD/tests/tmp \
+        CK_XML_LOG_FILE_NAME="$out/check-moe.xml" \
+        timeout 560 ./tests/check_kernels_gpu > "$out/check-moe.log" 2>&1 ||
+        status=1
+      grep -E '^[0-9]+%: Checks' "$out/check-moe.log" ;;
+    moe-bench)
+      timeout 300 ./bench/tj-bench --only moe > "$out/bench-moe.txt" 2>&1 ||
+        status=1 ;;
     check|bench|all) full "$what" || status=1 ;;
     *) echo "run-gpu.sh: unknown mode '$what'" >&2; status=1 ;;
   esac

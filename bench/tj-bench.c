@@ -22,8 +22,8 @@
  * against a device-to-device copy, GEMM against the vendor BLAS, the GEMM
  * family's bf16 configurations against it (family), the grouped GEMM at
  * mixture-of-experts shapes against a loop of per-expert cuBLAS GEMMs
- * (grouped), and the pilots' process-per-call way against the
- * host-buffer call.
+ * (grouped), the pilots' process-per-call way against the host-buffer
+ * call, and the MoE permutation against a device-to-device copy (moe).
  */
 #include "config.h"
 #include "bench.h"
@@ -765,7 +765,7 @@ int main(int argc, char **argv)
     else {
       fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH] "
               "[--arch ARCH] [--only start|cluster|jobs|launch|memory|gemm|"
-              "family|grouped|pilot] [--cluster N (1 to 64)]\n");
+              "family|grouped|pilot|moe] [--cluster N (1 to 64)]\n");
       return 2;
     }
   }
@@ -821,6 +821,8 @@ int main(int argc, char **argv)
     bench_grouped(rt, record);
   if (WANT("pilot"))
     bench_pilot(rt, pilot, record);
+  if (WANT("moe"))
+    bench_moe(rt, quick, record);
   tj_runtime_close(rt);
   if (json)
     bench_write_json(&R, json);

@@ -2211,6 +2211,363 @@ END_TEST
 
 /* ------------------------------------------------------- main */
 
+/* ------------------------------------------------------- MoE permutation */
+
+/* A routing case: T tokens, k slots, E experts, hidden H, the types,
+ * row strides padded by pad elements and rows offset by off elements
+ * (off 1 or odd strides take the element-by-element path), and how the
+ * experts are drawn: 0 uniform and distinct per token, 1 skewed (most
+ * slots to expert 3), 2 every other expert empty and some indices out of
+ * range. */
+typedef struct moe_case {
+  int64_t T;
+  int k, E;
+  int64_t H;
+  int dtype, w_type, pad, off, routing;
+} moe_case;
+
+static const moe_case moe_cases[] = {
+    {1000, 4, 8, 1024, TJ_DTYPE_BF16, TJ_DTYPE_F32, 0, 0, 0},
+    {777, 2, 64, 2049, TJ_DTYPE_F16, TJ_DTYPE_F16, 3, 1, 1},
+    {300, 6, 128, 136, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 8, 0, 2},
+    {1, 16, 1024, 8, TJ_DTYPE_F16, TJ_DTYPE_F32, 0, 0, 0},
+    {5000, 8, 32, 4096, TJ_DTYPE_BF16, TJ_DTYPE_F32, 0, 0, 1},
+    {2500, 3, 5, 33, TJ_DTYPE_F16, TJ_DTYPE_F32, 1, 0, 2},
+};
+#define N_MOE (int)(sizeof moe_cases / sizeof moe_cases[0])
+
+static int32_t moe_expert(const moe_case *c, int64_t t, int s, uint64_t *rs)
+{
+  uint64_t r = next_random(rs);
+  if (c->routing == 1 && r % 10 != 0)
+    return c->E > 3 ? 3 : 0;
+  if (c->routing == 2 && r % 17 == 0)
+    return r % 2 ? -1 : c->E; /* dropped */
+  if (c->routing == 2)
+    return (int32_t)((r >> 8) % (uint64_t)((c->E + 1) / 2)) * 2;
+  return (int32_t)((t * c->k + s + (int64_t)(r >> 60)) % c->E);
+}
+
+/* The host side of a case: inputs, and what came back. */
+typedef struct moe_host {
+  int64_t slots, ldx, ldp;
+  size_t act, perm, wb;
+  int32_t *topk, *route, *want_route;
+  void *x, *yp, *dy, *w;
+  void *xp, *y, *dx, *dyp, *dw;
+} moe_host;
+
+/* The device side: inputs, outputs (poisoned), the routing, workspace. */
+typedef struct moe_dev {
+  void *topk, *x, *yp, *dy, *w, *xp, *y, *dx, *dyp, *dw, *ws, *route;
+  size_t ws_bytes;
+  tj_moe_routing r;
+} moe_dev;
+
+static void moe_make_host(const moe_case *c, moe_host *h, uint64_t seed)
+{
+  h->slots = c->T * c->k;
+  h->ldx = c->H + c->pad, h->ldp = c->H + c->pad;
+  h->act = (size_t)(c->T * h->ldx + c->off) * 2;
+  h->perm = (size_t)(h->slots * h->ldp + c->off) * 2;
+  h->wb = (size_t)h->slots * type_bytes(c->w_type);
+  h->topk = xmalloc((size_t)h->slots * 4);
+  for (int64_t t = 0; t < c->T; t++)
+    for (int s = 0; s < c->k; s++)
+      h->topk[t * c->k + s] = moe_expert(c, t, s, &seed);
+  h->x = xmalloc(h->act), h->yp = xmalloc(h->perm), h->dy = xmalloc(h->act);
+  h->w = xmalloc(h->wb);
+  random_typed(h->x, c->dtype, h->act / 2, seed + 1);
+  random_typed(h->yp, c->dtype, h->perm / 2, seed + 2);
+  random_typed(h->dy, c->dtype, h->act / 2, seed + 3);
+  random_typed(h->w, c->w_type, (size_t)h->slots, seed + 4);
+  h->xp = xmalloc(h->perm), h->y = xmalloc(h->act), h->dx = xmalloc(h->act);
+  h->dyp = xmalloc(h->perm), h->dw = xmalloc(h->wb);
+  size_t ints = 2 * (size_t)c->E + 2 * (size_t)h->slots + 1;
+  h->route = xmalloc(ints * 4), h->want_route = xmalloc(ints * 4);
+}
+
+static void *moe_put(const void *host, size_t bytes)
+{
+  void *d = NULL;
+  CHECK_HIP(hipMalloc(&d, bytes));
+  put(d, host, bytes);
+  return d;
+}
+
+static void moe_make_dev(tj_runtime *rt, const moe_case *c, const moe_host *h,
+                         moe_dev *d)
+{
+  d->topk = moe_put(h->topk, (size_t)h->slots * 4);
+  d->x = moe_put(h->x, h->act), d->yp = moe_put(h->yp, h->perm);
+  d->dy = moe_put(h->dy, h->act), d->w = moe_put(h->w, h->wb);
+  d->xp = dev_poisoned(h->perm), d->y = dev_poisoned(h->act);
+  d->dx = dev_poisoned(h->act), d->dyp = dev_poisoned(h->perm);
+  d->dw = dev_poisoned(h->wb);
+  CHECK_TJ(rt, tj_moe_route_workspace(rt, c->T, c->k, c->E, &d->ws_bytes));
+  d->ws = dev_poisoned(d->ws_bytes);
+  size_t ints = 2 * (size_t)c->E + 2 * (size_t)h->slots + 1;
+  d->route = dev_poisoned(ints * 4);
+  int32_t *p = d->route;
+  d->r = (tj_moe_routing){p, p + c->E, p + 2 * c->E, p + 2 * c->E + h->slots,
+                          p + 2 * c->E + 2 * h->slots};
+}
+
+static void moe_free(moe_host *h, moe_dev *d)
+{
+  void *hp[] = {h->topk, h->route, h->want_route, h->x, h->yp, h->dy, h->w,
+                h->xp, h->y, h->dx, h->dyp, h->dw};
+  void *dp[] = {d->topk, d->x, d->yp, d->dy, d->w, d->xp, d->y, d->dx,
+                d->dyp, d->dw, d->ws, d->route};
+  for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+    free(hp[i]);
+  for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++)
+    hipFree(dp[i]);
+}
+
+/* Every call of the permutation, forward and backward, on stream. */
+static void moe_calls(tj_runtime *rt, const moe_case *c, const moe_host *h,
+                      const moe_dev *d, hipStream_t s)
+{
+  int64_t T = c->T, H = c->H, lx = h->ldx, lp = h->ldp;
+  int k = c->k, dt = c->dtype, wt = c->w_type;
+  const int32_t *map = d->r.row_of_slot;
+  char *x = (char *)d->x + 2 * c->off, *yp = (char *)d->yp + 2 * c->off;
+  char *dy = (char *)d->dy + 2 * c->off, *xp = (char *)d->xp + 2 * c->off;
+  char *y = (char *)d->y + 2 * c->off, *dx = (char *)d->dx + 2 * c->off;
+  char *dyp = (char *)d->dyp + 2 * c->off;
+  CHECK_TJ(rt, tj_moe_route(rt, s, d->topk, T, k, c->E, &d->r, d->ws,
+                            d->ws_bytes));
+  CHECK_TJ(rt, tj_moe_permute(rt, s, dt, x, lx, map, T, k, H, xp, lp));
+  CHECK_TJ(rt, tj_moe_unpermute(rt, s, dt, yp, lp, map, T, k, H, wt, d->w, y,
+                                lx));
+  CHECK_TJ(rt, tj_moe_permute_bwd(rt, s, dt, yp, lp, map, T, k, H, dx, lx));
+  CHECK_TJ(rt, tj_moe_unpermute_bwd(rt, s, dt, dy, lx, yp, lp, map, T, k, H,
+                                    wt, d->w, dyp, lp, d->dw));
+}
+
+static void moe_get(const moe_case *c, moe_host *h, const moe_dev *d)
+{
+  size_t ints = 2 * (size_t)c->E + 2 * (size_t)h->slots + 1;
+  get(h->route, d->route, ints * 4);
+  get(h->xp, d->xp, h->perm), get(h->y, d->y, h->act);
+  get(h->dx, d->dx, h->act), get(h->dyp, d->dyp, h->perm);
+  get(h->dw, d->dw, h->wb);
+}
+
+static void moe_check_route(const moe_case *c, const moe_host *h)
+{
+  int32_t *w = h->want_route;
+  tj__oracle_moe_route(h->topk, (size_t)c->T, c->k, c->E, w, w + c->E,
+                       w + 2 * c->E, w + 2 * c->E + h->slots,
+                       w + 2 * c->E + 2 * h->slots);
+  size_t ints = 2 * (size_t)c->E + 2 * (size_t)h->slots + 1;
+  for (size_t i = 0; i < ints; i++)
+    if (h->route[i] != w[i])
+      ck_abort_msg("T=%lld k=%d E=%d: routing int %zu (counts, offsets, "
+                   "row_of_slot, slot_of_row, dropped) is %d, want %d",
+                   (long long)c->T, c->k, c->E, i, h->route[i], w[i]);
+}
+
+/* got (rows x H at stride ld, past off) against want (dense): each within
+ * rel of its magnitude plus abs; NAN in want: the row must be untouched
+ * (poison), as must the padding. */
+static void moe_check_rows(const char *what, const moe_case *c, const void *got,
+                           int64_t rows, int64_t ld, const double *want,
+                           double rel, double abs_tol)
+{
+  const uint16_t *g16 = (const uint16_t *)got + c->off;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < ld; j++) {
+      uint16_t bits = g16[r * ld + j];
+      double w = j < c->H ? want[r * c->H + j] : NAN;
+      if (isnan(w)) {
+        if (bits != 0xffff)
+          ck_abort_msg("%s[%lld][%lld] = %#x was written; nothing maps "
+                       "there", what, (long long)r, (long long)j, bits);
+        continue;
+      }
+      double v = tj__dtype_load(g16, c->dtype, (size_t)(r * ld + j));
+      if (!(fabs(v - w) <= rel * fabs(w) + abs_tol))
+        ck_abort_msg("T=%lld k=%d E=%d H=%lld: %s[%lld][%lld] = %.9g, want "
+                     "%.9g", (long long)c->T, c->k, c->E, (long long)c->H,
+                     what, (long long)r, (long long)j, v, w);
+    }
+}
+
+/* Twice the half-ulp of a type, relative: one rounding of an fp32 sum. */
+static double moe_rel(int t)
+{
+  return t == TJ_DTYPE_F32 ? 0x1p-22 : t == TJ_DTYPE_F16 ? 0x1p-10 : 0x1p-7;
+}
+
+static void moe_check_outputs(const moe_case *c, const moe_host *h)
+{
+  moe_check_route(c, h);
+  const int32_t *map = h->want_route + 2 * c->E;
+  size_t T = (size_t)c->T, H = (size_t)c->H;
+  int k = c->k;
+  const uint16_t *x = (const uint16_t *)h->x + c->off;
+  const uint16_t *yp = (const uint16_t *)h->yp + c->off;
+  const uint16_t *dy = (const uint16_t *)h->dy + c->off;
+  double *want = xmalloc((size_t)h->slots * H * sizeof *want);
+  tj__oracle_moe_permute(c->dtype, x, (size_t)h->ldx, map, T, k, H,
+                         c->w_type, NULL, want);
+  moe_check_rows("xp", c, h->xp, h->slots, h->ldp, want, 0, 0);
+  tj__oracle_moe_unpermute(c->dtype, yp, (size_t)h->ldp, map, T, k, H,
+                           c->w_type, h->w, want);
+  moe_check_rows("y", c, h->y, c->T, h->ldx, want, moe_rel(c->dtype), 1e-6);
+  tj__oracle_moe_unpermute(c->dtype, yp, (size_t)h->ldp, map, T, k, H,
+                           c->w_type, NULL, want);
+  moe_check_rows("dx", c, h->dx, c->T, h->ldx, want, moe_rel(c->dtype), 1e-6);
+  tj__oracle_moe_permute(c->dtype, dy, (size_t)h->ldx, map, T, k, H,
+                         c->w_type, h->w, want);
+  moe_check_rows("dyp", c, h->dyp, h->slots, h->ldp, want, moe_rel(c->dtype),
+                 1e-6);
+  tj__oracle_moe_dw(c->dtype, dy, (size_t)h->ldx, yp, (size_t)h->ldp, map, T,
+                    k, H, want);
+  for (int64_t i = 0; i < h->slots; i++) {
+    double g = tj__dtype_load(h->dw, c->w_type, (size_t)i);
+    /* fp32 sums of H products of magnitude at most 1 */
+    double tol = moe_rel(c->w_type) * fabs(want[i]) + (double)H * 0x1p-22;
+    if (!(fabs(g - want[i]) <= tol))
+      ck_abort_msg("T=%lld k=%d E=%d H=%lld: dw[%lld] = %.9g, want %.9g",
+                   (long long)c->T, c->k, c->E, (long long)c->H, (long long)i,
+                   g, want[i]);
+  }
+  free(want);
+}
+
+/* Every output of every call against the oracle: uniform, skewed and
+ * empty-expert routings, odd H and padded, misaligned rows; and a second
+ * run gives the same bits. */
+START_TEST(moe_every_element)
+{
+  const moe_case *c = &moe_cases[_i];
+  tj_runtime *rt = open_gpu();
+  moe_host h, h2;
+  moe_dev d;
+  moe_make_host(c, &h, 900 + (uint64_t)_i);
+  moe_make_dev(rt, c, &h, &d);
+  moe_calls(rt, c, &h, &d, NULL);
+  CHECK_HIP(hipStreamSynchronize(NULL));
+  moe_get(c, &h, &d);
+  moe_check_outputs(c, &h);
+  moe_make_host(c, &h2, 900 + (uint64_t)_i);
+  moe_calls(rt, c, &h, &d, NULL);
+  CHECK_HIP(hipStreamSynchronize(NULL));
+  moe_get(c, &h2, &d);
+  ck_assert(memcmp(h.y, h2.y, h.act) == 0 && memcmp(h.dx, h2.dx, h.act) == 0);
+  ck_assert(memcmp(h.dw, h2.dw, h.wb) == 0);
+  printf("moe: T=%lld k=%d E=%d H=%lld every output as the oracle, the same "
+         "bits twice\n", (long long)c->T, c->k, c->E, (long long)c->H);
+  moe_dev none = {0};
+  moe_free(&h2, &none);
+  moe_free(&h, &d);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The calls captured into a graph on a stream, replayed after the
+ * routing in the same buffer changed: the bits the calls give on the
+ * stream for that routing. */
+START_TEST(moe_captured_into_a_graph)
+{
+  const moe_case *c = &moe_cases[0];
+  tj_runtime *rt = open_gpu();
+  moe_host h, h2;
+  moe_dev d;
+  moe_make_host(c, &h, 31);
+  moe_make_host(c, &h2, 32); /* another routing, and other data */
+  moe_make_dev(rt, c, &h, &d);
+  hipStream_t s;
+  CHECK_HIP(hipStreamCreate(&s));
+  hipGraph_t graph;
+  hipGraphExec_t exec;
+  CHECK_HIP(hipStreamBeginCapture(s, hipStreamCaptureModeGlobal));
+  moe_calls(rt, c, &h, &d, s);
+  CHECK_HIP(hipStreamEndCapture(s, &graph));
+  CHECK_HIP(hipGraphInstantiateWithFlags(&exec, graph, 0));
+  put(d.topk, h2.topk, (size_t)h2.slots * 4);
+  CHECK_HIP(hipGraphLaunch(exec, s));
+  CHECK_HIP(hipStreamSynchronize(s));
+  memcpy(h2.x, h.x, h.act), memcpy(h2.yp, h.yp, h.perm);
+  memcpy(h2.dy, h.dy, h.act), memcpy(h2.w, h.w, h.wb);
+  moe_get(c, &h2, &d);
+  moe_check_outputs(c, &h2);
+  CHECK_HIP(hipGraphExecDestroy(exec));
+  CHECK_HIP(hipGraphDestroy(graph));
+  CHECK_HIP(hipStreamDestroy(s));
+  moe_dev none = {0};
+  moe_free(&h2, &none);
+  moe_free(&h, &d);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The host calls on the host arrays of a case, outputs poisoned first:
+ * every output as the oracle, the unwritten parts as they were. */
+START_TEST(moe_host_calls_match_the_oracle)
+{
+  const moe_case *c = &moe_cases[_i];
+  tj_runtime *rt = open_gpu();
+  moe_host h;
+  moe_make_host(c, &h, 700 + (uint64_t)_i);
+  size_t ints = 2 * (size_t)c->E + 2 * (size_t)h.slots + 1;
+  memset(h.route, 0xff, ints * 4);
+  void *outs[] = {h.xp, h.y, h.dx, h.dyp, h.dw};
+  size_t sizes[] = {h.perm, h.act, h.act, h.perm, h.wb};
+  for (int i = 0; i < 5; i++)
+    memset(outs[i], 0xff, sizes[i]);
+  int32_t *p = h.route;
+  tj_moe_routing r = {p, p + c->E, p + 2 * c->E, p + 2 * c->E + h.slots,
+                      p + 2 * c->E + 2 * h.slots};
+  int64_t T = c->T, H = c->H, lx = h.ldx, lp = h.ldp;
+  int k = c->k, dt = c->dtype, wt = c->w_type, o = c->off;
+  const uint16_t *x = (uint16_t *)h.x + o, *yp = (uint16_t *)h.yp + o;
+  const uint16_t *dy = (uint16_t *)h.dy + o;
+  CHECK_TJ(rt, tj_moe_route_host(rt, h.topk, T, k, c->E, &r));
+  const int32_t *map = r.row_of_slot;
+  CHECK_TJ(rt, tj_moe_permute_host(rt, dt, x, lx, map, T, k, H,
+                                   (uint16_t *)h.xp + o, lp));
+  CHECK_TJ(rt, tj_moe_unpermute_host(rt, dt, yp, lp, map, T, k, H, wt, h.w,
+                                     (uint16_t *)h.y + o, lx));
+  CHECK_TJ(rt, tj_moe_permute_bwd_host(rt, dt, yp, lp, map, T, k, H,
+                                       (uint16_t *)h.dx + o, lx));
+  CHECK_TJ(rt, tj_moe_unpermute_bwd_host(rt, dt, dy, lx, yp, lp, map, T, k, H,
+                                         wt, h.w, (uint16_t *)h.dyp + o, lp,
+                                         h.dw));
+  moe_check_outputs(c, &h);
+  moe_dev none = {0};
+  moe_free(&h, &none);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* tj_verify of each entry, as tokitai-jit --run calls it. */
+START_TEST(moe_verify_every_entry)
+{
+  static const char *const entries[] = {"moe_route_count", "moe_route_scan",
+                                        "moe_route_rank", "moe_permute",
+                                        "moe_unpermute", "moe_unpermute_bwd"};
+  tj_runtime *rt = open_gpu();
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+    const uint64_t sizes[] = {1000, 1 << 20};
+    for (int j = 0; j < 2; j++) {
+      tj_report r;
+      int rc = tj_verify(rt, entries[i], sizes[j], 5, &r);
+      ck_assert_msg(rc == TJ_OK, "%s n=%llu: %s: %s", entries[i],
+                    (unsigned long long)sizes[j], tj_err_name(rc),
+                    tj_errmsg(rt));
+      ck_assert_str_eq(r.kernel, entries[i]);
+      ck_assert_uint_gt(r.compared, 0);
+      ck_assert_int_eq(r.within_tolerance, 1);
+    }
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
 int main(void)
 {
   Suite *s = suite_create("kernels_gpu");
@@ -2268,5 +2625,11 @@ int main(void)
   tcase_add_test(grouped, grouped_gemm_k_grouped);
   tcase_add_test(grouped, grouped_gemm_captured_and_rerouted);
   tcase_add_test(grouped, grouped_gemm_host_call);
+  /* The MoE permutation (CK_RUN_CASE=moe). */
+  TCase *moe = test_case(s, "moe", 600);
+  tcase_add_loop_test(moe, moe_every_element, 0, N_MOE);
+  tcase_add_test(moe, moe_captured_into_a_graph);
+  tcase_add_loop_test(moe, moe_host_calls_match_the_oracle, 0, 3);
+  tcase_add_test(moe, moe_verify_every_entry);
   return run_gpu_suite(s, "the kernel GPU suite");
 }

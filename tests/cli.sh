@@ -241,6 +241,9 @@ if grep -q 'none visible' "$tmp/out"; then
   out '"error": "no GPU device available'
   out '"kernel_ms": null'
   keys_are run
+  # The MoE permutation's entries run through tj_verify too.
+  run 1 --run moe_permute
+  err 'no GPU'
 else
   gpu=yes
   echo "note: a GPU is visible; --run is checked for real"
@@ -414,6 +417,11 @@ if [ "$gpu" = yes ]; then
   run 0 --run add_i32 --n 4096 --json
   json
   out '"error": null'
+  keys_are run
+  run 0 --run moe_unpermute_bwd --n 65536 --seed 3 --json
+  json
+  out '"error": null'
+  out '"kernel": "moe_unpermute_bwd"'
   keys_are run
 fi
 

@@ -9,7 +9,7 @@
 #include "internal.h"
 
 /* The most arrays a call takes. */
-#define TJ__OP_MAX_BUFFERS 6
+#define TJ__OP_MAX_BUFFERS 8
 
 /* One array argument of a call. */
 typedef struct tj__op_array {

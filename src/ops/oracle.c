@@ -344,3 +344,96 @@ void tj__oracle_grouped_gemm(const tj_grouped_gemm_desc *d, double *c,
   else
     oracle_grouped_m(d, c, aux, sums);
 }
+
+/* ------------------------------------------------- MoE permutation */
+
+void tj__oracle_moe_route(const int32_t *topk, size_t tokens, int k,
+                          int experts, int32_t *counts, int32_t *offsets,
+                          int32_t *row_of_slot, int32_t *slot_of_row,
+                          int32_t *dropped)
+{
+  size_t slots = tokens * (size_t)k;
+  int32_t start = 0;
+  *dropped = 0;
+  for (int e = 0; e < experts; e++) {
+    counts[e] = 0;
+    for (size_t i = 0; i < slots; i++)
+      if (topk[i] == e)
+        row_of_slot[i] = start + counts[e]++;
+    start += counts[e];
+    offsets[e] = start;
+  }
+  for (size_t i = 0; i < slots; i++)
+    if (topk[i] < 0 || topk[i] >= experts) {
+      row_of_slot[i] = -1;
+      ++*dropped;
+    }
+  for (size_t r = 0; r < slots; r++)
+    slot_of_row[r] = -1;
+  for (size_t i = 0; i < slots; i++)
+    if (row_of_slot[i] >= 0)
+      slot_of_row[row_of_slot[i]] = (int32_t)i;
+}
+
+static double weight_of(int w_type, const void *w, size_t i)
+{
+  return w ? tj__dtype_load(w, w_type, i) : 1.0;
+}
+
+void tj__oracle_moe_permute(int dtype, const void *x, size_t ldx,
+                            const int32_t *row_of_slot, size_t tokens, int k,
+                            size_t hidden, int w_type, const void *w,
+                            double *xp)
+{
+  size_t slots = tokens * (size_t)k;
+  for (size_t i = 0; i < slots * hidden; i++)
+    xp[i] = NAN;
+  for (size_t i = 0; i < slots; i++) {
+    if (row_of_slot[i] < 0)
+      continue;
+    size_t t = i / (size_t)k, r = (size_t)row_of_slot[i];
+    for (size_t h = 0; h < hidden; h++)
+      xp[r * hidden + h] =
+          weight_of(w_type, w, i) * tj__dtype_load(x, dtype, t * ldx + h);
+  }
+}
+
+void tj__oracle_moe_unpermute(int dtype, const void *yp, size_t ldyp,
+                              const int32_t *row_of_slot, size_t tokens,
+                              int k, size_t hidden, int w_type, const void *w,
+                              double *y)
+{
+  for (size_t t = 0; t < tokens; t++)
+    for (size_t h = 0; h < hidden; h++) {
+      double sum = 0;
+      for (int s = 0; s < k; s++) {
+        size_t i = t * (size_t)k + (size_t)s;
+        if (row_of_slot[i] >= 0)
+          sum += weight_of(w_type, w, i) *
+                 tj__dtype_load(yp, dtype, (size_t)row_of_slot[i] * ldyp + h);
+      }
+      y[t * hidden + h] = sum;
+    }
+}
+
+void tj__oracle_moe_dw(int dtype, const void *dy, size_t lddy, const void *yp,
+                       size_t ldyp, const int32_t *row_of_slot, size_t tokens,
+                       int k, size_t hidden, double *dw)
+{
+  for (size_t i = 0; i < tokens * (size_t)k; i++) {
+    size_t t = i / (size_t)k;
+    double sum = 0;
+    if (row_of_slot[i] >= 0)
+      for (size_t h = 0; h < hidden; h++)
+        sum += tj__dtype_load(dy, dtype, t * lddy + h) *
+               tj__dtype_load(yp, dtype, (size_t)row_of_slot[i] * ldyp + h);
+    dw[i] = sum;
+  }
+}
+
+void tj__error_add_dtype(tj__error_acc *acc, const void *got, int type,
+                         const double *want, size_t n, size_t base)
+{
+  for (size_t i = 0; i < n; i++)
+    accumulate(acc, base + i, tj__dtype_load(got, type, i), want[i]);
+}

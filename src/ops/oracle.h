@@ -113,4 +113,35 @@ void tj__compare_i32(const int32_t *got, const int32_t *want, size_t n,
 int tj__error_within(const tj__error_stats *s, double max_abs_tol,
                      double rel_l2_tol);
 
+/* ------------------------------------------------- MoE permutation
+ * The definitions of <tokitai-jit/ops.h>'s tj_moe_* calls, on host
+ * arrays; activations of type dtype with row strides, weights of w_type.
+ * The map (row_of_slot) is the oracle's own or the kernel's. */
+
+/* tj_moe_route: counts and offsets (E), row_of_slot and slot_of_row
+ * (T * k), *dropped; indices outside [0, E) are dropped. */
+void tj__oracle_moe_route(const int32_t *topk, size_t tokens, int k,
+                          int experts, int32_t *counts, int32_t *offsets,
+                          int32_t *row_of_slot, int32_t *slot_of_row,
+                          int32_t *dropped);
+/* tj_moe_permute: xp (T * k x hidden, dense) = the x rows each row gets,
+ * NAN in the rows no slot maps to; w scales when not NULL. */
+void tj__oracle_moe_permute(int dtype, const void *x, size_t ldx,
+                            const int32_t *row_of_slot, size_t tokens, int k,
+                            size_t hidden, int w_type, const void *w,
+                            double *xp);
+/* tj_moe_unpermute (w NULL: tj_moe_permute_bwd): y (T x hidden, dense). */
+void tj__oracle_moe_unpermute(int dtype, const void *yp, size_t ldyp,
+                              const int32_t *row_of_slot, size_t tokens,
+                              int k, size_t hidden, int w_type, const void *w,
+                              double *y);
+/* tj_moe_unpermute_bwd's dw (T x k); dyp is tj__oracle_moe_permute of dy
+ * with w. */
+void tj__oracle_moe_dw(int dtype, const void *dy, size_t lddy, const void *yp,
+                       size_t ldyp, const int32_t *row_of_slot, size_t tokens,
+                       int k, size_t hidden, double *dw);
+/* tj__error_add_f16 for arrays of any TJ_DTYPE_*. */
+void tj__error_add_dtype(tj__error_acc *acc, const void *got, int type,
+                         const double *want, size_t n, size_t base);
+
 #endif /* TJ_ORACLE_H */

@@ -11,12 +11,14 @@
  * GEMM entry runs itself, through its tuning configuration, where the
  * call's shape and device take the Hopper kernels of its kind; every
  * other GEMM run is tj_gemm_f16's choice, and the report's ran field
- * names what ran either way.  The report's JSON and markdown forms are
- * report.c's.
+ * names what ran either way.  The MoE permutation's entries run a
+ * routing and a call of their own (moe_verify.c).  The report's JSON and
+ * markdown forms are report.c's.
  */
 #include "internal.h"
 #include "embedded.h"
 #include "gemm/plan.h"
+#include "moe.h"
 #include "oracle.h"
 
 #include <math.h>
@@ -755,6 +757,8 @@ int tj_verify(tj_runtime *rt, const char *kernel, uint64_t n, uint64_t seed,
   if (!kernel || !report)
     return tj__fail(rt, TJ_EINVAL, "tj_verify: %s is NULL",
                     !kernel ? "kernel" : "report");
+  if (tj__moe_verify_knows(kernel))
+    return tj__moe_verify(rt, kernel, n, seed, report);
   const verify_kind *kd = find_kind(kernel);
   const tj__embedded_kernel *e = tj__embedded_find(kernel);
   if (!kd || !e)

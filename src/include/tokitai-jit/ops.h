@@ -460,6 +460,148 @@ TJ_EXPORT const char *tj_embedded_name(size_t i);
  * range).  Pure, thread-safe. */
 TJ_EXPORT unsigned tj_embedded_flags(size_t i);
 
+/* ============================================================ MoE permutation
+ * The token permutation around a mixture-of-experts layer's grouped GEMM
+ * (kernels/moe_permute.hip).  Each of T tokens is routed to k of E
+ * experts: slot (t, s), flat index i = t * k + s, holds expert topk[i].
+ * The permuted matrix has one row per slot, the rows of each expert
+ * contiguous, expert 0 first; within an expert, rows follow i (token,
+ * then slot).  A training step's forward is tj_moe_route, then
+ * tj_moe_permute (X to Xp), the grouped GEMMs on Xp with the offsets,
+ * then tj_moe_unpermute (Yp to Y); its backward is tj_moe_unpermute_bwd
+ * (dY to dYp and dw), the grouped GEMMs' backward, then
+ * tj_moe_permute_bwd (dXp to dX).
+ *
+ * All calls take device pointers, queue their launches on stream (NULL:
+ * the default stream) and return: nothing is allocated and nothing is
+ * read back, so no call waits for the device, and a sequence of them can
+ * be captured into a CUDA graph and replayed with other routings.
+ * Activations are TJ_DTYPE_F16 or TJ_DTYPE_BF16 (dtype), row-major with
+ * a row stride in elements (ld, at least hidden); routing weights are
+ * TJ_DTYPE_F32 or dtype (w_type).  Sums are fp32, in a fixed order (a
+ * token's k terms in slot order, a dot product in a fixed tree), with no
+ * float atomics: the same call gives the same bits on every run.  Rows
+ * move 16 bytes at a time when the row pointers are 16-byte aligned and
+ * the strides and hidden multiples of 8; any other layout is correct,
+ * moved element by element.
+ *
+ * Errors: TJ_EINVAL (a NULL, a size below 1, k or E out of range, a
+ * stride below hidden, a type it does not take, a misaligned pointer, an
+ * output that overlaps another array, a workspace too small, each named
+ * in tj_errmsg), TJ_ERANGE (T * k over INT32_MAX, or an array's bytes
+ * over size_t), TJ_ENODEVICE (a compile-only runtime), TJ_ECOMPILE,
+ * TJ_EDEVICE.  Thread-safe as tj_launch is.
+ */
+#define TJ_MOE_MAX_EXPERTS 1024 /* E */
+#define TJ_MOE_MAX_K 16         /* slots per token */
+
+/* The routing's outputs, device arrays of int32 the caller owns:
+ *   counts       E: the rows of each expert
+ *   offsets      E: offsets[e] = counts[0] + ... + counts[e], the end of
+ *                expert e's rows (torch._grouped_mm's offs)
+ *   row_of_slot  T * k: the row of slot i, or -1 for a dropped slot
+ *   slot_of_row  T * k: the slot of row r, t * k + s; -1 for the rows
+ *                past offsets[E - 1] (as many as were dropped)
+ *   dropped      1: how many slots were dropped
+ * An expert index outside [0, E) cannot be reported by the call itself
+ * (it never reads the device): its slot is dropped, so that it gets no
+ * row, adds nothing to the unpermuted sum, gets no gradient and a dw of
+ * 0, and dropped counts it.  Read dropped after the stream's work is done
+ * to see whether a routing was malformed. */
+typedef struct tj_moe_routing {
+  int32_t *counts;
+  int32_t *offsets;
+  int32_t *row_of_slot;
+  int32_t *slot_of_row;
+  int32_t *dropped;
+} tj_moe_routing;
+
+/* The device workspace tj_moe_route needs for T tokens, k slots and E
+ * experts: *bytes, (ceil(T * k / 1024)) * (E + 1) * 4.  Pure but for
+ * tj_errmsg; answers on a compile-only runtime. */
+TJ_EXPORT int tj_moe_route_workspace(tj_runtime *rt, int64_t tokens, int k,
+                                     int experts, size_t *bytes /* OUT */);
+/* Fill out (above) from topk, T x k int32 expert indices in device
+ * memory, in three launches.  workspace: at least workspace_bytes >= what
+ * tj_moe_route_workspace gives, 4-byte aligned, owned by the caller, free
+ * to reuse once the stream has run the call; its contents on entry do not
+ * matter.  No output may overlap another array. */
+TJ_EXPORT int tj_moe_route(tj_runtime *rt, void *stream, const int32_t *topk,
+                           int64_t tokens, int k, int experts,
+                           const tj_moe_routing *out, void *workspace,
+                           size_t workspace_bytes);
+/* Xp[row_of_slot[t * k + s]] = X[t] for every slot with a row: X is
+ * tokens x hidden (ldx), Xp has T * k rows (ldxp); rows no slot maps to
+ * are not written.  The bits are copied unchanged. */
+TJ_EXPORT int tj_moe_permute(tj_runtime *rt, void *stream, int dtype,
+                             const void *x, int64_t ldx,
+                             const int32_t *row_of_slot, int64_t tokens,
+                             int k, int64_t hidden, void *xp, int64_t ldxp);
+/* Y[t] = sum over s = 0 .. k-1 of w[t * k + s] * Yp[row_of_slot[t * k +
+ * s]], dropped slots left out, in fp32, rounded once to dtype.  w (T x k
+ * of w_type) is required. */
+TJ_EXPORT int tj_moe_unpermute(tj_runtime *rt, void *stream, int dtype,
+                               const void *yp, int64_t ldyp,
+                               const int32_t *row_of_slot, int64_t tokens,
+                               int k, int64_t hidden, int w_type,
+                               const void *w, void *y, int64_t ldy);
+/* The backward of tj_moe_permute: dX[t] = sum over s of dXp[row_of_slot[t
+ * * k + s]], as tj_moe_unpermute with every weight 1. */
+TJ_EXPORT int tj_moe_permute_bwd(tj_runtime *rt, void *stream, int dtype,
+                                 const void *dxp, int64_t lddxp,
+                                 const int32_t *row_of_slot, int64_t tokens,
+                                 int k, int64_t hidden, void *dx,
+                                 int64_t lddx);
+/* The backward of tj_moe_unpermute, in one pass over dY: for each slot
+ * with row r = row_of_slot[t * k + s],
+ *   dYp[r] = w[t * k + s] * dY[t]               rounded to dtype
+ *   dw[t * k + s] = sum over h of dY[t][h] * Yp[r][h]   fp32, rounded to
+ *                                                w_type
+ * and dw is 0 for a dropped slot.  dy: T rows (lddy); yp, dyp: T * k rows
+ * (ldyp, lddyp); w and dw: T x k of w_type. */
+TJ_EXPORT int tj_moe_unpermute_bwd(tj_runtime *rt, void *stream, int dtype,
+                                   const void *dy, int64_t lddy,
+                                   const void *yp, int64_t ldyp,
+                                   const int32_t *row_of_slot, int64_t tokens,
+                                   int k, int64_t hidden, int w_type,
+                                   const void *w, void *dyp, int64_t lddyp,
+                                   void *dw);
+
+/*
+ * The same calls on host memory: each array a host buffer laid out as
+ * the device call's (strides included), no stream.  The call allocates
+ * device memory (and tj_moe_route_host the workspace), copies in what is
+ * read, runs the device call on the default stream, waits, copies out
+ * and frees.  Outputs are copied in as well, so what the call does not
+ * write (rows no slot maps to, the padding past hidden) comes back as it
+ * was, and the caller's buffers are written only when everything
+ * succeeded.  Errors as the device calls.  Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_moe_route_host(tj_runtime *rt, const int32_t *topk,
+                                int64_t tokens, int k, int experts,
+                                const tj_moe_routing *out);
+TJ_EXPORT int tj_moe_permute_host(tj_runtime *rt, int dtype, const void *x,
+                                  int64_t ldx, const int32_t *row_of_slot,
+                                  int64_t tokens, int k, int64_t hidden,
+                                  void *xp, int64_t ldxp);
+TJ_EXPORT int tj_moe_unpermute_host(tj_runtime *rt, int dtype, const void *yp,
+                                    int64_t ldyp, const int32_t *row_of_slot,
+                                    int64_t tokens, int k, int64_t hidden,
+                                    int w_type, const void *w, void *y,
+                                    int64_t ldy);
+TJ_EXPORT int tj_moe_permute_bwd_host(tj_runtime *rt, int dtype,
+                                      const void *dxp, int64_t lddxp,
+                                      const int32_t *row_of_slot,
+                                      int64_t tokens, int k, int64_t hidden,
+                                      void *dx, int64_t lddx);
+TJ_EXPORT int tj_moe_unpermute_bwd_host(tj_runtime *rt, int dtype,
+                                        const void *dy, int64_t lddy,
+                                        const void *yp, int64_t ldyp,
+                                        const int32_t *row_of_slot,
+                                        int64_t tokens, int k, int64_t hidden,
+                                        int w_type, const void *w, void *dyp,
+                                        int64_t lddyp, void *dw);
+
 #ifdef __cplusplus
 }
 #endif
