@@ -243,23 +243,6 @@ static int portable_module(tj_runtime *rt, const tj_gemm_desc *d,
   return tj_module_compile(rt, &src, m);
 }
 
-/* The name of the module's first entry that starts "gemm_" and does not
- * end "_colsum": the product's. */
-static const char *product_entry(const tj_module *m)
-{
-  tj_module_info info;
-  memset(&info, 0, sizeof info);
-  info.size = sizeof info;
-  if (tj_module_get_info(m, &info) != TJ_OK)
-    return NULL;
-  for (int i = 0; i < info.num_entries; i++) {
-    size_t len = strlen(info.entries[i]);
-    if (len < 7 || strcmp(info.entries[i] + len - 7, "_colsum") != 0)
-      return info.entries[i];
-  }
-  return NULL;
-}
-
 /* ------------------------------------------------------- launching */
 
 static int launch_portable(tj_runtime *rt, const char *fn, void *stream,
@@ -329,9 +312,11 @@ const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *desc)
     return tj__gemm_hopper_prepare(rt, &d, &entry) == TJ_OK ? entry : NULL;
   config_names n;
   names_of(&d, &n);
-  if (portable_module(rt, &d, &n, &m) != TJ_OK)
+  tj_kernel *k = NULL;
+  if (portable_module(rt, &d, &n, &m) != TJ_OK ||
+      tj_module_kernel(m, n.product, &k) != TJ_OK)
     return NULL;
-  return product_entry(m);
+  return m->entries[k->index]; /* the module's own copy of the name */
 }
 
 /* ------------------------------------------------------- host call */

@@ -284,22 +284,6 @@ static int grouped_module(tj_runtime *rt, const tj_grouped_gemm_desc *d,
   return tj_module_compile(rt, &src, m);
 }
 
-/* The module's entry that does not end "_colsum": the product's. */
-static const char *product_entry(const tj_module *m)
-{
-  tj_module_info info;
-  memset(&info, 0, sizeof info);
-  info.size = sizeof info;
-  if (tj_module_get_info(m, &info) != TJ_OK)
-    return NULL;
-  for (int i = 0; i < info.num_entries; i++) {
-    size_t len = strlen(info.entries[i]);
-    if (len < 7 || strcmp(info.entries[i] + len - 7, "_colsum") != 0)
-      return info.entries[i];
-  }
-  return NULL;
-}
-
 /* ------------------------------------------------------- launching */
 
 /* The product, then (bias_grad set) the per-group column sums, queued on
@@ -363,9 +347,11 @@ const char *tj_grouped_gemm_kernel(tj_runtime *rt,
     return NULL;
   config_names n;
   names_of(&d, &n);
-  if (grouped_module(rt, &d, &n, &m) != TJ_OK)
+  tj_kernel *k = NULL;
+  if (grouped_module(rt, &d, &n, &m) != TJ_OK ||
+      tj_module_kernel(m, n.product, &k) != TJ_OK)
     return NULL;
-  return product_entry(m);
+  return m->entries[k->index]; /* the module's own copy of the name */
 }
 
 /* ------------------------------------------------------- host call */
