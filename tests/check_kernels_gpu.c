@@ -2120,10 +2120,12 @@ START_TEST(grouped_gemm_captured_and_rerouted)
   enum { E = 8, M = 257, N = 96, K = 80 };
   tj_grouped_gemm_desc d = grouped_desc(&gc, E, M, N, K);
   d.beta = 0.0f; /* replays overwrite C */
+  /* The runtime first: it makes the device's context current, which
+   * the buffers' allocation needs. */
+  tj_runtime *rt = open_gpu();
   grouped_bufs g;
   grouped_bufs_make(&g, &d, ROUTE_UNIFORM, 900);
   double *want = xmalloc((size_t)M * N * 8), *wantx = xmalloc((size_t)M * N * 8);
-  tj_runtime *rt = open_gpu();
   hipStream_t s;
   CHECK_HIP(hipStreamCreate(&s));
   grouped_point(&d, &g, 1);
@@ -2178,6 +2180,7 @@ START_TEST(grouped_gemm_host_call)
                      TJ_EPILOGUE_DGELU};
   enum { E = 6, M = 90, N = 37, K = 50 };
   tj_grouped_gemm_desc d = grouped_desc(&gc, E, M, N, K);
+  tj_runtime *rt = open_gpu(); /* first: the buffers' context */
   grouped_bufs g;
   grouped_bufs_make(&g, &d, ROUTE_SKEWED, 950);
   int32_t *offs = g.host[3];
@@ -2192,7 +2195,6 @@ START_TEST(grouped_gemm_host_call)
   memcpy(before, g.host[2], cb);
   float *sums = xmalloc(E * N * 4);
   d.bias_grad = sums;
-  tj_runtime *rt = open_gpu();
   CHECK_TJ(rt, tj_grouped_gemm_host(rt, &d));
   check_typed("C", g.host[2], TJ_DTYPE_F16, d.ldc, want, M, N, TJ_DTYPE_F16,
               "host");
