@@ -424,7 +424,11 @@ typedef struct tj_report {
    * runs it the named Hopper entry itself; else kernel.  When kernel is
    * not among them, the report says nothing about kernel's own code. */
   char ran[64];
-  uint64_t reserved[24];    /* zero; room for fields to come */
+  /* tj_verify_gemm: the first call, on the host's clock from the call to
+   * its completion, the configuration's compile or cache load included;
+   * NaN where not measured (tj_verify). */
+  double first_call_ms;
+  uint64_t reserved[23];    /* zero; room for fields to come */
 } tj_report;
 
 /*
@@ -459,6 +463,31 @@ TJ_EXPORT const char *tj_embedded_name(size_t i);
 /* The TJ_EMBEDDED_ flags of the i-th embedded kernel (0 when i is out of
  * range).  Pure, thread-safe. */
 TJ_EXPORT unsigned tj_embedded_flags(size_t i);
+
+/* ============================================== verifying the GEMM family
+ * tj_verify for one configuration of tj_gemm: shape gives a_type, b_type,
+ * c_type, trans_a, trans_b, m, n, k, alpha, beta and epilogue as for
+ * tj_gemm, and optionally the leading dimensions (0: dense).  Its a, b, c
+ * and bias are NULL: the run allocates every array itself and fills the
+ * inputs with seeded random values (A, B, bias, C where beta reads it in
+ * [-1, 1]; dGELU's aux in [-3, 3]).  A non-NULL aux (BIAS_GELU) or
+ * bias_grad (DGELU) is never read: it asks the run to have the call
+ * write that optional output too, and checks it.  The run times the
+ * first call to its completion on the host's clock (first_call_ms: the
+ * configuration's compile or cache load included) and then warm calls
+ * with events (kernel_ms, their median), and compares C (and aux) with
+ * the double-precision oracle at every row, or at a spread sample of
+ * whole rows when M x N x K is large, and bias_grad with the column sums
+ * of C as the call stored it.  The report's kernel is "gemm", ran names
+ * the configuration (tj_gemm_kernel's name), and rel_l2_tolerance is
+ * C's limit (fp16 1e-3, bf16 4e-3, fp32 1e-4).  Returns as tj_verify:
+ * TJ_OK or TJ_EVERIFY with the report written, else TJ_EINVAL (a field
+ * out of range, a pointer set that must be NULL), TJ_ERANGE,
+ * TJ_ENODEVICE, TJ_EDEVICE, TJ_ECOMPILE, TJ_ENOMEM and nothing written.
+ * Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_verify_gemm(tj_runtime *rt, const tj_gemm_desc *shape,
+                             uint64_t seed, tj_report *report /* OUT */);
 
 #ifdef __cplusplus
 }
