@@ -7,6 +7,7 @@
  *   cli_compile.c --compile: a program's own kernels into the cache;
  *                 --explain: why a kernel or module is not cached
  *   cli_tune.c    --tune and --list-tuning: the tuning decisions
+ *   cli_gemm.c    --warm gemm, and the call --run gemm checks
  * They share cli_format.h (output) and cli_jobs.h (compiles on several
  * cores), and read the command line as cli_options.h parses it.
  */
@@ -30,6 +31,12 @@ int cli_run(const cli_options *o);
 
 int cli_compile(const cli_options *o);
 int cli_explain(const cli_options *o);
+
+/* cli_gemm.c: the GEMM family's call.  cli_gemm_desc: the tj_gemm_desc
+ * of the options and shape number shape, for tj_verify_gemm (pointers
+ * NULL, aux and bias_grad set where the options ask for them). */
+void cli_gemm_desc(const cli_options *o, int shape, tj_gemm_desc *d);
+int cli_warm_gemm(const cli_options *o);
 
 int cli_tune(const cli_options *o);
 int cli_list_tuning(const cli_options *o);

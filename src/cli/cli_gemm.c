@@ -1,0 +1,167 @@
+/*
+ * cli_gemm.c: the GEMM family at the command line.  --run gemm builds
+ * the tj_gemm_desc its options describe for cli_run (cli_gpu.c), which
+ * has tj_verify_gemm run and check it; --warm gemm asks tj_gemm_kernel
+ * for that configuration on a runtime for each --arch (compile-only
+ * without a GPU), which compiles it into the cache, so that an image
+ * builder can ship family configurations precompiled.  A client of the
+ * public API only.
+ */
+#include "config.h"
+#include "cli_commands.h"
+#include "cli_format.h"
+#include "tokitai-jit.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+void cli_gemm_desc(const cli_options *o, int shape, tj_gemm_desc *d)
+{
+  memset(d, 0, sizeof *d);
+  d->size = sizeof *d;
+  d->a_type = d->b_type = o->gemm_ab_type;
+  d->c_type = o->gemm_c_type;
+  d->trans_a = o->gemm_trans_a;
+  d->trans_b = o->gemm_trans_b;
+  d->m = o->shapes[shape][0];
+  d->n = o->shapes[shape][1];
+  d->k = o->shapes[shape][2];
+  d->alpha = 1.0f;
+  d->epilogue = o->gemm_epilogue;
+  /* tj_verify_gemm reads these two as requests for the optional outputs
+   * and never dereferences them. */
+  static float wanted;
+  d->aux = o->gemm_aux ? &wanted : NULL;
+  d->bias_grad = o->gemm_bias_grad ? &wanted : NULL;
+}
+
+/* ------------------------------------------------------------ --warm gemm */
+
+static size_t type_bytes(int type)
+{
+  return type == TJ_DTYPE_F32 ? 4 : 2;
+}
+
+/* Give p the next span bytes of a made-up address range; 0, or -1 past
+ * what an address holds. */
+static int place(uintptr_t *next, size_t span, const void **p)
+{
+  uintptr_t at = (*next + 255) & ~(uintptr_t)255;
+  if (at < *next || at + span < at)
+    return -1;
+  *p = (const void *)at;
+  *next = at + span;
+  return 0;
+}
+
+/* tj_gemm_kernel checks the pointers as tj_gemm does and never reads
+ * them: a compile-only runtime has no memory to point into, so each
+ * array gets a distinct, aligned range of addresses of its own size. */
+static int lay_out(tj_gemm_desc *d)
+{
+  size_t ea = type_bytes(d->a_type), ec = type_bytes(d->c_type);
+  size_t m = (size_t)d->m, n = (size_t)d->n, k = (size_t)d->k;
+  uintptr_t next = (uintptr_t)1 << 20;
+  const void *c = NULL, *aux = NULL, *bias_grad = NULL;
+  int e = d->epilogue;
+  d->lda = d->trans_a ? d->m : d->k;
+  d->ldb = d->trans_b ? d->k : d->n;
+  d->ldc = d->n;
+  int rc = place(&next, m * k * ea, &d->a) | place(&next, k * n * ea, &d->b) |
+           place(&next, m * n * ec, &c);
+  d->c = (void *)c;
+  if (e == TJ_EPILOGUE_BIAS || e == TJ_EPILOGUE_BIAS_GELU)
+    rc |= place(&next, n * ec, &d->bias);
+  if (d->aux || e == TJ_EPILOGUE_DGELU) {
+    rc |= place(&next, m * n * ec, &aux);
+    d->aux = (void *)aux;
+    d->ldaux = d->n;
+  }
+  if (d->bias_grad) {
+    rc |= place(&next, n * 4, &bias_grad);
+    d->bias_grad = (float *)bias_grad;
+  }
+  return rc;
+}
+
+static int is_embedded(const char *name)
+{
+  for (size_t i = 0; i < tj_embedded_count(); i++)
+    if (strcmp(tj_embedded_name(i), name) == 0)
+      return 1;
+  return 0;
+}
+
+static double stats_compile_ms(tj_runtime *rt, uint64_t *compiles)
+{
+  tj_stats s;
+  if (tj_runtime_get_stats(rt, &s) != TJ_OK)
+    return *compiles = 0, 0;
+  *compiles = s.compiles;
+  return s.compile_ms;
+}
+
+/* Compile (or find cached) the configuration of shape i on rt and say
+ * which it is.  The f16 combination that tj_gemm_f16 serves names an
+ * embedded kernel without compiling it: that is compiled by name. */
+static int warm_one(const cli_options *o, tj_runtime *rt, int i)
+{
+  tj_gemm_desc d;
+  tj_kernel *k;
+  uint64_t before, after;
+  cli_gemm_desc(o, i, &d);
+  const int *s = o->shapes[i];
+  if (lay_out(&d) != 0) {
+    cli_error("--shape %dx%dx%d is too large to address", s[0], s[1], s[2]);
+    return EXIT_FAIL;
+  }
+  double ms = stats_compile_ms(rt, &before);
+  const char *name = tj_gemm_kernel(rt, &d);
+  if (name && is_embedded(name) && tj_kernel_get(rt, name, &k) != TJ_OK)
+    name = NULL;
+  if (!name) {
+    cli_error("gemm %dx%dx%d for %s: %s", s[0], s[1], s[2],
+              tj_runtime_arch(rt), tj_errmsg(rt));
+    return EXIT_FAIL;
+  }
+  ms = stats_compile_ms(rt, &after) - ms;
+  char took[32];
+  cli_format_ms(ms, took, sizeof took);
+  if (!o->quiet)
+    printf("%s for %s (%dx%dx%d): %s\n", name, tj_runtime_arch(rt), s[0],
+           s[1], s[2], after > before ? took : "already cached");
+  return EXIT_OK;
+}
+
+static tj_runtime *open_for(const cli_options *o, const char *arch)
+{
+  tj_options opts = cli_runtime_options(o, arch);
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &opts);
+  if (rc == TJ_OK && !tj_runtime_cache_path(rt))
+    cli_error("cannot warm the cache: %s", tj_errmsg(rt));
+  else if (rc != TJ_OK && arch)
+    cli_error("--arch %s: %s", arch, tj_errmsg(rt));
+  else if (rc != TJ_OK)
+    cli_error("cannot warm for this machine's GPU: %s (give --arch to "
+              "compile without one)", tj_errmsg(rt));
+  if (rc == TJ_OK && tj_runtime_cache_path(rt))
+    return rt;
+  tj_runtime_close(rt);
+  return NULL;
+}
+
+int cli_warm_gemm(const cli_options *o)
+{
+  int n = o->narchs ? o->narchs : 1, failed = 0;
+  for (int a = 0; a < n; a++) {
+    tj_runtime *rt = open_for(o, o->narchs ? o->archs[a] : NULL);
+    if (!rt)
+      return EXIT_FAIL;
+    for (int i = 0; i < o->nshapes; i++)
+      failed |= warm_one(o, rt, i) != EXIT_OK;
+    tj_runtime_close(rt);
+  }
+  return failed ? EXIT_FAIL : EXIT_OK;
+}
