@@ -5,7 +5,8 @@
 # for the build's arch without a GPU (amd: gfx90a, the portable kernel;
 # nvidia: sm_90, the Hopper kernel, named _sm90a_), a second warm finding
 # them cached; --run gemm refused without a GPU (exit 1, "no GPU", and
-# with --json the report's keys and the error).  With a GPU, --run gemm
+# with --json the report's keys and the error); --warm grouped_gemm for
+# each direction, with its own options.  With a GPU, --run gemm
 # runs each layout, type and epilogue for real against the oracle.
 # Exit 0 when all passed, 1 when any failed, 77 when the program is absent.
 . "$(dirname "$0")/cli_prelude.sh"
@@ -23,8 +24,8 @@ esac
 
 # ------------------------------------------------------------ help
 run 0 --help
-for opt in '--run gemm' '--warm gemm' --dtype --c-dtype --layout --epilogue \
-    --aux --bias-grad; do
+for opt in '--run gemm' '--warm gemm' '--warm grouped_gemm' --dtype --c-dtype \
+    --layout --epilogue --aux --bias-grad --grouped --groups; do
   out -- "$opt"
 done
 
@@ -58,15 +59,15 @@ err "--aux applies only to --epilogue biasgelu"
 run 2 --run gemm --epilogue biasgelu --bias-grad
 err "--bias-grad applies only to --epilogue dgelu"
 run 2 --run add_i32 --dtype bf16
-err "--dtype applies only to --run gemm and --warm gemm"
+err "--dtype applies only to --run gemm, --warm gemm and --warm grouped_gemm"
 run 2 --run add_i32 --layout nt
-err "--layout applies only to --run gemm and --warm gemm"
+err "--layout applies only to --run gemm, --warm gemm and --warm grouped_gemm"
 run 2 --warm --arch "$arch" add_i32 --epilogue bias
-err "--epilogue applies only to --run gemm and --warm gemm"
+err "--epilogue applies only to --run gemm, --warm gemm and --warm grouped_gemm"
 run 2 --stats --aux
-err "--aux applies only to --run gemm and --warm gemm"
+err "--aux applies only to --run gemm, --warm gemm and --warm grouped_gemm"
 run 2 --run add_i32 --shape 8x8x8
-err "--shape applies only to --tune, --run gemm and --warm gemm"
+err "--shape applies only to --tune, --run gemm, --warm gemm and --warm grouped_gemm"
 run 2 --warm --arch "$arch" gemm add_i32
 err "--warm gemm takes no other kernel names"
 run 2 --warm gemm --arch "$arch" -j 2
@@ -104,6 +105,33 @@ run 1 --warm gemm --arch gfx9999
 err "gfx9999"
 run 1 --warm gemm --arch "$arch" --shape 1073741824x1073741824x1073741824
 err "1073741824"
+
+# ------------------------------------------------------------ grouped
+run 2 --warm grouped_gemm --arch "$arch" --grouped n
+err "--grouped 'n' is not m or k"
+run 2 --warm grouped_gemm --arch "$arch" --groups 0
+err "--groups '0' is not a whole number from 1 to 65535"
+run 2 --warm grouped_gemm --arch "$arch" --groups 65536
+err "--groups '65536' is not a whole number from 1 to 65535"
+run 2 --warm grouped_gemm --arch "$arch" --grouped k --epilogue bias
+err "--grouped k takes --epilogue none only"
+run 2 --warm gemm --arch "$arch" --groups 4
+err "--groups applies only to --warm grouped_gemm"
+run 2 --run gemm --grouped m
+err "--grouped applies only to --warm grouped_gemm"
+run 2 --warm grouped_gemm gemm --arch "$arch"
+err "--warm grouped_gemm takes no other kernel names"
+run 0 --warm grouped_gemm --arch "$arch" --dtype bf16 --epilogue dgelu \
+  --bias-grad --groups 64 --shape 4096x1024x512
+out "^gemm_grouped_m_bf16_bf16_bf16_nn_dgelu_[a-z0-9_]* for $arch \(4096x1024x512\): [0-9.]+ (ms|s)\$"
+run 0 --warm grouped_gemm --arch "$arch" --grouped k --layout tn --c-dtype f32
+out "^gemm_grouped_k_f16_f16_f32_tn_none_[a-z0-9_]* for $arch \(512x512x512\): "
+run 0 --warm grouped_gemm --arch "$arch" --grouped k --layout tn --c-dtype f32 \
+  --groups 3
+out ": already cached\$"
+run 1 --warm grouped_gemm --arch "$arch" --groups 65535 \
+  --shape 1073741824x1073741824x1073741824
+err "too large to address"
 
 # ------------------------------------------------------------ --run gemm
 run 0 --info

@@ -4,7 +4,8 @@
  * has tj_verify_gemm run and check it; --warm gemm asks tj_gemm_kernel
  * for that configuration on a runtime for each --arch (compile-only
  * without a GPU), which compiles it into the cache, so that an image
- * builder can ship family configurations precompiled.  A client of the
+ * builder can ship family configurations precompiled; --warm
+ * grouped_gemm does the same for tj_grouped_gemm.  A client of the
  * public API only.
  */
 #include "config.h"
@@ -41,6 +42,15 @@ void cli_gemm_desc(const cli_options *o, int shape, tj_gemm_desc *d)
 static size_t type_bytes(int type)
 {
   return type == TJ_DTYPE_F32 ? 4 : 2;
+}
+
+/* a * b * c bytes, SIZE_MAX when that overflows (place refuses it). */
+static size_t bytes_of(size_t a, size_t b, size_t c)
+{
+  size_t n;
+  if (__builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, c, &n))
+    return SIZE_MAX;
+  return n;
 }
 
 /* Give p the next span bytes of a made-up address range; 0, or -1 past
@@ -85,6 +95,84 @@ static int lay_out(tj_gemm_desc *d)
   return rc;
 }
 
+/* lay_out for the grouped call: B (TJ_GROUPED_M) or C (TJ_GROUPED_K)
+ * holds one matrix a group, bias and bias_grad one row a group, and offs
+ * one int32 a group. */
+static int lay_out_grouped(tj_grouped_gemm_desc *g)
+{
+  size_t ea = type_bytes(g->a_type), ec = type_bytes(g->c_type);
+  size_t m = (size_t)g->m, n = (size_t)g->n, k = (size_t)g->k;
+  size_t groups = (size_t)g->groups;
+  int by_m = g->grouped == TJ_GROUPED_M, e = g->epilogue;
+  uintptr_t next = (uintptr_t)1 << 20;
+  const void *c = NULL, *aux = NULL, *bias_grad = NULL, *offs = NULL;
+  g->lda = g->trans_a ? g->m : g->k;
+  g->ldb = g->trans_b ? g->k : g->n;
+  g->ldc = g->n;
+  g->stride_b = by_m ? g->k * g->ldb : 0; /* k x n, or n x k: k * n */
+  g->stride_c = by_m ? 0 : g->m * g->ldc;
+  int rc = place(&next, bytes_of(m, k, ea), &g->a) |
+           place(&next, bytes_of(by_m ? groups : 1, k * n, ea), &g->b) |
+           place(&next, bytes_of(by_m ? 1 : groups, m * n, ec), &c) |
+           place(&next, bytes_of(groups, 4, 1), &offs);
+  g->c = (void *)c;
+  g->offs = offs;
+  if (e == TJ_EPILOGUE_BIAS || e == TJ_EPILOGUE_BIAS_GELU)
+    rc |= place(&next, bytes_of(groups, n, ec), &g->bias);
+  if (g->aux || e == TJ_EPILOGUE_DGELU) {
+    rc |= place(&next, bytes_of(m, n, ec), &aux);
+    g->aux = (void *)aux;
+    g->ldaux = g->n;
+  }
+  if (g->bias_grad) {
+    rc |= place(&next, bytes_of(groups, n, 4), &bias_grad);
+    g->bias_grad = (float *)bias_grad;
+  }
+  return rc;
+}
+
+/* The grouped call of the options and shape number shape. */
+static void grouped_desc(const cli_options *o, int shape,
+                         tj_grouped_gemm_desc *g)
+{
+  tj_gemm_desc d;
+  cli_gemm_desc(o, shape, &d);
+  memset(g, 0, sizeof *g);
+  g->size = sizeof *g;
+  g->a_type = d.a_type;
+  g->b_type = d.b_type;
+  g->c_type = d.c_type;
+  g->trans_a = d.trans_a;
+  g->trans_b = d.trans_b;
+  g->grouped = o->gemm_grouped;
+  g->groups = o->gemm_groups;
+  g->m = d.m, g->n = d.n, g->k = d.k;
+  g->alpha = d.alpha;
+  g->epilogue = d.epilogue;
+  g->aux = d.aux;
+  g->bias_grad = d.bias_grad;
+}
+
+/* The name of the configuration of shape i (compiled or loaded on rt),
+ * NULL with tj_errmsg; -1 in *too_large when the shape cannot be laid
+ * out in an address space. */
+static const char *configuration(const cli_options *o, tj_runtime *rt,
+                                 int i, int *too_large)
+{
+  tj_gemm_desc d;
+  tj_grouped_gemm_desc g;
+  if (o->command == CMD_WARM && cli_gemm_command(o) == CLI_GEMM_GROUPED) {
+    grouped_desc(o, i, &g);
+    if ((*too_large = lay_out_grouped(&g)) != 0)
+      return NULL;
+    return tj_grouped_gemm_kernel(rt, &g);
+  }
+  cli_gemm_desc(o, i, &d);
+  if ((*too_large = lay_out(&d)) != 0)
+    return NULL;
+  return tj_gemm_kernel(rt, &d);
+}
+
 static int is_embedded(const char *name)
 {
   for (size_t i = 0; i < tj_embedded_count(); i++)
@@ -107,21 +195,20 @@ static double stats_compile_ms(tj_runtime *rt, uint64_t *compiles)
  * embedded kernel without compiling it: that is compiled by name. */
 static int warm_one(const cli_options *o, tj_runtime *rt, int i)
 {
-  tj_gemm_desc d;
   tj_kernel *k;
   uint64_t before, after;
-  cli_gemm_desc(o, i, &d);
+  int too_large = 0;
   const int *s = o->shapes[i];
-  if (lay_out(&d) != 0) {
+  double ms = stats_compile_ms(rt, &before);
+  const char *name = configuration(o, rt, i, &too_large);
+  if (too_large) {
     cli_error("--shape %dx%dx%d is too large to address", s[0], s[1], s[2]);
     return EXIT_FAIL;
   }
-  double ms = stats_compile_ms(rt, &before);
-  const char *name = tj_gemm_kernel(rt, &d);
   if (name && is_embedded(name) && tj_kernel_get(rt, name, &k) != TJ_OK)
     name = NULL;
   if (!name) {
-    cli_error("gemm %dx%dx%d for %s: %s", s[0], s[1], s[2],
+    cli_error("%s %dx%dx%d for %s: %s", o->kernels[0], s[0], s[1], s[2],
               tj_runtime_arch(rt), tj_errmsg(rt));
     return EXIT_FAIL;
   }

@@ -24,7 +24,8 @@ enum {
   OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
   OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM, OPT_JOBS,
   OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING, OPT_ALL, OPT_EXPLAIN,
-  OPT_DTYPE, OPT_C_DTYPE, OPT_LAYOUT, OPT_EPILOGUE, OPT_AUX, OPT_BIAS_GRAD
+  OPT_DTYPE, OPT_C_DTYPE, OPT_LAYOUT, OPT_EPILOGUE, OPT_AUX, OPT_BIAS_GRAD,
+  OPT_GROUPED, OPT_GROUPS
 };
 
 static const struct option long_options[] = {
@@ -65,6 +66,8 @@ static const struct option long_options[] = {
   {"epilogue", required_argument, NULL, OPT_EPILOGUE},
   {"aux", no_argument, NULL, OPT_AUX},
   {"bias-grad", no_argument, NULL, OPT_BIAS_GRAD},
+  {"grouped", required_argument, NULL, OPT_GROUPED},
+  {"groups", required_argument, NULL, OPT_GROUPS},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -86,6 +89,7 @@ static const char usage_text[] =
   "      --warm gemm            compile the GEMM family's configuration\n"
   "                             that the options below choose, for each\n"
   "                             --shape and --arch\n"
+  "      --warm grouped_gemm    the same for the grouped GEMM\n"
   "      --run KERNEL           run KERNEL on random inputs and check it\n"
   "                             against the CPU oracle (needs a GPU)\n"
   "      --run gemm             run one tj_gemm call of the configuration\n"
@@ -145,12 +149,14 @@ static const char usage_text[] =
   "                             the processors online; 1: one at a time)\n"
   "  -q, --quiet                with --warm, --compile: no progress line;\n"
   "                             --warm prints only errors\n"
-  "      --shape MxNxK          with --tune, --warm gemm: a GEMM shape\n"
+  "      --shape MxNxK          with --tune, --warm gemm, --warm\n"
+  "                             grouped_gemm: a GEMM shape\n"
   "                             (128x4096x4096); repeat for more; with\n"
   "                             --run gemm: the one shape (default\n"
   "                             512x512x512)\n"
-  "      --dtype TYPE           with --run gemm, --warm gemm: A's and B's\n"
-  "                             type: f16 (default), bf16\n"
+  "      --dtype TYPE           with --run gemm, --warm gemm, --warm\n"
+  "                             grouped_gemm: A's and B's type: f16\n"
+  "                             (default), bf16\n"
   "      --c-dtype TYPE         C's type (and bias's and aux's): f16, bf16,\n"
   "                             f32 (default: --dtype's)\n"
   "      --layout OP            nn (default), nt, tn, tt: whether A and B\n"
@@ -161,6 +167,11 @@ static const char usage_text[] =
   "                             pre-activation to aux\n"
   "      --bias-grad            with --epilogue dgelu: also write the\n"
   "                             column sums of C (the bias gradient)\n"
+  "      --grouped m|k          with --warm grouped_gemm: the dimension the\n"
+  "                             groups cut: m (rows; default) or k (the\n"
+  "                             reduction, the weight gradient)\n"
+  "      --groups E             with --warm grouped_gemm: the groups, 1 to\n"
+  "                             65535 (default 8)\n"
   "      --json                 print JSON (--list-cache, --stats, --info,\n"
   "                             --list-kernels, --run, --verify-cache,\n"
   "                             --version, --compile, --tune,\n"
@@ -284,6 +295,7 @@ typedef struct parse_state {
   int given_compile;        /* the last of --entry, -I, -D, --option */
   int given_jobs, given_quiet;
   int given_gemm;           /* the last of the GEMM family's options */
+  int given_grouped;        /* --grouped or --groups */
 } parse_state;
 
 
@@ -511,6 +523,18 @@ static int parse_value(cli_options *o, parse_state *ps, int val,
   case OPT_EPILOGUE:
     ps->given_gemm = val;
     return parse_gemm_value(o, val, arg);
+  case OPT_GROUPED:
+    ps->given_grouped = val;
+    if (strcmp(arg, "m") && strcmp(arg, "k"))
+      return usage_error("--grouped '%s' is not m or k (the dimension the "
+                         "groups cut)", arg);
+    o->gemm_grouped = *arg == 'm' ? TJ_GROUPED_M : TJ_GROUPED_K;
+    return 0;
+  case OPT_GROUPS:
+    ps->given_grouped = val;
+    rc = parse_number("groups", arg, 65535, 1, &v);
+    o->gemm_groups = (int64_t)v;
+    return rc;
   case OPT_ARCH:
     if (o->narchs == CLI_MAX_ARCHS)
       return usage_error("--arch given more than %d times", CLI_MAX_ARCHS);
@@ -603,29 +627,53 @@ static int bare_option_word(const cli_options *o)
 int cli_gemm_command(const cli_options *o)
 {
   if (o->command == CMD_RUN)
-    return strcmp(o->run_kernel, CLI_GEMM) == 0;
-  if (o->command == CMD_WARM)
-    for (int i = 0; i < o->nkernels; i++)
-      if (strcmp(o->kernels[i], CLI_GEMM) == 0)
-        return 1;
+    return strcmp(o->run_kernel, CLI_GEMM) == 0 ? CLI_GEMM_PLAIN : 0;
+  for (int i = 0; o->command == CMD_WARM && i < o->nkernels; i++)
+    if (strcmp(o->kernels[i], CLI_GEMM) == 0)
+      return CLI_GEMM_PLAIN;
+    else if (strcmp(o->kernels[i], CLI_GROUPED_GEMM) == 0)
+      return CLI_GEMM_GROUPED;
   return 0;
 }
 
-/* The GEMM family's options go with --run gemm and --warm gemm only, and
- * with one another as the call takes them. */
+/* The defaults of the options not given. */
+static void gemm_defaults(cli_options *o)
+{
+  if (!o->gemm_ab_type)
+    o->gemm_ab_type = TJ_DTYPE_F16;
+  if (!o->gemm_c_type)
+    o->gemm_c_type = o->gemm_ab_type;
+  if (!o->gemm_grouped)
+    o->gemm_grouped = TJ_GROUPED_M;
+  if (!o->gemm_groups)
+    o->gemm_groups = CLI_GROUPED_DEFAULT_GROUPS;
+  if (o->nshapes == 0) {
+    o->shapes[0][0] = o->shapes[0][1] = o->shapes[0][2] = CLI_GEMM_DEFAULT_SIZE;
+    o->nshapes = 1;
+  }
+}
+
+/* The GEMM family's options go with --run gemm, --warm gemm and --warm
+ * grouped_gemm only (--grouped and --groups with the last only), and
+ * with one another as the calls take them. */
 static int check_gemm_family(cli_options *o, const parse_state *ps)
 {
-  if (ps->given_gemm && !cli_gemm_command(o))
-    return usage_error("--%s applies only to --run gemm and --warm gemm",
-                       option_name(ps->given_gemm));
-  if (!cli_gemm_command(o))
+  int family = cli_gemm_command(o);
+  const char *what = family == CLI_GEMM_GROUPED ? CLI_GROUPED_GEMM : CLI_GEMM;
+  if (ps->given_gemm && !family)
+    return usage_error("--%s applies only to --run gemm, --warm gemm and "
+                       "--warm grouped_gemm", option_name(ps->given_gemm));
+  if (ps->given_grouped && family != CLI_GEMM_GROUPED)
+    return usage_error("--%s applies only to --warm grouped_gemm",
+                       option_name(ps->given_grouped));
+  if (!family)
     return 0;
   if (o->command == CMD_WARM && ps->given_jobs)
-    return usage_error("--jobs does not apply to --warm gemm (it compiles "
-                       "one configuration at a time)");
+    return usage_error("--jobs does not apply to --warm %s (it compiles "
+                       "one configuration at a time)", what);
   if (o->command == CMD_WARM && o->nkernels > 1)
-    return usage_error("--warm gemm takes no other kernel names (warm them "
-                       "with a --warm of their own)");
+    return usage_error("--warm %s takes no other kernel names (warm them "
+                       "with a --warm of their own)", what);
   if (o->command == CMD_RUN && o->nshapes > 1)
     return usage_error("--run gemm takes one --shape, not %d", o->nshapes);
   if (ps->given_n && o->command == CMD_RUN)
@@ -634,14 +682,10 @@ static int check_gemm_family(cli_options *o, const parse_state *ps)
     return usage_error("--aux applies only to --epilogue biasgelu");
   if (o->gemm_bias_grad && o->gemm_epilogue != TJ_EPILOGUE_DGELU)
     return usage_error("--bias-grad applies only to --epilogue dgelu");
-  if (!o->gemm_ab_type)
-    o->gemm_ab_type = TJ_DTYPE_F16;
-  if (!o->gemm_c_type)
-    o->gemm_c_type = o->gemm_ab_type;
-  if (o->nshapes == 0) {
-    o->shapes[0][0] = o->shapes[0][1] = o->shapes[0][2] = CLI_GEMM_DEFAULT_SIZE;
-    o->nshapes = 1;
-  }
+  if (o->gemm_grouped == TJ_GROUPED_K && o->gemm_epilogue != TJ_EPILOGUE_NONE)
+    return usage_error("--grouped k takes --epilogue none only (the weight "
+                       "gradient has no epilogue)");
+  gemm_defaults(o);
   return 0;
 }
 
@@ -675,8 +719,8 @@ static int check_applicable(cli_options *o, const parse_state *ps)
   if (check_gemm_family(o, ps) != 0)
     return EXIT_USAGE;
   if (o->nshapes && c != CMD_TUNE && !cli_gemm_command(o))
-    return usage_error("--shape applies only to --tune, --run gemm and "
-                       "--warm gemm, not to --%s", cmd);
+    return usage_error("--shape applies only to --tune, --run gemm, --warm "
+                       "gemm and --warm grouped_gemm, not to --%s", cmd);
   if (c == CMD_TUNE && o->nshapes == 0)
     return usage_error("--tune needs at least one --shape MxNxK");
   if ((ps->given_n || ps->given_seed) && c != CMD_RUN)

@@ -88,10 +88,21 @@ typedef struct cli_options {
   int gemm_trans_a, gemm_trans_b;
   int gemm_epilogue;
   int gemm_aux, gemm_bias_grad;
+  /* --warm grouped_gemm: TJ_GROUPED_M or _K (--grouped), the groups
+   * (--groups). */
+  int gemm_grouped;
+  int64_t gemm_groups;
 } cli_options;
 
-/* What --run and --warm take for the GEMM family's one call, tj_gemm. */
+/* What --run and --warm take for the GEMM family's one call, tj_gemm,
+ * and what --warm takes for tj_grouped_gemm. */
 #define CLI_GEMM "gemm"
+#define CLI_GROUPED_GEMM "grouped_gemm"
+/* cli_gemm_command's answers. */
+#define CLI_GEMM_PLAIN 1
+#define CLI_GEMM_GROUPED 2
+/* --groups without the option. */
+#define CLI_GROUPED_DEFAULT_GROUPS 8
 /* The shape --run gemm and --warm gemm use without --shape. */
 #define CLI_GEMM_DEFAULT_SIZE 512
 
@@ -109,7 +120,9 @@ void cli_free_options(cli_options *o);
 /* The runtime options the command's flags ask for: the device, the cache
  * and its flags; an arch (not NULL) is a compile-only runtime for it. */
 tj_options cli_runtime_options(const cli_options *o, const char *arch);
-/* Whether the command is --run gemm or --warm gemm: the GEMM family's. */
+/* Whether the command is the GEMM family's: CLI_GEMM_PLAIN for --run
+ * gemm and --warm gemm, CLI_GEMM_GROUPED for --warm grouped_gemm, else
+ * 0. */
 int cli_gemm_command(const cli_options *o);
 /* The processors online (at most 256): --jobs's default. */
 unsigned cli_default_jobs(void);
