@@ -488,6 +488,23 @@ TJ_EXPORT unsigned tj_embedded_flags(size_t i);
  */
 TJ_EXPORT int tj_verify_gemm(tj_runtime *rt, const tj_gemm_desc *shape,
                              uint64_t seed, tj_report *report /* OUT */);
+/*
+ * tj_verify_gemm for tj_grouped_gemm, with a routing of the caller's:
+ * shape as tj_grouped_gemm_desc takes it (stride_b or stride_c 0:
+ * dense), its a, b, c and bias NULL, aux and bias_grad as above, and
+ * offs HOST memory here: the groups' end offsets to run, non-decreasing
+ * within the grouped total and, for TJ_GROUPED_M, ending at m (every row
+ * in a group; empty groups are fine).  Each compared row of C (for
+ * TJ_GROUPED_K, that row of every group's C) is checked as the plain
+ * GEMM of its group, and bias_grad as each group's column sums of C as
+ * stored.  The report's kernel is "grouped_gemm", ran the configuration
+ * (tj_grouped_gemm_kernel's name).  Returns as tj_verify_gemm; an offset
+ * out of order is TJ_EINVAL naming it.
+ */
+TJ_EXPORT int tj_verify_grouped_gemm(tj_runtime *rt,
+                                     const tj_grouped_gemm_desc *shape,
+                                     uint64_t seed,
+                                     tj_report *report /* OUT */);
 
 #ifdef __cplusplus
 }
