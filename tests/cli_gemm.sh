@@ -6,8 +6,10 @@
 # nvidia: sm_90, the Hopper kernel, named _sm90a_), a second warm finding
 # them cached; --run gemm refused without a GPU (exit 1, "no GPU", and
 # with --json the report's keys and the error); --warm grouped_gemm for
-# each direction, with its own options.  With a GPU, --run gemm
-# runs each layout, type and epilogue for real against the oracle.
+# each direction, with its own options, and --run grouped_gemm refused
+# without a GPU.  With a GPU, --run gemm and --run grouped_gemm run each
+# layout, type, epilogue, direction and routing for real against the
+# oracle.
 # Exit 0 when all passed, 1 when any failed, 77 when the program is absent.
 . "$(dirname "$0")/cli_prelude.sh"
 cache=$tmp/cache/cache.db
@@ -24,8 +26,9 @@ esac
 
 # ------------------------------------------------------------ help
 run 0 --help
-for opt in '--run gemm' '--warm gemm' '--warm grouped_gemm' --dtype --c-dtype \
-    --layout --epilogue --aux --bias-grad --grouped --groups; do
+for opt in '--run gemm' '--warm gemm' '--run grouped_gemm' '--warm grouped_gemm' \
+    --dtype --c-dtype --layout --epilogue --aux --bias-grad --grouped --groups \
+    --routing; do
   out -- "$opt"
 done
 
@@ -59,13 +62,13 @@ err "--aux applies only to --epilogue biasgelu"
 run 2 --run gemm --epilogue biasgelu --bias-grad
 err "--bias-grad applies only to --epilogue dgelu"
 run 2 --run add_i32 --dtype bf16
-err "--dtype applies only to --run gemm, --warm gemm and --warm grouped_gemm"
+err "--dtype applies only to --run and --warm of gemm and grouped_gemm"
 run 2 --run add_i32 --layout nt
-err "--layout applies only to --run gemm, --warm gemm and --warm grouped_gemm"
+err "--layout applies only to --run and --warm of gemm and grouped_gemm"
 run 2 --warm --arch "$arch" add_i32 --epilogue bias
-err "--epilogue applies only to --run gemm, --warm gemm and --warm grouped_gemm"
+err "--epilogue applies only to --run and --warm of gemm and grouped_gemm"
 run 2 --stats --aux
-err "--aux applies only to --run gemm, --warm gemm and --warm grouped_gemm"
+err "--aux applies only to --run and --warm of gemm and grouped_gemm"
 run 2 --run add_i32 --shape 8x8x8
 err "--shape applies only to --tune, --run gemm, --warm gemm and --warm grouped_gemm"
 run 2 --warm --arch "$arch" gemm add_i32
@@ -116,9 +119,19 @@ err "--groups '65536' is not a whole number from 1 to 65535"
 run 2 --warm grouped_gemm --arch "$arch" --grouped k --epilogue bias
 err "--grouped k takes --epilogue none only"
 run 2 --warm gemm --arch "$arch" --groups 4
-err "--groups applies only to --warm grouped_gemm"
+err "--groups applies only to --run grouped_gemm and --warm grouped_gemm"
 run 2 --run gemm --grouped m
-err "--grouped applies only to --warm grouped_gemm"
+err "--grouped applies only to --run grouped_gemm and --warm grouped_gemm"
+run 2 --run grouped_gemm --routing zipf
+err "--routing 'zipf' is not uniform or skewed"
+run 2 --warm grouped_gemm --arch "$arch" --routing skewed
+err "--routing applies only to --run grouped_gemm"
+run 2 --run gemm --routing skewed
+err "--routing applies only to --run grouped_gemm"
+run 2 --run grouped_gemm --shape 8x8x8 --shape 9x9x9
+err "--run grouped_gemm takes one --shape, not 2"
+run 2 --run grouped_gemm --grouped k --epilogue dgelu
+err "--grouped k takes --epilogue none only"
 run 2 --warm grouped_gemm gemm --arch "$arch"
 err "--warm grouped_gemm takes no other kernel names"
 run 0 --warm grouped_gemm --arch "$arch" --dtype bf16 --epilogue dgelu \
@@ -145,6 +158,11 @@ if grep -q 'none visible' "$tmp/out"; then
   run 1 --warm gemm
   err 'no GPU'
   err '--arch'
+  run 1 --run grouped_gemm --routing skewed --groups 16
+  err 'cannot run grouped_gemm: no GPU'
+  run 1 --run grouped_gemm --grouped k --json
+  out '"kernel": "grouped_gemm"'
+  out '"error": "no GPU device available'
 else
   echo "note: a GPU is visible; --run gemm is checked for real"
   for layout in nn nt tn tt; do
@@ -162,6 +180,16 @@ else
   run 0 --run gemm --json --dtype bf16 --epilogue biasgelu --aux
   out '"error": null'
   out '"ran": "gemm_bf16_bf16_bf16_nn_biasgelu'
+  for routing in uniform skewed; do
+    run 0 --run grouped_gemm --routing "$routing" --groups 8 --dtype bf16 \
+      --layout nt --epilogue dgelu --bias-grad --shape 300x96x72
+    out 'gemm_grouped_m_bf16_bf16_bf16_nt_dgelu'
+    out 'within_tolerance \| yes'
+    run 0 --run grouped_gemm --routing "$routing" --groups 5 --grouped k \
+      --layout tn --c-dtype f32 --shape 40x48x333
+    out 'gemm_grouped_k_f16_f16_f32_tn_none'
+  done
+  run 0 --run grouped_gemm --groups 64 --epilogue biasgelu --aux --shape 17x33x9
 fi
 
 finish

@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void cli_gemm_desc(const cli_options *o, int shape, tj_gemm_desc *d)
@@ -35,6 +36,23 @@ void cli_gemm_desc(const cli_options *o, int shape, tj_gemm_desc *d)
   static float wanted;
   d->aux = o->gemm_aux ? &wanted : NULL;
   d->bias_grad = o->gemm_bias_grad ? &wanted : NULL;
+}
+
+int32_t *cli_grouped_routing(const cli_options *o, int shape)
+{
+  int64_t groups = o->gemm_groups;
+  int64_t total = o->gemm_grouped == TJ_GROUPED_K ? o->shapes[shape][2]
+                                                   : o->shapes[shape][0];
+  int32_t *offs = calloc((size_t)groups, sizeof *offs);
+  if (!offs)
+    return NULL;
+  for (int64_t e = 0; e < groups; e++) {
+    int64_t left = e ? total - offs[e - 1] : total;
+    offs[e] = (int32_t)(o->gemm_skewed ? total - (left - left / 2)
+                                       : (e + 1) * total / groups);
+  }
+  offs[groups - 1] = (int32_t)total;
+  return offs;
 }
 
 /* ------------------------------------------------------------ --warm gemm */
@@ -131,9 +149,8 @@ static int lay_out_grouped(tj_grouped_gemm_desc *g)
   return rc;
 }
 
-/* The grouped call of the options and shape number shape. */
-static void grouped_desc(const cli_options *o, int shape,
-                         tj_grouped_gemm_desc *g)
+void cli_grouped_desc(const cli_options *o, int shape,
+                      tj_grouped_gemm_desc *g)
 {
   tj_gemm_desc d;
   cli_gemm_desc(o, shape, &d);
@@ -161,8 +178,8 @@ static const char *configuration(const cli_options *o, tj_runtime *rt,
 {
   tj_gemm_desc d;
   tj_grouped_gemm_desc g;
-  if (o->command == CMD_WARM && cli_gemm_command(o) == CLI_GEMM_GROUPED) {
-    grouped_desc(o, i, &g);
+  if (cli_gemm_command(o) == CLI_GEMM_GROUPED) {
+    cli_grouped_desc(o, i, &g);
     if ((*too_large = lay_out_grouped(&g)) != 0)
       return NULL;
     return tj_grouped_gemm_kernel(rt, &g);

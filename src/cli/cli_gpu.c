@@ -725,16 +725,29 @@ static int print_report(const cli_options *o, const tj_report *r)
   return r->within_tolerance ? EXIT_OK : EXIT_FAIL;
 }
 
-/* tj_verify of the kernel, or for --run gemm tj_verify_gemm of the
- * configuration the options choose. */
+/* tj_verify of the kernel, or for --run gemm (grouped_gemm)
+ * tj_verify_gemm (tj_verify_grouped_gemm) of the configuration the
+ * options choose. */
 static int verify(const cli_options *o, tj_runtime *rt, uint64_t n,
                   tj_report *r)
 {
   tj_gemm_desc d;
-  if (!cli_gemm_command(o))
+  tj_grouped_gemm_desc g;
+  int family = cli_gemm_command(o);
+  if (!family)
     return tj_verify(rt, o->run_kernel, n, o->seed, r);
-  cli_gemm_desc(o, 0, &d);
-  return tj_verify_gemm(rt, &d, o->seed, r);
+  if (family == CLI_GEMM_PLAIN) {
+    cli_gemm_desc(o, 0, &d);
+    return tj_verify_gemm(rt, &d, o->seed, r);
+  }
+  int32_t *offs = cli_grouped_routing(o, 0);
+  if (!offs)
+    return TJ_ENOMEM;
+  cli_grouped_desc(o, 0, &g);
+  g.offs = offs;
+  int rc = tj_verify_grouped_gemm(rt, &g, o->seed, r);
+  free(offs);
+  return rc;
 }
 
 int cli_run(const cli_options *o)

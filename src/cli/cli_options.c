@@ -25,7 +25,7 @@ enum {
   OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM, OPT_JOBS,
   OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING, OPT_ALL, OPT_EXPLAIN,
   OPT_DTYPE, OPT_C_DTYPE, OPT_LAYOUT, OPT_EPILOGUE, OPT_AUX, OPT_BIAS_GRAD,
-  OPT_GROUPED, OPT_GROUPS
+  OPT_GROUPED, OPT_GROUPS, OPT_ROUTING
 };
 
 static const struct option long_options[] = {
@@ -68,6 +68,7 @@ static const struct option long_options[] = {
   {"bias-grad", no_argument, NULL, OPT_BIAS_GRAD},
   {"grouped", required_argument, NULL, OPT_GROUPED},
   {"groups", required_argument, NULL, OPT_GROUPS},
+  {"routing", required_argument, NULL, OPT_ROUTING},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -95,6 +96,7 @@ static const char usage_text[] =
   "      --run gemm             run one tj_gemm call of the configuration\n"
   "                             the options below choose and check it\n"
   "                             against the CPU oracle (needs a GPU)\n"
+  "      --run grouped_gemm     the same for the grouped GEMM\n"
   "      --verify-cache         check the database and every code object\n"
   "                             against its stored hash\n"
   "      --evict-older-than DURATION\n"
@@ -152,9 +154,9 @@ static const char usage_text[] =
   "      --shape MxNxK          with --tune, --warm gemm, --warm\n"
   "                             grouped_gemm: a GEMM shape\n"
   "                             (128x4096x4096); repeat for more; with\n"
-  "                             --run gemm: the one shape (default\n"
-  "                             512x512x512)\n"
-  "      --dtype TYPE           with --run gemm, --warm gemm, --warm\n"
+  "                             --run gemm or grouped_gemm: the one shape\n"
+  "                             (default 512x512x512)\n"
+  "      --dtype TYPE           with --run and --warm of gemm and\n"
   "                             grouped_gemm: A's and B's type: f16\n"
   "                             (default), bf16\n"
   "      --c-dtype TYPE         C's type (and bias's and aux's): f16, bf16,\n"
@@ -167,11 +169,14 @@ static const char usage_text[] =
   "                             pre-activation to aux\n"
   "      --bias-grad            with --epilogue dgelu: also write the\n"
   "                             column sums of C (the bias gradient)\n"
-  "      --grouped m|k          with --warm grouped_gemm: the dimension the\n"
-  "                             groups cut: m (rows; default) or k (the\n"
+  "      --grouped m|k          with grouped_gemm: the dimension the groups\n"
+  "                             cut: m (rows; default) or k (the\n"
   "                             reduction, the weight gradient)\n"
-  "      --groups E             with --warm grouped_gemm: the groups, 1 to\n"
-  "                             65535 (default 8)\n"
+  "      --groups E             with grouped_gemm: the groups, 1 to 65535\n"
+  "                             (default 8)\n"
+  "      --routing R            with --run grouped_gemm: uniform (default:\n"
+  "                             equal groups) or skewed (each group half\n"
+  "                             of what is left; the last the rest)\n"
   "      --json                 print JSON (--list-cache, --stats, --info,\n"
   "                             --list-kernels, --run, --verify-cache,\n"
   "                             --version, --compile, --tune,\n"
@@ -296,6 +301,7 @@ typedef struct parse_state {
   int given_jobs, given_quiet;
   int given_gemm;           /* the last of the GEMM family's options */
   int given_grouped;        /* --grouped or --groups */
+  int given_routing;        /* --routing */
 } parse_state;
 
 
@@ -530,6 +536,12 @@ static int parse_value(cli_options *o, parse_state *ps, int val,
                          "groups cut)", arg);
     o->gemm_grouped = *arg == 'm' ? TJ_GROUPED_M : TJ_GROUPED_K;
     return 0;
+  case OPT_ROUTING:
+    ps->given_routing = 1;
+    if (strcmp(arg, "uniform") && strcmp(arg, "skewed"))
+      return usage_error("--routing '%s' is not uniform or skewed", arg);
+    o->gemm_skewed = *arg == 's';
+    return 0;
   case OPT_GROUPS:
     ps->given_grouped = val;
     rc = parse_number("groups", arg, 65535, 1, &v);
@@ -627,7 +639,9 @@ static int bare_option_word(const cli_options *o)
 int cli_gemm_command(const cli_options *o)
 {
   if (o->command == CMD_RUN)
-    return strcmp(o->run_kernel, CLI_GEMM) == 0 ? CLI_GEMM_PLAIN : 0;
+    return strcmp(o->run_kernel, CLI_GEMM) == 0           ? CLI_GEMM_PLAIN
+           : strcmp(o->run_kernel, CLI_GROUPED_GEMM) == 0 ? CLI_GEMM_GROUPED
+                                                          : 0;
   for (int i = 0; o->command == CMD_WARM && i < o->nkernels; i++)
     if (strcmp(o->kernels[i], CLI_GEMM) == 0)
       return CLI_GEMM_PLAIN;
@@ -661,11 +675,13 @@ static int check_gemm_family(cli_options *o, const parse_state *ps)
   int family = cli_gemm_command(o);
   const char *what = family == CLI_GEMM_GROUPED ? CLI_GROUPED_GEMM : CLI_GEMM;
   if (ps->given_gemm && !family)
-    return usage_error("--%s applies only to --run gemm, --warm gemm and "
-                       "--warm grouped_gemm", option_name(ps->given_gemm));
+    return usage_error("--%s applies only to --run and --warm of gemm and "
+                       "grouped_gemm", option_name(ps->given_gemm));
   if (ps->given_grouped && family != CLI_GEMM_GROUPED)
-    return usage_error("--%s applies only to --warm grouped_gemm",
-                       option_name(ps->given_grouped));
+    return usage_error("--%s applies only to --run grouped_gemm and --warm "
+                       "grouped_gemm", option_name(ps->given_grouped));
+  if (ps->given_routing && (family != CLI_GEMM_GROUPED || o->command != CMD_RUN))
+    return usage_error("--routing applies only to --run grouped_gemm");
   if (!family)
     return 0;
   if (o->command == CMD_WARM && ps->given_jobs)
@@ -675,9 +691,9 @@ static int check_gemm_family(cli_options *o, const parse_state *ps)
     return usage_error("--warm %s takes no other kernel names (warm them "
                        "with a --warm of their own)", what);
   if (o->command == CMD_RUN && o->nshapes > 1)
-    return usage_error("--run gemm takes one --shape, not %d", o->nshapes);
+    return usage_error("--run %s takes one --shape, not %d", what, o->nshapes);
   if (ps->given_n && o->command == CMD_RUN)
-    return usage_error("--run gemm takes --shape MxNxK, not --n");
+    return usage_error("--run %s takes --shape MxNxK, not --n", what);
   if (o->gemm_aux && o->gemm_epilogue != TJ_EPILOGUE_BIAS_GELU)
     return usage_error("--aux applies only to --epilogue biasgelu");
   if (o->gemm_bias_grad && o->gemm_epilogue != TJ_EPILOGUE_DGELU)

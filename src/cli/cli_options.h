@@ -88,14 +88,15 @@ typedef struct cli_options {
   int gemm_trans_a, gemm_trans_b;
   int gemm_epilogue;
   int gemm_aux, gemm_bias_grad;
-  /* --warm grouped_gemm: TJ_GROUPED_M or _K (--grouped), the groups
-   * (--groups). */
+  /* grouped_gemm: TJ_GROUPED_M or _K (--grouped), the groups
+   * (--groups), and for --run the routing (--routing). */
   int gemm_grouped;
   int64_t gemm_groups;
+  int gemm_skewed;                 /* --routing skewed */
 } cli_options;
 
 /* What --run and --warm take for the GEMM family's one call, tj_gemm,
- * and what --warm takes for tj_grouped_gemm. */
+ * and for tj_grouped_gemm. */
 #define CLI_GEMM "gemm"
 #define CLI_GROUPED_GEMM "grouped_gemm"
 /* cli_gemm_command's answers. */
@@ -121,8 +122,8 @@ void cli_free_options(cli_options *o);
  * and its flags; an arch (not NULL) is a compile-only runtime for it. */
 tj_options cli_runtime_options(const cli_options *o, const char *arch);
 /* Whether the command is the GEMM family's: CLI_GEMM_PLAIN for --run
- * gemm and --warm gemm, CLI_GEMM_GROUPED for --warm grouped_gemm, else
- * 0. */
+ * gemm and --warm gemm, CLI_GEMM_GROUPED for --run grouped_gemm and
+ * --warm grouped_gemm, else 0. */
 int cli_gemm_command(const cli_options *o);
 /* The processors online (at most 256): --jobs's default. */
 unsigned cli_default_jobs(void);
