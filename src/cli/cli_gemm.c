@@ -1,12 +1,13 @@
 /*
- * cli_gemm.c: the GEMM family at the command line.  --run gemm builds
- * the tj_gemm_desc its options describe for cli_run (cli_gpu.c), which
- * has tj_verify_gemm run and check it; --warm gemm asks tj_gemm_kernel
- * for that configuration on a runtime for each --arch (compile-only
- * without a GPU), which compiles it into the cache, so that an image
- * builder can ship family configurations precompiled; --warm
- * grouped_gemm does the same for tj_grouped_gemm.  A client of the
- * public API only.
+ * cli_gemm.c: the GEMM family at the command line.  --run gemm and
+ * --run grouped_gemm take the descriptor (and the routing) that the
+ * options describe from here, and cli_run (cli_gpu.c) has
+ * tj_verify_gemm or tj_verify_grouped_gemm run and check it.  --warm
+ * gemm and --warm grouped_gemm ask tj_gemm_kernel or
+ * tj_grouped_gemm_kernel for that configuration on a runtime for each
+ * --arch (compile-only without a GPU), which compiles it into the
+ * cache, so that an image builder can ship family configurations
+ * precompiled.  A client of the public API only.
  */
 #include "config.h"
 #include "cli_commands.h"
@@ -96,18 +97,19 @@ static int lay_out(tj_gemm_desc *d)
   d->lda = d->trans_a ? d->m : d->k;
   d->ldb = d->trans_b ? d->k : d->n;
   d->ldc = d->n;
-  int rc = place(&next, m * k * ea, &d->a) | place(&next, k * n * ea, &d->b) |
-           place(&next, m * n * ec, &c);
+  int rc = place(&next, bytes_of(m, k, ea), &d->a) |
+           place(&next, bytes_of(k, n, ea), &d->b) |
+           place(&next, bytes_of(m, n, ec), &c);
   d->c = (void *)c;
   if (e == TJ_EPILOGUE_BIAS || e == TJ_EPILOGUE_BIAS_GELU)
-    rc |= place(&next, n * ec, &d->bias);
+    rc |= place(&next, bytes_of(n, ec, 1), &d->bias);
   if (d->aux || e == TJ_EPILOGUE_DGELU) {
-    rc |= place(&next, m * n * ec, &aux);
+    rc |= place(&next, bytes_of(m, n, ec), &aux);
     d->aux = (void *)aux;
     d->ldaux = d->n;
   }
   if (d->bias_grad) {
-    rc |= place(&next, n * 4, &bias_grad);
+    rc |= place(&next, bytes_of(n, 4, 1), &bias_grad);
     d->bias_grad = (float *)bias_grad;
   }
   return rc;
