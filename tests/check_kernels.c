@@ -1045,6 +1045,126 @@ START_TEST(verify_knows_every_embedded_kernel)
 }
 END_TEST
 
+/* tj_verify_gemm refuses what it cannot run, with the field named,
+ * before it compiles or allocates anything, and leaves the report as it
+ * was. */
+START_TEST(verify_gemm_checks_arguments)
+{
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
+  tj_report r;
+  memset(&r, 0x5a, sizeof r);
+  tj_gemm_desc ok = {0}, d;
+  ok.a_type = ok.b_type = ok.c_type = TJ_DTYPE_BF16;
+  ok.m = 8, ok.n = 16, ok.k = 24;
+  ok.alpha = 1.0f;
+  ck_assert_int_eq(tj_verify_gemm(NULL, &ok, 1, &r), TJ_EINVAL);
+  expect_fail(rt, tj_verify_gemm(rt, NULL, 1, &r), TJ_EINVAL,
+              "tj_verify_gemm: shape is NULL");
+  expect_fail(rt, tj_verify_gemm(rt, &ok, 1, NULL), TJ_EINVAL,
+              "tj_verify_gemm: report is NULL");
+  d = ok, d.size = 3;
+  char want[256];
+  snprintf(want, sizeof want, "tj_verify_gemm: the shape's size is 3: set "
+           "it to 0 or sizeof its struct (%zu)", sizeof(tj_gemm_desc));
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_EINVAL, want);
+  d = ok, d.a_type = TJ_DTYPE_F32;
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_gemm: a_type=3, b_type=2, c_type=2: A and B take "
+              "TJ_DTYPE_F16 or TJ_DTYPE_BF16, C also TJ_DTYPE_F32");
+  d = ok, d.c_type = 0;
+  ck_assert_int_eq(tj_verify_gemm(rt, &d, 1, &r), TJ_EINVAL);
+  d = ok, d.epilogue = 4;
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_gemm: epilogue=4 is not a TJ_EPILOGUE_*");
+  d = ok, d.k = 0;
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_gemm: m=8, n=16, k=0: each must be at least 1");
+  d = ok, d.b = FAKE(1);
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_gemm: the shape's a, b, c and bias must be NULL "
+              "(the run makes its own inputs)");
+  d = ok, d.aux = FAKE(1);
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_gemm: aux is set, and the epilogue does not take it");
+  d = ok, d.epilogue = TJ_EPILOGUE_BIAS_GELU, d.bias_grad = FAKE(1);
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_gemm: bias_grad is set, and only TJ_EPILOGUE_DGELU "
+              "takes it");
+  d = ok, d.trans_a = 1, d.lda = 7; /* A stored k x m: rows of 8 */
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_gemm: lda=7, ldb=16, ldc=16, ldaux=0: each must be 0 "
+              "(dense) or at least its stored row");
+  d = ok, d.m = d.k = INT64_MAX / 2;
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_ERANGE,
+              "tj_verify_gemm: A needs more bytes than size_t holds");
+  d = ok, d.epilogue = TJ_EPILOGUE_DGELU, d.bias_grad = FAKE(1);
+  snprintf(want, sizeof want, "no GPU: tj_verify_gemm runs tj_gemm, and this "
+           "runtime is compile-only (arch %s)", TEST_ARCH);
+  expect_fail(rt, tj_verify_gemm(rt, &d, 1, &r), TJ_ENODEVICE, want);
+  unsigned char *p = (unsigned char *)&r;
+  for (size_t i = 0; i < sizeof r; i++)
+    ck_assert_uint_eq(p[i], 0x5a);
+  ck_assert_uint_eq(compiles(rt), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* tj_verify_grouped_gemm checks its own fields and the routing (host
+ * offsets) before anything else, as tj_verify_gemm does. */
+START_TEST(verify_grouped_gemm_checks_arguments)
+{
+  tj_runtime *rt = test_knobs_from_env(open_compile_only(NULL, 0));
+  tj_report r;
+  memset(&r, 0x5a, sizeof r);
+  int32_t offs[4] = {3, 3, 7, 10}, back[4] = {3, 2, 7, 10}, short_[4] = {1, 2, 3, 9};
+  tj_grouped_gemm_desc ok = {0}, d;
+  ok.a_type = ok.b_type = ok.c_type = TJ_DTYPE_F16;
+  ok.grouped = TJ_GROUPED_M, ok.groups = 4, ok.offs = offs;
+  ok.m = 10, ok.n = 16, ok.k = 24;
+  ok.alpha = 1.0f;
+  ck_assert_int_eq(tj_verify_grouped_gemm(NULL, &ok, 1, &r), TJ_EINVAL);
+  expect_fail(rt, tj_verify_grouped_gemm(rt, NULL, 1, &r), TJ_EINVAL,
+              "tj_verify_grouped_gemm: shape is NULL");
+  d = ok, d.grouped = 3;
+  expect_fail(rt, tj_verify_grouped_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_grouped_gemm: grouped=3: set TJ_GROUPED_M or "
+              "TJ_GROUPED_K");
+  d = ok, d.groups = 0;
+  expect_fail(rt, tj_verify_grouped_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_grouped_gemm: groups=0 must be 1 to 65535");
+  d = ok, d.offs = NULL;
+  expect_fail(rt, tj_verify_grouped_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_grouped_gemm: offs is NULL (here: the host offsets "
+              "to run)");
+  d = ok, d.offs = back;
+  expect_fail(rt, tj_verify_grouped_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_grouped_gemm: offs[1]=2 is below the offset before "
+              "it or past 10");
+  d = ok, d.offs = short_;
+  expect_fail(rt, tj_verify_grouped_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_grouped_gemm: the last offset is 9, not m=10: every "
+              "row must be in a group");
+  d = ok, d.grouped = TJ_GROUPED_K, d.epilogue = TJ_EPILOGUE_BIAS;
+  expect_fail(rt, tj_verify_grouped_gemm(rt, &d, 1, &r), TJ_EINVAL,
+              "tj_verify_grouped_gemm: a TJ_GROUPED_K call takes "
+              "TJ_EPILOGUE_NONE only");
+  /* K-grouped: offsets within k, the last may stop short of it. */
+  d = ok, d.grouped = TJ_GROUPED_K, d.offs = short_;
+  char want[256];
+  snprintf(want, sizeof want, "no GPU: tj_verify_grouped_gemm runs "
+           "tj_grouped_gemm, and this runtime is compile-only (arch %s)",
+           TEST_ARCH);
+  expect_fail(rt, tj_verify_grouped_gemm(rt, &d, 1, &r), TJ_ENODEVICE, want);
+  d = ok, d.epilogue = TJ_EPILOGUE_DGELU, d.bias_grad = FAKE(1);
+  expect_fail(rt, tj_verify_grouped_gemm(rt, &d, 1, &r), TJ_ENODEVICE, want);
+  unsigned char *p = (unsigned char *)&r;
+  for (size_t i = 0; i < sizeof r; i++)
+    ck_assert_uint_eq(p[i], 0x5a);
+  ck_assert_uint_eq(compiles(rt), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* ------------------------------------------------------- reports */
 
 static void fill_report(tj_report *r, int gemm)
@@ -1080,7 +1200,7 @@ static void fill_report(tj_report *r, int gemm)
 static const char *const report_keys[] = {
     "kernel", "ran", "n", "m", "n_cols", "k", "seed", "compared", "max_abs_error",
     "rel_l2_error", "max_abs_tolerance", "rel_l2_tolerance",
-    "within_tolerance", "kernel_ms", "bytes_moved", "gb_per_s", "tflop_per_s",
+    "within_tolerance", "first_call_ms", "kernel_ms", "bytes_moved", "gb_per_s", "tflop_per_s",
     "source_fingerprint", "code_key", "compiler", "device", "arch",
     "evidence", "non_claims"};
 
@@ -1235,6 +1355,8 @@ int main(void)
   tcase_add_test(args, gemm_dispatch_takes_the_hopper_skinny_path);
   tcase_add_test(args, verify_checks_arguments);
   tcase_add_test(args, verify_knows_every_embedded_kernel);
+  tcase_add_test(args, verify_gemm_checks_arguments);
+  tcase_add_test(args, verify_grouped_gemm_checks_arguments);
   tcase_add_test(args, gemm_dispatch_takes_the_hopper_path_where_it_fits);
   tcase_add_test(args, gemm_split_k_only_where_tiles_are_too_few);
   tcase_add_test(args, gemm_plans_fill_the_devices_sms);

@@ -7,6 +7,8 @@
  *   cli_compile.c --compile: a program's own kernels into the cache;
  *                 --explain: why a kernel or module is not cached
  *   cli_tune.c    --tune and --list-tuning: the tuning decisions
+ *   cli_gemm.c    --warm gemm and grouped_gemm, and the calls that
+ *                 --run gemm and grouped_gemm check
  * They share cli_format.h (output) and cli_jobs.h (compiles on several
  * cores), and read the command line as cli_options.h parses it.
  */
@@ -30,6 +32,18 @@ int cli_run(const cli_options *o);
 
 int cli_compile(const cli_options *o);
 int cli_explain(const cli_options *o);
+
+/* cli_gemm.c: the GEMM family's call.  cli_gemm_desc: the tj_gemm_desc
+ * of the options and shape number shape, for tj_verify_gemm (pointers
+ * NULL, aux and bias_grad set where the options ask for them). */
+void cli_gemm_desc(const cli_options *o, int shape, tj_gemm_desc *d);
+/* The same for the grouped call (offs NULL), and the offsets --routing
+ * asks for over the shape's grouped total (malloc'd; NULL when out of
+ * memory). */
+void cli_grouped_desc(const cli_options *o, int shape,
+                      tj_grouped_gemm_desc *g);
+int32_t *cli_grouped_routing(const cli_options *o, int shape);
+int cli_warm_gemm(const cli_options *o);
 
 int cli_tune(const cli_options *o);
 int cli_list_tuning(const cli_options *o);

@@ -612,6 +612,8 @@ static const char **warm_names(const cli_options *o, size_t *n)
 
 int cli_warm(const cli_options *o)
 {
+  if (cli_gemm_command(o))
+    return cli_warm_gemm(o);
   warm_plan w = {0};
   const char **names = warm_names(o, &w.nkernels);
   if (!names)
@@ -669,15 +671,21 @@ static void print_run_json(const char *text, const char *error)
 
 /* The report of a run that could not happen: the request, and nothing
  * measured. */
-static void print_unrun_json(const char *name, uint64_t n, uint64_t seed,
+static void print_unrun_json(const cli_options *o, uint64_t n,
                              const char *error)
 {
   tj_report *r = calloc(1, sizeof *r);
   char *text = NULL;
   if (r) {
-    snprintf(r->kernel, sizeof r->kernel, "%s", name);
+    snprintf(r->kernel, sizeof r->kernel, "%s", o->run_kernel);
     r->n = n;
-    r->seed = seed;
+    r->seed = o->seed;
+    r->first_call_ms = NAN;
+    if (cli_gemm_command(o)) {
+      r->m = o->shapes[0][0];
+      r->n_cols = o->shapes[0][1];
+      r->k = o->shapes[0][2];
+    }
     r->max_abs_error = r->rel_l2_error = NAN;
     r->max_abs_tolerance = r->rel_l2_tolerance = NAN;
     r->kernel_ms = r->bytes_moved = r->gb_per_s = r->tflop_per_s = NAN;
@@ -717,19 +725,46 @@ static int print_report(const cli_options *o, const tj_report *r)
   return r->within_tolerance ? EXIT_OK : EXIT_FAIL;
 }
 
+/* tj_verify of the kernel, or for --run gemm (grouped_gemm)
+ * tj_verify_gemm (tj_verify_grouped_gemm) of the configuration the
+ * options choose. */
+static int verify(const cli_options *o, tj_runtime *rt, uint64_t n,
+                  tj_report *r)
+{
+  tj_gemm_desc d;
+  tj_grouped_gemm_desc g;
+  int family = cli_gemm_command(o);
+  if (!family)
+    return tj_verify(rt, o->run_kernel, n, o->seed, r);
+  if (family == CLI_GEMM_PLAIN) {
+    cli_gemm_desc(o, 0, &d);
+    return tj_verify_gemm(rt, &d, o->seed, r);
+  }
+  int32_t *offs = cli_grouped_routing(o, 0);
+  if (!offs)
+    return TJ_ENOMEM;
+  cli_grouped_desc(o, 0, &g);
+  g.offs = offs;
+  int rc = tj_verify_grouped_gemm(rt, &g, o->seed, r);
+  free(offs);
+  return rc;
+}
+
 int cli_run(const cli_options *o)
 {
   const char *name = o->run_kernel;
-  if (!kernel_known(name))
+  int gemm = cli_gemm_command(o);
+  if (!gemm && !kernel_known(name))
     return unknown_kernel(name);
   tj_options opts = cli_runtime_options(o, NULL);
   tj_runtime *rt = NULL;
-  uint64_t n = o->n ? o->n : strcmp(name, "gemm_f16") == 0
+  uint64_t n = gemm ? (uint64_t)o->shapes[0][0] * (uint64_t)o->shapes[0][1]
+               : o->n ? o->n : strcmp(name, "gemm_f16") == 0
                                  ? RUN_DEFAULT_GEMM_N : RUN_DEFAULT_N;
   int rc = tj_runtime_open(&rt, &opts);
   if (rc == TJ_OK) {
     tj_report *r = calloc(1, sizeof *r); /* 3 KiB: not for the stack */
-    rc = r ? tj_verify(rt, name, n, o->seed, r) : TJ_ENOMEM;
+    rc = r ? verify(o, rt, n, r) : TJ_ENOMEM;
     if (rc == TJ_OK || rc == TJ_EVERIFY) /* the report is written either way */
       rc = print_report(o, r) == EXIT_OK ? TJ_OK : TJ_EVERIFY;
     else
@@ -743,7 +778,7 @@ int cli_run(const cli_options *o)
   if (rc != TJ_OK && rc != TJ_EVERIFY && o->json) {
     char why[1024];
     snprintf(why, sizeof why, "%s: %s", tj_strerror(rc), tj_errmsg(rt));
-    print_unrun_json(name, n, o->seed, why);
+    print_unrun_json(o, n, why);
   }
   tj_runtime_close(rt);
   return rc == TJ_OK ? EXIT_OK : EXIT_FAIL;

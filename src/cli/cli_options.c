@@ -23,7 +23,9 @@ enum {
   OPT_VERIFY, OPT_REPAIR, OPT_EVICT_AGE, OPT_MAX_SIZE, OPT_CLEAR, OPT_CACHE,
   OPT_GROUP, OPT_ARCH, OPT_N, OPT_SEED, OPT_DEVICE, OPT_JSON, OPT_COLOR,
   OPT_COMPILE, OPT_ENTRY, OPT_OPTION, OPT_MERGE, OPT_SYSTEM, OPT_JOBS,
-  OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING, OPT_ALL, OPT_EXPLAIN
+  OPT_QUIET, OPT_TUNE, OPT_SHAPE, OPT_LIST_TUNING, OPT_ALL, OPT_EXPLAIN,
+  OPT_DTYPE, OPT_C_DTYPE, OPT_LAYOUT, OPT_EPILOGUE, OPT_AUX, OPT_BIAS_GRAD,
+  OPT_GROUPED, OPT_GROUPS, OPT_ROUTING
 };
 
 static const struct option long_options[] = {
@@ -58,6 +60,15 @@ static const struct option long_options[] = {
   {"list-tuning", no_argument, NULL, OPT_LIST_TUNING},
   {"all", no_argument, NULL, OPT_ALL},
   {"explain", required_argument, NULL, OPT_EXPLAIN},
+  {"dtype", required_argument, NULL, OPT_DTYPE},
+  {"c-dtype", required_argument, NULL, OPT_C_DTYPE},
+  {"layout", required_argument, NULL, OPT_LAYOUT},
+  {"epilogue", required_argument, NULL, OPT_EPILOGUE},
+  {"aux", no_argument, NULL, OPT_AUX},
+  {"bias-grad", no_argument, NULL, OPT_BIAS_GRAD},
+  {"grouped", required_argument, NULL, OPT_GROUPED},
+  {"groups", required_argument, NULL, OPT_GROUPS},
+  {"routing", required_argument, NULL, OPT_ROUTING},
   {"help", no_argument, NULL, 'h'},
   {"version", no_argument, NULL, 'V'},
   {NULL, 0, NULL, 0},
@@ -76,8 +87,16 @@ static const char usage_text[] =
   "                             signatures and launch contracts\n"
   "      --warm [KERNEL]...     compile the embedded kernels (all, or those\n"
   "                             named) into the cache\n"
+  "      --warm gemm            compile the GEMM family's configuration\n"
+  "                             that the options below choose, for each\n"
+  "                             --shape and --arch\n"
+  "      --warm grouped_gemm    the same for the grouped GEMM\n"
   "      --run KERNEL           run KERNEL on random inputs and check it\n"
   "                             against the CPU oracle (needs a GPU)\n"
+  "      --run gemm             run one tj_gemm call of the configuration\n"
+  "                             the options below choose and check it\n"
+  "                             against the CPU oracle (needs a GPU)\n"
+  "      --run grouped_gemm     the same for the grouped GEMM\n"
   "      --verify-cache         check the database and every code object\n"
   "                             against its stored hash\n"
   "      --evict-older-than DURATION\n"
@@ -132,8 +151,32 @@ static const char usage_text[] =
   "                             the processors online; 1: one at a time)\n"
   "  -q, --quiet                with --warm, --compile: no progress line;\n"
   "                             --warm prints only errors\n"
-  "      --shape MxNxK          with --tune: a GEMM shape (128x4096x4096);\n"
-  "                             repeat for more\n"
+  "      --shape MxNxK          with --tune, --warm gemm, --warm\n"
+  "                             grouped_gemm: a GEMM shape\n"
+  "                             (128x4096x4096); repeat for more; with\n"
+  "                             --run gemm or grouped_gemm: the one shape\n"
+  "                             (default 512x512x512)\n"
+  "      --dtype TYPE           with --run and --warm of gemm and\n"
+  "                             grouped_gemm: A's and B's type: f16\n"
+  "                             (default), bf16\n"
+  "      --c-dtype TYPE         C's type (and bias's and aux's): f16, bf16,\n"
+  "                             f32 (default: --dtype's)\n"
+  "      --layout OP            nn (default), nt, tn, tt: whether A and B\n"
+  "                             are used transposed (Y = X W is nn,\n"
+  "                             dX = dY W^T nt, dW = X^T dY tn)\n"
+  "      --epilogue E           none (default), bias, biasgelu, dgelu\n"
+  "      --aux                  with --epilogue biasgelu: also write the\n"
+  "                             pre-activation to aux\n"
+  "      --bias-grad            with --epilogue dgelu: also write the\n"
+  "                             column sums of C (the bias gradient)\n"
+  "      --grouped m|k          with grouped_gemm: the dimension the groups\n"
+  "                             cut: m (rows; default) or k (the\n"
+  "                             reduction, the weight gradient)\n"
+  "      --groups E             with grouped_gemm: the groups, 1 to 65535\n"
+  "                             (default 8)\n"
+  "      --routing R            with --run grouped_gemm: uniform (default:\n"
+  "                             equal groups) or skewed (each group half\n"
+  "                             of what is left; the last the rest)\n"
   "      --json                 print JSON (--list-cache, --stats, --info,\n"
   "                             --list-kernels, --run, --verify-cache,\n"
   "                             --version, --compile, --tune,\n"
@@ -256,6 +299,9 @@ typedef struct parse_state {
   int version;              /* --version was given */
   int given_compile;        /* the last of --entry, -I, -D, --option */
   int given_jobs, given_quiet;
+  int given_gemm;           /* the last of the GEMM family's options */
+  int given_grouped;        /* --grouped or --groups */
+  int given_routing;        /* --routing */
 } parse_state;
 
 
@@ -348,6 +394,49 @@ static int parse_size_option(const char *arg, uint64_t *out)
   return 0;
 }
 
+/* The index of arg in names (count of them), or -1. */
+static int word_index(const char *const *names, int count, const char *arg)
+{
+  for (int i = 0; i < count; i++)
+    if (strcmp(names[i], arg) == 0)
+      return i;
+  return -1;
+}
+
+/* --dtype, --c-dtype, --layout, --epilogue: the GEMM family's words. */
+static int parse_gemm_value(cli_options *o, int val, const char *arg)
+{
+  static const char *const types[] = {"f16", "bf16", "f32"};
+  static const char *const layouts[] = {"nn", "nt", "tn", "tt"};
+  static const char *const epilogues[] = {"none", "bias", "biasgelu",
+                                          "dgelu"};
+  int i;
+  switch (val) {
+  case OPT_DTYPE:
+    if ((i = word_index(types, 2, arg)) < 0)
+      return usage_error("--dtype '%s' is not f16 or bf16 (A's and B's "
+                         "type)", arg);
+    o->gemm_ab_type = TJ_DTYPE_F16 + i;
+    return 0;
+  case OPT_C_DTYPE:
+    if ((i = word_index(types, 3, arg)) < 0)
+      return usage_error("--c-dtype '%s' is not f16, bf16 or f32", arg);
+    o->gemm_c_type = TJ_DTYPE_F16 + i;
+    return 0;
+  case OPT_LAYOUT:
+    if ((i = word_index(layouts, 4, arg)) < 0)
+      return usage_error("--layout '%s' is not nn, nt, tn or tt", arg);
+    o->gemm_trans_a = i >> 1;
+    o->gemm_trans_b = i & 1;
+    return 0;
+  }
+  if ((i = word_index(epilogues, 4, arg)) < 0)
+    return usage_error("--epilogue '%s' is not none, bias, biasgelu or "
+                       "dgelu", arg);
+  o->gemm_epilogue = TJ_EPILOGUE_NONE + i;
+  return 0;
+}
+
 /* --entry, -I, -D, --option: the module --compile builds, its compiler
  * options kept in command-line order. */
 static int parse_compile_value(cli_options *o, parse_state *ps, int val,
@@ -434,6 +523,30 @@ static int parse_value(cli_options *o, parse_state *ps, int val,
     return set_command(o, ps, CMD_TUNE, val);
   case OPT_SHAPE:
     return parse_shape(o, arg);
+  case OPT_DTYPE:
+  case OPT_C_DTYPE:
+  case OPT_LAYOUT:
+  case OPT_EPILOGUE:
+    ps->given_gemm = val;
+    return parse_gemm_value(o, val, arg);
+  case OPT_GROUPED:
+    ps->given_grouped = val;
+    if (strcmp(arg, "m") && strcmp(arg, "k"))
+      return usage_error("--grouped '%s' is not m or k (the dimension the "
+                         "groups cut)", arg);
+    o->gemm_grouped = *arg == 'm' ? TJ_GROUPED_M : TJ_GROUPED_K;
+    return 0;
+  case OPT_ROUTING:
+    ps->given_routing = 1;
+    if (strcmp(arg, "uniform") && strcmp(arg, "skewed"))
+      return usage_error("--routing '%s' is not uniform or skewed", arg);
+    o->gemm_skewed = *arg == 's';
+    return 0;
+  case OPT_GROUPS:
+    ps->given_grouped = val;
+    rc = parse_number("groups", arg, 65535, 1, &v);
+    o->gemm_groups = (int64_t)v;
+    return rc;
   case OPT_ARCH:
     if (o->narchs == CLI_MAX_ARCHS)
       return usage_error("--arch given more than %d times", CLI_MAX_ARCHS);
@@ -494,6 +607,8 @@ static int parse_one(cli_options *o, parse_state *ps, int val,
   case OPT_SYSTEM: o->system = 1; return 0;
   case OPT_JSON: o->json = 1; return 0;
   case OPT_ALL: o->all = 1; return 0;
+  case OPT_AUX: ps->given_gemm = val; o->gemm_aux = 1; return 0;
+  case OPT_BIAS_GRAD: ps->given_gemm = val; o->gemm_bias_grad = 1; return 0;
   case 'q': case OPT_QUIET: ps->given_quiet = o->quiet = 1; return 0;
   case ':':
     if (optopt < OPT_LIST)
@@ -521,9 +636,78 @@ static int bare_option_word(const cli_options *o)
   return 0;
 }
 
+int cli_gemm_command(const cli_options *o)
+{
+  if (o->command == CMD_RUN)
+    return strcmp(o->run_kernel, CLI_GEMM) == 0           ? CLI_GEMM_PLAIN
+           : strcmp(o->run_kernel, CLI_GROUPED_GEMM) == 0 ? CLI_GEMM_GROUPED
+                                                          : 0;
+  for (int i = 0; o->command == CMD_WARM && i < o->nkernels; i++)
+    if (strcmp(o->kernels[i], CLI_GEMM) == 0)
+      return CLI_GEMM_PLAIN;
+    else if (strcmp(o->kernels[i], CLI_GROUPED_GEMM) == 0)
+      return CLI_GEMM_GROUPED;
+  return 0;
+}
+
+/* The defaults of the options not given. */
+static void gemm_defaults(cli_options *o)
+{
+  if (!o->gemm_ab_type)
+    o->gemm_ab_type = TJ_DTYPE_F16;
+  if (!o->gemm_c_type)
+    o->gemm_c_type = o->gemm_ab_type;
+  if (!o->gemm_grouped)
+    o->gemm_grouped = TJ_GROUPED_M;
+  if (!o->gemm_groups)
+    o->gemm_groups = CLI_GROUPED_DEFAULT_GROUPS;
+  if (o->nshapes == 0) {
+    o->shapes[0][0] = o->shapes[0][1] = o->shapes[0][2] = CLI_GEMM_DEFAULT_SIZE;
+    o->nshapes = 1;
+  }
+}
+
+/* The GEMM family's options go with --run gemm, --warm gemm and --warm
+ * grouped_gemm only (--grouped and --groups with the last only), and
+ * with one another as the calls take them. */
+static int check_gemm_family(cli_options *o, const parse_state *ps)
+{
+  int family = cli_gemm_command(o);
+  const char *what = family == CLI_GEMM_GROUPED ? CLI_GROUPED_GEMM : CLI_GEMM;
+  if (ps->given_gemm && !family)
+    return usage_error("--%s applies only to --run and --warm of gemm and "
+                       "grouped_gemm", option_name(ps->given_gemm));
+  if (ps->given_grouped && family != CLI_GEMM_GROUPED)
+    return usage_error("--%s applies only to --run grouped_gemm and --warm "
+                       "grouped_gemm", option_name(ps->given_grouped));
+  if (ps->given_routing && (family != CLI_GEMM_GROUPED || o->command != CMD_RUN))
+    return usage_error("--routing applies only to --run grouped_gemm");
+  if (!family)
+    return 0;
+  if (o->command == CMD_WARM && ps->given_jobs)
+    return usage_error("--jobs does not apply to --warm %s (it compiles "
+                       "one configuration at a time)", what);
+  if (o->command == CMD_WARM && o->nkernels > 1)
+    return usage_error("--warm %s takes no other kernel names (warm them "
+                       "with a --warm of their own)", what);
+  if (o->command == CMD_RUN && o->nshapes > 1)
+    return usage_error("--run %s takes one --shape, not %d", what, o->nshapes);
+  if (ps->given_n && o->command == CMD_RUN)
+    return usage_error("--run %s takes --shape MxNxK, not --n", what);
+  if (o->gemm_aux && o->gemm_epilogue != TJ_EPILOGUE_BIAS_GELU)
+    return usage_error("--aux applies only to --epilogue biasgelu");
+  if (o->gemm_bias_grad && o->gemm_epilogue != TJ_EPILOGUE_DGELU)
+    return usage_error("--bias-grad applies only to --epilogue dgelu");
+  if (o->gemm_grouped == TJ_GROUPED_K && o->gemm_epilogue != TJ_EPILOGUE_NONE)
+    return usage_error("--grouped k takes --epilogue none only (the weight "
+                       "gradient has no epilogue)");
+  gemm_defaults(o);
+  return 0;
+}
+
 /* Options that only some commands read: given to another, they would be
  * silently ignored, so they are usage errors. */
-static int check_applicable(const cli_options *o, const parse_state *ps)
+static int check_applicable(cli_options *o, const parse_state *ps)
 {
   cli_command c = o->command;
   const char *cmd = ps->command_flag;
@@ -548,8 +732,11 @@ static int check_applicable(const cli_options *o, const parse_state *ps)
                        cmd);
   if (c == CMD_COMPILE && o->nentries == 0)
     return usage_error("--compile needs at least one --entry NAME");
-  if (o->nshapes && c != CMD_TUNE)
-    return usage_error("--shape applies only to --tune, not to --%s", cmd);
+  if (check_gemm_family(o, ps) != 0)
+    return EXIT_USAGE;
+  if (o->nshapes && c != CMD_TUNE && !cli_gemm_command(o))
+    return usage_error("--shape applies only to --tune, --run gemm, --warm "
+                       "gemm and --warm grouped_gemm, not to --%s", cmd);
   if (c == CMD_TUNE && o->nshapes == 0)
     return usage_error("--tune needs at least one --shape MxNxK");
   if ((ps->given_n || ps->given_seed) && c != CMD_RUN)

@@ -80,7 +80,32 @@ typedef struct cli_options {
   const char *tune_op;             /* --tune OP */
   int shapes[CLI_MAX_SHAPES][3];   /* --shape MxNxK */
   int nshapes;
+  /* The GEMM family's configuration, for --run gemm and --warm gemm:
+   * TJ_DTYPE_* of A and B (--dtype) and of C (--c-dtype; 0: A's),
+   * --layout's transposes, TJ_EPILOGUE_* (--epilogue), and whether the
+   * optional outputs are written (--aux, --bias-grad). */
+  int gemm_ab_type, gemm_c_type;
+  int gemm_trans_a, gemm_trans_b;
+  int gemm_epilogue;
+  int gemm_aux, gemm_bias_grad;
+  /* grouped_gemm: TJ_GROUPED_M or _K (--grouped), the groups
+   * (--groups), and for --run the routing (--routing). */
+  int gemm_grouped;
+  int64_t gemm_groups;
+  int gemm_skewed;                 /* --routing skewed */
 } cli_options;
+
+/* What --run and --warm take for the GEMM family's one call, tj_gemm,
+ * and for tj_grouped_gemm. */
+#define CLI_GEMM "gemm"
+#define CLI_GROUPED_GEMM "grouped_gemm"
+/* cli_gemm_command's answers. */
+#define CLI_GEMM_PLAIN 1
+#define CLI_GEMM_GROUPED 2
+/* --groups without the option. */
+#define CLI_GROUPED_DEFAULT_GROUPS 8
+/* The shape --run gemm and --warm gemm use without --shape. */
+#define CLI_GEMM_DEFAULT_SIZE 512
 
 /* What cli_parse_options returns for --help, which it has printed: stop,
  * and exit 0. */
@@ -96,6 +121,10 @@ void cli_free_options(cli_options *o);
 /* The runtime options the command's flags ask for: the device, the cache
  * and its flags; an arch (not NULL) is a compile-only runtime for it. */
 tj_options cli_runtime_options(const cli_options *o, const char *arch);
+/* Whether the command is the GEMM family's: CLI_GEMM_PLAIN for --run
+ * gemm and --warm gemm, CLI_GEMM_GROUPED for --run grouped_gemm and
+ * --warm grouped_gemm, else 0. */
+int cli_gemm_command(const cli_options *o);
 /* The processors online (at most 256): --jobs's default. */
 unsigned cli_default_jobs(void);
 

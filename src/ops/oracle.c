@@ -138,6 +138,12 @@ void tj__error_add_f16(tj__error_acc *acc, const uint16_t *got,
     accumulate(acc, base + i, (double)tj_f16_to_f32(got[i]), want[i]);
 }
 
+void tj__error_add_double(tj__error_acc *acc, double got, double want,
+                          size_t i)
+{
+  accumulate(acc, i, got, want);
+}
+
 void tj__error_add_i32(tj__error_acc *acc, const int32_t *got,
                        const int32_t *want, size_t n, size_t base)
 {

@@ -95,6 +95,9 @@ typedef struct tj__error_acc {
 
 void tj__error_add_f16(tj__error_acc *acc, const uint16_t *got,
                        const double *want, size_t n, size_t base);
+/* One element got (any type, as a double) against want, index i. */
+void tj__error_add_double(tj__error_acc *acc, double got, double want,
+                          size_t i);
 void tj__error_add_i32(tj__error_acc *acc, const int32_t *got,
                        const int32_t *want, size_t n, size_t base);
 /* The stats, rel_l2's denominator held at least at rel_floor per element

@@ -142,6 +142,7 @@ static void json_body(strbuf *b, const tj_report *r)
   JSON_NUM(b, r, rel_l2_tolerance);
   sb_printf(b, "  \"within_tolerance\": %s,\n",
             r->within_tolerance ? "true" : "false");
+  JSON_NUM(b, r, first_call_ms);
   JSON_NUM(b, r, kernel_ms);
   JSON_NUM(b, r, bytes_moved);
   JSON_NUM(b, r, gb_per_s);
@@ -222,6 +223,7 @@ static void md_table(strbuf *b, const tj_report *r)
   md_number(b, "rel_l2_tolerance", r->rel_l2_tolerance,
             isfinite(r->rel_l2_tolerance) ? NULL : "none (not limited)");
   sb_printf(b, "| within_tolerance | %s |\n", r->within_tolerance ? "yes" : "no");
+  md_number(b, "first_call_ms", r->first_call_ms, "not measured");
   md_number(b, "kernel_ms", r->kernel_ms, NULL);
   md_number(b, "bytes_moved", r->bytes_moved, NULL);
   md_number(b, "gb_per_s", r->gb_per_s, NULL);

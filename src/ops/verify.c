@@ -786,6 +786,7 @@ int tj_verify(tj_runtime *rt, const char *kernel, uint64_t n, uint64_t seed,
   fill_rates(&r, &v);
   fill_evidence(&r, &v);
   fill_non_claims(&r, &v);
+  r.first_call_ms = NAN;
   *report = r;
   return tj__verify_verdict(rt, &r);
 }

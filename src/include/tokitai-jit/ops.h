@@ -424,7 +424,11 @@ typedef struct tj_report {
    * runs it the named Hopper entry itself; else kernel.  When kernel is
    * not among them, the report says nothing about kernel's own code. */
   char ran[64];
-  uint64_t reserved[24];    /* zero; room for fields to come */
+  /* tj_verify_gemm: the first call, on the host's clock from the call to
+   * its completion, the configuration's compile or cache load included;
+   * NaN where not measured (tj_verify). */
+  double first_call_ms;
+  uint64_t reserved[23];    /* zero; room for fields to come */
 } tj_report;
 
 /*
@@ -601,6 +605,47 @@ TJ_EXPORT int tj_moe_unpermute_bwd_host(tj_runtime *rt, int dtype,
                                         int64_t tokens, int k, int64_t hidden,
                                         int w_type, const void *w, void *dyp,
                                         int64_t lddyp, void *dw);
+/* ============================================== verifying the GEMM family
+ * tj_verify for one configuration of tj_gemm: shape gives a_type, b_type,
+ * c_type, trans_a, trans_b, m, n, k, alpha, beta and epilogue as for
+ * tj_gemm, and optionally the leading dimensions (0: dense).  Its a, b, c
+ * and bias are NULL: the run allocates every array itself and fills the
+ * inputs with seeded random values (A, B, bias, C where beta reads it in
+ * [-1, 1]; dGELU's aux in [-3, 3]).  A non-NULL aux (BIAS_GELU) or
+ * bias_grad (DGELU) is never read: it asks the run to have the call
+ * write that optional output too, and checks it.  The run times the
+ * first call to its completion on the host's clock (first_call_ms: the
+ * configuration's compile or cache load included) and then warm calls
+ * with events (kernel_ms, their median), and compares C (and aux) with
+ * the double-precision oracle at every row, or at a spread sample of
+ * whole rows when M x N x K is large, and bias_grad with the column sums
+ * of C as the call stored it.  The report's kernel is "gemm", ran names
+ * the configuration (tj_gemm_kernel's name), and rel_l2_tolerance is
+ * C's limit (fp16 1e-3, bf16 4e-3, fp32 1e-4).  Returns as tj_verify:
+ * TJ_OK or TJ_EVERIFY with the report written, else TJ_EINVAL (a field
+ * out of range, a pointer set that must be NULL), TJ_ERANGE,
+ * TJ_ENODEVICE, TJ_EDEVICE, TJ_ECOMPILE, TJ_ENOMEM and nothing written.
+ * Thread-safe as tj_launch is.
+ */
+TJ_EXPORT int tj_verify_gemm(tj_runtime *rt, const tj_gemm_desc *shape,
+                             uint64_t seed, tj_report *report /* OUT */);
+/*
+ * tj_verify_gemm for tj_grouped_gemm, with a routing of the caller's:
+ * shape as tj_grouped_gemm_desc takes it (stride_b or stride_c 0:
+ * dense), its a, b, c and bias NULL, aux and bias_grad as above, and
+ * offs HOST memory here: the groups' end offsets to run, non-decreasing
+ * within the grouped total and, for TJ_GROUPED_M, ending at m (every row
+ * in a group; empty groups are fine).  Each compared row of C (for
+ * TJ_GROUPED_K, that row of every group's C) is checked as the plain
+ * GEMM of its group, and bias_grad as each group's column sums of C as
+ * stored.  The report's kernel is "grouped_gemm", ran the configuration
+ * (tj_grouped_gemm_kernel's name).  Returns as tj_verify_gemm; an offset
+ * out of order is TJ_EINVAL naming it.
+ */
+TJ_EXPORT int tj_verify_grouped_gemm(tj_runtime *rt,
+                                     const tj_grouped_gemm_desc *shape,
+                                     uint64_t seed,
+                                     tj_report *report /* OUT */);
 
 #ifdef __cplusplus
 }
