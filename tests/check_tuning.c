@@ -70,6 +70,39 @@ static void insert_decision(const char *arch, const char *platform,
   free(sql);
 }
 
+/* The same for op (a family op such as "gemm_bf16_bf16_bf16_nt_none"). */
+static void insert_op_decision(const char *op, const char *compiler,
+                               const char *cls, const char *config)
+{
+  char *sql = NULL;
+  ck_assert_int_ge(asprintf(&sql, "INSERT OR REPLACE INTO tuning VALUES ("
+                            "'%s', 'sm_90', 'nvidia', '%s', '%s', '%s', 128, "
+                            "4096, 4096, 'NVIDIA H200', 10, '%s\t0.05\t10\n', "
+                            "'tune', 1)", op, compiler, cls, config, config),
+                   0);
+  tsql_exec(path, sql);
+  free(sql);
+}
+
+/* The configuration tj_gemm runs for bf16 in and out, layout trans_a,
+ * trans_b, M x N x K (dense, aligned). */
+static const char *family_for(tj_runtime *rt, int trans_a, int trans_b,
+                              int M, int N, int K)
+{
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = d.c_type = TJ_DTYPE_BF16;
+  d.trans_a = trans_a, d.trans_b = trans_b;
+  d.m = M, d.n = N, d.k = K, d.alpha = 1.0f;
+  d.a = FAKE(1), d.lda = trans_a ? M : K;
+  d.b = FAKE(2), d.ldb = trans_b ? K : N;
+  d.c = FAKE(3), d.ldc = N;
+  const char *name = tj_gemm_kernel(rt, &d);
+  ck_assert_msg(name != NULL, "%s", tj_errmsg(rt));
+  return name;
+}
+
 static const char *entry_for(tj_runtime *rt, int M, int N, int K)
 {
   return tj_gemm_f16_kernel(rt, M, N, K, FAKE(1), K, FAKE(2), N, FAKE(3), N);
@@ -258,6 +291,50 @@ START_TEST(stored_decisions_are_used)
   ck_assert_str_eq(entry_for(rt, 64, 4096, 4096), "gemm_f16");
   tj_runtime_close(rt);
   unsetenv("TJ_GEMM_SM90A");
+}
+END_TEST
+
+/* The family's decisions are keyed by its op (types, layout, epilogue)
+ * as well as the class: a bf16 NT decision steers bf16 NT calls only,
+ * tj_gemm_f16's steer none of them, and a decision of the wrong kind (a
+ * tile's for a skinny call) is not followed. */
+START_TEST(family_decisions_are_keyed_by_op)
+{
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return;
+  tj_runtime *rt = test_knobs_from_env(open_arch("sm_90", 0));
+  char *compiler = strdup(tj_runtime_compiler(rt));
+  ck_assert_str_eq(family_for(rt, 0, 1, 4096, 4096, 4096),
+                   "gemm_bf16_bf16_bf16_nt_none_sm90a_128x256_mc2");
+  tj_runtime_close(rt);
+  insert_op_decision("gemm_bf16_bf16_bf16_nt_none", compiler,
+                     "t32x32x64/c4/s132", "sm90a_128x128_persistent");
+  insert_op_decision("gemm_f16", compiler, "t32x32x64/c4/s132",
+                     "sm90a_128x64");
+  insert_op_decision("gemm_bf16_bf16_bf16_nn_none", compiler,
+                     "t0x32x64/c4/s132", "sm90a_skinny_n256_k4");
+  insert_op_decision("gemm_bf16_bf16_bf16_nt_none", compiler,
+                     "t0x32x64/c4/s132", "sm90a_128x128");
+  rt = test_knobs_from_env(open_arch("sm_90", 0));
+  ck_assert_str_eq(family_for(rt, 0, 1, 4096, 4096, 4096),
+                   "gemm_bf16_bf16_bf16_nt_none_sm90a_128x128_persistent");
+  ck_assert_str_eq(family_for(rt, 0, 0, 4096, 4096, 4096),
+                   "gemm_bf16_bf16_bf16_nn_none_sm90a_128x256_mc2");
+  ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x64");
+  ck_assert_str_eq(family_for(rt, 0, 0, 4, 4096, 4096),
+                   "gemm_bf16_bf16_bf16_nn_none_sm90a_skinny256_k4");
+  ck_assert_str_eq(family_for(rt, 0, 1, 4, 4096, 4096),
+                   "gemm_bf16_bf16_bf16_nt_none_sm90a_skinny_k3");
+  tj_runtime_close(rt);
+  /* The family's ops are this library's: --list-tuning calls them
+   * known. */
+  tj_cache *c = NULL;
+  int known = 0;
+  ck_assert_int_eq(tj_cache_open(&c, path, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_list_tuning(c, count_known, &known), TJ_OK);
+  ck_assert_int_eq(known, 4);
+  tj_cache_close(c);
+  free(compiler);
 }
 END_TEST
 
@@ -768,6 +845,7 @@ int main(void)
   tc = test_case(s, "decisions", 60);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, stored_decisions_are_used);
+  tcase_add_test(tc, family_decisions_are_keyed_by_op);
   tcase_add_test(tc, decisions_change_nothing_without_the_hopper_path);
   tcase_add_test(tc, unknown_and_damaged_decisions_are_ignored);
   tcase_add_test(tc, other_compilers_and_archs_are_keyed_out);

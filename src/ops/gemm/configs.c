@@ -121,7 +121,8 @@ const tj__gemm_config *tj__gemm_config_of_entry(const char *entry, int split,
 
 int tj__tuning_config_known(const char *op, const char *config)
 {
-  return op && strcmp(op, TJ__GEMM_OP) == 0 && tj__gemm_config_find(config);
+  return op && (strcmp(op, TJ__GEMM_OP) == 0 || tj__gemm_family_op(op)) &&
+         tj__gemm_config_find(config);
 }
 
 /* ------------------------------------------------------------ shape class */
@@ -168,6 +169,8 @@ void tj__gemm_shape_class(int sms, int M, int N, int K, const void *C,
 
 typedef struct memo {
   class_key key;
+  char op[TJ__GEMM_OP_MAX]; /* whose decisions: TJ__GEMM_OP, or a
+                                 family op (tj__gemm_desc_op) */
   const tj__gemm_config *config; /* NULL: the heuristic's */
 } memo;
 
@@ -219,21 +222,23 @@ int tj__gemm_knobs_set(tj_runtime *rt, const tj__gemm_knobs *k)
   return TJ_OK;
 }
 
-/* The index of k's memo, or -1 when it has none.  Under g->lock. */
-static long memo_find(gemm_state *g, const class_key *k)
+/* The index of op's memo for k, or -1 when it has none.  Under
+ * g->lock. */
+static long memo_find(gemm_state *g, const char *op, const class_key *k)
 {
   for (size_t i = 0; i < g->n; i++)
-    if (memcmp(&g->v[i].key, k, sizeof *k) == 0)
+    if (memcmp(&g->v[i].key, k, sizeof *k) == 0 &&
+        strcmp(g->v[i].op, op) == 0)
       return (long)i;
   return -1;
 }
 
-/* k's memo set to c, added when absent (not when out of memory: the
- * class is asked again next time).  Under g->lock. */
-static void memo_put(gemm_state *g, const class_key *k,
+/* op's memo for k set to c, added when absent (not when out of memory:
+ * the class is asked again next time).  Under g->lock. */
+static void memo_put(gemm_state *g, const char *op, const class_key *k,
                      const tj__gemm_config *c)
 {
-  long i = memo_find(g, k);
+  long i = memo_find(g, op, k);
   if (i >= 0) {
     g->v[i].config = c;
     return;
@@ -246,21 +251,24 @@ static void memo_put(gemm_state *g, const class_key *k,
     g->v = v;
     g->cap = cap;
   }
-  g->v[g->n++] = (memo){*k, c};
+  memo m = {*k, "", c};
+  snprintf(m.op, sizeof m.op, "%s", op);
+  g->v[g->n++] = m;
 }
 
 /* ------------------------------------------------------------ decisions */
 
-/* The cache's decision for the class (NULL: none, or one this library
- * does not know, ignored). */
-static const tj__gemm_config *stored_decision(tj_runtime *rt, const char *cls)
+/* The cache's decision for op and the class (NULL: none, or one this
+ * library does not know, ignored). */
+static const tj__gemm_config *stored_decision(tj_runtime *rt, const char *op,
+                                              const char *cls)
 {
   char *config = NULL;
   int bad = 0;
   tj__cache *cache = tj__runtime_cache(rt);
   if (!cache)
     return NULL;
-  tj__tuning_row want = {TJ__GEMM_OP, rt->arch, TJ__PLATFORM, rt->compiler,
+  tj__tuning_row want = {op, rt->arch, TJ__PLATFORM, rt->compiler,
                          cls, NULL, 0, 0, 0, NULL, 0, NULL, NULL, 0};
   int rc = tj__cache_tuning_get(cache, &want, &config, &bad);
   if (rc == TJ_ECACHE)
@@ -273,12 +281,19 @@ static const tj__gemm_config *stored_decision(tj_runtime *rt, const char *cls)
 const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, int M, int N, int K,
                                          const void *C, int ldc)
 {
+  return tj__gemm_decision_for(rt, TJ__GEMM_OP, M, N, K, C, ldc);
+}
+
+const tj__gemm_config *tj__gemm_decision_for(tj_runtime *rt, const char *op,
+                                             int M, int N, int K,
+                                             const void *C, int ldc)
+{
   gemm_state *g = state_of(rt);
   class_key key = key_of(rt->sms, M, N, K, C, ldc);
   if (!g)
     return NULL;
   pthread_mutex_lock(&g->lock);
-  long i = memo_find(g, &key);
+  long i = memo_find(g, op, &key);
   const tj__gemm_config *c = i >= 0 ? g->v[i].config : NULL;
   pthread_mutex_unlock(&g->lock);
   if (i >= 0)
@@ -287,9 +302,9 @@ const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, int M, int N, int K,
    * may both ask; they get the same answer). */
   char cls[TJ__SHAPE_CLASS_MAX];
   class_name(&key, cls);
-  c = stored_decision(rt, cls);
+  c = stored_decision(rt, op, cls);
   pthread_mutex_lock(&g->lock);
-  memo_put(g, &key, c);
+  memo_put(g, op, &key, c);
   pthread_mutex_unlock(&g->lock);
   return c;
 }
@@ -302,6 +317,6 @@ void tj__gemm_decision_take(tj_runtime *rt, int M, int N, int K,
   if (!g)
     return;
   pthread_mutex_lock(&g->lock);
-  memo_put(g, &key, config);
+  memo_put(g, TJ__GEMM_OP, &key, config);
   pthread_mutex_unlock(&g->lock);
 }

@@ -196,13 +196,40 @@ static int f16_path_serves(const tj_gemm_desc *d)
          d->ldc <= INT_MAX;
 }
 
+void tj__gemm_desc_op(const tj_gemm_desc *d, char out[TJ__GEMM_OP_MAX])
+{
+  snprintf(out, TJ__GEMM_OP_MAX, "gemm_%s_%s_%s_%c%c_%s",
+           dtype_names[d->a_type], dtype_names[d->b_type],
+           dtype_names[d->c_type], d->trans_a ? 't' : 'n',
+           d->trans_b ? 't' : 'n', epilogue_names[d->epilogue]);
+}
+
 void tj__gemm_desc_name(const tj_gemm_desc *d, const char *path,
                         char out[TJ__GEMM_NAME_MAX])
 {
-  snprintf(out, TJ__GEMM_NAME_MAX, "gemm_%s_%s_%s_%c%c_%s_%s",
-           dtype_names[d->a_type], dtype_names[d->b_type],
-           dtype_names[d->c_type], d->trans_a ? 't' : 'n',
-           d->trans_b ? 't' : 'n', epilogue_names[d->epilogue], path);
+  char op[TJ__GEMM_OP_MAX];
+  tj__gemm_desc_op(d, op);
+  snprintf(out, TJ__GEMM_NAME_MAX, "%s_%s", op, path);
+}
+
+/* Every op the family makes, compared in turn (192 of them; asked when
+ * a cache lists or merges its decisions, not on a call's path). */
+int tj__gemm_family_op(const char *op)
+{
+  char name[TJ__GEMM_OP_MAX];
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  for (d.a_type = TJ_DTYPE_F16; d.a_type <= TJ_DTYPE_BF16; d.a_type++)
+    for (d.b_type = TJ_DTYPE_F16; d.b_type <= TJ_DTYPE_BF16; d.b_type++)
+      for (d.c_type = TJ_DTYPE_F16; d.c_type <= TJ_DTYPE_F32; d.c_type++)
+        for (int t = 0; t < 4; t++)
+          for (d.epilogue = 0; d.epilogue <= TJ_EPILOGUE_DGELU; d.epilogue++) {
+            d.trans_a = t & 1, d.trans_b = t >> 1;
+            tj__gemm_desc_op(&d, name);
+            if (op && strcmp(op, name) == 0)
+              return 1;
+          }
+  return 0;
 }
 
 /* The names of d's portable configuration's entries: the product's and

@@ -98,6 +98,12 @@ void tj__gemm_shape_class(int sms, int M, int N, int K, const void *C,
  * class); NULL: the heuristic's. */
 const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, int M, int N, int K,
                                          const void *C, int ldc);
+/* The same for op: TJ__GEMM_OP (tj_gemm_f16's), or a family op
+ * (tj__gemm_desc_op: one type, layout and epilogue of tj_gemm), whose
+ * decisions are its own. */
+const tj__gemm_config *tj__gemm_decision_for(tj_runtime *rt, const char *op,
+                                             int M, int N, int K,
+                                             const void *C, int ldc);
 /* Make config rt's decision for the class of M x N x K (C from the pool:
  * dense, aligned), as a --tune that just recorded it does. */
 void tj__gemm_decision_take(tj_runtime *rt, int M, int N, int K,
@@ -182,10 +188,16 @@ tj_dim3 tj__gemm_f16_grid(tj_runtime *rt, int M, int N, int K,
 
 /* The name of d's configuration on path (a suffix such as
  * "portable" or "sm90a_128x256_persistent"):
- * "gemm_bf16_bf16_f32_nt_biasgelu_" then path. */
+ * "gemm_bf16_bf16_f32_nt_biasgelu_" then path; tj__gemm_desc_op, the
+ * part before it ("gemm_bf16_bf16_f32_nt_biasgelu"), is the op its tuning
+ * decisions are stored under.  tj__gemm_family_op: whether op is one
+ * tj__gemm_desc_op makes. */
 #define TJ__GEMM_NAME_MAX 96
+#define TJ__GEMM_OP_MAX 40
 void tj__gemm_desc_name(const tj_gemm_desc *d, const char *path,
                         char out[TJ__GEMM_NAME_MAX]);
+void tj__gemm_desc_op(const tj_gemm_desc *d, char out[TJ__GEMM_OP_MAX]);
+int tj__gemm_family_op(const char *op);
 
 /* ------------------------------------------------------------ hopper.c
  * The family's Hopper path: gemm_sm90a.hip's configurations. */

@@ -65,15 +65,29 @@ static void name_config(const tj_gemm_desc *d, config *c)
   snprintf(c->pad, sizeof c->pad, "%s_pad", c->product);
 }
 
-/* The skinny kernel for M <= 16 where it reads A (K-major: not
- * transposed), else the tiles. */
-static void config_of(const tj_runtime *rt, const tj_gemm_desc *d,
-                      config *c)
+/* The tuning decision for d's op and shape class where the cache has
+ * one of the right kind (a skinny configuration for a skinny call, a
+ * tile's for the tiles) and the knobs force no split or tile; else the
+ * rule's: the skinny kernel for M <= 16 where it reads A (K-major: not
+ * transposed), the tiles elsewhere. */
+static void config_of(tj_runtime *rt, const tj_gemm_desc *d, config *c)
 {
-  if (d->m <= SM90A_SKINNY_ROWS && !d->trans_a && tj__gemm_skinny_on(rt))
-    c->plan = tj__gemm_plan_skinny(rt, (int)d->n, (int)d->k);
+  int M = (int)d->m, N = (int)d->n, K = (int)d->k;
+  int skinny = M <= SM90A_SKINNY_ROWS && !d->trans_a &&
+               tj__gemm_skinny_on(rt);
+  const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
+  const tj__gemm_config *decision = NULL;
+  if (!knobs->forced_split && !knobs->tile) {
+    char op[TJ__GEMM_OP_MAX];
+    tj__gemm_desc_op(d, op);
+    decision = tj__gemm_decision_for(rt, op, M, N, K, d->c, (int)d->ldc);
+  }
+  if (decision && decision->skinny == skinny)
+    c->plan = tj__gemm_plan_config(decision, rt->sms, M, N, K);
+  else if (skinny)
+    c->plan = tj__gemm_plan_skinny(rt, N, K);
   else
-    c->plan = tj__gemm_plan_tiles(rt, (int)d->m, (int)d->n, (int)d->k);
+    c->plan = tj__gemm_plan_tiles(rt, M, N, K);
   name_config(d, c);
 }
 
