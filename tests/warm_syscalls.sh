@@ -44,7 +44,8 @@ export TOKITAI_JIT_CACHE="$cache"
 # ------------------------------------------------------------ the server
 port=
 server=
-if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 &&
+   command -v python3 >/dev/null 2>&1; then
   for attempt in 1 2 3 4 5; do
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
@@ -84,7 +85,7 @@ if [ -n "$server" ]; then
   unset TOKITAI_JIT_REMOTE
 else
   live=
-  echo "$me: redis-server is not installed: the live server's run is left out"
+  echo "$me: no redis-server here (or redis-cli, python3): the live server's run is left out"
   run 0 --warm add_i32 --arch "$arch" -j 1
 fi
 out "1 compiled"
