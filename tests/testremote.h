@@ -22,7 +22,9 @@
 
 #include <hiredis/hiredis.h>
 
+#ifndef PROCS /* bench/remote_herd.c asks for more */
 #define PROCS 32
+#endif
 #define MAX_SERVERS 3
 
 /* A user kernel beside the embedded add_i32: the module path too. */
@@ -234,8 +236,9 @@ typedef struct report {
 } report;
 
 /* What the children get: add_i32, with the user kernel, or one of the
- * entries of kernels/gelu_f16.hip, child by child. */
-enum { ADD, ADD_AND_USER, GELU_FILE };
+ * entries of kernels/gelu_f16.hip, child by child; or add_i32 and
+ * gelu_fwd_f16, two files, each child. */
+enum { ADD, ADD_AND_USER, GELU_FILE, ADD_AND_GELU };
 static const char *const gelu_entries[] = {"gelu_fwd_f16", "gelu_bwd_f16",
                                            "gelu_fwd_bwd_f16"};
 
@@ -254,7 +257,9 @@ static inline void child(int index, const char *cache, const char *spec,
                                               : "add_i32";
   rep.ok = rt && tj_kernel_get(rt, name, &k) == TJ_OK &&
            (what != ADD_AND_USER ||
-            tj_kernel_compile(rt, user_source, "remote_k", NULL, &k) == TJ_OK);
+            tj_kernel_compile(rt, user_source, "remote_k", NULL, &k) == TJ_OK) &&
+           (what != ADD_AND_GELU ||
+            tj_kernel_get(rt, "gelu_fwd_f16", &k) == TJ_OK);
   if (rt) {
     snprintf(rep.msg, sizeof rep.msg, "%s", tj_errmsg(rt));
     tj_runtime_get_stats(rt, &rep.st);
