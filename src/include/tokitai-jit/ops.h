@@ -134,8 +134,11 @@ typedef struct tj_gemm_desc {
  * not 16-byte aligned) is first copied, on stream, into memory from the
  * runtime's pool where they are.  Every other combination runs the
  * portable kernel (kernels/gemm_portable.hip, fp32 FMAs on any GPU).
- * Each configuration is compiled the first time it is used.  The same
- * call gives the same bits on every run.  Errors: TJ_EINVAL (a NULL or malformed
+ * Each configuration is compiled the first time it is used.  On the
+ * Hopper path a tuning decision in the cache for the call's op (its
+ * name up to the path: "gemm_bf16_bf16_bf16_nt_none") and shape class
+ * takes the rule's place, as for tj_gemm_f16.  The same call gives the
+ * same bits on every run.  Errors: TJ_EINVAL (a NULL or malformed
  * field, with the field named in tj_errmsg: a type, a transpose flag or
  * an epilogue it does not know, a size below 1, a leading dimension below
  * its row, a pointer missing, misaligned or overlapping another, an
