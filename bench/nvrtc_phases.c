@@ -30,6 +30,15 @@
  *      kernels/gemm_f16.hip kernels/gemm_skinny_f16.hip \
  *      kernels/gemm_f16_sm90a.hip kernels/gemm_f16_sm90a_skinny.hip \
  *      kernels/gemm_f16_sm90a_extra.hip
+ *
+ * A configuration of a file compiled per configuration takes its -D
+ * constants as --define NAME=VALUE (each before the files), e.g. the
+ * GEMM family's bf16 NT 128 x 256 multicast pair: --define TJ_TA=2
+ * --define TJ_TC=2 --define TJ_TRANS_A=0 --define TJ_TRANS_B=1 --define
+ * TJ_EPI=0 --define TJ_H_KIND=2 --define TJ_H_BN=256 --define
+ * TJ_H_STAGES=4 --define TJ_H_SPLIT=1 --define TJ_GEMM_ENTRY=g --define
+ * TJ_REDUCE_ENTRY=r --define TJ_COLSUM_ENTRY=c --define TJ_PAD_ENTRY=p
+ * kernels/gemm_sm90a.hip.
  */
 #define _GNU_SOURCE
 #include <nvrtc.h>
@@ -79,26 +88,38 @@ static char *read_text(const char *path)
   return buf;
 }
 
-/* The file as the library embeds it: the "embed: prepend NAME" file in
- * front when it names one. */
+/* The file as the library embeds it: the files its "embed: prepend
+ * NAME..." line names, in that order, in front. */
 static char *embedded_source(const char *path)
 {
   char *text = read_text(path);
   const char *mark = text ? strstr(text, " * embed: prepend ") : NULL;
   if (!mark)
     return text;
-  char name[256], *dir = strdup(path), *slash = strrchr(dir, '/'), *full;
-  if (sscanf(mark + strlen(" * embed: prepend "), "%255s", name) != 1)
-    name[0] = '\0';
+  char *dir = strdup(path), *slash = strrchr(dir, '/');
   if (slash)
     *slash = '\0';
-  if (asprintf(&full, "%s/%s", slash ? dir : ".", name) < 0)
-    full = NULL;
-  char *front = full ? read_text(full) : NULL, *both = NULL;
-  if (front && asprintf(&both, "%s%s", front, text) < 0)
+  char *all = strdup(""), name[256];
+  const char *p = mark + strlen(" * embed: prepend ");
+  int used;
+  while (all && *p != '\n' && sscanf(p, "%255s%n", name, &used) == 1) {
+    char *full = NULL, *front = NULL, *more = NULL;
+    p += used;
+    if (asprintf(&full, "%s/%s", slash ? dir : ".", name) >= 0)
+      front = read_text(full);
+    if (!front || asprintf(&more, "%s%s", all, front) < 0)
+      more = NULL;
+    free(full);
+    free(front);
+    free(all);
+    all = more;
+    while (*p == ' ')
+      p++;
+  }
+  char *both = NULL;
+  if (all && asprintf(&both, "%s%s", all, text) < 0)
     both = NULL;
-  free(front);
-  free(full);
+  free(all);
   free(dir);
   free(text);
   return both;
@@ -118,6 +139,13 @@ static int load_headers(void)
   return 0;
 }
 
+/* -D options from the command line (--define NAME=VALUE): a
+ * configuration of a file compiled per configuration (gemm_sm90a.hip,
+ * gemm_portable.hip), as the library's call gives them. */
+#define MAX_DEFINES 16
+static char *defines[MAX_DEFINES];
+static int ndefines;
+
 typedef struct compile_out {
   double ms, wall_ms; /* CPU time, wall time */
   char *cubin;
@@ -131,10 +159,12 @@ static int compile(const char *src, const char *name, const char *target,
                    const char *const *extra, int nextra, compile_out *out)
 {
   char arch[64];
-  const char *opts[16];
+  const char *opts[16 + MAX_DEFINES];
   int n = 0;
   for (int i = 0; i < nextra; i++) /* PCH options must come first */
     opts[n++] = extra[i];
+  for (int i = 0; i < ndefines; i++)
+    opts[n++] = defines[i];
   snprintf(arch, sizeof arch, "--gpu-architecture=%s", target);
   opts[n++] = arch;
   opts[n++] = "-I" CUDA_INCLUDE;
@@ -287,13 +317,17 @@ int main(int argc, char **argv)
       arch = argv[first + 1];
     else if (strcmp(argv[first], "--reps") == 0)
       reps = atoi(argv[first + 1]);
+    else if (strcmp(argv[first], "--define") == 0 && ndefines < MAX_DEFINES &&
+             asprintf(&defines[ndefines], "-D%s", argv[first + 1]) >= 0)
+      ndefines++;
     else
       break;
     first += 2;
   }
   if (first >= argc || reps < 1 || reps > MAX_REPS ||
       strncmp(arch, "sm_", 3) != 0) {
-    fprintf(stderr, "usage: %s [--arch sm_NN[a]] [--reps 1-%d] KERNEL.hip...\n"
+    fprintf(stderr, "usage: %s [--arch sm_NN[a]] [--reps 1-%d] "
+            "[--define NAME=VALUE]... KERNEL.hip...\n"
             "(run from the source tree: it reads %s)\n", argv[0], MAX_REPS,
             HIP_HEADERS);
     return 2;
