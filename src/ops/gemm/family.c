@@ -35,10 +35,10 @@ static const char *const epilogue_names[] = {"none", "bias", "biasgelu",
 
 /* ------------------------------------------------------- checks */
 
-static int check_kinds(tj_runtime *rt, const char *fn, const tj_gemm_desc *d)
+int tj__gemm_check_kinds(tj_runtime *rt, const char *fn, const int types[3],
+                         int trans_a, int trans_b, int epilogue)
 {
   const char *names[] = {"a_type", "b_type", "c_type"};
-  int types[] = {d->a_type, d->b_type, d->c_type};
   for (int i = 0; i < 3; i++) {
     int max = i == 2 ? TJ_DTYPE_F32 : TJ_DTYPE_BF16;
     if (types[i] < TJ_DTYPE_F16 || types[i] > max)
@@ -46,14 +46,30 @@ static int check_kinds(tj_runtime *rt, const char *fn, const tj_gemm_desc *d)
                       "takes (TJ_DTYPE_F16, TJ_DTYPE_BF16%s)", fn, names[i],
                       types[i], i == 2 ? ", TJ_DTYPE_F32" : "");
   }
-  if ((d->trans_a != 0 && d->trans_a != 1) ||
-      (d->trans_b != 0 && d->trans_b != 1))
+  if ((trans_a != 0 && trans_a != 1) || (trans_b != 0 && trans_b != 1))
     return tj__fail(rt, TJ_EINVAL, "%s: trans_a=%d, trans_b=%d: each must "
-                    "be 0 or 1", fn, d->trans_a, d->trans_b);
-  if (d->epilogue < TJ_EPILOGUE_NONE || d->epilogue > TJ_EPILOGUE_DGELU)
+                    "be 0 or 1", fn, trans_a, trans_b);
+  if (epilogue < TJ_EPILOGUE_NONE || epilogue > TJ_EPILOGUE_DGELU)
     return tj__fail(rt, TJ_EINVAL, "%s: epilogue=%d is not a "
-                    "TJ_EPILOGUE_*", fn, d->epilogue);
+                    "TJ_EPILOGUE_*", fn, epilogue);
   return TJ_OK;
+}
+
+const char *tj__gemm_dtype_name(int type)
+{
+  return dtype_names[type];
+}
+
+const char *tj__gemm_epilogue_name(int epilogue)
+{
+  return epilogue_names[epilogue];
+}
+
+static int check_kinds(tj_runtime *rt, const char *fn, const tj_gemm_desc *d)
+{
+  const int types[3] = {d->a_type, d->b_type, d->c_type};
+  return tj__gemm_check_kinds(rt, fn, types, d->trans_a, d->trans_b,
+                              d->epilogue);
 }
 
 /* m, n, k from 1; M's tiles within the grid's y limit; each leading

@@ -198,6 +198,16 @@ void tj__gemm_desc_name(const tj_gemm_desc *d, const char *path,
                         char out[TJ__GEMM_NAME_MAX]);
 void tj__gemm_desc_op(const tj_gemm_desc *d, char out[TJ__GEMM_OP_MAX]);
 int tj__gemm_family_op(const char *op);
+/* The family's checks of the kinds a call names, shared with the
+ * grouped call: types (A, B, C) each one A and B take (C also f32),
+ * each transpose 0 or 1, a TJ_EPILOGUE_*; TJ_EINVAL with the field
+ * named. */
+int tj__gemm_check_kinds(tj_runtime *rt, const char *fn, const int types[3],
+                         int trans_a, int trans_b, int epilogue);
+/* The names configurations are made of: "f16", "bf16", "f32"; "none",
+ * "bias", "biasgelu", "dgelu" (arguments already checked). */
+const char *tj__gemm_dtype_name(int type);
+const char *tj__gemm_epilogue_name(int epilogue);
 
 /* ------------------------------------------------------------ hopper.c
  * The family's Hopper path: gemm_sm90a.hip's configurations. */

@@ -9,6 +9,7 @@
  * are host memory there.
  */
 #include "call.h"
+#include "gemm.h"
 #include "span.h"
 
 #include <limits.h>
@@ -33,34 +34,22 @@ extern const char tj__gemm_grouped_portable_source[];
 /* Operands, in operands_of's order. */
 #define N_OPERANDS 7
 
-static const char *const dtype_names[] = {NULL, "f16", "bf16", "f32"};
-static const char *const epilogue_names[] = {"none", "bias", "biasgelu",
-                                             "dgelu"};
 
 /* ------------------------------------------------------- checks */
 
+/* The family's checks of types, transposes and epilogue, then the
+ * direction, and an epilogue only where rows are grouped. */
 static int check_kinds(tj_runtime *rt, const char *fn,
                        const tj_grouped_gemm_desc *d)
 {
-  const char *names[] = {"a_type", "b_type", "c_type"};
-  int types[] = {d->a_type, d->b_type, d->c_type};
-  for (int i = 0; i < 3; i++) {
-    int max = i == 2 ? TJ_DTYPE_F32 : TJ_DTYPE_BF16;
-    if (types[i] < TJ_DTYPE_F16 || types[i] > max)
-      return tj__fail(rt, TJ_EINVAL, "%s: %s=%d is not a type this operand "
-                      "takes (TJ_DTYPE_F16, TJ_DTYPE_BF16%s)", fn, names[i],
-                      types[i], i == 2 ? ", TJ_DTYPE_F32" : "");
-  }
-  if ((d->trans_a != 0 && d->trans_a != 1) ||
-      (d->trans_b != 0 && d->trans_b != 1))
-    return tj__fail(rt, TJ_EINVAL, "%s: trans_a=%d, trans_b=%d: each must "
-                    "be 0 or 1", fn, d->trans_a, d->trans_b);
+  const int types[3] = {d->a_type, d->b_type, d->c_type};
+  int rc = tj__gemm_check_kinds(rt, fn, types, d->trans_a, d->trans_b,
+                                d->epilogue);
+  if (rc != TJ_OK)
+    return rc;
   if (d->grouped != TJ_GROUPED_M && d->grouped != TJ_GROUPED_K)
     return tj__fail(rt, TJ_EINVAL, "%s: grouped=%d: set TJ_GROUPED_M "
                     "(rows) or TJ_GROUPED_K (the reduction)", fn, d->grouped);
-  if (d->epilogue < TJ_EPILOGUE_NONE || d->epilogue > TJ_EPILOGUE_DGELU)
-    return tj__fail(rt, TJ_EINVAL, "%s: epilogue=%d is not a "
-                    "TJ_EPILOGUE_*", fn, d->epilogue);
   if (d->grouped == TJ_GROUPED_K && d->epilogue != TJ_EPILOGUE_NONE)
     return tj__fail(rt, TJ_EINVAL, "%s: epilogue=%d: a TJ_GROUPED_K call "
                     "takes TJ_EPILOGUE_NONE only", fn, d->epilogue);
@@ -196,11 +185,11 @@ static int check_pointers(tj_runtime *rt, const char *fn,
     if (w == 1 && !o[i].p)
       return tj__fail(rt, TJ_EINVAL, "%s: %s is NULL, and %s needs it", fn,
                       o[i].name, i < 4 ? "every call"
-                                       : epilogue_names[d->epilogue]);
+                                       : tj__gemm_epilogue_name(d->epilogue));
     if (w == 0 && o[i].p)
       return tj__fail(rt, TJ_EINVAL, "%s: %s is set, and epilogue %s does "
                       "not take it", fn, o[i].name,
-                      epilogue_names[d->epilogue]);
+                      tj__gemm_epilogue_name(d->epilogue));
     if (o[i].p && o[i].span == 0)
       return tj__fail(rt, TJ_ERANGE, "%s: %s spans more bytes than memory "
                       "holds", fn, o[i].name);
@@ -252,10 +241,10 @@ static void names_of(const tj_grouped_gemm_desc *d, config_names *n)
 {
   snprintf(n->product, sizeof n->product,
            "gemm_grouped_%c_%s_%s_%s_%c%c_%s_portable",
-           d->grouped == TJ_GROUPED_M ? 'm' : 'k', dtype_names[d->a_type],
-           dtype_names[d->b_type], dtype_names[d->c_type],
+           d->grouped == TJ_GROUPED_M ? 'm' : 'k', tj__gemm_dtype_name(d->a_type),
+           tj__gemm_dtype_name(d->b_type), tj__gemm_dtype_name(d->c_type),
            d->trans_a ? 't' : 'n', d->trans_b ? 't' : 'n',
-           epilogue_names[d->epilogue]);
+           tj__gemm_epilogue_name(d->epilogue));
   snprintf(n->colsum, sizeof n->colsum, "%s_colsum", n->product);
 }
 
