@@ -23,6 +23,10 @@ if ! strace -f -o /dev/null true >/dev/null 2>&1; then
   echo "$me: strace cannot trace here (ptrace not permitted); skipping"
   exit 77
 fi
+# LeakSanitizer cannot run under ptrace: a sanitizer build's leak check
+# is off for this script's runs (make check's other suites keep it).
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+export ASAN_OPTIONS
 # The program itself, not libtool's wrapper script (whose sed and ls
 # open files and sockets of their own).
 traced() {
