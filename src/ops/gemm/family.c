@@ -416,9 +416,12 @@ int tj_gemm_host(tj_runtime *rt, const tj_gemm_desc *desc)
    * embedded entry by name (host_run gets it), or the configuration. */
   const char *entry = NULL;
   tj_module *m = NULL;
-  /* Device copies are hipMalloc's, aligned as NULL is. */
+  /* Device copies are hipMalloc's, aligned as NULL is: the
+   * configuration is planned as the launch will plan it, C's alignment
+   * (its shape class) included. */
   tj_gemm_desc dev = j.d;
   dev.a = dev.b = NULL;
+  dev.c = NULL;
   if (f16_path_serves(&j.d))
     entry = tj__gemm_plan_call(rt, (int)j.d.m, (int)j.d.n, (int)j.d.k, NULL,
                                (int)j.d.lda, NULL, (int)j.d.ldb, NULL,

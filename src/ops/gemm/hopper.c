@@ -105,12 +105,6 @@ static void unsplit_config(const tj_gemm_desc *d, config *c)
   name_config(d, c);
 }
 
-/* The stages of a tile bn columns wide (gemm_f16_sm90a.hip's). */
-static int stages_of(int bn)
-{
-  return bn == 64 ? 8 : bn == 256 ? 4 : 5;
-}
-
 /* c's module: compiled for sm_90a (or loaded) the first time. */
 static int module_of(tj_runtime *rt, const tj_gemm_desc *d, const config *c,
                      tj_module **m)
@@ -123,7 +117,7 @@ static int module_of(tj_runtime *rt, const tj_gemm_desc *d, const config *c,
   int skinny = c->plan.kind == GEMM_KIND_SKINNY;
   int vals[NVALS] = {d->a_type, d->c_type, d->trans_a, d->trans_b,
                      d->epilogue, (int)c->plan.kind, c->plan.tile_n,
-                     stages_of(c->plan.tile_n), skinny ? c->plan.split : 1};
+                     SM90A_STAGES(c->plan.tile_n), skinny ? c->plan.split : 1};
   const char *options[NOPT];
   for (int i = 0; i < NVALS; i++)
     snprintf(opt[i], sizeof opt[i], "-D%s=%d", keys[i], vals[i]);

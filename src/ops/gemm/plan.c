@@ -267,8 +267,7 @@ int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms)
  * fit. */
 static unsigned sm90a_shared_of(int bn)
 {
-  return bn == 64 ? SM90A_SHARED(64, 8) : bn == 256 ? SM90A_SHARED(256, 4)
-                                                     : SM90A_SHARED(128, 5);
+  return SM90A_SHARED(bn, SM90A_STAGES(bn));
 }
 
 /* A split-K plan of split parts (grid x narrow tiles, y mt tiles). */
@@ -282,8 +281,8 @@ static tj__gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
     split = (ktiles - 1) / kper + 1;
   return (tj__gemm_plan){"gemm_f16_sm90a_128x128_splitk",
                          {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
-                         SM90A_SHARED(128, 5), split, kper, GEMM_PATH_SM90A,
-                         128, 0, GEMM_KIND_SPLIT};
+                         SM90A_SHARED(128, SM90A_STAGES(128)), split, kper,
+                         GEMM_PATH_SM90A, 128, 0, GEMM_KIND_SPLIT};
 }
 
 /* The 128 x 64 tile with K split across a cluster of two blocks. */

@@ -45,6 +45,9 @@
 #define SM90A_THREADS 384u
 #define SM90A_BM 128
 #define SM90A_EPI_BYTES (2 * 2 * 64 * 64 * 2)
+/* The stages of a 128 x bn tile (gemm_f16_sm90a.hip's entries, and
+ * gemm_sm90a.hip's TJ_H_STAGES): as many as fit beside its epilogue. */
+#define SM90A_STAGES(bn) ((bn) == 64 ? 8 : (bn) == 256 ? 4 : 5)
 #define SM90A_SHARED(bn, stages)                                  \
   ((stages) * (SM90A_BM + (bn)) * 64 * 2 + SM90A_EPI_BYTES + 1024 + \
    16 * (stages))
