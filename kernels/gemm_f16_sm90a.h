@@ -624,6 +624,88 @@ __device__ __forceinline__ unsigned tj_h_box_pair(const tj_h_out &o, int row,
   return tj_h_pack(r0, r1);
 }
 
+/* The two values of a 16-bit pair (C's type), lo first. */
+__device__ __forceinline__ float2 tj_h_unpack(unsigned w) {
+#if TJ_TC == 2
+  return make_float2(__uint_as_float(w << 16),
+                     __uint_as_float(w & 0xffff0000u));
+#else
+  __half2 h;
+  memcpy(&h, &w, sizeof w);
+  return __half22float2(h);
+#endif
+}
+
+/* A thread's 16 pairs of box c (columns col + 8 jj and + 1, jj < 8, at
+ * rows row and row + 8: pair 2 jj + h), alpha and the epilogue applied,
+ * packed into w.  Where all of them lie inside C and bias and aux allow
+ * 4-byte accesses, the epilogue's loads (bias pairs, aux pairs) are all
+ * issued before any arithmetic and its aux stores come after, so their
+ * latencies overlap instead of adding up; elsewhere each pair goes
+ * through tj_h_box_pair. */
+template <int BN>
+__device__ __forceinline__ void tj_h_box_words(const float (&d)[BN / 2],
+                                               const tj_h_out &o, int c,
+                                               int row, int col,
+                                               unsigned (&w)[16]) {
+  bool fast = TJ_EPI != 0 && row + 8 < o.M && col + 57 < o.N &&
+              ((reinterpret_cast<unsigned long long>(o.bias) |
+                reinterpret_cast<unsigned long long>(o.aux)) & 3ull) == 0 &&
+              (o.ldaux & 1) == 0;
+  if (!fast) {
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+      int j = 8 * c + jj;
+      w[2 * jj] = tj_h_box_pair(o, row, col + 8 * jj, d[4 * j], d[4 * j + 1]);
+      w[2 * jj + 1] = tj_h_box_pair(o, row + 8, col + 8 * jj, d[4 * j + 2],
+                                    d[4 * j + 3]);
+    }
+    return;
+  }
+  const unsigned short *bias = (const unsigned short *)o.bias;
+  unsigned short *aux = (unsigned short *)o.aux;
+  long long a0 = (long long)row * o.ldaux + col, a1 = a0 + 8 * o.ldaux;
+  unsigned in[16];
+#pragma unroll
+  for (int jj = 0; jj < 8; jj++) {
+    if (TJ_EPI == 1 || TJ_EPI == 2)
+      in[jj] = *reinterpret_cast<const unsigned *>(bias + col + 8 * jj);
+    if (TJ_EPI == 3) {
+      in[2 * jj] = *reinterpret_cast<const unsigned *>(aux + a0 + 8 * jj);
+      in[2 * jj + 1] = *reinterpret_cast<const unsigned *>(aux + a1 + 8 * jj);
+    }
+  }
+  unsigned pre[16];
+#pragma unroll
+  for (int p = 0; p < 16; p++) {
+    int j = 8 * c + p / 2, h = p % 2;
+    float v0 = o.alpha * d[4 * j + 2 * h], v1 = o.alpha * d[4 * j + 2 * h + 1];
+    if (TJ_EPI == 1 || TJ_EPI == 2) {
+      float2 b = tj_h_unpack(in[p / 2]);
+      v0 += b.x;
+      v1 += b.y;
+    }
+    if (TJ_EPI == 2) {
+      pre[p] = tj_h_pack(v0, v1);
+      v0 = tj_e_gelu(v0);
+      v1 = tj_e_gelu(v1);
+    }
+    if (TJ_EPI == 3) {
+      float2 u = tj_h_unpack(in[p]);
+      v0 *= tj_e_gelu_grad(u.x);
+      v1 *= tj_e_gelu_grad(u.y);
+    }
+    w[p] = tj_h_pack(v0, v1);
+  }
+  if (TJ_EPI == 2 && aux) {
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+      *reinterpret_cast<unsigned *>(aux + a0 + 8 * jj) = pre[2 * jj];
+      *reinterpret_cast<unsigned *>(aux + a1 + 8 * jj) = pre[2 * jj + 1];
+    }
+  }
+}
+
 /* The epilogue through shared memory, where beta == 0 and C is a 16-bit
  * TMA tensor (the host passes tma_c and says so): the warpgroup's 64 rows
  * go out in 64 x 64 boxes.  Each box is written (alpha and the epilogue
@@ -652,21 +734,18 @@ __device__ __forceinline__ void tj_h_epilogue_tma(const float (&d)[BN / 2],
 #pragma unroll
   for (int c = 0; c < BN / 64; c++) {
     unsigned box = buf + (boxes & 1u) * 8192, b = box + mine;
+    unsigned w[16];
+    tj_h_box_words<BN>(d, o, c, row0 + r, n0 + 64 * c + 2 * (t % 4), w);
     if (t == 0)
       tj_h_tma_store_wait<1>();
     tj_h_named_sync(1 + cw, 128);
 #pragma unroll
     for (int jj = 0; jj < 8; jj++) {
-      int j = 8 * c + jj, col = n0 + 8 * j + 2 * (t % 4);
       unsigned at = b + ((jj ^ (r & 7)) << 4);
       /* Row r + 8: 1024 bytes on, the same chunk order. */
       asm volatile("st.shared.b32 [%0], %1;\n"
                    "st.shared.b32 [%2], %3;" ::"r"(at),
-                   "r"(tj_h_box_pair(o, row0 + r, col, d[4 * j],
-                                     d[4 * j + 1])),
-                   "r"(at + 1024),
-                   "r"(tj_h_box_pair(o, row0 + r + 8, col, d[4 * j + 2],
-                                     d[4 * j + 3]))
+                   "r"(w[2 * jj]), "r"(at + 1024), "r"(w[2 * jj + 1])
                    : "memory");
     }
     /* The writes, made visible to the copy (the async proxy). */

@@ -1659,7 +1659,10 @@ static void run_family_as(tj_runtime *rt, const family_case *fc, long long M,
     d.ldb = ((fc->tb ? K : N) + 7) / 8 * 8;
     d.ldc = (N + 7) / 8 * 8 + 8;
   }
-  d.ldaux = N + 1;
+  /* aux's rows: an odd number of elements apart (its pairs read and
+   * written one element at a time), or with TMA stores an even number
+   * (in pairs). */
+  d.ldaux = layout == FAMILY_TMA_STORE ? (N + 1) / 2 * 2 + 2 : N + 1;
   size_t ea = type_bytes(fc->ab), ec = type_bytes(fc->c);
   size_t na = (size_t)(fc->ta ? K : M) * d.lda, nb = (size_t)(fc->tb ? N : K) * d.ldb;
   size_t nc = (size_t)M * d.ldc, nx = (size_t)M * d.ldaux;
