@@ -1733,10 +1733,10 @@ static void run_family(tj_runtime *rt, const family_case *fc, long long M,
   run_family_as(rt, fc, M, N, K, seed, FAMILY_ODD);
 }
 
-/* The portable kernel (the Hopper kernel turned off, as the benchmark's
- * knobs do): every layout and epilogue in bf16, and every pair of types
- * with the dGELU epilogue transposed both ways, at 1 x 1 x 1 and at
- * sizes that are multiples of no tile. */
+/* The path off Hopper (the Hopper kernel turned off, as the benchmark's
+ * knobs do: the tensor-core path): every layout and epilogue in bf16,
+ * and every pair of types with the dGELU epilogue transposed both ways,
+ * at 1 x 1 x 1 and at sizes that are multiples of no tile. */
 START_TEST(gemm_family_every_configuration)
 {
   family_case cases[40];
