@@ -1733,13 +1733,13 @@ static void run_family(tj_runtime *rt, const family_case *fc, long long M,
   run_family_as(rt, fc, M, N, K, seed, FAMILY_ODD);
 }
 
-/* The path off Hopper (the Hopper kernel turned off, as the benchmark's
- * knobs do: the tensor-core path): every layout and epilogue in bf16,
- * and every pair of types with the dGELU epilogue transposed both ways,
- * at 1 x 1 x 1 and at sizes that are multiples of no tile. */
-START_TEST(gemm_family_every_configuration)
+/* The family's cases (FAMILY_CASES of them): every layout and epilogue
+ * in bf16, and every pair of types NN without epilogue and TT with
+ * dGELU. */
+enum { FAMILY_CASES = 28 };
+
+static void family_cases(family_case cases[FAMILY_CASES])
 {
-  family_case cases[40];
   int n = 0;
   for (int t = 0; t < 4; t++)
     for (int e = 0; e < 4; e++)
@@ -1749,6 +1749,17 @@ START_TEST(gemm_family_every_configuration)
       cases[n++] = (family_case){ab, c, 0, 0, TJ_EPILOGUE_NONE};
       cases[n++] = (family_case){ab, c, 1, 1, TJ_EPILOGUE_DGELU};
     }
+}
+
+/* The path off Hopper (the Hopper kernel turned off, as the benchmark's
+ * knobs do: the tensor-core path): every layout and epilogue in bf16,
+ * and every pair of types with the dGELU epilogue transposed both ways,
+ * at 1 x 1 x 1 and at sizes that are multiples of no tile. */
+START_TEST(gemm_family_every_configuration)
+{
+  family_case cases[FAMILY_CASES];
+  int n = FAMILY_CASES;
+  family_cases(cases);
   tj_runtime *rt = open_gpu();
   tj__gemm_knobs off = *tj__gemm_knobs_of(rt);
   off.sm90a_off = 1;
@@ -1770,16 +1781,9 @@ END_TEST
  * unchecked 16-byte copies on NVIDIA), beta != 0 and beta == 0. */
 START_TEST(gemm_family_tensor_core_path)
 {
-  family_case cases[32];
-  int n = 0;
-  for (int t = 0; t < 4; t++)
-    for (int e = 0; e < 4; e++)
-      cases[n++] = (family_case){TJ_DTYPE_BF16, TJ_DTYPE_BF16, t & 1, t >> 1, e};
-  for (int ab = TJ_DTYPE_F16; ab <= TJ_DTYPE_BF16; ab++)
-    for (int c = TJ_DTYPE_F16; c <= TJ_DTYPE_F32; c++) {
-      cases[n++] = (family_case){ab, c, 0, 0, TJ_EPILOGUE_NONE};
-      cases[n++] = (family_case){ab, c, 1, 1, TJ_EPILOGUE_DGELU};
-    }
+  family_case cases[FAMILY_CASES];
+  int n = FAMILY_CASES;
+  family_cases(cases);
   tj_runtime *rt = open_gpu();
   tj__gemm_knobs k = *tj__gemm_knobs_of(rt);
   k.tc_only = 1;
