@@ -1,6 +1,38 @@
 /*
  * gemm_f16.hip: C = alpha * A * B + beta * C on fp16 matrices, fp32
- * accumulation, all row-major.
+ * accumulation, all row-major: tj_gemm_f16's "gemm_f16" entry, and, with
+ * the family's choices as -D constants, tj_gemm's tensor-core path.
+ *
+ * Compile-time constants (-D; each default gives the gemm_f16 entry)
+ *   TJ_TA         element type of A and B (one type): 1 f16, 2 bf16
+ *   TJ_TC         element type of C, bias and aux: 1 f16, 2 bf16, 3 f32
+ *   TJ_TRANS_A, TJ_TRANS_B, TJ_EPI
+ *                 as gemm_portable.hip says: op(A) is A or, with
+ *                 TJ_TRANS_A, A stored K x M (A[k*lda + m]); op(B) is B or
+ *                 B stored N x K (B[n*ldb + k]); the epilogue of
+ *                 gemm_epilogue.h (which the library's copy of this file
+ *                 starts with)
+ *   TJ_GEMM_ENTRY, TJ_COLSUM_ENTRY
+ *                 when given, the file holds these two entries instead
+ *                 of gemm_f16: the family's configuration, named from its
+ *                 choices
+ *
+ * Family entries (with TJ_GEMM_ENTRY)
+ *   TJ_GEMM_ENTRY(long long M, long long N, long long K, float alpha,
+ *                 const void *A, long long lda, const void *B,
+ *                 long long ldb, float beta, void *C, long long ldc,
+ *                 const void *bias, void *aux, long long ldaux)
+ *       C = epilogue(alpha * op(A) * op(B) + beta * C), launched as
+ *       gemm_f16 is (below); M, N, K, lda, ldb and ldc must fit in an
+ *       int.  alpha == 0 still reads A and B (tj_gemm sends such calls
+ *       to the portable kernel).
+ *   TJ_COLSUM_ENTRY(long long M, long long N, const void *C,
+ *                   long long ldc, float *sums)
+ *       block (256, 1, 1), grid (ceil(N / 32), 1, 1): gemm_epilogue.h's
+ *       tj_e_colsum, the bias gradient after a dGELU.
+ *   Transposed operands lie in shared memory as they lie in memory and
+ *   are read with ldmatrix.trans where the other layout reads without it
+ *   (NVIDIA); on AMD the global -> LDS copy transposes them.
  *
  * Entry
  *   gemm_f16(int M, int N, int K, float alpha, const __half *A, int lda,
@@ -34,17 +66,18 @@
  *   On an sm_90 device tj_gemm_f16 runs gemm_f16_sm90a.hip (wgmma, TMA)
  *   instead wherever its preconditions hold; this kernel takes the rest.
  *   NVIDIA sm_80+ (__CUDA_ARCH__ >= 800): tensor cores through inline PTX
- *   mma.sync m16n8k16 (f16 in, f32 accumulate).  A 128 x 128 x 32 block
- *   tile, 4 warps of 64 x 64 each, a three-stage cp.async pipeline, and
+ *   mma.sync m16n8k16 (f16 or bf16 in, f32 accumulate).  A 128 x 128 x
+ *   32 block tile, 4 warps of 64 x 64 each, a three-stage cp.async pipeline, and
  *   ldmatrix from XOR-swizzled shared memory (no padding, no bank
  *   conflicts).  Edge tiles in M, N and K are zero-filled on load and
  *   guarded on store.  tj-bench's GEMM section compares it with cuBLAS
  *   (cublasGemmEx, fp32 compute), whose results it matches bit for bit.
  *   AMD CDNA (gfx908, gfx90a, gfx94x) and RDNA3 (gfx1100 to gfx1103),
  *   where the compiler has the builtins: the matrix cores, through
- *   __builtin_amdgcn_mfma_f32_16x16x16f16 (2 waves of 64, each 64 x 128)
- *   or __builtin_amdgcn_wmma_f32_16x16x16_f16_w32 (4 waves of 32, each
- *   64 x 64), from 128 x 128 x 32 tiles in LDS with B transposed, loaded
+ *   __builtin_amdgcn_mfma_f32_16x16x16f16 (bf16: ..._16x16x16bf16_1k,
+ *   gfx90a and gfx94x only; 2 waves of 64, each 64 x 128) or
+ *   __builtin_amdgcn_wmma_f32_16x16x16_f16_w32 (bf16: ..._bf16_w32; 4
+ *   waves of 32, each 64 x 64), from 128 x 128 x 32 tiles in LDS with B transposed, loaded
  *   with guarded 2-byte reads (any alignment).  Shown only in the code
  *   object: v_mfma / v_wmma in its disassembly (tests/gemm_isa.sh); the
  *   GPU suite has not run these paths on an AMD GPU.
@@ -56,67 +89,96 @@
  *
  * Compiles unchanged with hipRTC (AMD) and NVRTC (NVIDIA); no fp16 header
  * is included, since both compilers provide __half and its conversions.
+ *
+ * embed: prepend gemm_epilogue.h
  */
+
+#ifndef TJ_TA
+#define TJ_TA 1
+#endif
+#ifndef TJ_TC
+#define TJ_TC 1
+#endif
+#ifndef TJ_TRANS_A
+#define TJ_TRANS_A 0
+#endif
+#ifndef TJ_TRANS_B
+#define TJ_TRANS_B 0
+#endif
+#ifndef TJ_EPI
+#define TJ_EPI 0
+#endif
 
 #define TJ_GEMM_THREADS 128
 #define TJ_GEMM_BM 128
 #define TJ_GEMM_BN 128
 
-/* The parameters, gathered so that helpers take one argument. */
+/* The parameters, gathered so that helpers take one argument.  A and B
+ * are the bits of TJ_TA elements; C, bias and aux hold TJ_TC. */
 struct tj_gemm_params {
   int M, N, K;
   float alpha, beta;
-  const __half *A, *B;
-  __half *C;
+  const unsigned short *A, *B;
+  void *C;
   int lda, ldb, ldc;
+  const void *bias;
+  void *aux;
+  long long ldaux;
 };
 
 __device__ __forceinline__ int tj_clamp_count(int remaining, int max) {
   return remaining < 0 ? 0 : (remaining > max ? max : remaining);
 }
 
-__device__ __forceinline__ float2 tj_unpack_h2(unsigned int w) {
-  __half2 h;
-  memcpy(&h, &w, sizeof w);
-  return __half22float2(h);
-}
-
-__device__ __forceinline__ unsigned int tj_pack_h2(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  unsigned int w;
-  memcpy(&w, &h, sizeof w);
-  return w;
-}
-
-/* alpha*acc + beta*C at (row, col).  Reading C only when beta != 0 keeps
- * NaN poison out. */
+/* The epilogue of alpha*acc + beta*C at (row, col).  Reading C only when
+ * beta != 0 keeps NaN poison out. */
 __device__ __forceinline__ void tj_store_one(const tj_gemm_params &g,
                                              int row, int col, float v) {
   if (row >= g.M || col >= g.N)
     return;
-  __half *c = g.C + (long long)row * g.ldc + col;
+  long long i = (long long)row * g.ldc + col;
   float r = g.alpha * v;
   if (g.beta != 0.0f)
-    r += g.beta * __half2float(*c);
-  *c = __float2half_rn(r);
+    r += g.beta * tj_e_load<TJ_TC>(g.C, i);
+  tj_e_store<TJ_TC>(g.C, i,
+                    tj_e_apply<TJ_TC, TJ_EPI>(r, row, col, g.bias, g.aux,
+                                              g.ldaux));
 }
 
-/* (row, col) and (row, col+1), as one 4-byte access when C allows it. */
+/* lo and hi rounded to 16-bit C, as one word (lo in the low half). */
+__device__ __forceinline__ unsigned int tj_pack2(float lo, float hi) {
+#if TJ_TC == 1
+  __half2 h = __floats2half2_rn(lo, hi);
+  unsigned int w;
+  memcpy(&w, &h, sizeof w);
+  return w;
+#else
+  return (unsigned int)tj_e_bits<TJ_TC>(lo) |
+         ((unsigned int)tj_e_bits<TJ_TC>(hi) << 16);
+#endif
+}
+
+/* (row, col) and (row, col+1), as one 4-byte access when C is 16-bit and
+ * allows it. */
 __device__ __forceinline__ void tj_store_pair(const tj_gemm_params &g,
                                               int row, int col, float v0,
                                               float v1, bool pairs_ok) {
-  if (!pairs_ok || row >= g.M || col + 1 >= g.N) {
+  if (TJ_TC == 3 || !pairs_ok || row >= g.M || col + 1 >= g.N) {
     tj_store_one(g, row, col, v0);
     tj_store_one(g, row, col + 1, v1);
     return;
   }
-  unsigned int *cw =
-      reinterpret_cast<unsigned int *>(g.C + (long long)row * g.ldc + col);
-  float2 old = make_float2(0.0f, 0.0f);
+  unsigned int *cw = reinterpret_cast<unsigned int *>(
+      static_cast<unsigned short *>(g.C) + (long long)row * g.ldc + col);
+  unsigned int old = 0;
   if (g.beta != 0.0f)
-    old = tj_unpack_h2(*cw);
-  *cw = tj_pack_h2(g.alpha * v0 + g.beta * old.x,
-                   g.alpha * v1 + g.beta * old.y);
+    old = *cw;
+  float o0 = tj_e_load<TJ_TC>(&old, 0), o1 = tj_e_load<TJ_TC>(&old, 1);
+  float r0 = tj_e_apply<TJ_TC, TJ_EPI>(g.alpha * v0 + g.beta * o0, row, col,
+                                       g.bias, g.aux, g.ldaux);
+  float r1 = tj_e_apply<TJ_TC, TJ_EPI>(g.alpha * v1 + g.beta * o1, row,
+                                       col + 1, g.bias, g.aux, g.ldaux);
+  *cw = tj_pack2(r0, r1);
 }
 
 __device__ __forceinline__ bool tj_pairs_ok(const tj_gemm_params &g) {
@@ -125,18 +187,27 @@ __device__ __forceinline__ bool tj_pairs_ok(const tj_gemm_params &g) {
 }
 
 /* Which AMD matrix instructions this compile may use: MFMA on CDNA
- * (gfx908, gfx90a, gfx94x; wave64), WMMA on RDNA3 (gfx11; wave32), each
- * only where the compiler has the builtin.  Anything else, the portable
- * path below. */
+ * (wave64; f16 on gfx908, gfx90a, gfx94x, bf16 with the "_1k" builtins of
+ * gfx90a and gfx94x), WMMA on RDNA3 (gfx11; wave32), each only where the
+ * compiler has the builtin.  Anything else, the portable path below. */
 #if defined(__HIP_DEVICE_COMPILE__) && defined(__AMDGCN__) && defined(__has_builtin)
-#if (defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || \
-     defined(__gfx941__) || defined(__gfx942__)) &&                        \
+#if TJ_TA == 2
+#if (defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) ||  \
+     defined(__gfx942__)) &&                                               \
+    __has_builtin(__builtin_amdgcn_mfma_f32_16x16x16bf16_1k)
+#define TJ_GEMM_MFMA 1
+#endif
+#elif (defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) || \
+       defined(__gfx941__) || defined(__gfx942__)) &&                      \
     __has_builtin(__builtin_amdgcn_mfma_f32_16x16x16f16)
 #define TJ_GEMM_MFMA 1
-#elif defined(__gfx1100__) || defined(__gfx1101__) ||                      \
-    defined(__gfx1102__) || defined(__gfx1103__)
-#if __has_builtin(__builtin_amdgcn_wmma_f32_16x16x16_f16_w32) &&           \
+#endif
+#if !defined(TJ_GEMM_MFMA) &&                                              \
+    (defined(__gfx1100__) || defined(__gfx1101__) ||                       \
+     defined(__gfx1102__) || defined(__gfx1103__)) &&                      \
     defined(__AMDGCN_WAVEFRONT_SIZE) && __AMDGCN_WAVEFRONT_SIZE == 32
+#if (TJ_TA == 2 && __has_builtin(__builtin_amdgcn_wmma_f32_16x16x16_bf16_w32)) || \
+    (TJ_TA != 2 && __has_builtin(__builtin_amdgcn_wmma_f32_16x16x16_f16_w32))
 #define TJ_GEMM_WMMA 1
 #endif
 #endif
@@ -146,10 +217,13 @@ __device__ __forceinline__ bool tj_pairs_ok(const tj_gemm_params &g) {
 /* ------------------------------------------------ NVIDIA tensor cores */
 
 /* 4 warps in a 2 x 2 grid, each owning 64 x 64 of the block's C tile:
- * MT x NT = 4 x 8 mma tiles of 16 x 8.  A tile: 128 rows of 32 halves
- * (64 bytes, CA = 4 chunks of 16 bytes); B tile: 32 rows of 128 halves
- * (256 bytes, CB = 16 chunks).  Both are 8 KiB; three stages of both fill
- * 48 KiB, the most static shared memory a kernel may have.
+ * MT x NT = 4 x 8 mma tiles of 16 x 8.  Each operand's tile lies in
+ * shared memory as it lies in global memory.  K-major (A, or B with
+ * TJ_TRANS_B): 128 rows of 32 elements (64 bytes, CA = 4 chunks of 16
+ * bytes), read with ldmatrix.  M- or N-major (B, or A with TJ_TRANS_A):
+ * 32 rows of 128 elements (256 bytes, CB = 16 chunks), read with
+ * ldmatrix.trans.  Both are 8 KiB; three stages of both fill 48 KiB, the
+ * most static shared memory a kernel may have.
  *
  * The tile shape and the code layout are the fastest of those timed with
  * tj-bench's GEMM section (8 warps of 64 x 32, 256 x 128 and 128 x 256
@@ -165,13 +239,15 @@ __device__ __forceinline__ bool tj_pairs_ok(const tj_gemm_params &g) {
 #define TJ_GEMM_MT (TJ_GEMM_WM / 16)
 #define TJ_GEMM_NT (TJ_GEMM_WN / 8)
 #define TJ_GEMM_CA (TJ_GEMM_BK / 8)
-#define TJ_GEMM_LA (128 / (TJ_GEMM_BK * 2)) /* A rows per 128 bytes */
+#define TJ_GEMM_LA (128 / (TJ_GEMM_BK * 2)) /* K-major rows per 128 bytes */
 #define TJ_GEMM_CB (TJ_GEMM_BN / 8)
-#define TJ_GEMM_A_CHUNKS (TJ_GEMM_BM * TJ_GEMM_CA / TJ_GEMM_THREADS)
-#define TJ_GEMM_B_CHUNKS (TJ_GEMM_BK * TJ_GEMM_CB / TJ_GEMM_THREADS)
+/* 16-byte chunks each thread copies of a tile, in either layout. */
+#define TJ_GEMM_CHUNKS (TJ_GEMM_BM * TJ_GEMM_CA / TJ_GEMM_THREADS)
 #define TJ_GEMM_A_BYTES (TJ_GEMM_BM * TJ_GEMM_BK * 2)
 #define TJ_GEMM_B_BYTES (TJ_GEMM_BK * TJ_GEMM_BN * 2)
 #define TJ_GEMM_STAGE_BYTES (TJ_GEMM_A_BYTES + TJ_GEMM_B_BYTES)
+#define TJ_A_KMAJOR (!TJ_TRANS_A)
+#define TJ_B_KMAJOR (TJ_TRANS_B)
 
 __device__ __forceinline__ unsigned int tj_smem_addr(const void *p) {
   unsigned int r;
@@ -202,9 +278,8 @@ template <int PENDING> __device__ __forceinline__ void tj_cp_async_wait() {
 /* The slow way for an operand that cannot use 16-byte copies: 2-byte
  * loads, zeros past `valid`, one 16-byte shared store. */
 __device__ __forceinline__ void tj_chunk_scalar(unsigned int dst,
-                                                const __half *src,
+                                                const unsigned short *s,
                                                 int valid) {
-  const unsigned short *s = reinterpret_cast<const unsigned short *>(src);
   unsigned int w[4];
 #pragma unroll
   for (int j = 0; j < 4; j++) {
@@ -217,12 +292,12 @@ __device__ __forceinline__ void tj_chunk_scalar(unsigned int dst,
                : "memory");
 }
 
-/* 8 halves of one row into shared memory, the first `valid` from
+/* 8 elements of one row into shared memory, the first `valid` from
  * base + offset and the rest zero.  base itself is what cp.async is
  * handed when nothing is to be read, so that no address past the
  * matrix is ever formed. */
 __device__ __forceinline__ void tj_chunk_to_smem(unsigned int dst,
-                                                 const __half *base,
+                                                 const unsigned short *base,
                                                  long long offset, int valid,
                                                  bool vec) {
   if (vec)
@@ -234,41 +309,57 @@ __device__ __forceinline__ void tj_chunk_to_smem(unsigned int dst,
     tj_chunk_scalar(dst, base, 0);
 }
 
-/* Row r of the A tile keeps its chunk c at c ^ tj_swizzle_a(r): the 8 rows
- * one ldmatrix reads then fall in 8 different 16-byte bank groups, with
- * no padding.  (B rows are 256 bytes; their swizzle is simply r & 7.) */
+/* Row r of a K-major tile keeps its chunk c at c ^ tj_swizzle_a(r): the 8
+ * rows one ldmatrix reads then fall in 8 different 16-byte bank groups,
+ * with no padding.  (The 256-byte rows of the other layout swizzle by
+ * r & 7.) */
 __device__ __forceinline__ int tj_swizzle_a(int row) {
   return (row / TJ_GEMM_LA) % TJ_GEMM_CA;
 }
 
-/* Bounds-checked copy of one k tile of A (edge blocks, the last partial
- * k tile, or an operand that cannot use 16-byte copies). */
-__device__ __forceinline__ void tj_load_a(const tj_gemm_params &g,
-                                          unsigned int s_a, int m0, int k0,
-                                          int tid, bool vec) {
-#pragma unroll
-  for (int i = 0; i < TJ_GEMM_A_CHUNKS; i++) {
-    int idx = tid + i * TJ_GEMM_THREADS;
-    int r = idx / TJ_GEMM_CA, c = idx % TJ_GEMM_CA;
-    int gm = m0 + r, gk = k0 + c * 8;
-    int valid = gm < g.M ? tj_clamp_count(g.K - gk, 8) : 0;
-    unsigned int dst =
-        s_a + r * (TJ_GEMM_BK * 2) + ((c ^ tj_swizzle_a(r)) << 4);
-    tj_chunk_to_smem(dst, g.A, (long long)gm * g.lda + gk, valid, vec);
-  }
+/* Where chunk c of row r of a tile lies in shared memory (bytes from the
+ * tile's start). */
+template <int KMAJ>
+__device__ __forceinline__ unsigned int tj_tile_off(int r, int c) {
+  return KMAJ ? r * (TJ_GEMM_BK * 2) + ((c ^ tj_swizzle_a(r)) << 4)
+              : r * (TJ_GEMM_BN * 2) + ((c ^ (r & 7)) << 4);
 }
 
-__device__ __forceinline__ void tj_load_b(const tj_gemm_params &g,
-                                          unsigned int s_b, int n0, int k0,
-                                          int tid, bool vec) {
+/* Thread tid's i-th chunk of a tile: its row r and chunk c.  Consecutive
+ * threads take consecutive chunks of a row. */
+template <int KMAJ>
+__device__ __forceinline__ void tj_chunk_rc(int tid, int i, int &r, int &c) {
+  int idx = tid + i * TJ_GEMM_THREADS;
+  r = KMAJ ? idx / TJ_GEMM_CA : idx / TJ_GEMM_CB;
+  c = KMAJ ? idx % TJ_GEMM_CA : idx % TJ_GEMM_CB;
+}
+
+/* Elements from an operand's tile origin (row mn0 or k0 of its stored
+ * rows) to chunk c of tile row r. */
+template <int KMAJ>
+__device__ __forceinline__ long long tj_chunk_src(int r, int c, int mn0,
+                                                  int ld) {
+  return KMAJ ? (long long)(mn0 + r) * ld + c * 8
+              : (long long)r * ld + mn0 + c * 8;
+}
+
+/* Bounds-checked copy of one k tile of an operand (mn extent MN, stored
+ * rows ld apart) into shared memory at s: edge blocks, the last partial
+ * k tile, or an operand that cannot use 16-byte copies. */
+template <int KMAJ>
+__device__ __forceinline__ void tj_load_tile(const unsigned short *p, int ld,
+                                             int MN, int K, unsigned int s,
+                                             int mn0, int k0, int tid,
+                                             bool vec) {
 #pragma unroll
-  for (int i = 0; i < TJ_GEMM_B_CHUNKS; i++) {
-    int idx = tid + i * TJ_GEMM_THREADS;
-    int r = idx / TJ_GEMM_CB, c = idx % TJ_GEMM_CB;
-    int gk = k0 + r, gn = n0 + c * 8;
-    int valid = gk < g.K ? tj_clamp_count(g.N - gn, 8) : 0;
-    unsigned int dst = s_b + r * (TJ_GEMM_BN * 2) + ((c ^ (r & 7)) << 4);
-    tj_chunk_to_smem(dst, g.B, (long long)gk * g.ldb + gn, valid, vec);
+  for (int i = 0; i < TJ_GEMM_CHUNKS; i++) {
+    int r, c;
+    tj_chunk_rc<KMAJ>(tid, i, r, c);
+    int gmn = mn0 + (KMAJ ? r : c * 8), gk = k0 + (KMAJ ? c * 8 : r);
+    int valid = KMAJ ? (gmn < MN ? tj_clamp_count(K - gk, 8) : 0)
+                     : (gk < K ? tj_clamp_count(MN - gmn, 8) : 0);
+    long long off = KMAJ ? (long long)gmn * ld + gk : (long long)gk * ld + gmn;
+    tj_chunk_to_smem(s + tj_tile_off<KMAJ>(r, c), p, off, valid, vec);
   }
 }
 
@@ -290,21 +381,64 @@ __device__ __forceinline__ void tj_ldmatrix_x4_trans(unsigned int r[4],
                : "memory");
 }
 
+#if TJ_TA == 2
+#define TJ_MMA_TYPES "bf16.bf16"
+#else
+#define TJ_MMA_TYPES "f16.f16"
+#endif
+
 __device__ __forceinline__ void tj_mma_16816(float c[4],
                                              const unsigned int a[4],
                                              const unsigned int b[2]) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." TJ_MMA_TYPES ".f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* A fragment (16 x 16: a0..a3 as mma wants them) of rows m (in the
+ * block's tile) at k step ks.  K-major: ldmatrix.x4 lanes 0-15 address
+ * rows 0-15 at k 0-7, lanes 16-31 the same rows at k 8-15.  M-major
+ * (.trans): lanes 0-7 / 8-15 address k 0-7 of m 0-7 / 8-15, lanes 16-31
+ * the same at k 8-15. */
+__device__ __forceinline__ void tj_frag_a(unsigned int a[4], unsigned int s_a,
+                                          int m, int ks, int lane) {
+#if TJ_A_KMAJOR
+  int row = m + (lane & 15), chunk = ks * 2 + (lane >> 4);
+  tj_ldmatrix_x4(a, s_a + tj_tile_off<1>(row, chunk));
+#else
+  int krow = ks * 16 + (lane & 7) + (lane >> 4) * 8;
+  int chunk = m / 8 + ((lane >> 3) & 1);
+  tj_ldmatrix_x4_trans(a, s_a + tj_tile_off<0>(krow, chunk));
+#endif
+}
+
+/* Two B fragments (16 x 8: b0, b1 each) of columns n to n + 15 at k step
+ * ks.  N-major (.trans): lanes 0-7 / 8-15 address k 0-7 / 8-15 of n 0-7,
+ * lanes 16-31 the same for n 8-15.  K-major: lanes 0-7 / 8-15 address n
+ * 0-7 at k 0-7 / 8-15, lanes 16-31 the same for n 8-15. */
+__device__ __forceinline__ void tj_frag_b(unsigned int b0[2],
+                                          unsigned int b1[2],
+                                          unsigned int s_b, int n, int ks,
+                                          int lane) {
+  unsigned int r[4];
+#if TJ_B_KMAJOR
+  int row = n + (lane & 7) + (lane >> 4) * 8;
+  int chunk = ks * 2 + ((lane >> 3) & 1);
+  tj_ldmatrix_x4(r, s_b + tj_tile_off<1>(row, chunk));
+#else
+  int krow = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+  int chunk = n / 8 + (lane >> 4);
+  tj_ldmatrix_x4_trans(r, s_b + tj_tile_off<0>(krow, chunk));
+#endif
+  b0[0] = r[0];
+  b0[1] = r[1];
+  b1[0] = r[2];
+  b1[1] = r[3];
+}
+
 /* One warp's 64 x 64 share of a 32-deep stage: two k16 steps, each 4 A
- * fragments (16 x 16) and 8 B fragments (16 x 8), 32 mma.
- * ldmatrix.x4 lanes 0-15 address rows 0-15 at k 0-7, lanes 16-31 the same
- * rows at k 8-15: registers a0..a3 as mma wants them.  ldmatrix.x4.trans
- * lanes 0-7 / 8-15 address k 0-7 / 8-15 of n 0-7, lanes 16-31 the same
- * for n 8-15: b0, b1 of two n8 tiles. */
+ * fragments (16 x 16) and 8 B fragments (16 x 8), 32 mma. */
 __device__ __forceinline__ void
 tj_warp_stage(float acc[TJ_GEMM_MT][TJ_GEMM_NT][4], unsigned int s_a,
               unsigned int s_b, int warp_m, int warp_n, int lane) {
@@ -312,24 +446,12 @@ tj_warp_stage(float acc[TJ_GEMM_MT][TJ_GEMM_NT][4], unsigned int s_a,
   for (int ks = 0; ks < TJ_GEMM_BK / 16; ks++) {
     unsigned int a[TJ_GEMM_MT][4], b[TJ_GEMM_NT][2];
 #pragma unroll
-    for (int mt = 0; mt < TJ_GEMM_MT; mt++) {
-      int row = warp_m * TJ_GEMM_WM + mt * 16 + (lane & 15);
-      int chunk = ks * 2 + (lane >> 4);
-      tj_ldmatrix_x4(a[mt], s_a + row * (TJ_GEMM_BK * 2) +
-                                ((chunk ^ tj_swizzle_a(row)) << 4));
-    }
+    for (int mt = 0; mt < TJ_GEMM_MT; mt++)
+      tj_frag_a(a[mt], s_a, warp_m * TJ_GEMM_WM + mt * 16, ks, lane);
 #pragma unroll
-    for (int p = 0; p < TJ_GEMM_NT / 2; p++) {
-      int krow = ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-      int chunk = warp_n * (TJ_GEMM_WN / 8) + p * 2 + (lane >> 4);
-      unsigned int r[4];
-      tj_ldmatrix_x4_trans(r, s_b + krow * (TJ_GEMM_BN * 2) +
-                                  ((chunk ^ (krow & 7)) << 4));
-      b[2 * p][0] = r[0];
-      b[2 * p][1] = r[1];
-      b[2 * p + 1][0] = r[2];
-      b[2 * p + 1][1] = r[3];
-    }
+    for (int p = 0; p < TJ_GEMM_NT / 2; p++)
+      tj_frag_b(b[2 * p], b[2 * p + 1], s_b, warp_n * TJ_GEMM_WN + p * 16,
+                ks, lane);
 #pragma unroll
     for (int mt = 0; mt < TJ_GEMM_MT; mt++)
 #pragma unroll
@@ -357,6 +479,31 @@ tj_epilogue_tc(const tj_gemm_params &g,
     }
 }
 
+/* Stage st's copy of k tile kt: the fast one (no bounds checks, from the
+ * per-thread addresses) where `whole`, else tj_load_tile's. */
+__device__ __forceinline__ void
+tj_stage_in(const tj_gemm_params &g, unsigned int st, int kt, bool whole,
+            const unsigned short *const a_src[TJ_GEMM_CHUNKS],
+            const unsigned int a_dst[TJ_GEMM_CHUNKS],
+            const unsigned short *const b_src[TJ_GEMM_CHUNKS],
+            const unsigned int b_dst[TJ_GEMM_CHUNKS], long long a_step,
+            long long b_step, int m0, int n0, int tid, bool a_vec,
+            bool b_vec) {
+  if (whole) {
+#pragma unroll
+    for (int i = 0; i < TJ_GEMM_CHUNKS; i++)
+      tj_cp_async16(st + a_dst[i], a_src[i] + kt * a_step, 16);
+#pragma unroll
+    for (int i = 0; i < TJ_GEMM_CHUNKS; i++)
+      tj_cp_async16(st + b_dst[i], b_src[i] + kt * b_step, 16);
+  } else {
+    tj_load_tile<TJ_A_KMAJOR>(g.A, g.lda, g.M, g.K, st, m0, kt * TJ_GEMM_BK,
+                              tid, a_vec);
+    tj_load_tile<TJ_B_KMAJOR>(g.B, g.ldb, g.N, g.K, st + TJ_GEMM_A_BYTES, n0,
+                              kt * TJ_GEMM_BK, tid, b_vec);
+  }
+}
+
 /*
  * The main loop: a three-stage cp.async pipeline.  Empty groups are
  * committed too, so that "all but the newest STAGES-2 groups are done"
@@ -366,7 +513,7 @@ tj_epilogue_tc(const tj_gemm_params &g,
  * copies every whole k tile with no bounds checks, from per-thread
  * addresses computed once (faster than checking every chunk);
  * everything else, and the last partial k tile, goes through
- * tj_load_a / tj_load_b.
+ * tj_load_tile.
  */
 __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
   __shared__ __align__(128) unsigned char smem[TJ_GEMM_STAGES *
@@ -390,39 +537,26 @@ __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
   int ktiles = (g.K + TJ_GEMM_BK - 1) / TJ_GEMM_BK;
   bool fast = a_vec && b_vec && m0 + TJ_GEMM_BM <= g.M &&
               n0 + TJ_GEMM_BN <= g.N;
-  const __half *a_src[TJ_GEMM_A_CHUNKS], *b_src[TJ_GEMM_B_CHUNKS];
-  unsigned int a_dst[TJ_GEMM_A_CHUNKS], b_dst[TJ_GEMM_B_CHUNKS];
+  const unsigned short *a_src[TJ_GEMM_CHUNKS], *b_src[TJ_GEMM_CHUNKS];
+  unsigned int a_dst[TJ_GEMM_CHUNKS], b_dst[TJ_GEMM_CHUNKS];
 #pragma unroll
-  for (int i = 0; i < TJ_GEMM_A_CHUNKS; i++) {
-    int idx = tid + i * TJ_GEMM_THREADS, r = idx / TJ_GEMM_CA,
-        c = idx % TJ_GEMM_CA;
-    a_src[i] = g.A + (long long)(m0 + r) * g.lda + c * 8;
-    a_dst[i] = r * (TJ_GEMM_BK * 2) + ((c ^ tj_swizzle_a(r)) << 4);
+  for (int i = 0; i < TJ_GEMM_CHUNKS; i++) {
+    int r, c;
+    tj_chunk_rc<TJ_A_KMAJOR>(tid, i, r, c);
+    a_src[i] = g.A + tj_chunk_src<TJ_A_KMAJOR>(r, c, m0, g.lda);
+    a_dst[i] = tj_tile_off<TJ_A_KMAJOR>(r, c);
+    tj_chunk_rc<TJ_B_KMAJOR>(tid, i, r, c);
+    b_src[i] = g.B + tj_chunk_src<TJ_B_KMAJOR>(r, c, n0, g.ldb);
+    b_dst[i] = TJ_GEMM_A_BYTES + tj_tile_off<TJ_B_KMAJOR>(r, c);
   }
-#pragma unroll
-  for (int i = 0; i < TJ_GEMM_B_CHUNKS; i++) {
-    int idx = tid + i * TJ_GEMM_THREADS, r = idx / TJ_GEMM_CB,
-        c = idx % TJ_GEMM_CB;
-    b_src[i] = g.B + (long long)r * g.ldb + n0 + c * 8;
-    b_dst[i] = TJ_GEMM_A_BYTES + r * (TJ_GEMM_BN * 2) + ((c ^ (r & 7)) << 4);
-  }
-  long long b_step = (long long)TJ_GEMM_BK * g.ldb;
+  long long a_step = TJ_A_KMAJOR ? TJ_GEMM_BK : (long long)TJ_GEMM_BK * g.lda;
+  long long b_step = TJ_B_KMAJOR ? TJ_GEMM_BK : (long long)TJ_GEMM_BK * g.ldb;
 #pragma unroll
   for (int s = 0; s < TJ_GEMM_STAGES - 1; s++) {
-    if (s < ktiles) {
-      unsigned int st = s_base + s * TJ_GEMM_STAGE_BYTES;
-      if (fast && (s + 1) * TJ_GEMM_BK <= g.K) {
-#pragma unroll
-        for (int i = 0; i < TJ_GEMM_A_CHUNKS; i++)
-          tj_cp_async16(st + a_dst[i], a_src[i] + s * TJ_GEMM_BK, 16);
-#pragma unroll
-        for (int i = 0; i < TJ_GEMM_B_CHUNKS; i++)
-          tj_cp_async16(st + b_dst[i], b_src[i] + s * b_step, 16);
-      } else {
-        tj_load_a(g, st, m0, s * TJ_GEMM_BK, tid, a_vec);
-        tj_load_b(g, st + TJ_GEMM_A_BYTES, n0, s * TJ_GEMM_BK, tid, b_vec);
-      }
-    }
+    if (s < ktiles)
+      tj_stage_in(g, s_base + s * TJ_GEMM_STAGE_BYTES, s,
+                  fast && (s + 1) * TJ_GEMM_BK <= g.K, a_src, a_dst, b_src,
+                  b_dst, a_step, b_step, m0, n0, tid, a_vec, b_vec);
     tj_cp_async_commit();
   }
   for (int kt = 0; kt < ktiles; kt++) {
@@ -431,21 +565,10 @@ __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
      * whose stage the prefetch below overwrites. */
     __syncthreads();
     int next = kt + TJ_GEMM_STAGES - 1;
-    if (next < ktiles) {
-      unsigned int st = s_base + (next % TJ_GEMM_STAGES) * TJ_GEMM_STAGE_BYTES;
-      if (fast && (next + 1) * TJ_GEMM_BK <= g.K) {
-#pragma unroll
-        for (int i = 0; i < TJ_GEMM_A_CHUNKS; i++)
-          tj_cp_async16(st + a_dst[i], a_src[i] + next * TJ_GEMM_BK, 16);
-#pragma unroll
-        for (int i = 0; i < TJ_GEMM_B_CHUNKS; i++)
-          tj_cp_async16(st + b_dst[i], b_src[i] + next * b_step, 16);
-      } else {
-        tj_load_a(g, st, m0, next * TJ_GEMM_BK, tid, a_vec);
-        tj_load_b(g, st + TJ_GEMM_A_BYTES, n0, next * TJ_GEMM_BK, tid,
-                  b_vec);
-      }
-    }
+    if (next < ktiles)
+      tj_stage_in(g, s_base + (next % TJ_GEMM_STAGES) * TJ_GEMM_STAGE_BYTES,
+                  next, fast && (next + 1) * TJ_GEMM_BK <= g.K, a_src, a_dst,
+                  b_src, b_dst, a_step, b_step, m0, n0, tid, a_vec, b_vec);
     tj_cp_async_commit();
     unsigned int cur = s_base + (kt % TJ_GEMM_STAGES) * TJ_GEMM_STAGE_BYTES;
     tj_warp_stage(acc, cur, cur + TJ_GEMM_A_BYTES, warp_m, warp_n, lane);
@@ -467,35 +590,51 @@ __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
 #define TJ_GEMM_AROW (TJ_GEMM_ABK + TJ_GEMM_APAD)
 #define TJ_GEMM_ALOADS (TJ_GEMM_BM * TJ_GEMM_ABK / TJ_GEMM_THREADS)
 
-typedef _Float16 tj_h4 __attribute__((ext_vector_type(4)));
-typedef _Float16 tj_h16 __attribute__((ext_vector_type(16)));
 typedef float tj_f4 __attribute__((ext_vector_type(4)));
 typedef float tj_f8 __attribute__((ext_vector_type(8)));
 
 /* Guarded 2-byte loads, zero past the matrix: any alignment and any
  * leading dimension are correct.  Consecutive threads read consecutive
- * addresses of A's rows and of B's rows.  Unrolled only 4 ways: all 32
+ * addresses of the operand's stored rows.  Unrolled only 4 ways: all 32
  * at once keep their addresses live and gfx90a spills 180 VGPRs. */
 __device__ __forceinline__ void tj_load_tiles_amd(
     const tj_gemm_params &g, unsigned short (*as)[TJ_GEMM_AROW],
     unsigned short (*bt)[TJ_GEMM_AROW], int m0, int n0, int k0, int tid) {
-  const unsigned short *A = reinterpret_cast<const unsigned short *>(g.A);
-  const unsigned short *B = reinterpret_cast<const unsigned short *>(g.B);
+  const unsigned short *A = g.A, *B = g.B;
 #pragma unroll 4
   for (int i = 0; i < TJ_GEMM_ALOADS; i++) {
     int idx = tid + i * TJ_GEMM_THREADS;
-    int r = idx / TJ_GEMM_ABK, k = idx % TJ_GEMM_ABK;
+    int r = TJ_TRANS_A ? idx % TJ_GEMM_BM : idx / TJ_GEMM_ABK;
+    int k = TJ_TRANS_A ? idx / TJ_GEMM_BM : idx % TJ_GEMM_ABK;
     int gm = m0 + r, gk = k0 + k;
-    as[r][k] = gm < g.M && gk < g.K ? A[(long long)gm * g.lda + gk] : 0;
+    long long at = TJ_TRANS_A ? (long long)gk * g.lda + gm
+                              : (long long)gm * g.lda + gk;
+    as[r][k] = gm < g.M && gk < g.K ? A[at] : 0;
   }
 #pragma unroll 4
   for (int i = 0; i < TJ_GEMM_ALOADS; i++) {
     int idx = tid + i * TJ_GEMM_THREADS;
-    int k = idx / TJ_GEMM_BN, n = idx % TJ_GEMM_BN;
+    int k = TJ_TRANS_B ? idx % TJ_GEMM_ABK : idx / TJ_GEMM_BN;
+    int n = TJ_TRANS_B ? idx / TJ_GEMM_ABK : idx % TJ_GEMM_BN;
     int gk = k0 + k, gn = n0 + n;
-    bt[n][k] = gk < g.K && gn < g.N ? B[(long long)gk * g.ldb + gn] : 0;
+    long long at = TJ_TRANS_B ? (long long)gn * g.ldb + gk
+                              : (long long)gk * g.ldb + gn;
+    bt[n][k] = gk < g.K && gn < g.N ? B[at] : 0;
   }
 }
+
+/* The matrix instructions' operand types and builtins for TJ_TA. */
+#if TJ_TA == 2
+typedef short tj_ab4 __attribute__((ext_vector_type(4)));
+typedef short tj_ab16 __attribute__((ext_vector_type(16)));
+#define TJ_MFMA_16X16X16 __builtin_amdgcn_mfma_f32_16x16x16bf16_1k
+#define TJ_WMMA_16X16X16 __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32
+#else
+typedef _Float16 tj_ab4 __attribute__((ext_vector_type(4)));
+typedef _Float16 tj_ab16 __attribute__((ext_vector_type(16)));
+#define TJ_MFMA_16X16X16 __builtin_amdgcn_mfma_f32_16x16x16f16
+#define TJ_WMMA_16X16X16 __builtin_amdgcn_wmma_f32_16x16x16_f16_w32
+#endif
 
 #if defined(TJ_GEMM_MFMA)
 /* CDNA (wave64): 2 waves, each 64 rows x all 128 columns of the block's
@@ -522,20 +661,19 @@ __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
     __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < TJ_GEMM_ABK; ks += 16) {
-      tj_h4 a[TJ_GEMM_MT], b[TJ_GEMM_NT];
+      tj_ab4 a[TJ_GEMM_MT], b[TJ_GEMM_NT];
 #pragma unroll
       for (int i = 0; i < TJ_GEMM_MT; i++)
-        a[i] = *reinterpret_cast<const tj_h4 *>(
+        a[i] = *reinterpret_cast<const tj_ab4 *>(
             &as[wave * 64 + i * 16 + li][ks + lk]);
 #pragma unroll
       for (int j = 0; j < TJ_GEMM_NT; j++)
-        b[j] = *reinterpret_cast<const tj_h4 *>(&bt[j * 16 + li][ks + lk]);
+        b[j] = *reinterpret_cast<const tj_ab4 *>(&bt[j * 16 + li][ks + lk]);
 #pragma unroll
       for (int i = 0; i < TJ_GEMM_MT; i++)
 #pragma unroll
         for (int j = 0; j < TJ_GEMM_NT; j++)
-          acc[i][j] = __builtin_amdgcn_mfma_f32_16x16x16f16(a[i], b[j],
-                                                            acc[i][j], 0, 0, 0);
+          acc[i][j] = TJ_MFMA_16X16X16(a[i], b[j], acc[i][j], 0, 0, 0);
     }
     __syncthreads();
   }
@@ -576,17 +714,16 @@ __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
     __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < TJ_GEMM_ABK; ks += 16) {
-      tj_h16 a[TJ_GEMM_MT];
+      tj_ab16 a[TJ_GEMM_MT];
 #pragma unroll
       for (int i = 0; i < TJ_GEMM_MT; i++)
-        a[i] = *reinterpret_cast<const tj_h16 *>(&as[wm + i * 16 + li][ks]);
+        a[i] = *reinterpret_cast<const tj_ab16 *>(&as[wm + i * 16 + li][ks]);
 #pragma unroll
       for (int j = 0; j < TJ_GEMM_NT; j++) {
-        tj_h16 b = *reinterpret_cast<const tj_h16 *>(&bt[wn + j * 16 + li][ks]);
+        tj_ab16 b = *reinterpret_cast<const tj_ab16 *>(&bt[wn + j * 16 + li][ks]);
 #pragma unroll
         for (int i = 0; i < TJ_GEMM_MT; i++)
-          acc[i][j] = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(a[i], b,
-                                                                 acc[i][j]);
+          acc[i][j] = TJ_WMMA_16X16X16(a[i], b, acc[i][j]);
       }
     }
     __syncthreads();
@@ -623,20 +760,22 @@ __device__ __forceinline__ void tj_load_tiles_portable(
 #pragma unroll
   for (int i = 0; i < TJ_GEMM_PLOADS; i++) {
     int idx = tid + i * TJ_GEMM_THREADS;
-    int r = idx >> 4, k = idx & 15;
+    int r = TJ_TRANS_A ? idx & 127 : idx >> 4;
+    int k = TJ_TRANS_A ? idx >> 7 : idx & 15;
     int gm = m0 + r, gk = k0 + k;
-    as[k][r] = (gm < g.M && gk < g.K)
-                   ? __half2float(g.A[(long long)gm * g.lda + gk])
-                   : 0.0f;
+    long long at = TJ_TRANS_A ? (long long)gk * g.lda + gm
+                              : (long long)gm * g.lda + gk;
+    as[k][r] = (gm < g.M && gk < g.K) ? tj_e_load<TJ_TA>(g.A, at) : 0.0f;
   }
 #pragma unroll
   for (int i = 0; i < TJ_GEMM_PLOADS; i++) {
     int idx = tid + i * TJ_GEMM_THREADS;
-    int k = idx >> 7, c = idx & 127;
+    int k = TJ_TRANS_B ? idx & 15 : idx >> 7;
+    int c = TJ_TRANS_B ? idx >> 4 : idx & 127;
     int gk = k0 + k, gn = n0 + c;
-    bs[k][c] = (gk < g.K && gn < g.N)
-                   ? __half2float(g.B[(long long)gk * g.ldb + gn])
-                   : 0.0f;
+    long long at = TJ_TRANS_B ? (long long)gn * g.ldb + gk
+                              : (long long)gk * g.ldb + gn;
+    bs[k][c] = (gk < g.K && gn < g.N) ? tj_e_load<TJ_TA>(g.B, at) : 0.0f;
   }
 }
 
@@ -685,6 +824,7 @@ __device__ __forceinline__ void tj_gemm_block(const tj_gemm_params &g) {
 }
 #endif
 
+#ifndef TJ_GEMM_ENTRY
 /* contract (build-aux/kernel-contracts.sh copies it into <tokitai-jit/kernels.h>)
  *   block      128 1 1
  *   grid       ceil(N / 128) x ceil(M / 128) x 1: one block per 128 x 128
@@ -705,11 +845,47 @@ extern "C" __global__ void __launch_bounds__(128, 2) gemm_f16(int M, int N, int 
   g.K = K;
   g.alpha = alpha;
   g.beta = beta;
-  g.A = A;
-  g.B = B;
+  g.A = reinterpret_cast<const unsigned short *>(A);
+  g.B = reinterpret_cast<const unsigned short *>(B);
   g.C = C;
   g.lda = lda;
   g.ldb = ldb;
   g.ldc = ldc;
+  g.bias = 0;
+  g.aux = 0;
+  g.ldaux = 0;
   tj_gemm_block(g);
 }
+#else
+/* The family's configuration (tj_gemm's tensor-core path): compiled per
+ * configuration, so its entries are no rows of the embedded table. */
+#define TJ_TC_ENTRY extern "C" __global__ void __launch_bounds__(128, 2)
+#define TJ_TC_COLSUM extern "C" __global__ void __launch_bounds__(256)
+
+TJ_TC_ENTRY TJ_GEMM_ENTRY(long long M, long long N, long long K, float alpha,
+                          const void *A, long long lda, const void *B,
+                          long long ldb, float beta, void *C, long long ldc,
+                          const void *bias, void *aux, long long ldaux) {
+  tj_gemm_params g;
+  g.M = (int)M;
+  g.N = (int)N;
+  g.K = (int)K;
+  g.alpha = alpha;
+  g.beta = beta;
+  g.A = static_cast<const unsigned short *>(A);
+  g.B = static_cast<const unsigned short *>(B);
+  g.C = C;
+  g.lda = (int)lda;
+  g.ldb = (int)ldb;
+  g.ldc = (int)ldc;
+  g.bias = bias;
+  g.aux = aux;
+  g.ldaux = ldaux;
+  tj_gemm_block(g);
+}
+
+TJ_TC_COLSUM TJ_COLSUM_ENTRY(long long M, long long N, const void *C,
+                             long long ldc, float *sums) {
+  tj_e_colsum<TJ_TC>(M, N, C, ldc, sums);
+}
+#endif

@@ -3,12 +3,14 @@
  * (each refusal names what is wrong, and nothing is compiled for a
  * descriptor refused), the route (f16 without transposes or epilogue to
  * tj_gemm_f16's kernels, A and B of one type on sm_90 to the Hopper
- * kernel, everything else to the portable kernel, under a name that says
- * its configuration), every configuration compiled for the test arch
- * with its entries in the code (the Hopper ones for sm_90a), the bf16
+ * kernel and elsewhere to the tensor-core path, everything else to the
+ * portable kernel, under a name that says its configuration), every
+ * configuration compiled for the test arch with its entries in the code
+ * (the Hopper ones for sm_90a), every combination of the tensor-core
+ * path for gfx90a, or for sm_80 and sm_90 (its knob), the bf16
  * conversions, and the oracle's epilogues on a case worked by hand.
  */
-#include "testutil.h"
+#include "testknobs.h"
 #include "oracle.h"
 
 #include <check.h>
@@ -163,14 +165,17 @@ static void with_epilogue(tj_gemm_desc *d, int e)
     d->bias_grad = FAKE(6);
 }
 
-/* The path a configuration of d runs on the test arch: on sm_90 where A
- * and B have one type, the Hopper kernel (for these small shapes the
+/* The path a configuration of d runs on the test arch: where A and B
+ * have one type, on sm_90 the Hopper kernel (for these small shapes the
  * rule's skinny kernel in one 256-column strip, or with A transposed the
- * 128 x 128 tile); else the portable kernel. */
+ * 128 x 128 tile), elsewhere the tensor-core path; else the portable
+ * kernel. */
 static const char *path_of(const tj_gemm_desc *d)
 {
-  if (strcmp(TEST_ARCH, "sm_90") != 0 || d->a_type != d->b_type)
+  if (d->a_type != d->b_type)
     return "portable";
+  if (strcmp(TEST_ARCH, "sm_90") != 0)
+    return "tc";
   return d->m <= 16 && !d->trans_a ? "sm90a_skinny256" : "sm90a_128x128";
 }
 
@@ -181,7 +186,7 @@ static const char *path_of(const tj_gemm_desc *d)
 START_TEST(every_configuration_compiles)
 {
   tj_runtime *rt = open_compile_only(NULL, 0);
-  int portable = 0;
+  int compiled = 0;
   for (int ta = 0; ta < 2; ta++)
     for (int tc = 0; tc < 3; tc++)
       for (int t = 0; t < 4; t++)
@@ -209,7 +214,7 @@ START_TEST(every_configuration_compiles)
             continue;
           }
           ck_assert_str_eq(got, want);
-          portable++;
+          compiled++;
         }
   /* Mixed element types are served too. */
   tj_gemm_desc d = valid(3, 5, 7);
@@ -217,11 +222,11 @@ START_TEST(every_configuration_compiles)
   ck_assert_str_eq(tj_gemm_kernel(rt, &d), "gemm_f16_bf16_f32_nn_none_portable");
   tj_stats st;
   ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
-  ck_assert_uint_eq(st.compiles, (uint64_t)portable + 1);
+  ck_assert_uint_eq(st.compiles, (uint64_t)compiled + 1);
   /* Asked again: the runtime's own modules, nothing compiled. */
   ck_assert_str_eq(tj_gemm_kernel(rt, &d), "gemm_f16_bf16_f32_nn_none_portable");
   ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
-  ck_assert_uint_eq(st.compiles, (uint64_t)portable + 1);
+  ck_assert_uint_eq(st.compiles, (uint64_t)compiled + 1);
   tj_runtime_close(rt);
 }
 END_TEST
@@ -356,6 +361,91 @@ START_TEST(oracle_epilogues_by_hand)
 }
 END_TEST
 
+/* The archs the tensor-core path is compiled for here, and whether each
+ * needs the knob (a Hopper runtime takes the Hopper kernel by rule). */
+static const struct {
+  const char *arch;
+  int knob;
+} tc_archs[] = {
+#if defined(TJ_PLATFORM_NVIDIA)
+    {"sm_80", 0},
+    {"sm_90", 1},
+#else
+    {"gfx90a", 0},
+#endif
+};
+
+/* Every combination of the tensor-core path (A and B of one type, f16 or
+ * bf16; C f16, bf16 or f32; every layout and epilogue) compiles for each
+ * arch under its name, each a module of its own; f16 NN without
+ * epilogue is tj_gemm_f16's by rule and the path's with the knob, and
+ * alpha == 0 goes to the portable kernel. */
+START_TEST(tc_path_every_combination_compiles)
+{
+  for (size_t a = 0; a < sizeof tc_archs / sizeof tc_archs[0]; a++) {
+    tj_runtime *rt = open_for_arch(tc_archs[a].arch, NULL);
+    tj__gemm_knobs k = *tj__gemm_knobs_of(rt);
+    k.tc_only = tc_archs[a].knob;
+    ck_assert_int_eq(tj__gemm_knobs_set(rt, &k), TJ_OK);
+    uint64_t compiled = 0;
+    for (int ta = 0; ta < 2; ta++)
+      for (int tc = 0; tc < 3; tc++)
+        for (int t = 0; t < 4; t++)
+          for (int e = 0; e < 4; e++) {
+            tj_gemm_desc d = valid(67, 45, 129);
+            d.a_type = d.b_type = ab_types[ta];
+            d.c_type = c_types[tc];
+            d.trans_a = t & 1, d.trans_b = t >> 1;
+            d.lda = d.trans_a ? d.m : d.k, d.ldb = d.trans_b ? d.k : d.n;
+            with_epilogue(&d, e);
+            const char *got = tj_gemm_kernel(rt, &d);
+            ck_assert_msg(got != NULL, "%s: %s", tc_archs[a].arch,
+                          tj_errmsg(rt));
+            int f16_nn = d.a_type == TJ_DTYPE_F16 &&
+                         d.c_type == TJ_DTYPE_F16 && t == 0 && e == 0;
+            if (f16_nn && !tc_archs[a].knob) {
+              ck_assert_ptr_eq(got, tj_gemm_f16_kernel(rt, 67, 45, 129,
+                                                       FAKE(1), 129, FAKE(2),
+                                                       45, FAKE(3), 45));
+              continue;
+            }
+            char want[96];
+            snprintf(want, sizeof want, "gemm_%s_%s_%s_%c%c_%s_tc",
+                     type_names[d.a_type], type_names[d.b_type],
+                     type_names[d.c_type], d.trans_a ? 't' : 'n',
+                     d.trans_b ? 't' : 'n', epi_names[e]);
+            ck_assert_str_eq(got, want);
+            compiled++;
+          }
+    tj_stats st;
+    ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
+    ck_assert_uint_eq(st.compiles, compiled);
+    ck_assert_uint_eq(compiled, tc_archs[a].knob ? 96 : 95);
+    /* alpha == 0 reads neither operand: the portable kernel's. */
+    tj_gemm_desc d = valid(3, 5, 7);
+    d.alpha = 0.0f;
+    ck_assert_str_eq(tj_gemm_kernel(rt, &d),
+                     "gemm_bf16_bf16_f32_nn_none_portable");
+    tj_runtime_close(rt);
+  }
+}
+END_TEST
+
+/* TJ_GEMM_TC_ONLY=1 sets the knob; any other value leaves the rule's. */
+START_TEST(tc_knob_from_the_environment)
+{
+  const char *values[] = {"1", "0", "2", ""};
+  for (int i = 0; i < 4; i++) {
+    tj__gemm_knobs k;
+    setenv("TJ_GEMM_TC_ONLY", values[i], 1);
+    tj__gemm_knobs_from_env(&k);
+    ck_assert_int_eq(k.tc_only, i == 0);
+  }
+  unsetenv("TJ_GEMM_TC_ONLY");
+  ck_assert_int_eq(tj__gemm_knobs_rule.tc_only, 0);
+}
+END_TEST
+
 int main(void)
 {
   Suite *s = suite_create("gemm_family");
@@ -367,5 +457,8 @@ int main(void)
   tcase_add_test(tc, hopper_kinds_compile);
   tcase_add_test(tc, bf16_conversions);
   tcase_add_test(tc, oracle_epilogues_by_hand);
+  tcase_add_test(tc, tc_knob_from_the_environment);
+  TCase *tcp = test_case(s, "tensorcore", 1200);
+  tcase_add_test(tcp, tc_path_every_combination_compiles);
   return run_suite(s);
 }

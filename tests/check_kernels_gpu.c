@@ -1696,9 +1696,12 @@ static void run_family_as(tj_runtime *rt, const family_case *fc, long long M,
   char config[128];
   snprintf(config, sizeof config, "%s %lldx%lldx%lld",
            tj_gemm_kernel(rt, &d), M, N, K);
-  int hopper = !tj__gemm_knobs_of(rt)->sm90a_off &&
+  int tc = tj__gemm_knobs_of(rt)->tc_only == 1;
+  int hopper = !tj__gemm_knobs_of(rt)->sm90a_off && !tc &&
                strcmp(tj_runtime_arch(rt), "sm_90") == 0;
-  if (fc->ab == fc->c && fc->c == TJ_DTYPE_F16 && !fc->ta && !fc->tb &&
+  if (tc)
+    ck_assert_msg(strstr(config, "_tc ") != NULL, "%s", config);
+  else if (fc->ab == fc->c && fc->c == TJ_DTYPE_F16 && !fc->ta && !fc->tb &&
       e == TJ_EPILOGUE_NONE)
     ; /* tj_gemm_f16's own kernels */
   else if (hopper)
@@ -1733,13 +1736,13 @@ static void run_family(tj_runtime *rt, const family_case *fc, long long M,
   run_family_as(rt, fc, M, N, K, seed, FAMILY_ODD);
 }
 
-/* The portable kernel (the Hopper kernel turned off, as the benchmark's
- * knobs do): every layout and epilogue in bf16, and every pair of types
- * with the dGELU epilogue transposed both ways, at 1 x 1 x 1 and at
- * sizes that are multiples of no tile. */
-START_TEST(gemm_family_every_configuration)
+/* The family's cases (FAMILY_CASES of them): every layout and epilogue
+ * in bf16, and every pair of types NN without epilogue and TT with
+ * dGELU. */
+enum { FAMILY_CASES = 28 };
+
+static void family_cases(family_case cases[FAMILY_CASES])
 {
-  family_case cases[40];
   int n = 0;
   for (int t = 0; t < 4; t++)
     for (int e = 0; e < 4; e++)
@@ -1749,6 +1752,17 @@ START_TEST(gemm_family_every_configuration)
       cases[n++] = (family_case){ab, c, 0, 0, TJ_EPILOGUE_NONE};
       cases[n++] = (family_case){ab, c, 1, 1, TJ_EPILOGUE_DGELU};
     }
+}
+
+/* The path off Hopper (the Hopper kernel turned off, as the benchmark's
+ * knobs do: the tensor-core path): every layout and epilogue in bf16,
+ * and every pair of types with the dGELU epilogue transposed both ways,
+ * at 1 x 1 x 1 and at sizes that are multiples of no tile. */
+START_TEST(gemm_family_every_configuration)
+{
+  family_case cases[FAMILY_CASES];
+  int n = FAMILY_CASES;
+  family_cases(cases);
   tj_runtime *rt = open_gpu();
   tj__gemm_knobs off = *tj__gemm_knobs_of(rt);
   off.sm90a_off = 1;
@@ -1756,6 +1770,34 @@ START_TEST(gemm_family_every_configuration)
   for (int i = 0; i < n; i++) {
     run_family(rt, &cases[i], 1, 1, 1, 100 + (uint64_t)i);
     run_family(rt, &cases[i], 67, 45, 129, 200 + (uint64_t)i);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The tensor-core path (kernels/gemm_f16.hip's configurations), forced
+ * by its knob, so that on sm_90 it runs instead of the Hopper kernel:
+ * every layout and epilogue in bf16 and every pair of types (NN without
+ * epilogue, and TT with dGELU), at 1 x 1 x 1, at sizes that are
+ * multiples of no tile with odd leading dimensions, K not a multiple of
+ * the k tile, and with whole tiles and rows 16-byte aligned (its
+ * unchecked 16-byte copies on NVIDIA), beta != 0 and beta == 0. */
+START_TEST(gemm_family_tensor_core_path)
+{
+  family_case cases[FAMILY_CASES];
+  int n = FAMILY_CASES;
+  family_cases(cases);
+  tj_runtime *rt = open_gpu();
+  tj__gemm_knobs k = *tj__gemm_knobs_of(rt);
+  k.tc_only = 1;
+  ck_assert_int_eq(tj__gemm_knobs_set(rt, &k), TJ_OK);
+  for (int i = 0; i < n; i++) {
+    uint64_t seed = 700 + 8 * (uint64_t)i;
+    run_family_as(rt, &cases[i], 1, 1, 1, seed, FAMILY_ODD);
+    run_family_as(rt, &cases[i], 67, 45, 129, seed + 1, FAMILY_ODD);
+    run_family_as(rt, &cases[i], 131, 77, 1001, seed + 2, FAMILY_ODD);
+    run_family_as(rt, &cases[i], 256, 264, 200, seed + 3, FAMILY_TMA_BETA);
+    run_family_as(rt, &cases[i], 256, 256, 96, seed + 4, FAMILY_TMA_STORE);
   }
   tj_runtime_close(rt);
 }
@@ -2622,6 +2664,7 @@ int main(void)
   /* The GEMM family's configurations (CK_RUN_CASE=family). */
   TCase *family = test_case(s, "family", 600);
   tcase_add_test(family, gemm_family_every_configuration);
+  tcase_add_test(family, gemm_family_tensor_core_path);
   tcase_add_test(family, gemm_family_hopper);
   tcase_add_test(family, gemm_family_host_call);
   /* The grouped GEMM (CK_RUN_CASE=grouped). */

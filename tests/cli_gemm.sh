@@ -2,7 +2,7 @@
 # cli_gemm.sh: the GEMM family at the command line.  Every option of
 # --run gemm and --warm gemm parsed and refused where it is wrong (exit 2
 # with a message); --warm gemm compiling configurations into a real cache
-# for the build's arch without a GPU (amd: gfx90a, the portable kernel;
+# for the build's arch without a GPU (amd: gfx90a, the tensor-core path;
 # nvidia: sm_90, the Hopper kernel, named _sm90a_), a second warm finding
 # them cached; --run gemm refused without a GPU (exit 1, "no GPU", and
 # with --json the report's keys and the error); --warm grouped_gemm for
@@ -19,7 +19,7 @@ unset NO_COLOR
 
 platform=$("$prog" --version | sed -n 's/^platform: //p')
 case $platform in
-  amd) arch=gfx90a path=_portable ;;
+  amd) arch=gfx90a path=_tc ;;
   nvidia) arch=sm_90 path=_sm90a_ ;;
   *) echo "$me: --version names no platform"; exit 99 ;;
 esac

@@ -132,8 +132,11 @@ typedef struct tj_gemm_desc {
  * TMA, the epilogue fused), in the configuration its rule picks for the
  * shape; an A or B whose rows are not a multiple of 8 elements apart (or
  * not 16-byte aligned) is first copied, on stream, into memory from the
- * runtime's pool where they are.  Every other combination runs the
- * portable kernel (kernels/gemm_portable.hip, fp32 FMAs on any GPU).
+ * runtime's pool where they are.  Every other call with A and B of one
+ * type and alpha != 0 runs the tensor-core path (kernels/gemm_f16.hip,
+ * tj_gemm_f16's kernel: mma.sync on NVIDIA sm_80 and later, MFMA or WMMA
+ * on AMD, fp32 tiles elsewhere); the rest (mixed A and B types, alpha ==
+ * 0) runs the portable kernel (kernels/gemm_portable.hip, fp32 FMAs).
  * Each configuration is compiled the first time it is used.  On the
  * Hopper path a tuning decision in the cache for the call's op (its
  * name up to the path: "gemm_bf16_bf16_bf16_nt_none") and shape class
@@ -150,9 +153,10 @@ TJ_EXPORT int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *d);
 /*
  * The entry tj_gemm would launch for d (the product's, not the bias
  * gradient's): a name that says its configuration, such as
- * "gemm_bf16_bf16_f32_nt_biasgelu_portable" or
+ * "gemm_bf16_bf16_f32_nt_biasgelu_tc" or
  * "gemm_bf16_bf16_bf16_nt_none_sm90a_128x256_mc2", owned by rt.  For the
- * Hopper and portable kernels it compiles (or loads) that configuration,
+ * Hopper, tensor-core and portable kernels it compiles (or loads) that
+ * configuration,
  * launching
  * nothing, so it answers on a compile-only runtime too and warms the
  * cache for it.  NULL, with tj_errmsg, for a descriptor tj_gemm would

@@ -1,6 +1,7 @@
 /*
  * family.c: tj_gemm, the GEMM family's one call: the descriptor's checks,
  * the route (tj_gemm_f16's kernels for the combination they serve, the
+ * Hopper kernel and the tensor-core path for those they serve, the
  * portable kernel for every other), and the portable kernel's
  * configurations.  A configuration is kernels/gemm_portable.hip compiled
  * with the call's choices as -D constants, a module of its own (one
@@ -212,6 +213,23 @@ static int f16_path_serves(const tj_gemm_desc *d)
          d->ldc <= INT_MAX;
 }
 
+/* The path that runs d: tj_gemm_f16's kernels, the Hopper kernel, the
+ * tensor-core path (tensorcore.c) or the portable kernel, the first that
+ * serves it; the knobs' tc_only puts the tensor-core path first. */
+typedef enum route { ROUTE_F16, ROUTE_HOPPER, ROUTE_TC, ROUTE_PORTABLE } route;
+
+static route route_of(const tj_runtime *rt, const tj_gemm_desc *d)
+{
+  int tc = tj__gemm_tc_serves(rt, d);
+  if (tc && tj__gemm_tc_forced(rt))
+    return ROUTE_TC;
+  if (f16_path_serves(d))
+    return ROUTE_F16;
+  if (tj__gemm_hopper_serves(rt, d))
+    return ROUTE_HOPPER;
+  return tc ? ROUTE_TC : ROUTE_PORTABLE;
+}
+
 void tj__gemm_desc_op(const tj_gemm_desc *d, char out[TJ__GEMM_OP_MAX])
 {
   snprintf(out, TJ__GEMM_OP_MAX, "gemm_%s_%s_%s_%c%c_%s",
@@ -331,12 +349,15 @@ int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *desc)
   int rc = desc_in(rt, fn, desc, &d);
   if (rc != TJ_OK)
     return rc;
-  if (f16_path_serves(&d))
+  route r = route_of(rt, &d);
+  if (r == ROUTE_F16)
     return tj_gemm_f16(rt, stream, (int)d.m, (int)d.n, (int)d.k, d.alpha,
                        d.a, (int)d.lda, d.b, (int)d.ldb, d.beta, d.c,
                        (int)d.ldc);
-  if (tj__gemm_hopper_serves(rt, &d))
+  if (r == ROUTE_HOPPER)
     return tj__gemm_hopper_run(rt, fn, stream, &d);
+  if (r == ROUTE_TC)
+    return tj__gemm_tc_run(rt, fn, stream, &d);
   return launch_portable(rt, fn, stream, &d);
 }
 
@@ -347,12 +368,15 @@ const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *desc)
   tj_module *m = NULL;
   if (!tj__runtime_usable(rt) || desc_in(rt, fn, desc, &d) != TJ_OK)
     return NULL;
-  if (f16_path_serves(&d))
+  route r = route_of(rt, &d);
+  if (r == ROUTE_F16)
     return tj_gemm_f16_kernel(rt, (int)d.m, (int)d.n, (int)d.k, d.a,
                               (int)d.lda, d.b, (int)d.ldb, d.c, (int)d.ldc);
   const char *entry = NULL;
-  if (tj__gemm_hopper_serves(rt, &d))
+  if (r == ROUTE_HOPPER)
     return tj__gemm_hopper_prepare(rt, &d, &entry) == TJ_OK ? entry : NULL;
+  if (r == ROUTE_TC)
+    return tj__gemm_tc_prepare(rt, &d, &entry) == TJ_OK ? entry : NULL;
   config_names n;
   names_of(&d, &n);
   tj_kernel *k = NULL;
@@ -422,12 +446,15 @@ int tj_gemm_host(tj_runtime *rt, const tj_gemm_desc *desc)
   tj_gemm_desc dev = j.d;
   dev.a = dev.b = NULL;
   dev.c = NULL;
-  if (f16_path_serves(&j.d))
+  route r = route_of(rt, &dev);
+  if (r == ROUTE_F16)
     entry = tj__gemm_plan_call(rt, (int)j.d.m, (int)j.d.n, (int)j.d.k, NULL,
                                (int)j.d.lda, NULL, (int)j.d.ldb, NULL,
                                (int)j.d.ldc).entry;
-  else if (tj__gemm_hopper_serves(rt, &dev)) {
-    if ((rc = tj__gemm_hopper_prepare(rt, &dev, NULL)) != TJ_OK)
+  else if (r == ROUTE_HOPPER || r == ROUTE_TC) {
+    rc = r == ROUTE_HOPPER ? tj__gemm_hopper_prepare(rt, &dev, NULL)
+                           : tj__gemm_tc_prepare(rt, &dev, NULL);
+    if (rc != TJ_OK)
       return rc;
   } else if (!rt->compile_only) {
     config_names n;

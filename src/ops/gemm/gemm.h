@@ -40,6 +40,9 @@ typedef struct tj__gemm_knobs {
                        L2; -1: the rule's (on) */
   int early;        /* 0: the skinny kernel launched plainly; 1 or -1: with
                        programmatic dependent launch (the rule's) */
+  int tc_only;      /* 1: tj_gemm's tensor-core path (tensorcore.c) for
+                       every call it serves, before tj_gemm_f16's and the
+                       Hopper one; 0: the rule's */
 } tj__gemm_knobs;
 
 /* The rule's settings: what every runtime starts with. */
@@ -223,5 +226,21 @@ int tj__gemm_hopper_run(tj_runtime *rt, const char *fn, void *stream,
  * not NULL): its product entry's name, owned by rt. */
 int tj__gemm_hopper_prepare(tj_runtime *rt, const tj_gemm_desc *d,
                             const char **entry);
+
+/* ------------------------------------------------------------ tensorcore.c
+ * The family's tensor-core path: gemm_f16.hip's configurations. */
+
+/* Whether the tensor-core path takes d: A and B of one type, alpha != 0,
+ * sizes and leading dimensions in int. */
+int tj__gemm_tc_serves(const tj_runtime *rt, const tj_gemm_desc *d);
+/* Whether rt's knobs send every call it serves there first. */
+int tj__gemm_tc_forced(const tj_runtime *rt);
+/* Run d (checked, served) on stream. */
+int tj__gemm_tc_run(tj_runtime *rt, const char *fn, void *stream,
+                    const tj_gemm_desc *d);
+/* Compile (or load) d's configuration without launching; *entry (when
+ * not NULL): its product entry's name, owned by rt. */
+int tj__gemm_tc_prepare(tj_runtime *rt, const tj_gemm_desc *d,
+                        const char **entry);
 
 #endif

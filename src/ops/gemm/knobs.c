@@ -36,6 +36,9 @@
  *                          evict-first in L2 (the rule's), or not
  *   TJ_GEMM_PDL=0 or 1     the Hopper skinny kernel launched plainly, or
  *                          with programmatic dependent launch (the rule's)
+ *   TJ_GEMM_TC_ONLY=1      tj_gemm's tensor-core path (tensorcore.c) for
+ *                          every call it serves, the Hopper one's and
+ *                          tj_gemm_f16's included
  */
 #include "gemm.h"
 
@@ -77,4 +80,5 @@ void tj__gemm_knobs_from_env(tj__gemm_knobs *k)
   k->tma_store = zero_or_one(getenv("TJ_GEMM_TMA_STORE"));
   k->evict_first = zero_or_one(getenv("TJ_GEMM_EVICT_FIRST"));
   k->early = zero_or_one(getenv("TJ_GEMM_PDL"));
+  k->tc_only = zero_or_one(getenv("TJ_GEMM_TC_ONLY")) == 1;
 }
