@@ -487,6 +487,26 @@ START_TEST(gemm_queues_its_hopper_configuration)
   tj_runtime_close(rt);
 }
 END_TEST
+
+/* tj_gemm_f16 on its Hopper tiles queues the plan's entry (the close
+ * then waits for its compile). */
+START_TEST(gemm_f16_queues_its_hopper_entry)
+{
+  enum { M = 512, N = 512, K = 512 };
+  uint16_t *a = (void *)((uintptr_t)1 << 40), *b = (void *)((uintptr_t)2 << 40);
+  uint16_t *c = (void *)((uintptr_t)3 << 40);
+  tj_runtime *rt = open_background(NULL, 1);
+  const char *entry = tj_gemm_f16_kernel(rt, M, N, K, a, K, b, N, c, N);
+  ck_assert_ptr_nonnull(entry);
+  ck_assert_ptr_nonnull(strstr(entry, "_sm90a_"));
+  ck_assert_int_eq(tj__worker_submit(rt, entry, NULL, NULL, 0), TJ_ENOENT);
+  ck_assert_int_eq(tj_gemm_f16(rt, NULL, M, N, K, 1.0f, a, K, b, N, 0.0f, c,
+                               N), TJ_ENODEVICE);
+  int w = tj__worker_submit(rt, entry, NULL, NULL, 0);
+  ck_assert(w == TJ__WORK_PENDING || w == TJ__WORK_DONE);
+  tj_runtime_close(rt);
+}
+END_TEST
 #endif
 
 int main(void)
@@ -507,6 +527,7 @@ int main(void)
 #if defined(TJ_PLATFORM_NVIDIA)
   tc = test_case(s, "gemm", 600);
   tcase_add_test(tc, gemm_queues_its_hopper_configuration);
+  tcase_add_test(tc, gemm_f16_queues_its_hopper_entry);
 #endif
   return run_suite(s);
 }
