@@ -312,6 +312,36 @@ START_TEST(threads_queue_one_build)
 }
 END_TEST
 
+static int nothing(tj_runtime *rt, const void *arg)
+{
+  (void)rt, (void)arg;
+  return TJ_OK;
+}
+
+/* Past its bound of names the worker takes no more (TJ_ENOMEM: the
+ * caller builds on its own), and the names it has keep their answers. */
+START_TEST(the_worker_has_a_bound)
+{
+  tj_runtime *rt = open_background(NULL, 1);
+  char name[32];
+  int i = 0, rc;
+  do {
+    snprintf(name, sizeof name, "name %d", i++);
+    rc = tj__worker_submit(rt, name, nothing, "", 1);
+  } while (rc == TJ__WORK_PENDING && i < 100000);
+  ck_assert_int_eq(rc, TJ_ENOMEM);
+  ck_assert_int_gt(i, 16);
+  tj__worker_drain(rt);
+  ck_assert_int_eq(tj__worker_submit(rt, "name 0", nothing, "", 1),
+                   TJ__WORK_DONE);
+  ck_assert_int_eq(tj__worker_submit(rt, "one more", nothing, "", 1),
+                   TJ_ENOMEM);
+  tj_gemm_desc d;
+  ck_assert_int_eq(tj__gemm_defer_kernel(rt, f16_entry(rt, &d), &d), 0);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* The same through tj_gemm_f16's hook: the real compile, once. */
 typedef struct deferrer {
   tj_runtime *rt;
@@ -521,6 +551,7 @@ int main(void)
   tc = test_case(s, "worker", 300);
   tcase_add_test(tc, worker_compiles_into_the_cache);
   tcase_add_test(tc, threads_queue_one_build);
+  tcase_add_test(tc, the_worker_has_a_bound);
   tcase_add_test(tc, threads_defer_to_one_compile);
   tcase_add_test(tc, close_during_a_compile_is_clean);
   tcase_add_test(tc, a_failed_build_is_told_once);
