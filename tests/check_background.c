@@ -90,6 +90,8 @@ START_TEST(built_lookup_never_compiles)
   ck_assert_int_eq(tj_kernel_get(rt, "gelu_fwd_f16", &k), TJ_OK);
   ck_assert_uint_eq(compiles_of(rt), 1);
   tj_runtime_close(rt);
+  free(db);
+  free(dir);
 }
 END_TEST
 
@@ -121,6 +123,8 @@ START_TEST(built_lookup_of_a_module)
   ck_assert_int_eq(tj__built_only(get_module, &l), TJ_OK);
   ck_assert_uint_eq(compiles_of(rt), 0);
   tj_runtime_close(rt);
+  free(db);
+  free(dir);
 }
 END_TEST
 
@@ -253,6 +257,8 @@ START_TEST(worker_compiles_into_the_cache)
   ck_assert_int_eq(built(rt, entry), TJ_OK);
   ck_assert_uint_eq(compiles_of(rt), 0);
   tj_runtime_close(rt);
+  free(db);
+  free(dir);
 }
 END_TEST
 
@@ -434,6 +440,8 @@ START_TEST(close_during_a_compile_is_clean)
                     sizeof "gelu_bwd_f16");
   tj_runtime_close(rt);
   tj_runtime_close(open_background(db, 1));
+  free(db);
+  free(dir);
 }
 END_TEST
 
@@ -515,6 +523,8 @@ START_TEST(gemm_queues_its_hopper_configuration)
   ck_assert_uint_eq(compiles_of(rt), before);
   ck_assert_int_eq(tj__gemm_defer_hopper(rt, &d), 0);
   tj_runtime_close(rt);
+  free(db);
+  free(dir);
 }
 END_TEST
 

@@ -1935,6 +1935,8 @@ START_TEST(gemm_family_background_first_call)
     hipFree(dev[i]);
   free(hA), free(hB), free(got), free(want);
   tj_runtime_close(rt);
+  free(db);
+  free(dir);
 }
 END_TEST
 
