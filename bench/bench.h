@@ -109,5 +109,16 @@ void bench_family(tj_runtime *rt, bench_record_fn record);
 void bench_grouped(tj_runtime *rt, bench_record_fn record);
 void bench_pilot(tj_runtime *rt, const char *pilot, bench_record_fn record);
 void bench_moe(tj_runtime *rt, int quick, bench_record_fn record);
+/* The cold section (bench_cold.c), the children it runs
+ * (tj-bench --child-first-call M N K BACKGROUND CACHE: argv from M on),
+ * and tj-bench's way to run one: the program at path, or tj-bench again,
+ * its environment with extra ("NAME=value" entries, NULL ended); its exit
+ * status (-1: not started) and what it wrote to stdout in line. */
+void bench_cold(const char *dir, int quick, bench_record_fn record);
+int bench_cold_child(char **argv);
+int bench_run_path(const char *path, char *const argv[],
+                   const char *const *extra, char *line, size_t len);
+int bench_run_child(char *const argv[], const char *const *extra, char *line,
+                    size_t len);
 
 #endif

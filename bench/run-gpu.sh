@@ -6,7 +6,7 @@
 #   family-check family-bench family-torch tuning-check gemm-bench gemm-default gemm-tune skinny-cost hopper-check
 #   skinny-check tiles-bench tiles-smoke read-floor skinny-bench
 #   skinny-graph skinny-pair tree-pair start-bench grouped-check
-#   grouped-bench moe-check moe-bench (default all); several
+#   grouped-bench moe-check moe-bench first-call (default all); several
 #   modes share one build and run in the order given, each to its end
 #   even where one before failed.
 # The GEMM modes, each well inside a device call: gemm-check, the GPU
@@ -45,7 +45,8 @@
 # grouped case (tj_grouped_gemm against its oracle) and the tuning suite;
 # grouped-bench, tj-bench's grouped section (the four MoE shapes, each
 # direction, uniform and skewed routing, against a loop of per-expert
-# cuBLAS GEMMs).
+# cuBLAS GEMMs); first-call, tj-bench's cold section (a GEMM's first call
+# on a new node, with and without background builds, beside torch's).
 # moe-check, the GPU suite's moe case (the MoE permutation against its
 # oracle, a graph replay, tj_verify of each entry); moe-bench, tj-bench's
 # moe section (each call against a device-to-device copy of the same
@@ -230,6 +231,9 @@ for what in "$@"; do
           ./bench/tj-bench --only gemm 2>&1 | grep -E 'runs|rel L2|TFLOP' ||
           { echo "tiles-smoke: $t failed"; exit 1; }
       done ;;
+    first-call)  # each in a new process, every cache empty
+      timeout 560 ./bench/tj-bench --only cold > "$out/bench-cold.txt" 2>&1 ||
+        status=1 ;;
     start-bench)  # warm starts, and each entry's cold compile (new process,
                   # empty driver cache): the Hopper tiles' file against the
                   # skinny one's

@@ -24,6 +24,9 @@
  * mixture-of-experts shapes against a loop of per-expert cuBLAS GEMMs
  * (grouped), the pilots' process-per-call way against the host-buffer
  * call, and the MoE permutation against a device-to-device copy (moe).
+ * Only with --only cold: a GEMM's first call on a new node, with and
+ * without background builds, beside torch's, then each embedded kernel's
+ * cold compile (bench_cold.c).
  */
 #include "config.h"
 #include "bench.h"
@@ -144,6 +147,18 @@ static int run_child_env(char *const argv[], const char *const *extra,
                          int want_err, char *line, size_t len)
 {
   return run_program_env("/proc/self/exe", argv, extra, want_err, line, len);
+}
+
+int bench_run_path(const char *path, char *const argv[],
+                   const char *const *extra, char *line, size_t len)
+{
+  return run_program_env(path, argv, extra, 0, line, len);
+}
+
+int bench_run_child(char *const argv[], const char *const *extra, char *line,
+                    size_t len)
+{
+  return run_child_env(argv, extra, 0, line, len);
 }
 
 /* A fresh empty directory under dir for the driver's compute cache
@@ -742,6 +757,8 @@ int main(int argc, char **argv)
     return child_floor(argv[2], argv[3]);
   if (argc == 3 && strcmp(argv[1], "--child-cold") == 0)
     return child_cold(argv[2]);
+  if (argc == 7 && strcmp(argv[1], "--child-first-call") == 0)
+    return bench_cold_child(argv + 2);
   if (argc == 3 && strcmp(argv[1], "--child-node") == 0)
     return child_node(argv[2]);
   if (argc == 4 && strcmp(argv[1], "--child-get") == 0)
@@ -764,8 +781,8 @@ int main(int argc, char **argv)
       i++;
     else {
       fprintf(stderr, "usage: tj-bench [--json FILE] [--quick] [--pilot PATH] "
-              "[--arch ARCH] [--only start|cluster|jobs|launch|memory|gemm|"
-              "family|grouped|pilot|moe] [--cluster N (1 to 64)]\n");
+              "[--arch ARCH] [--only start|cold|cluster|jobs|launch|memory|"
+              "gemm|family|grouped|pilot|moe] [--cluster N (1 to 64)]\n");
       return 2;
     }
   }
@@ -784,6 +801,10 @@ int main(int argc, char **argv)
     snprintf(R.arch, sizeof R.arch, "%s", arch);
   if (WANT("start")) {
     warm_start(cache, quick);
+    cold_compile(dir, quick);
+  }
+  if (only && strcmp(only, "cold") == 0) { /* not in a run of all */
+    bench_cold(dir, quick, record);
     cold_compile(dir, quick);
   }
   if (WANT("cluster"))

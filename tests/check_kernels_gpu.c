@@ -1904,6 +1904,87 @@ START_TEST(gemm_family_host_call)
 }
 END_TEST
 
+typedef struct hopper_built {
+  tj_runtime *rt;
+  const tj_gemm_desc *d;
+} hopper_built;
+
+static int hopper_prepare(void *p)
+{
+  const hopper_built *h = p;
+  return tj__gemm_hopper_prepare(h->rt, h->d, NULL);
+}
+
+/* Background builds (tj_options.background_builds) on a cache that holds
+ * nothing: the first bf16 NT call is right by the oracle (on the
+ * fallback, while its Hopper configuration compiles on the worker); once
+ * the worker has finished, the configuration is built, tj_gemm_kernel
+ * names it without compiling, and a call takes it, right as well. */
+START_TEST(gemm_family_background_first_call)
+{
+  enum { M = 192, N = 520, K = 1032 };
+  char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
+  tj_options o = {0};
+  o.size = sizeof o;
+  o.cache_path = db;
+  o.system_caches = "";
+  o.remote = "";
+  o.background_builds = 1;
+  tj_runtime *rt = NULL;
+  int rc = tj_runtime_open(&rt, &o);
+  ck_assert_msg(rc == TJ_OK, "open: %s", tj_errmsg(rt));
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = d.c_type = TJ_DTYPE_BF16;
+  d.trans_b = 1;
+  d.m = M, d.n = N, d.k = K, d.alpha = 1.0f;
+  d.lda = K, d.ldb = K, d.ldc = N;
+  size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+  uint16_t *hA = xmalloc(na * 2), *hB = xmalloc(nb * 2), *got = xmalloc(nc * 2);
+  double *want = xmalloc(nc * 8);
+  random_typed(hA, TJ_DTYPE_BF16, na, 900);
+  random_typed(hB, TJ_DTYPE_BF16, nb, 901);
+  d.a = hA, d.b = hB, d.c = got;
+  tj__oracle_gemm_desc(&d, want, NULL, NULL);
+  void *dA = dev_poisoned(na * 2), *dB = dev_poisoned(nb * 2);
+  void *dC = dev_poisoned(nc * 2);
+  put(dA, hA, na * 2), put(dB, hB, nb * 2);
+  d.a = dA, d.b = dB, d.c = dC;
+  hopper_built h = {rt, &d};
+  int hopper = tj__gemm_hopper_serves(rt, &d);
+  if (hopper)
+    ck_assert_int_eq(tj__built_only(hopper_prepare, &h), TJ_ENOENT);
+  for (int call = 0; call < 2; call++) {
+    CHECK_TJ(rt, tj_gemm(rt, NULL, &d));
+    CHECK_HIP(hipStreamSynchronize(NULL));
+    get(got, dC, nc * 2);
+    check_typed("C", got, TJ_DTYPE_BF16, N, want, M, N, TJ_DTYPE_BF16,
+                call ? "the specialised call" : "the first call");
+    if (call || !hopper)
+      continue;
+    tj__worker_drain(rt);
+    ck_assert_int_eq(tj__built_only(hopper_prepare, &h), TJ_OK);
+    tj_stats before, after;
+    tj_runtime_get_stats(rt, &before);
+    const char *entry = tj_gemm_kernel(rt, &d);
+    ck_assert_ptr_nonnull(entry);
+    ck_assert_msg(strstr(entry, "_sm90a_") != NULL, "%s", entry);
+    ck_assert_int_eq(tj__gemm_defer_hopper(rt, &d), 0);
+    tj_runtime_get_stats(rt, &after);
+    ck_assert_uint_eq(after.compiles, before.compiles);
+    CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
+  }
+  void *dev[] = {dA, dB, dC};
+  for (int i = 0; i < 3; i++)
+    hipFree(dev[i]);
+  free(hA), free(hB), free(got), free(want);
+  tj_runtime_close(rt);
+  free(db);
+  free(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------- the grouped GEMM */
 
 /* How the rows (or the reduction) are routed to the groups. */
@@ -2667,6 +2748,7 @@ int main(void)
   tcase_add_test(family, gemm_family_tensor_core_path);
   tcase_add_test(family, gemm_family_hopper);
   tcase_add_test(family, gemm_family_host_call);
+  tcase_add_test(family, gemm_family_background_first_call);
   /* The grouped GEMM (CK_RUN_CASE=grouped). */
   TCase *grouped = test_case(s, "grouped", 600);
   tcase_add_test(grouped, grouped_gemm_m_grouped);

@@ -256,6 +256,13 @@ int tj__modtable_get(tj__modtable *t, int kind, const char *name,
                      tj__build_fn build, void *ctx, tj_kernel **out,
                      int *memory_hit);
 tj__modtable *tj__modtable_new(void);
+/* Run fn(ctx) with this thread's builds on every runtime limited to what
+ * is built: a kernel or module in the in-memory table (not one another
+ * thread is building: that is TJ_ENOENT at once, without waiting for it)
+ * or in a cache layer; where a build would compile, TJ_ENOENT.  Returns
+ * fn's code.  tj__built_only_now: whether the calling thread is inside. */
+int tj__built_only(int (*fn)(void *), void *ctx);
+int tj__built_only_now(void);
 /* Call fn on every kernel, then free the table (not the kernels). */
 void tj__modtable_free(tj__modtable *t, void (*fn)(tj_kernel *, void *),
                        void *ctx);
@@ -293,6 +300,36 @@ typedef struct tj__once {
  * compiling; 0: compile.  Always end with tj__once_end. */
 int tj__once_begin(tj_runtime *rt, const char *key, tj__once *o);
 void tj__once_end(tj_runtime *rt, tj__once *o);
+
+/* ------------------------------------------------------------ worker.c */
+
+/* A build a caller queues on its runtime's worker: TJ_OK or a code, with
+ * tj_errmsg (on the worker's thread) saying why. */
+typedef int (*tj__work_fn)(tj_runtime *rt, const void *arg);
+/* What tj__worker_submit says of a name. */
+enum {
+  TJ__WORK_DONE,    /* built: take what it built */
+  TJ__WORK_PENDING, /* queued (now or before) or building */
+  TJ__WORK_FAILED   /* failed; the first caller told gets its message as a
+                       warning in tj_errmsg */
+};
+typedef struct tj__worker tj__worker;
+/* A worker, its thread started at the first submit; NULL without memory. */
+tj__worker *tj__worker_new(void);
+/* Queue fn(rt, copy of arg's size bytes) under name on rt's worker,
+ * unless name was queued before; a TJ__WORK_* for name.  fn NULL only
+ * asks: TJ_ENOENT for a name never queued.  TJ_EINVAL when rt has no
+ * worker, TJ_ENOMEM when it takes no more (memory, a thread, its bound
+ * of names): the caller builds on its own.  Thread-safe. */
+int tj__worker_submit(tj_runtime *rt, const char *name, tj__work_fn fn,
+                      const void *arg, size_t size);
+/* Wait until rt's worker has nothing queued or building (for tests).
+ * Thread-safe. */
+void tj__worker_drain(tj_runtime *rt);
+/* Stop the thread: drop what has not begun, wait for the build running;
+ * tj__worker_free stops and frees (NULL: a no-op).  At close. */
+void tj__worker_stop(tj__worker *w);
+void tj__worker_free(tj__worker *w);
 
 /* ------------------------------------------------------------ runtime.c */
 
@@ -353,6 +390,9 @@ struct tj_runtime {
    * tj__runtime_slot; the runtime only frees it. */
   void *family_slot;
   void (*family_slot_free)(void *);
+  /* The builds a call queues while it runs on something built
+   * (tj_options.background_builds, worker.c); NULL when off. */
+  tj__worker *worker;
 };
 
 /* rt's family slot: made by make() the first time (under rt's lock; NULL

@@ -11,6 +11,23 @@
 
 enum { SLOT_BUILDING, SLOT_READY };
 
+/* Set while this thread asks only for what is built (tj__built_only). */
+static __thread int built_only;
+
+int tj__built_only(int (*fn)(void *), void *ctx)
+{
+  int outer = built_only;
+  built_only = 1;
+  int rc = fn(ctx);
+  built_only = outer;
+  return rc;
+}
+
+int tj__built_only_now(void)
+{
+  return built_only;
+}
+
 typedef struct slot {
   struct slot *next;
   uint64_t hash;
@@ -117,8 +134,14 @@ int tj__modtable_get(tj__modtable *t, int kind, const char *name,
   uint64_t h = name_hash(kind, name);
   pthread_mutex_lock(&t->lock);
   slot *s;
-  while ((s = find(t, h, kind, name)) && s->state == SLOT_BUILDING)
+  while ((s = find(t, h, kind, name)) && s->state == SLOT_BUILDING) {
+    if (built_only) { /* being built is not built: no wait */
+      pthread_mutex_unlock(&t->lock);
+      *memory_hit = 0;
+      return TJ_ENOENT;
+    }
     pthread_cond_wait(&t->built, &t->lock);
+  }
   if (s) {
     *out = s->kernel;
     *memory_hit = 1;

@@ -78,6 +78,17 @@ static int trace_wanted(void)
   return v && *v && strcmp(v, "0") != 0;
 }
 
+/* tj_options.background_builds: 1 on, -1 off, 0 the environment's
+ * (TOKITAI_JIT_BACKGROUND_BUILDS=1 on; anything else off). */
+static int open_worker(tj_runtime *rt, int wanted)
+{
+  const char *v = getenv("TOKITAI_JIT_BACKGROUND_BUILDS");
+  if (wanted == 1 || (wanted == 0 && v && strcmp(v, "1") == 0))
+    if (!(rt->worker = tj__worker_new()))
+      return tj__fail(rt, TJ_ENOMEM, "out of memory");
+  return TJ_OK;
+}
+
 /* ------------------------------------------------------- open and close */
 
 static int open_device(tj_runtime *rt, const tj_options *o)
@@ -286,6 +297,10 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
     return tj__fail(rt, TJ_EINVAL, "unknown flags 0x%x", o.flags & ~known);
   if (o.device < 0)
     return tj__fail(rt, TJ_EINVAL, "device %d is negative", o.device);
+  if (o.background_builds < -1 || o.background_builds > 1)
+    return tj__fail(rt, TJ_EINVAL, "tj_options.background_builds is %d: "
+                    "1 (on), -1 (off) or 0 (TOKITAI_JIT_BACKGROUND_BUILDS)",
+                    o.background_builds);
   tj__compiler_fingerprint(rt->compiler, sizeof rt->compiler);
   int rc;
   if (o.arch && (rc = settle_arch(rt, o.arch)) != TJ_OK)
@@ -304,7 +319,8 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   trace_add(rt, TJ__TRACE_IDENTITY, t0);
   t0 = trace_start(rt);
   if ((rc = open_cache(rt, &o)) == TJ_OK &&
-      (rc = tj__remote_setup(rt, o.remote)) == TJ_OK)
+      (rc = tj__remote_setup(rt, o.remote)) == TJ_OK &&
+      (rc = open_worker(rt, o.background_builds)) == TJ_OK)
     rt->opened = 1; /* every early return above leaves it unusable */
   trace_add(rt, TJ__TRACE_CACHE, t0);
   return rc;
@@ -340,6 +356,8 @@ void tj_runtime_close(tj_runtime *rt)
 {
   if (!rt)
     return;
+  /* First: a background build uses the table and the cache below. */
+  tj__worker_stop(rt->worker);
   size_t cap = (size_t)(rt->stats.cache_hits + 1);
   struct usage u = {calloc(cap, sizeof *u.keys), calloc(cap, sizeof *u.hits), 0,
                     cap};
@@ -373,6 +391,7 @@ void tj_runtime_close(tj_runtime *rt)
     tj__device_close(&rt->device);
   if (rt->family_slot_free)
     rt->family_slot_free(rt->family_slot);
+  tj__worker_free(rt->worker);
   free(rt->cache_path);
   free(rt->compiler_env);
   free(rt->env_refusal);
@@ -836,7 +855,8 @@ static int embedded_get(tj_runtime *rt, const char *name, int cache_only,
                     "(tokitai-jit --list-kernels --all names them)", name);
   /* The key is computed only on a miss: a hit is a lookup by name. */
   build_request req = {rt, e->source, e->source_len, e->file, e->entry, "", "",
-                       tj__embedded_arch(rt, e), cache_only, NULL, "", NULL};
+                       tj__embedded_arch(rt, e),
+                       cache_only || tj__built_only_now(), NULL, "", NULL};
   return get_or_build(&req, KIND_EMBEDDED, name, out);
 }
 

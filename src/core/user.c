@@ -571,7 +571,9 @@ static int build_module(void *ctx, tj_kernel **out)
   }
   uint64_t said = tj__messages_clock();
   rc = from_cache(r, m);
-  if (rc == TJ_ENOENT) { /* one compile per key: wait for another's */
+  /* A miss compiles, once a key (waiting for another's compile), unless
+   * this thread asks only for what is built (tj__built_only). */
+  if (rc == TJ_ENOENT && !tj__built_only_now()) {
     tj__once once;
     explain_miss(r, said);
     if (tj__once_begin(rt, r->key, &once))

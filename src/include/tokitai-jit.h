@@ -233,6 +233,23 @@ typedef struct tj_kernel tj_kernel;
  *               with TJ_CACHE_DISABLE; read-only with TJ_CACHE_READONLY.
  *               A list that does not parse is TJ_EINVAL here, a warning
  *               from the environment.
+ *   background_builds  Whether a GEMM's first call waits for its
+ *               configuration to compile.  On (1), a tj_gemm or
+ *               tj_gemm_f16 call whose specialised (Hopper) configuration
+ *               is not built yet, neither in this runtime nor in any
+ *               cache layer, queues its compile on a thread of the
+ *               runtime's own and runs on a configuration that compiles
+ *               in a fraction of the time (the portable kernel); the calls
+ *               after the compile take the specialised one.  The two sum
+ *               in different orders, so a result's bits may change when
+ *               the switch happens: this is off by default.  One compile
+ *               a configuration however many threads call; a failed one
+ *               is told once, as a warning in tj_errmsg, and its calls
+ *               keep the fallback.  tj_runtime_close waits for a compile
+ *               that has begun and drops those that have not.  0 (the
+ *               default): on when $TOKITAI_JIT_BACKGROUND_BUILDS is 1,
+ *               else off; -1: off whatever the environment says.  Not in
+ *               the first version of the struct: set size.
  */
 typedef struct tj_options {
   size_t size;        /* 0 (this header's struct) or sizeof(tj_options) */
@@ -243,6 +260,7 @@ typedef struct tj_options {
   uint64_t cache_max_bytes; /* size limit of the cache; 0: 1 GiB */
   const char *system_caches; /* read-only system caches; NULL: the defaults */
   const char *remote;       /* the remote tier; NULL: $TOKITAI_JIT_REMOTE */
+  int background_builds;    /* 1 on, -1 off; 0: the environment's */
 } tj_options;
 
 /*

@@ -141,11 +141,15 @@ typedef struct tj_gemm_desc {
  * Hopper path a tuning decision in the cache for the call's op (its
  * name up to the path: "gemm_bf16_bf16_bf16_nt_none") and shape class
  * takes the rule's place, as for tj_gemm_f16.  The same call gives the
- * same bits on every run.  Errors: TJ_EINVAL (a NULL or malformed
- * field, with the field named in tj_errmsg: a type, a transpose flag or
- * an epilogue it does not know, a size below 1, a leading dimension below
- * its row, a pointer missing, misaligned or overlapping another, an
- * optional pointer the epilogue does not take), TJ_ERANGE (sizes past
+ * same bits on every run, except with background builds
+ * (tj_options.background_builds, off by default), where the calls made
+ * while a Hopper configuration compiles run the portable kernel, whose
+ * bits may differ from the later calls' (as for tj_gemm_f16).
+ * Errors: TJ_EINVAL (a NULL or malformed field, with the field named in
+ * tj_errmsg: a type, a transpose flag or an epilogue it does not know, a
+ * size below 1, a leading dimension below its row, a pointer missing,
+ * misaligned or overlapping another, an optional pointer the epilogue
+ * does not take), TJ_ERANGE (sizes past
  * what the kernels index), TJ_ENODEVICE (a compile-only runtime),
  * TJ_ECOMPILE, TJ_EDEVICE, TJ_ENOMEM.  Thread-safe as tj_launch is.
  */
@@ -310,7 +314,10 @@ TJ_EXPORT int tj_grouped_gemm_host(tj_runtime *rt,
  *     tiles (kernels/gemm_f16_sm90a.hip, wgmma and TMA), which may split K
  *     where their tiles are too few to fill the GPU (tj_gemm_f16_split),
  *     with partials from the pool; else kernels/gemm_f16.hip.
- * Every path gives the same bits on every run of the same call.  The
+ * Every path gives the same bits on every run of the same call; with
+ * background builds (tj_options.background_builds, off by default) the
+ * Hopper paths' calls run the portable kernel while their entry
+ * compiles, and those bits may differ from the later calls'.  The
  * skinny kernels read neither A nor B when alpha == 0; the tiled ones
  * compute A * B even then, so inf or NaN in them gives NaN.
  *

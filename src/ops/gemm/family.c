@@ -340,6 +340,18 @@ static int launch_portable(tj_runtime *rt, const char *fn, void *stream,
   return TJ_OK;
 }
 
+int tj__gemm_portable_serves(const tj_gemm_desc *d)
+{
+  return (d->m - 1) / PORTABLE_TILE + 1 <= PORTABLE_GRID_Y_CAP;
+}
+
+int tj__gemm_portable_run(tj_runtime *rt, const char *fn, void *stream,
+                          const tj_gemm_desc *d)
+{
+  tj_gemm_desc copy = *d;
+  return launch_portable(rt, fn, stream, &copy);
+}
+
 int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *desc)
 {
   static const char fn[] = "tj_gemm";
@@ -354,8 +366,12 @@ int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *desc)
     return tj_gemm_f16(rt, stream, (int)d.m, (int)d.n, (int)d.k, d.alpha,
                        d.a, (int)d.lda, d.b, (int)d.ldb, d.beta, d.c,
                        (int)d.ldc);
-  if (r == ROUTE_HOPPER)
+  if (r == ROUTE_HOPPER) {
+    /* Background builds: the fallback while its configuration compiles. */
+    if (tj__gemm_defer_hopper(rt, &d))
+      return tj__gemm_fallback_run(rt, fn, stream, &d);
     return tj__gemm_hopper_run(rt, fn, stream, &d);
+  }
   if (r == ROUTE_TC)
     return tj__gemm_tc_run(rt, fn, stream, &d);
   return launch_portable(rt, fn, stream, &d);

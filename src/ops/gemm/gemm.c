@@ -365,9 +365,15 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   if (p.path == GEMM_PATH_SKINNY_TC)
     return launch_skinny_tc(rt, fn, p, stream, M, N, K, alpha, A, lda, B,
                             ldb, beta, C, ldc);
-  if (p.path == GEMM_PATH_SM90A || p.path == GEMM_PATH_SM90A_SKINNY)
+  if (p.path == GEMM_PATH_SM90A || p.path == GEMM_PATH_SM90A_SKINNY) {
+    /* Background builds: the fallback while p's entry compiles. */
+    tj_gemm_desc d;
+    tj__gemm_f16_desc(&d, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (tj__gemm_defer_kernel(rt, p.entry, &d))
+      return tj__gemm_fallback_run(rt, fn, stream, &d);
     return launch_sm90a(rt, fn, p, stream, M, N, K, alpha, A, lda, B, ldb,
                         beta, C, ldc);
+  }
   void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc};
   return tj__op_launch(rt, fn, p.entry, p.grid, p.block, stream, args);
 }

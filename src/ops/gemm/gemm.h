@@ -212,6 +212,35 @@ int tj__gemm_check_kinds(tj_runtime *rt, const char *fn, const int types[3],
 const char *tj__gemm_dtype_name(int type);
 const char *tj__gemm_epilogue_name(int epilogue);
 
+/* The portable kernel's configuration for d: whether it takes d's M (its
+ * grid's rows of tiles), and a launch of it on stream (d checked). */
+int tj__gemm_portable_serves(const tj_gemm_desc *d);
+int tj__gemm_portable_run(tj_runtime *rt, const char *fn, void *stream,
+                          const tj_gemm_desc *d);
+
+/* ------------------------------------------------------------ fallback.c
+ * A first call with background builds on (tj_options.background_builds):
+ * the specialised configuration queued on the runtime's worker, the call
+ * on the fallback meanwhile. */
+
+/* The fallback: whether it takes d, and a launch of d on it (d checked).
+ * The one place that chooses it. */
+int tj__gemm_fallback_serves(const tj_gemm_desc *d);
+int tj__gemm_fallback_run(tj_runtime *rt, const char *fn, void *stream,
+                          const tj_gemm_desc *d);
+/* 1: run d on the fallback, since its specialised configuration (the
+ * embedded entry of tj_gemm_f16's plan; d's Hopper configuration) is not
+ * built and its compile is queued, or failed; 0: run the specialised one
+ * (built, or background builds off, or the fallback does not take d).
+ * Thread-safe. */
+int tj__gemm_defer_kernel(tj_runtime *rt, const char *entry,
+                          const tj_gemm_desc *d);
+int tj__gemm_defer_hopper(tj_runtime *rt, const tj_gemm_desc *d);
+/* tj_gemm_f16's arguments as a descriptor: f16, row-major, no epilogue. */
+void tj__gemm_f16_desc(tj_gemm_desc *d, int M, int N, int K, float alpha,
+                       const uint16_t *A, int lda, const uint16_t *B,
+                       int ldb, float beta, uint16_t *C, int ldc);
+
 /* ------------------------------------------------------------ hopper.c
  * The family's Hopper path: gemm_sm90a.hip's configurations. */
 
