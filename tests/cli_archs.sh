@@ -36,10 +36,15 @@ ere() { printf '%s\n' "$1" | sed 's/[][\.*^$+?(){}|]/\\&/g'; }
 
 cache=$tmp/archs/cache.db
 n=0
+configs=0
 for a in $archs; do
   n=$((n + 1))
   run 0 --warm --arch "$a" --cache "$cache"
   out "^warmed $nkernels kernels for $a in $cache: $nfiles compiled \([^)]*\), $((nkernels - nfiles)) stored with their file, 0 already cached\$"
+  # tj_gemm_f16's generated configurations (sm_90: sm_90a rows, which
+  # sm_90 and sm_90a share), each compiled once.
+  got=$(sed -n 's/^warmed [0-9]* GEMM configurations in .*: \([0-9]*\) compiled .*/\1/p' "$tmp/out")
+  configs=$((configs + ${got:-0}))
   run 0 --warm --arch "$a" --cache "$cache"
   out "0 compiled.*, 0 stored with their file, $nkernels already cached"
   run 0 --list-cache --cache "$cache"
@@ -56,7 +61,7 @@ for a in $archs; do
     [ "$rows" -eq "$want" ] || fail "$last: $rows rows for $ra, not $want"
   done
   run 0 --stats --cache "$cache"
-  out "^entries +$((n * nkernels))\$"
+  out "^entries +$((n * nkernels + configs))\$"
 done
 
 for a in $refused; do

@@ -1,8 +1,8 @@
 /*
  * family.c: tj_gemm, the GEMM family's one call: the descriptor's checks,
- * the route (tj_gemm_f16's kernels for the combination they serve, the
- * portable kernel for every other), and the portable kernel's
- * configurations.  A configuration is kernels/gemm_portable.hip compiled
+ * the route (the Hopper path on sm_90, else tj_gemm_f16's kernels for
+ * the combination they serve, the portable kernel for every other), and
+ * the portable kernel's configurations.  A configuration is kernels/gemm_portable.hip compiled
  * with the call's choices as -D constants, a module of its own (one
  * cached code object), whose entry is named from those choices: nothing
  * lists the configurations.
@@ -331,12 +331,12 @@ int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *desc)
   int rc = desc_in(rt, fn, desc, &d);
   if (rc != TJ_OK)
     return rc;
+  if (tj__gemm_hopper_serves(rt, &d))
+    return tj__gemm_hopper_run(rt, fn, stream, &d, NULL, NULL);
   if (f16_path_serves(&d))
     return tj_gemm_f16(rt, stream, (int)d.m, (int)d.n, (int)d.k, d.alpha,
                        d.a, (int)d.lda, d.b, (int)d.ldb, d.beta, d.c,
                        (int)d.ldc);
-  if (tj__gemm_hopper_serves(rt, &d))
-    return tj__gemm_hopper_run(rt, fn, stream, &d);
   return launch_portable(rt, fn, stream, &d);
 }
 
@@ -347,12 +347,14 @@ const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *desc)
   tj_module *m = NULL;
   if (!tj__runtime_usable(rt) || desc_in(rt, fn, desc, &d) != TJ_OK)
     return NULL;
+  tj_kernel *product = NULL;
+  if (tj__gemm_hopper_serves(rt, &d))
+    return tj__gemm_hopper_prepare(rt, &d, NULL, &product) == TJ_OK
+               ? product->entry
+               : NULL;
   if (f16_path_serves(&d))
     return tj_gemm_f16_kernel(rt, (int)d.m, (int)d.n, (int)d.k, d.a,
                               (int)d.lda, d.b, (int)d.ldb, d.c, (int)d.ldc);
-  const char *entry = NULL;
-  if (tj__gemm_hopper_serves(rt, &d))
-    return tj__gemm_hopper_prepare(rt, &d, &entry) == TJ_OK ? entry : NULL;
   config_names n;
   names_of(&d, &n);
   tj_kernel *k = NULL;
@@ -422,13 +424,13 @@ int tj_gemm_host(tj_runtime *rt, const tj_gemm_desc *desc)
   tj_gemm_desc dev = j.d;
   dev.a = dev.b = NULL;
   dev.c = NULL;
-  if (f16_path_serves(&j.d))
+  if (tj__gemm_hopper_serves(rt, &dev)) {
+    if ((rc = tj__gemm_hopper_prepare(rt, &dev, NULL, NULL)) != TJ_OK)
+      return rc;
+  } else if (f16_path_serves(&j.d)) {
     entry = tj__gemm_plan_call(rt, (int)j.d.m, (int)j.d.n, (int)j.d.k, NULL,
                                (int)j.d.lda, NULL, (int)j.d.ldb, NULL,
                                (int)j.d.ldc).entry;
-  else if (tj__gemm_hopper_serves(rt, &dev)) {
-    if ((rc = tj__gemm_hopper_prepare(rt, &dev, NULL)) != TJ_OK)
-      return rc;
   } else if (!rt->compile_only) {
     config_names n;
     names_of(&j.d, &n);
