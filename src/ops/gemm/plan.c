@@ -423,9 +423,9 @@ static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_knobs *env, int sms,
 }
 
 /* The rule's plan, its tiles storing C through TMA wherever the call
- * allows it (tma_store_fits in gemm.c; split-K's partials never do),
- * which is faster than storing straight from the accumulators at every
- * shape of the benchmark's gemm section. */
+ * allows it (tj__gemm_tma_store_applies, asked by hopper.c; split-K's
+ * partials never do), which is faster than storing straight from the
+ * accumulators at every shape of the benchmark's gemm section. */
 static tj__gemm_plan plan_sm90a(const tj__gemm_knobs *env, int sms, int M, int N,
                                 int K)
 {

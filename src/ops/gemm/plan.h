@@ -2,7 +2,8 @@
  * plan.h: what tj_gemm_f16 runs, between the file that decides it
  * (plan.c: which kernel, its grid, split and shared memory, from the
  * shape, the operands' alignment, the device, the knobs and the tuning
- * decisions) and the file that launches it (gemm.c).  The
+ * decisions) and the files that launch it (gemm.c; hopper.c the Hopper
+ * plans).  The
  * launch shapes are the ones the contracts in kernels/<name>.hip give;
  * tests/check_kernels.c pins the block sizes against the sources.
  */
@@ -56,8 +57,8 @@
  * land in the epilogue's buffers). */
 #define SM90A_SHARED_K2 (SM90A_SHARED(64, 8) + 16)
 /* Split-K (the 128 x 128 tile's partials, then gemm_sm90a.hip's reduce
- * with 256 threads a block): only while the 128 x 128 tiles leave SMs idle (of
- * rt->sms: the device's count, TJ__FALLBACK_SMS without one), and
+ * with 256 threads a block): only while the 128 x 128 tiles leave SMs
+ * idle (of rt->sms: the device's count, TJ__FALLBACK_SMS without one), and
  * with SM90A_SPLIT_MIN_KTILES k-tiles of 64 or more per split, so that
  * each block runs its 5-stage pipeline a few times over and the fp32
  * partials stay small beside the work they save. */
