@@ -475,7 +475,7 @@ static void bench_layers(gemm_ctx *g, const char *entry, int have_vendor,
     record("gemm", label, bytes / (gms * 1e6) / copy_gbs, "x");
   }
   double plain_ms = 0;
-  if (entry && strncmp(entry, "gemm_f16_sm90a_skinny", 21) == 0) {
+  if (entry && strstr(entry, "_sm90a_skinny") != NULL) {
     tj_runtime *keep = g->rt;
     g->rt = open_with_env(keep, "TJ_GEMM_PDL", "0");
     plain_ms = time_clean_flushed(clean, run_chain, &c, REPS) / LAYERS;
@@ -689,17 +689,22 @@ static tj_runtime *open_with_env(tj_runtime *like, const char *name,
   return rt;
 }
 
+/* The entry's name as the runtime with name=value gives it (copied: a
+ * Hopper configuration's name is that runtime's). */
+#define ENTRY_MAX 128
 static double time_with_env_entry(gemm_ctx *g, const char *name,
                                   const char *value, int reps,
-                                  const char **entry, clean_flush *clean)
+                                  char entry[ENTRY_MAX], clean_flush *clean)
 {
   tj_runtime *rt = open_with_env(g->rt, name, value), *keep = g->rt;
   g->rt = rt;
   double ms = clean ? time_clean_flushed(clean, run_ours, g, reps)
                     : bench_time_gpu_flushed(run_ours, g, reps);
-  if (entry) /* a static string: it outlives the runtime */
-    *entry = tj_gemm_f16_kernel(rt, g->m, g->n, g->k, g->A, g->k, g->B, g->n,
-                                g->C, g->n);
+  if (entry) {
+    const char *e = tj_gemm_f16_kernel(rt, g->m, g->n, g->k, g->A, g->k,
+                                       g->B, g->n, g->C, g->n);
+    snprintf(entry, ENTRY_MAX, "%s", e ? e : "(refused)");
+  }
   g->rt = keep;
   tj_runtime_close(rt);
   return ms;
@@ -746,7 +751,7 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   double bytes = 2.0 * ((double)g->m * g->k + (double)g->k * g->n +
                         (double)g->m * g->n);
   int reps = flop > 5e11 ? 5 : 20;
-  char shape[48], label[128];
+  char shape[48], label[256];
   snprintf(shape, sizeof shape, "%dx%dx%d", g->m, g->n, g->k);
   double ms = bench_time_gpu_flushed(run_ours, g, reps);
   const char *entry = tj_gemm_f16_kernel(g->rt, g->m, g->n, g->k, g->A, g->k,
@@ -764,7 +769,7 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
              shape);
     record("gemm", label, flop / (whole * 1e9), "TFLOP/s");
   }
-  if (entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0) {
+  if (entry && strstr(entry, "_sm90a_") != NULL) {
     /* The mma.sync kernel on the same shape, for the step the Hopper
      * path makes. */
     double old = time_with_env(g, "TJ_GEMM_SM90A", "0", reps);
@@ -777,8 +782,8 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   const char *v = getenv("TJ_BENCH_VARIANTS");
   int variants = !(v && strcmp(v, "0") == 0);
   double direct_ms = 0;
-  if (variants && entry && strncmp(entry, "gemm_f16_sm90a_", 15) == 0 &&
-      strncmp(entry, "gemm_f16_sm90a_skinny", 21) != 0) {
+  if (variants && entry && strstr(entry, "_sm90a_") != NULL &&
+      strstr(entry, "_sm90a_skinny") == NULL) {
     /* The tiles' epilogue straight from the accumulators (the rule's
      * stores through TMA, which this comparison times faster): the
      * default's time over its, and its against cuBLAS below. */
@@ -789,25 +794,25 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
   if (entry && strncmp(entry, "gemm_skinny_f16_tc_", 19) == 0) {
     /* The path it replaces (the FMA kernel to 8 rows, then the tiled
      * ones). */
-    const char *was = NULL;
-    double old = time_with_env_entry(g, "TJ_GEMM_SKINNY_TC", "0", reps, &was,
+    char was[ENTRY_MAX];
+    double old = time_with_env_entry(g, "TJ_GEMM_SKINNY_TC", "0", reps, was,
                                      NULL);
     snprintf(label, sizeof label, "gemm_f16 %s %s (TJ_GEMM_SKINNY_TC=0) "
-             "bandwidth / copy", shape, was ? was : "(refused)");
+             "bandwidth / copy", shape, was);
     record("gemm", label, bytes / (old * 1e6) / copy_gbs, "x");
   }
-  if (entry && strncmp(entry, "gemm_f16_sm90a_skinny", 21) == 0) {
+  if (entry && strstr(entry, "_sm90a_skinny") != NULL) {
     /* The paths it replaces (the skinny kernels of gemm_skinny_f16.hip,
      * the split-K tiles), with L2 cleaned as below. */
-    const char *was = NULL;
+    char was[ENTRY_MAX];
     double old = time_with_env_entry(g, "TJ_GEMM_SKINNY_SM90A", "0", reps,
-                                     &was, clean);
+                                     was, clean);
     snprintf(label, sizeof label, "gemm_f16 %s %s (TJ_GEMM_SKINNY_SM90A=0) "
-             "bandwidth / copy, clean L2", shape, was ? was : "(refused)");
+             "bandwidth / copy, clean L2", shape, was);
     record("gemm", label, bytes / (old * 1e6) / copy_gbs, "x");
   }
   double kept_ms = 0, kept_clean_ms = 0;
-  if (variants && entry && strncmp(entry, "gemm_f16_sm90a_skinny", 21) == 0) {
+  if (variants && entry && strstr(entry, "_sm90a_skinny") != NULL) {
     /* B read without marking it evict-first in L2 (the default marks it
      * since this comparison times that faster): with and without L2 cleaned
      * first, against cuBLAS below. */

@@ -1,22 +1,18 @@
 /*
  * gemm_f16_sm90a.h: C = alpha * A * B + beta * C on fp16 matrices, fp32
  * accumulation, all row-major, with Hopper's wgmma and TMA (sm_90a only):
- * the code of the entries in gemm_f16_sm90a.hip (the tiles, M > 16, that
- * the rule runs), gemm_f16_sm90a_skinny.hip (the
- * skinny kernel, M <= 16) and gemm_f16_sm90a_extra.hip (tiles only a
- * tuning decision or the benchmark asks for).
- * Each of those files names this one in a line "embed: prepend", so the
- * library's copy of its source is this file and then its own
- * (build-aux/embed.sh), one compile each: a first call compiles only
- * what the rule may run for its kind.
+ * the code of gemm_sm90a.hip's configurations (the tiles, M > 16, and
+ * the skinny kernel, M <= 16), one compile each, its choices as -D
+ * constants.  gemm_sm90a.hip names this file in a line "embed: prepend",
+ * so the library's copy of its source is this file and then its own
+ * (build-aux/embed.sh).
  * Same meaning as gemm_f16 (see its header): any M, N, K >= 1, lda >= K,
  * ldb >= N, ldc >= N; beta == 0 writes C without reading it; alpha == 0
- * still computes A * B.  tj_gemm_f16 picks these entries itself; this
- * code runs only on sm_90a, so the library compiles these files for sm_90a
- * on an sm_90 device (their "embed: arch" marker tells embed.sh), and for
- * any other arch each entry is a stub that traps.
+ * still computes A * B.  tj_gemm_f16 and tj_gemm pick the configurations
+ * themselves; this code runs only on sm_90a, so the library compiles it
+ * for sm_90a on an sm_90 device.
  *
- * Status: every entry compiles for sm_90a with no spills and no wgmma
+ * Status: every configuration compiles for sm_90a with no spills and no wgmma
  * serialization (tests/gemm_ptxas_sm90a.sh, on any machine with nvcc).
  * Every entry is checked against the oracle by the GPU suite
  * (check_kernels_gpu) and timed against cuBLAS by tj-bench's GEMM
@@ -57,8 +53,7 @@
  *   order       blocks take tiles in bands of 8 tile rows, column by
  *               column in a band (L2 reuse of A and B between blocks).
  *
- * Split-K (gemm_f16_sm90a_128x128_splitk and
- * gemm_f16_sm90a_splitk_reduce)
+ * Split-K (the 128 x 128 tile's kind 4 and its reduce)
  *   why         a grid with fewer tiles than SMs (128 x 4096 is 32 tiles
  *               of 128 x 128 on 132 SMs; 16 x N uses one tile row) leaves
  *               most of the GPU idle.  Block z of a grid (x, y, split)
@@ -86,10 +81,10 @@
  * Preconditions (tj_gemm_f16 checks them and takes gemm_f16 otherwise)
  *   A and B 16-byte aligned, lda and ldb multiples of 8 (TMA's rules for
  *   a global tensor); M above 16 for the tiles, M <= 16 for the skinny
- *   entries (gemm_f16_sm90a_skinny*, below the tiles' code).
+ *   configurations (kind 5, below the tiles' code).
  *
  * Beside the one-tile-per-block entries: the persistent grid, 2-CTA
- *   clusters with TMA multicast of B (gemm_f16_sm90a_128x256_mc2), and
+ *   clusters with TMA multicast of B (the 128 x 256 tile's kind 2), and
  *   the epilogue through shared memory with TMA stores.
  *
  * Launch
@@ -302,7 +297,7 @@ __device__ __forceinline__ void tj_h_bar_arrive_remote(unsigned bar) {
                : "memory");
 }
 
-/* The clusters of two (gemm_f16_sm90a_128x64_cluster_k2 and the multicast
+/* The clusters of two (the 128 x 64 tile's kind 3 and the multicast
  * pairs): this block's rank, a barrier across both, another block's
  * shared address. */
 __device__ __forceinline__ unsigned tj_h_cluster_rank() {
@@ -782,7 +777,7 @@ __device__ __forceinline__ void tj_h_epilogue_done(const tj_h_out &o) {
 /* Split-K: the block's fp32 sums for its K-range, rows below M only, into
  * its slice of the workspace (ldw a multiple of the tile width, so every
  * pair of columns is an aligned float2 and the tile needs no column
- * guard); gemm_f16_sm90a_splitk_reduce adds the slices. */
+ * guard); the reduce (TJ_H_REDUCE_BODY) adds the slices. */
 template <int BN>
 __device__ __forceinline__ void tj_h_partial(const float (&d)[BN / 2],
                                              float *w, int ldw, int M,

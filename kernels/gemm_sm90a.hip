@@ -1,10 +1,10 @@
 /*
  * gemm_sm90a.hip: the GEMM family's Hopper path (sm_90a: wgmma and TMA),
- * one configuration a compile.  tj_gemm compiles this file with the
- * call's choices as -D constants, so each configuration is a code object
- * of its own, named from its choices; the code is gemm_f16_sm90a.h's
- * (which, after gemm_epilogue.h, the library's copy of this file starts
- * with), the same that tj_gemm_f16's embedded entries run.
+ * one configuration a compile.  tj_gemm (and tj_gemm_f16 on sm_90)
+ * compiles this file with the call's choices as -D constants, so each
+ * configuration is a code object of its own, named from its choices; the
+ * code is gemm_f16_sm90a.h's (which, after gemm_epilogue.h, the library's
+ * copy of this file starts with).
  *
  *   C = epilogue(alpha * op(A) * op(B) + beta * C), as gemm_portable.hip
  *   says (layouts, types, epilogues), fp32 accumulation.
@@ -33,21 +33,26 @@
  *                 int N, int K, float alpha, float beta, void *C, int ldc,
  *                 int store, const void *bias, void *aux, long long ldaux,
  *                 int kper, float *work)
- *       block 384 (kind 5: 160); grid and shared memory as the entry of
- *       gemm_f16_sm90a.hip (kind 5: gemm_f16_sm90a_skinny.hip) of the
- *       same kind and tile gives them (the kinds are its entries').  tma_a over A as stored: 2-D {K, M} with
+ *       block 384 (kind 5: 160); grid and dynamic shared memory as
+ *       gemm_f16_sm90a.h lays out the kind and tile (TJ_H_SMEM_BYTES,
+ *       TJ_S_SMEM_BYTES; src/ops/gemm/plan.h computes the same).
+ *       tma_a over A as stored: 2-D {K, M} with
  *       box {64, 128} (K-major), or with TJ_TRANS_A {M, K} with box {64,
  *       64}; tma_b {N, K} box {64, 64}, or with TJ_TRANS_B {K, N} box
  *       {64, 64}; tma_c {N, M} box {64, 64}, read only with store 1
  *       (beta == 0, C 16-bit, 16-byte aligned, ldc a multiple of 8).
- *       kper and work: kind 4's (gemm_f16_sm90a_128x128_splitk's).
+ *       kper and work: kind 4's: block z computes k-tiles [z * kper,
+ *       z * kper + kper) and writes fp32 sums to work (split * M * ldw
+ *       floats, ldw = TJ_H_BN * gridDim.x).
  *       Kind 5: tma_a's box is {64, 16}, tma_c is not read, store 1
- *       loads B evict-first (the skinny entries' evict_first), and the
+ *       loads B evict-first in L2, and the
  *       kernel may be launched to start early.
  *   TJ_REDUCE_ENTRY(const float *work, int split, int M, int N, int ldw,
  *                   float alpha, float beta, void *C, int ldc,
  *                   const void *bias, void *aux, long long ldaux)
- *       as gemm_f16_sm90a_splitk_reduce, then the epilogue.
+ *       block 256, grid (ceil(N / 256), min(M, 65535), 1): C = alpha *
+ *       (the sum of the split slices of work, in order) + beta * C, then
+ *       the epilogue.
  *   TJ_COLSUM_ENTRY(long long M, long long N, const void *C,
  *                   long long ldc, float *sums)
  *       block 256, grid (ceil(N / 32), 1, 1): gemm_epilogue.h's

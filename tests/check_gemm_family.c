@@ -181,8 +181,9 @@ static const char *path_of(const tj_gemm_desc *d)
 
 /* Every pair of types (without transposes or epilogue), and every layout
  * and epilogue (bf16 throughout): the name says the configuration, the
- * f16 NN one without epilogue is tj_gemm_f16's, and each other one is a
- * module of its own, compiled here. */
+ * f16 NN one without epilogue is tj_gemm_f16's embedded kernel off sm_90
+ * (on sm_90 a Hopper configuration like the others), and each other one
+ * is a module of its own, compiled here. */
 START_TEST(every_configuration_compiles)
 {
   tj_runtime *rt = open_compile_only(NULL, 0);
@@ -208,7 +209,7 @@ START_TEST(every_configuration_compiles)
                    type_names[d.c_type], d.trans_a ? 't' : 'n',
                    d.trans_b ? 't' : 'n', epi_names[e], path_of(&d));
           if (d.a_type == TJ_DTYPE_F16 && d.c_type == TJ_DTYPE_F16 && t == 0 &&
-              e == 0) {
+              e == 0 && strcmp(TEST_ARCH, "sm_90") != 0) {
             ck_assert_ptr_eq(got, tj_gemm_f16_kernel(rt, 8, 8, 8, FAKE(1), 8,
                                                      FAKE(2), 8, FAKE(3), 8));
             continue;

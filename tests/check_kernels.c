@@ -4,6 +4,7 @@
  * touching the caller's output; the launch shapes the calls assume against
  * the embedded sources; and the JSON and markdown reports. */
 #include "testknobs.h"
+#include "gemm/plan.h"
 #include "internal.h"
 #include "embedded.h"
 #include "jsoncheck.h"
@@ -339,15 +340,7 @@ START_TEST(block_sizes_match_the_kernel_sources)
       {"gemm_skinny_f16_m1", 1024}, {"gemm_skinny_f16_m2", 1024},
       {"gemm_skinny_f16_m4", 512}, {"gemm_skinny_f16_m8", 256},
       {"gemm_skinny_f16_tc_n32", 128}, {"gemm_skinny_f16_tc_n64", 128},
-      {"gemm_skinny_f16_tc_reduce", 256},
-      {"gemm_f16_sm90a_128x256", 384}, {"gemm_f16_sm90a_128x128", 384},
-      {"gemm_f16_sm90a_128x128_splitk", 384},
-      {"gemm_f16_sm90a_128x256_persistent", 384},
-      {"gemm_f16_sm90a_128x128_persistent", 384},
-      {"gemm_f16_sm90a_128x64", 384},
-      {"gemm_f16_sm90a_128x64_cluster_k2", 384},
-      {"gemm_f16_sm90a_128x256_mc2", 384},
-      {"gemm_f16_sm90a_splitk_reduce", 256}};
+      {"gemm_skinny_f16_tc_reduce", 256}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     const tj__embedded_kernel *e = tj__embedded_find(want[i].entry);
     ck_assert_msg(e != NULL, "%s is not embedded", want[i].entry);
@@ -432,65 +425,65 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
      * in multicast pairs past one wave of them (4096^3: 512 tiles), alone
      * within one (2048^3: 128). */
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_mc2");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
     ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
-                     "gemm_f16_sm90a_128x256_persistent");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_persistent");
     ck_assert_str_eq(entry_for(rt, 4096, 11008, 4096),
-                     "gemm_f16_sm90a_128x256_mc2");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
     ck_assert_str_eq(entry_for(rt, 2048, 2304, 2048),
-                     "gemm_f16_sm90a_128x256_mc2"); /* 144 tiles */
-    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_sm90a_128x128");
-    ck_assert_str_eq(entry_for(rt, 1024, 1024, 1024), "gemm_f16_sm90a_128x64");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2"); /* 144 tiles */
+    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_f16_f16_nn_none_sm90a_128x128");
+    ck_assert_str_eq(entry_for(rt, 1024, 1024, 1024), "gemm_f16_f16_f16_nn_none_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
-                     "gemm_f16_sm90a_128x64_cluster_k2");
-    ck_assert_str_eq(entry_for(rt, 128, 4096, 1984), "gemm_f16_sm90a_128x64");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x64_cluster_k2");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 1984), "gemm_f16_f16_f16_nn_none_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 4096, 2048),
-                     "gemm_f16_sm90a_128x64_cluster_k2");
-    ck_assert_str_eq(entry_for(rt, 256, 4096, 2048), "gemm_f16_sm90a_128x64");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x64_cluster_k2");
+    ck_assert_str_eq(entry_for(rt, 256, 4096, 2048), "gemm_f16_f16_f16_nn_none_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 4096, 11008),
-                     "gemm_f16_sm90a_128x64_cluster_k2");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x64_cluster_k2");
     ck_assert_str_eq(entry_for(rt, 192, 2048, 11008),
-                     "gemm_f16_sm90a_128x64_cluster_k2");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x64_cluster_k2");
     ck_assert_str_eq(entry_for(rt, 128, 2048, 11008),
-                     "gemm_f16_sm90a_128x128_splitk");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk");
     ck_assert_str_eq(entry_for(rt, 64, 4096, 11008),
-                     "gemm_f16_sm90a_128x128_splitk");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk");
     ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
-                     "gemm_f16_sm90a_128x128_splitk");
-    ck_assert_str_eq(entry_for(rt, 17, 8, 8), "gemm_f16_sm90a_128x128");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk");
+    ck_assert_str_eq(entry_for(rt, 17, 8, 8), "gemm_f16_f16_f16_nn_none_sm90a_128x128");
     /* To 16 rows the Hopper skinny kernel (its splits: see
      * gemm_dispatch_takes_the_hopper_skinny_path). */
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096),
-                     "gemm_f16_sm90a_skinny_k3");
-    ck_assert_str_eq(entry_for(rt, 16, 11008, 4096), "gemm_f16_sm90a_skinny");
+                     "gemm_f16_f16_f16_nn_none_sm90a_skinny_k3");
+    ck_assert_str_eq(entry_for(rt, 16, 11008, 4096), "gemm_f16_f16_f16_nn_none_sm90a_skinny");
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096),
-                     "gemm_f16_sm90a_skinny_k3");
+                     "gemm_f16_f16_f16_nn_none_sm90a_skinny_k3");
     /* Forced tile and persistence (read at open). */
     setenv("TJ_GEMM_PERSISTENT", "0", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
-    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x256");
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_f16_f16_nn_none_sm90a_128x256");
     setenv("TJ_GEMM_PERSISTENT", "1", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
-                     "gemm_f16_sm90a_128x128_persistent");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x128_persistent");
     setenv("TJ_GEMM_SM90A_TILE", "64", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
-    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_sm90a_128x64");
-    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_sm90a_128x64");
+    ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16_f16_f16_nn_none_sm90a_128x64");
+    ck_assert_str_eq(entry_for(rt, 128, 4096, 4096), "gemm_f16_f16_f16_nn_none_sm90a_128x64");
     setenv("TJ_GEMM_SM90A_TILE", "64k2", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x64_cluster_k2");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x64_cluster_k2");
     /* A forced split still splits through the workspace. */
     setenv("TJ_GEMM_SPLITK", "4", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
-                     "gemm_f16_sm90a_128x128_splitk");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk");
     unsetenv("TJ_GEMM_SPLITK");
     setenv("TJ_GEMM_SM90A_TILE", "96", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 128, 11008, 4096),
-                     "gemm_f16_sm90a_128x128_persistent");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x128_persistent");
     unsetenv("TJ_GEMM_SM90A_TILE");
     unsetenv("TJ_GEMM_PERSISTENT");
     /* Multicast pairs take the persistent 128 x 256 tile's calls, and
@@ -498,22 +491,22 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     setenv("TJ_GEMM_MULTICAST", "1", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_mc2");
-    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_sm90a_128x128");
-    ck_assert_str_eq(entry_for(rt, 1024, 1024, 1024), "gemm_f16_sm90a_128x64");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
+    ck_assert_str_eq(entry_for(rt, 128, 11008, 4096), "gemm_f16_f16_f16_nn_none_sm90a_128x128");
+    ck_assert_str_eq(entry_for(rt, 1024, 1024, 1024), "gemm_f16_f16_f16_nn_none_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 2048, 2048, 2048),
-                     "gemm_f16_sm90a_128x256_mc2");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
     setenv("TJ_GEMM_MULTICAST", "0", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_persistent");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_persistent");
     /* A forced tile is that tile's own entry, unpaired. */
     unsetenv("TJ_GEMM_MULTICAST");
     setenv("TJ_GEMM_SM90A_TILE", "256", 1);
     setenv("TJ_GEMM_PERSISTENT", "1", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_persistent");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_persistent");
     unsetenv("TJ_GEMM_PERSISTENT");
     unsetenv("TJ_GEMM_SM90A_TILE");
     unsetenv("TJ_GEMM_MULTICAST");
@@ -530,14 +523,14 @@ START_TEST(gemm_dispatch_takes_the_hopper_path_where_it_fits)
     /* The environment is read at open, never per call. */
     setenv("TJ_GEMM_SM90A", "0", 1);
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_mc2");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096), "gemm_f16");
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096), "gemm_skinny_f16_tc_n32");
     setenv("TJ_GEMM_SM90A", "1", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_mc2");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
     unsetenv("TJ_GEMM_SM90A");
     tj_runtime_close(rt);
   }
@@ -601,14 +594,14 @@ START_TEST(gemm_split_k_only_where_tiles_are_too_few)
   rt = test_reopen_knobs(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 8, 8), 3);
   ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                   "gemm_f16_sm90a_128x128_splitk");
+                   "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk");
   setenv("TJ_GEMM_SPLITK", "16", 1);
   rt = test_reopen_knobs(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 200, 200, 17 * 64), 9);
   setenv("TJ_GEMM_SPLITK", "1", 1);
   rt = test_reopen_knobs(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 1);
-  ck_assert_str_eq(entry_for(rt, 17, 4096, 4096), "gemm_f16_sm90a_128x128");
+  ck_assert_str_eq(entry_for(rt, 17, 4096, 4096), "gemm_f16_f16_f16_nn_none_sm90a_128x128");
   setenv("TJ_GEMM_SPLITK", "65", 1);
   rt = test_reopen_knobs(rt, open_for_arch("sm_90", NULL));
   ck_assert_int_eq(split_for(rt, 17, 4096, 4096), 4);
@@ -661,7 +654,7 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
      * fill the SMs at every row count. */
     for (int M = 1; M <= 16; M++) {
       const char *narrow = M == 1 ? "gemm_skinny_f16_m1"
-                           : M > 8 && hopper ? "gemm_f16_sm90a_128x128_splitk"
+                           : M > 8 && hopper ? "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk"
                                              : "gemm_skinny_f16_tc_n32";
       ck_assert_str_eq(entry_for(rt, M, 4096, 4096), narrow);
       ck_assert_str_eq(entry_for(rt, M, 4096, 11008), narrow);
@@ -686,7 +679,7 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
     ck_assert_int_eq(split_for(rt, 2, 64, 1023), 1);
     ck_assert_int_eq(split_for(rt, 2, 64, 1024), 2);
     ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
-                     hopper ? "gemm_f16_sm90a_128x128_splitk" : "gemm_f16");
+                     hopper ? "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk" : "gemm_f16");
     /* Forced: within what K allows (whole 64-row stages, none empty);
      * the environment is read at open. */
     setenv("TJ_GEMM_SPLITK", "4", 1);
@@ -705,7 +698,7 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
     ck_assert_str_eq(entry_for(rt, 3, 4096, 4096), "gemm_skinny_f16_m4");
     ck_assert_str_eq(entry_for(rt, 8, 4096, 4096), "gemm_skinny_f16_m8");
     ck_assert_str_eq(entry_for(rt, 16, 4096, 4096),
-                     hopper ? "gemm_f16_sm90a_128x128_splitk" : "gemm_f16");
+                     hopper ? "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk" : "gemm_f16");
     ck_assert_int_eq(split_for(rt, 4, 1024, 4096), 1);
     setenv("TJ_GEMM_SKINNY_TC", "1", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
@@ -723,7 +716,7 @@ START_TEST(gemm_dispatch_takes_the_skinny_tc_path)
 }
 END_TEST
 
-/* The Hopper skinny kernel (gemm_f16_sm90a_skinny*) takes every M <= 16
+/* The Hopper skinny kernel (gemm_sm90a.hip kind 5) takes every M <= 16
  * on sm_90 where TMA can read A and B, in strips of 128 or 256 columns
  * with K split across a cluster (tj__gemm_sm90a_skinny_split: at most a
  * block an SM, the fewest K-ranges that keep 56 KiB an SM in flight, the
@@ -766,34 +759,34 @@ START_TEST(gemm_dispatch_takes_the_hopper_skinny_path)
     tj_runtime *rt = test_knobs_from_env(open_for_arch(archs[i], NULL));
     for (int M = 1; M <= 16; M++) {
       ck_assert_str_eq(entry_for(rt, M, 4096, 4096),
-                       "gemm_f16_sm90a_skinny_k3");
+                       "gemm_f16_f16_f16_nn_none_sm90a_skinny_k3");
       ck_assert_str_eq(entry_for(rt, M, 4096, 11008),
-                       "gemm_f16_sm90a_skinny_k3");
-      ck_assert_str_eq(entry_for(rt, M, 11008, 4096), "gemm_f16_sm90a_skinny");
+                       "gemm_f16_f16_f16_nn_none_sm90a_skinny_k3");
+      ck_assert_str_eq(entry_for(rt, M, 11008, 4096), "gemm_f16_f16_f16_nn_none_sm90a_skinny");
     }
     ck_assert_int_eq(split_for(rt, 1, 4096, 4096), 3);
     ck_assert_uint_eq(grid_for(rt, 1, 4096, 4096).x, 96);
     ck_assert_uint_eq(grid_for(rt, 16, 11008, 4096).x, 86);
-    ck_assert_str_eq(entry_for(rt, 16, 64, 64), "gemm_f16_sm90a_skinny256");
-    ck_assert_str_eq(entry_for(rt, 1, 128, 4096), "gemm_f16_sm90a_skinny_k8");
-    ck_assert_str_eq(entry_for(rt, 3, 8, 8), "gemm_f16_sm90a_skinny256");
+    ck_assert_str_eq(entry_for(rt, 16, 64, 64), "gemm_f16_f16_f16_nn_none_sm90a_skinny256");
+    ck_assert_str_eq(entry_for(rt, 1, 128, 4096), "gemm_f16_f16_f16_nn_none_sm90a_skinny_k8");
+    ck_assert_str_eq(entry_for(rt, 3, 8, 8), "gemm_f16_f16_f16_nn_none_sm90a_skinny256");
     ck_assert_str_eq(entry_for(rt, 17, 4096, 4096),
-                     "gemm_f16_sm90a_128x128_splitk");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk");
     /* Operands TMA cannot read: the other skinny kernels. */
     ck_assert_str_eq(tj_gemm_f16_kernel(rt, 1, 4096, 4096, odd, 4096,
                                         odd + 4096, 4096, FAKE(3), 4096),
                      "gemm_skinny_f16_m1");
     ck_assert_str_eq(entry_for(rt, 4, 4096, 4095), "gemm_skinny_f16_tc_n32");
     /* Forced splits (read at open). */
-    const char *forced[][3] = {{"1", NULL, "gemm_f16_sm90a_skinny"},
-                               {"2", NULL, "gemm_f16_sm90a_skinny_k2"},
-                               {"5", NULL, "gemm_f16_sm90a_skinny_k4"},
-                               {"64", NULL, "gemm_f16_sm90a_skinny_k8"},
-                               {"5", "256", "gemm_f16_sm90a_skinny256_k4"},
-                               {"64", "256", "gemm_f16_sm90a_skinny256_k4"},
-                               {NULL, "256", "gemm_f16_sm90a_skinny256_k3"},
-                               {"2", "128", "gemm_f16_sm90a_skinny_k2"},
-                               {"1", "64", "gemm_f16_sm90a_skinny"}};
+    const char *forced[][3] = {{"1", NULL, "gemm_f16_f16_f16_nn_none_sm90a_skinny"},
+                               {"2", NULL, "gemm_f16_f16_f16_nn_none_sm90a_skinny_k2"},
+                               {"5", NULL, "gemm_f16_f16_f16_nn_none_sm90a_skinny_k4"},
+                               {"64", NULL, "gemm_f16_f16_f16_nn_none_sm90a_skinny_k8"},
+                               {"5", "256", "gemm_f16_f16_f16_nn_none_sm90a_skinny256_k4"},
+                               {"64", "256", "gemm_f16_f16_f16_nn_none_sm90a_skinny256_k4"},
+                               {NULL, "256", "gemm_f16_f16_f16_nn_none_sm90a_skinny256_k3"},
+                               {"2", "128", "gemm_f16_f16_f16_nn_none_sm90a_skinny_k2"},
+                               {"1", "64", "gemm_f16_f16_f16_nn_none_sm90a_skinny"}};
     for (size_t f = 0; f < sizeof forced / sizeof forced[0]; f++) {
       if (forced[f][0])
         setenv("TJ_GEMM_SPLITK", forced[f][0], 1);
@@ -810,7 +803,7 @@ START_TEST(gemm_dispatch_takes_the_hopper_skinny_path)
     setenv("TJ_GEMM_SKINNY_SM90A", "1", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
     ck_assert_str_eq(entry_for(rt, 1, 4096, 4096),
-                     "gemm_f16_sm90a_skinny_k3");
+                     "gemm_f16_f16_f16_nn_none_sm90a_skinny_k3");
     unsetenv("TJ_GEMM_SKINNY_SM90A");
     setenv("TJ_GEMM_SM90A", "0", 1);
     rt = test_reopen_knobs(rt, open_for_arch(archs[i], NULL));
@@ -842,27 +835,27 @@ START_TEST(gemm_plans_fill_the_devices_sms)
     rt->sms = sms;
     /* Persistent: one block per SM (in pairs). */
     ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
-                     "gemm_f16_sm90a_128x256_mc2");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
     ck_assert_uint_eq(grid_for(rt, 4096, 4096, 4096).x, (unsigned)sms);
     /* 132 tiles of 128 x 256: paired on 114 SMs, not on 132. */
     ck_assert_str_eq(entry_for(rt, 1536, 2816, 64),
-                     h200 ? "gemm_f16_sm90a_128x256_persistent"
-                          : "gemm_f16_sm90a_128x256_mc2");
+                     h200 ? "gemm_f16_f16_f16_nn_none_sm90a_128x256_persistent"
+                          : "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
     /* 121 tiles of 128 x 128: a wave on 114 SMs, not on 132. */
     ck_assert_str_eq(entry_for(rt, 1408, 1408, 4096),
-                     h200 ? "gemm_f16_sm90a_128x128"
-                          : "gemm_f16_sm90a_128x256_persistent");
+                     h200 ? "gemm_f16_f16_f16_nn_none_sm90a_128x128"
+                          : "gemm_f16_f16_f16_nn_none_sm90a_128x256_persistent");
     /* Split-K: 32 tiles make 132 / 32 = 4 parts, 114 / 32 = 3. */
     ck_assert_int_eq(split_for(rt, 64, 4096, 4096), h200 ? 4 : 3);
     ck_assert_uint_eq(grid_for(rt, 64, 4096, 4096).z, h200 ? 4u : 3u);
     /* The cluster of two: 128 x 64 tiles filling a quarter to a half of
      * the SMs (64 tiles: 132's, not 114's; 30 tiles: 114's, not 132's). */
     ck_assert_str_eq(entry_for(rt, 128, 4096, 4096),
-                     h200 ? "gemm_f16_sm90a_128x64_cluster_k2"
-                          : "gemm_f16_sm90a_128x64");
+                     h200 ? "gemm_f16_f16_f16_nn_none_sm90a_128x64_cluster_k2"
+                          : "gemm_f16_f16_f16_nn_none_sm90a_128x64");
     ck_assert_str_eq(entry_for(rt, 128, 1920, 4096),
-                     h200 ? "gemm_f16_sm90a_128x128_splitk"
-                          : "gemm_f16_sm90a_128x64_cluster_k2");
+                     h200 ? "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk"
+                          : "gemm_f16_f16_f16_nn_none_sm90a_128x64_cluster_k2");
     ck_assert_int_eq(split_for(rt, 128, 1920, 4096), h200 ? 4 : 1);
     /* The skinny tensor-core path: 125 strips of 64 columns fill 114 SMs,
      * not 132; 32 strips of 32 split K 5 ways on 132, 4 on 114; 57 strips
@@ -881,11 +874,11 @@ START_TEST(gemm_plans_fill_the_devices_sms)
   ck_assert_str_eq(tj_errmsg(rt), "tj__gemm_f16_grid: M=0 must be at least 1");
   tj_runtime_close(rt);
   /* The heuristic the tuner times first follows the same count. */
-  ck_assert_str_eq(tj__gemm_heuristic(132, 128, 4096, 4096)->name,
+  ck_assert_str_eq(heuristic_name(132, 128, 4096, 4096),
                    "sm90a_128x64_cluster_k2_tmastore");
-  ck_assert_str_eq(tj__gemm_heuristic(114, 128, 4096, 4096)->name,
+  ck_assert_str_eq(heuristic_name(114, 128, 4096, 4096),
                    "sm90a_128x64_tmastore");
-  ck_assert_str_eq(tj__gemm_heuristic(114, 64, 4096, 4096)->name,
+  ck_assert_str_eq(heuristic_name(114, 64, 4096, 4096),
                    "sm90a_128x128_split3");
 }
 END_TEST
@@ -950,52 +943,59 @@ typedef struct arch_rows {
 static int count_sm90a_rows(const tj_cache_entry *e, void *ctx)
 {
   arch_rows *n = ctx;
-  if (strncmp(e->kernel, "gemm_f16_sm90a_", 15) == 0)
+  if (strstr(e->kernel, "_sm90a_"))
     (*(strcmp(e->arch, "sm_90a") == 0 ? &n->sm90a : &n->other))++;
   return 0;
 }
 
-/* Every configuration tj_gemm_f16 can pick on Hopper (every embedded
- * entry written for sm_90a) compiles with NVRTC for sm_90a to a CUDA ELF,
- * on a runtime for sm_90a and on one for sm_90, a device's own arch, where
- * it is still compiled, keyed and stored as sm_90a code. */
+/* Every configuration tj_gemm_f16 can pick on Hopper (one code object
+ * of gemm_sm90a.hip for each kind and tile, each skinny strip and
+ * cluster) compiles with NVRTC for sm_90a, its entry named from its
+ * choices, on a runtime for sm_90a and on one for sm_90, a device's own
+ * arch, where it is still compiled, keyed and stored as sm_90a code. */
 START_TEST(sm90a_entries_compile_for_sm90a)
 {
   if (!TJ_PLATFORM_IS_NVIDIA)
     return;
   char *dir = test_tmpdir(), *db = test_path(dir, "cache.db");
   const char *archs[] = {"sm_90a", "sm_90"};
+  tj__gemm_config c[TJ__GEMM_CONFIGS_MAX];
+  size_t n = tj__gemm_configs(c);
   int entries = 0;
   for (size_t a = 0; a < 2; a++) {
     tj_runtime *rt = test_knobs_from_env(open_for_arch(archs[a], db));
+    char done[TJ__GEMM_CONFIGS_MAX][TJ__GEMM_CONFIG_NAME_MAX];
     entries = 0;
-    for (size_t i = 0; i < tj_embedded_count(); i++) {
-      const tj__embedded_kernel *e = tj__embedded_find(tj_embedded_name(i));
-      if (!e->arch)
+    for (size_t i = 0; i < n; i++) {
+      char code[TJ__GEMM_CONFIG_NAME_MAX], want[TJ__GEMM_NAME_MAX];
+      int seen = 0;
+      tj__gemm_config_code(c[i].kind, c[i].bn, c[i].split, code);
+      for (int j = 0; j < entries; j++)
+        seen |= strcmp(done[j], code) == 0;
+      if (seen)
         continue;
-      ck_assert_str_eq(e->arch, "sm_90a");
+      snprintf(done[entries++], sizeof done[0], "%s", code);
+      int M = c[i].kind == GEMM_KIND_SKINNY ? 16 : 2048;
+      tj__gemm_plan p = tj__gemm_plan_config(&c[i], 132, M, 2048, 2048);
+      tj_gemm_desc d = tj__gemm_f16_desc(M, 2048, 2048, 1.0f, FAKE(1), 2048,
+                                         FAKE(2), 2048, 0.0f, FAKE(3), 2048);
       tj_kernel *k = NULL;
-      int rc = tj_kernel_get(rt, e->entry, &k);
-      ck_assert_msg(rc == TJ_OK, "%s for %s: %s", e->entry, archs[a],
+      int rc = tj__gemm_hopper_prepare(rt, &d, &p, &k);
+      ck_assert_msg(rc == TJ_OK, "%s for %s: %s", code, archs[a],
                     tj_errmsg(rt));
-      tj_kernel_info info;
-      ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
-      const unsigned char *code = info.code;
-      ck_assert_uint_gt(info.code_size, 64);
-      ck_assert(memcmp(code, "\177ELF", 4) == 0);
-      ck_assert_uint_eq(code[18] | code[19] << 8, 190); /* EM_CUDA */
-      entries++;
+      snprintf(want, sizeof want, "gemm_f16_f16_f16_nn_none_%s", code);
+      ck_assert_str_eq(k->entry, want);
     }
     tj_runtime_close(rt);
   }
-  ck_assert_int_eq(entries, 18);
-  tj_cache *c = NULL;
-  ck_assert_int_eq(tj_cache_open(&c, db, 0), TJ_OK);
-  arch_rows n = {0, 0};
-  ck_assert_int_eq(tj_cache_list(c, count_sm90a_rows, &n), TJ_OK);
-  tj_cache_close(c);
-  ck_assert_int_ge(n.sm90a, entries);
-  ck_assert_int_eq(n.other, 0);
+  ck_assert_int_eq(entries, 17);
+  tj_cache *cache = NULL;
+  ck_assert_int_eq(tj_cache_open(&cache, db, 0), TJ_OK);
+  arch_rows rows = {0, 0};
+  ck_assert_int_eq(tj_cache_list(cache, count_sm90a_rows, &rows), TJ_OK);
+  tj_cache_close(cache);
+  ck_assert_int_ge(rows.sm90a, entries);
+  ck_assert_int_eq(rows.other, 0);
   free(db);
   free(dir);
 }
@@ -1172,7 +1172,7 @@ static void fill_report(tj_report *r, int gemm)
   memset(r, 0, sizeof *r);
   snprintf(r->kernel, sizeof r->kernel, "%s", gemm ? "gemm_f16" : "gelu_bwd_f16");
   snprintf(r->ran, sizeof r->ran, "%s",
-           gemm ? "gemm_f16_sm90a_128x128_splitk+gemm_f16_sm90a_splitk_reduce"
+           gemm ? "gemm_skinny_f16_tc_n32+gemm_skinny_f16_tc_reduce"
                 : "gelu_bwd_f16");
   r->n = gemm ? 1024 * 1024 : 1048579;
   if (gemm)
@@ -1238,8 +1238,8 @@ START_TEST(report_json_is_valid_and_escaped)
   assert_value(j, "max_abs_tolerance", "null"); /* not limited */
   assert_value(j, "max_abs_error", "0.25");
   assert_value(j, "m", "1024");
-  assert_value(j, "ran", "\"gemm_f16_sm90a_128x128_splitk+gemm_f16_sm90a_"
-               "splitk_reduce\"");
+  assert_value(j, "ran", "\"gemm_skinny_f16_tc_n32+gemm_skinny_f16_tc_"
+               "reduce\"");
   free(j);
 }
 END_TEST

@@ -308,12 +308,11 @@ START_TEST(verify_gemm_skinny_entries)
 }
 END_TEST
 
-/* A report names what ran.  On an sm_90 device a Hopper entry runs
- * itself where its kind of Hopper kernel takes the shape: the multicast
- * pairs at n = 512 (where the rule takes another tile), the split-K
- * reduce behind its split-K entry, a skinny entry at its rows; else, and
- * elsewhere, what tj_gemm_f16 takes runs, and the report says the named
- * entry did not (n = 12: 12 rows, which no tile entry takes). */
+/* A report names what ran: what tj_gemm_f16 takes for the shape (on an
+ * sm_90 device a configuration of gemm_sm90a.hip, named from its plan:
+ * the multicast pairs or split-K at n = 512, the skinny kernel at n =
+ * 12's rows...), and the report says the named entry did not run where
+ * another did. */
 static void check_ran(tj_runtime *rt, const char *kernel, uint64_t n,
                       const char *hopper_ran)
 {
@@ -329,13 +328,11 @@ static void check_ran(tj_runtime *rt, const char *kernel, uint64_t n,
   const char *natural = tj_gemm_f16_kernel(rt, r.m, g, g, a, g, b, g, c, g);
   ck_assert_ptr_nonnull(natural);
   int hopper = strcmp(tj_runtime_arch(rt), "sm_90") == 0;
-  if (hopper && hopper_ran) {
+  if (hopper && hopper_ran)
     ck_assert_str_eq(r.ran, hopper_ran);
-  } else {
-    /* The natural entry, with its reduce where it splits K. */
-    ck_assert_msg(strncmp(r.ran, natural, strlen(natural)) == 0,
-                  "ran %s, tj_gemm_f16 takes %s", r.ran, natural);
-  }
+  /* The natural entry, with its reduce where it splits K. */
+  ck_assert_msg(strncmp(r.ran, natural, strlen(natural)) == 0,
+                "ran %s, tj_gemm_f16 takes %s", r.ran, natural);
   /* Whether kernel is one of ran's entries ("+" between them). */
   char entries[80], want[80];
   snprintf(entries, sizeof entries, "+%s+", r.ran);
@@ -349,14 +346,16 @@ static void check_ran(tj_runtime *rt, const char *kernel, uint64_t n,
 START_TEST(verify_names_what_ran)
 {
   tj_runtime *rt = open_gpu();
-  check_ran(rt, "gemm_f16_sm90a_128x256_mc2", 512,
-            "gemm_f16_sm90a_128x256_mc2");
-  check_ran(rt, "gemm_f16_sm90a_splitk_reduce", 512,
-            "gemm_f16_sm90a_128x128_splitk+gemm_f16_sm90a_splitk_reduce");
-  check_ran(rt, "gemm_f16_sm90a_skinny256_k3", 1024,
-            "gemm_f16_sm90a_skinny256_k3");
-  check_ran(rt, "gemm_f16_sm90a_128x64", 12, NULL);
+  check_ran(rt, "gemm_f16", 4096,
+            "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
+  check_ran(rt, "gemm_f16", 512, NULL);
+  check_ran(rt, "gemm_skinny_f16_m4", 1024, NULL);
   check_ran(rt, "gemm_f16", 7, NULL);
+  /* The Hopper configurations are no embedded kernels: nothing to
+   * verify by those names. */
+  tj_report r;
+  ck_assert_int_eq(tj_verify(rt, "gemm_f16_sm90a_128x256_mc2", 512, 5, &r),
+                   TJ_ENOENT);
   tj_runtime_close(rt);
 }
 END_TEST
@@ -789,15 +788,15 @@ START_TEST(gemm_hopper_path_shapes)
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *e = gemm_case_entry(rt, &cases[i]);
     if (hopper)
-      ck_assert_msg(strncmp(e, "gemm_f16_sm90a_", 15) == 0,
+      ck_assert_msg(strncmp(e, "gemm_f16_f16_f16_nn_none_sm90a_", 31) == 0,
                     "case %zu: %s, not the Hopper kernel", i, e);
     run_gemm_case(rt, &cases[i], NULL);
   }
   if (hopper) {
     ck_assert_str_eq(gemm_case_entry(rt, &cases[9]),
-                     "gemm_f16_sm90a_128x256_persistent");
-    ck_assert_str_eq(gemm_case_entry(rt, &cases[5]), "gemm_f16_sm90a_128x64");
-    ck_assert_str_eq(gemm_case_entry(rt, &cases[1]), "gemm_f16_sm90a_128x128");
+                     "gemm_f16_f16_f16_nn_none_sm90a_128x256_persistent");
+    ck_assert_str_eq(gemm_case_entry(rt, &cases[5]), "gemm_f16_f16_f16_nn_none_sm90a_128x64");
+    ck_assert_str_eq(gemm_case_entry(rt, &cases[1]), "gemm_f16_f16_f16_nn_none_sm90a_128x128");
   }
   static const gemm_case fallbacks[] = {
       {256, 256, 256, 256, 256, 256, 1.0f, 0.0f, 1},
@@ -858,8 +857,8 @@ static void hopper_forced_shapes(const char *tile, const char *persistent,
 
 START_TEST(gemm_hopper_persistent_shapes)
 {
-  hopper_forced_shapes("128", "1", "gemm_f16_sm90a_128x128_persistent");
-  hopper_forced_shapes("256", "1", "gemm_f16_sm90a_128x256_persistent");
+  hopper_forced_shapes("128", "1", "gemm_f16_f16_f16_nn_none_sm90a_128x128_persistent");
+  hopper_forced_shapes("256", "1", "gemm_f16_f16_f16_nn_none_sm90a_128x256_persistent");
 }
 END_TEST
 
@@ -871,7 +870,7 @@ END_TEST
 START_TEST(gemm_hopper_multicast_shapes)
 {
   setenv("TJ_GEMM_MULTICAST", "1", 1);
-  hopper_forced_shapes("256", "1", "gemm_f16_sm90a_128x256_mc2");
+  hopper_forced_shapes("256", "1", "gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2");
   unsetenv("TJ_GEMM_MULTICAST");
 }
 END_TEST
@@ -888,16 +887,16 @@ START_TEST(gemm_hopper_skinny_shapes)
 {
   /* TJ_GEMM_SPLITK, TJ_GEMM_SM90A_TILE, the entry (its prefix) */
   static const char *splits[][3] = {
-      {"1", "128", "gemm_f16_sm90a_skinny"},
-      {"2", "128", "gemm_f16_sm90a_skinny_k2"},
-      {"3", "128", "gemm_f16_sm90a_skinny_k3"},
-      {"4", "128", "gemm_f16_sm90a_skinny_k4"},
-      {"8", "128", "gemm_f16_sm90a_skinny_k8"},
-      {"1", "256", "gemm_f16_sm90a_skinny256"},
-      {"2", "256", "gemm_f16_sm90a_skinny256_k2"},
-      {"3", "256", "gemm_f16_sm90a_skinny256_k3"},
-      {"4", "256", "gemm_f16_sm90a_skinny256_k4"},
-      {NULL, NULL, "gemm_f16_sm90a_skinny"}};
+      {"1", "128", "gemm_f16_f16_f16_nn_none_sm90a_skinny"},
+      {"2", "128", "gemm_f16_f16_f16_nn_none_sm90a_skinny_k2"},
+      {"3", "128", "gemm_f16_f16_f16_nn_none_sm90a_skinny_k3"},
+      {"4", "128", "gemm_f16_f16_f16_nn_none_sm90a_skinny_k4"},
+      {"8", "128", "gemm_f16_f16_f16_nn_none_sm90a_skinny_k8"},
+      {"1", "256", "gemm_f16_f16_f16_nn_none_sm90a_skinny256"},
+      {"2", "256", "gemm_f16_f16_f16_nn_none_sm90a_skinny256_k2"},
+      {"3", "256", "gemm_f16_f16_f16_nn_none_sm90a_skinny256_k3"},
+      {"4", "256", "gemm_f16_f16_f16_nn_none_sm90a_skinny256_k4"},
+      {NULL, NULL, "gemm_f16_f16_f16_nn_none_sm90a_skinny"}};
   static const gemm_case cases[] = {
       {1, 8, 8, 8, 8, 8, 1.0f, 0.0f, 0},
       {16, 129, 1, 8, 136, 129, 1.0f, 0.0f, 0},
@@ -929,7 +928,7 @@ START_TEST(gemm_hopper_skinny_shapes)
     tj_runtime_close(rt);
   }
   /* alpha == 0 (2 strips of 128 columns: split 8, the most in flight). */
-  check_alpha_zero_reads_no_operand(5, 136, 4096, "gemm_f16_sm90a_skinny_k8");
+  check_alpha_zero_reads_no_operand(5, 136, 4096, "gemm_f16_f16_f16_nn_none_sm90a_skinny_k8");
 }
 END_TEST
 
@@ -1013,7 +1012,7 @@ static void assert_hopper_skinny(tj_runtime *rt, int M, int N, int K,
   if (strcmp(tj_runtime_arch(rt), "sm_90") != 0)
     return;
   const char *e = tj_gemm_f16_kernel(rt, M, N, K, a, lda, b, ldb, c, ldc);
-  ck_assert_msg(e && strncmp(e, "gemm_f16_sm90a_skinny", 21) == 0,
+  ck_assert_msg(e && strncmp(e, "gemm_f16_f16_f16_nn_none_sm90a_skinny", 37) == 0,
                 "%d x %d x %d runs %s", M, N, K, e);
 }
 
@@ -1234,8 +1233,8 @@ END_TEST
 
 START_TEST(gemm_hopper_narrow_tile_shapes)
 {
-  hopper_forced_shapes("64", "0", "gemm_f16_sm90a_128x64");
-  hopper_forced_shapes("64k2", "0", "gemm_f16_sm90a_128x64_cluster_k2");
+  hopper_forced_shapes("64", "0", "gemm_f16_f16_f16_nn_none_sm90a_128x64");
+  hopper_forced_shapes("64k2", "0", "gemm_f16_f16_f16_nn_none_sm90a_128x64_cluster_k2");
   /* Twice, the same bits: each element's sums are added in rank order. */
   static const char *const k2[] = {"64k2", "64k2"};
   uint16_t *A, *B, *C;
@@ -1529,7 +1528,7 @@ START_TEST(gemm_split_k_shapes)
       rt = reopen_with_split(rt, cases[i].force);
     if (hopper && (cases[i].force || gpu_has_h200_sms(rt))) {
       ck_assert_str_eq(gemm_case_entry(rt, &cases[i].g),
-                       "gemm_f16_sm90a_128x128_splitk");
+                       "gemm_f16_f16_f16_nn_none_sm90a_128x128_splitk");
       ck_assert_int_eq(gemm_case_split(rt, &cases[i].g), cases[i].split);
     }
     run_gemm_case(rt, &cases[i].g, i % 2 ? stream : NULL);
@@ -1912,7 +1911,7 @@ typedef struct hopper_built {
 static int hopper_prepare(void *p)
 {
   const hopper_built *h = p;
-  return tj__gemm_hopper_prepare(h->rt, h->d, NULL);
+  return tj__gemm_hopper_prepare(h->rt, h->d, NULL, NULL);
 }
 
 /* Background builds (tj_options.background_builds) on a cache that holds

@@ -279,7 +279,9 @@ static int tuning_racer(int id, void *path)
     CHILD_CHECK(tj__cache_tuning_put(cache, &t) == TJ_OK, "put: %s",
                 tj__cache_errmsg(cache));
     int rc = tj__cache_tuning_get(cache, &t, &got, &bad);
-    CHILD_CHECK(rc == TJ_OK && !bad && tj__gemm_config_find(got), "get: %s %s",
+    tj__gemm_config known;
+    CHILD_CHECK(rc == TJ_OK && !bad && tj__gemm_config_parse(got, &known),
+                "get: %s %s",
                 tj_strerror(rc), tj__cache_errmsg(cache));
     free(got);
   }

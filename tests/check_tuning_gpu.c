@@ -9,6 +9,8 @@
  */
 #include "testgpu.h"
 #include "testsql.h"
+#include "testknobs.h"
+#include "gemm/plan.h"
 #include "oracle.h"
 
 #include <math.h>
@@ -128,9 +130,10 @@ static int keep(const tj_tuning *t, void *ctx)
   for (int i = 1; i < t->num_times; i++)
     g->sorted &= t->times[i - 1].ms <= t->times[i].ms;
   for (int i = 0; i < t->num_times; i++) {
-    const tj__gemm_config *c = tj__gemm_config_find(t->times[i].config);
+    tj__gemm_config c;
+    int has = tj__gemm_config_parse(t->times[i].config, &c);
     g->set_aside += t->times[i].runs == 0;
-    g->tma_store += c && c->tma_store && t->times[i].runs > 0;
+    g->tma_store += has && c.tma_store && t->times[i].runs > 0;
     g->rule_timed |= t->rule && strcmp(t->rule, t->times[i].config) == 0 &&
                      t->times[i].runs > 0;
   }
@@ -162,7 +165,7 @@ START_TEST(tune_ahead_times_every_candidate)
   ck_assert_int_eq(g.tma_store, 7);
   /* The decision names the rule's choice, which was timed with the rest. */
   ck_assert(g.rule_timed);
-  ck_assert_str_eq(g.rule, tj__gemm_heuristic(rt->sms, 128, 4096, 4096)->name);
+  ck_assert_str_eq(g.rule, heuristic_name(rt->sms, 128, 4096, 4096));
   char want_cls[TJ__SHAPE_CLASS_MAX];
   snprintf(want_cls, sizeof want_cls, "t1x32x64/c4/s%d", rt->sms);
   ck_assert_str_eq(g.cls, want_cls);
@@ -183,13 +186,13 @@ START_TEST(tune_ahead_times_every_candidate)
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 256, 512, 1024, keep, &plain), TJ_OK);
   ck_assert(plain.num_times >= 2 && plain.set_aside == 0);
   ck_assert(plain.tma_store == 7);
-  const tj__gemm_config *c = tj__gemm_config_find(g.config);
-  ck_assert_ptr_nonnull(c);
+  tj__gemm_config c;
+  ck_assert(tj__gemm_config_parse(g.config, &c));
   uint16_t *fake = (uint16_t *)((uintptr_t)1 << 40);
   ck_assert_int_eq(tj_gemm_f16_split(rt, 128, 4096, 4096, fake, 4096,
                                      fake + ((size_t)1 << 30), 4096,
                                      fake + ((size_t)2 << 30), 4096),
-                   c->split);
+                   c.split);
   /* M <= 16: the skinny kernel's nine configurations, each timed; the
    * winner is what the next call runs, and it matches the oracle. */
   got_tuning s = {0};
@@ -198,12 +201,16 @@ START_TEST(tune_ahead_times_every_candidate)
   ck_assert(s.sorted && s.chosen_first && s.known);
   snprintf(want_cls, sizeof want_cls, "t0x32x64/c4/s%d", rt->sms);
   ck_assert_str_eq(s.cls, want_cls);
-  const tj__gemm_config *sc = tj__gemm_config_find(s.config);
-  ck_assert(sc && sc->skinny);
+  tj__gemm_config sc;
+  ck_assert(tj__gemm_config_parse(s.config, &sc));
+  ck_assert_int_eq(sc.kind, GEMM_KIND_SKINNY);
+  char code[TJ__GEMM_CONFIG_NAME_MAX], want[TJ__GEMM_NAME_MAX];
+  tj__gemm_config_code(sc.kind, sc.bn, sc.split, code);
+  snprintf(want, sizeof want, "gemm_f16_f16_f16_nn_none_%s", code);
   ck_assert_str_eq(tj_gemm_f16_kernel(rt, 8, 4096, 4096, fake, 4096,
                                       fake + ((size_t)1 << 30), 4096,
                                       fake + ((size_t)2 << 30), 4096),
-                   sc->entry);
+                   want);
   gemm_matches_oracle(rt, 8, 4096, 4096, 0.5f, 37);
   tj_runtime_close(rt);
   /* TJ_GEMM_TMA_STORE=0: no TMA store is timed, not even the

@@ -100,10 +100,15 @@ out "^gemm_f16_f16_f32_tn_dgelu[a-z0-9_]* for $arch \(7x9x5\): "
 out "^gemm_f16_f16_f32_tn_dgelu[a-z0-9_]* for $arch \(33x17x65\): "
 run 0 --warm gemm --arch "$arch" --layout tt --epilogue bias -q
 [ ! -s "$tmp/out" ] || fail "$last: --quiet printed $(cat "$tmp/out")"
-# f16 nn without an epilogue is tj_gemm_f16's: its kernel, compiled by name.
+# f16 nn without an epilogue is tj_gemm_f16's: off sm_90 its embedded
+# kernel, compiled by name; on sm_90 the Hopper configuration, named as
+# the family's.
 run 0 --warm gemm --arch "$arch"
 out "^gemm_f16[a-z0-9_]* for $arch \(512x512x512\): "
-no_out "_nn_none"
+case $arch in
+  sm_90*) out "^gemm_f16_f16_f16_nn_none_sm90a_" ;;
+  *) no_out "_nn_none" ;;
+esac
 run 1 --warm gemm --arch gfx9999
 err "gfx9999"
 run 1 --warm gemm --arch "$arch" --shape 1073741824x1073741824x1073741824

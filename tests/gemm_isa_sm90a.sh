@@ -1,11 +1,12 @@
 #!/bin/sh
-# gemm_isa_sm90a.sh: the Hopper GEMM's code is Hopper's.  Each tile and
-# skinny entry (kernels/gemm_f16_sm90a.hip, gemm_f16_sm90a_skinny.hip,
-# and gemm_f16_sm90a_extra.hip) is compiled with tokitai-jit --warm --arch
-# sm_90 (a device's own arch), must land in the cache as an sm_90a row,
-# and its SASS (cuobjdump -sass, else nvdisasm) must hold HGMMA (wgmma)
-# and no HMMA (mma.sync).  This shows which instructions run, not that
-# the results are right (check_kernels_gpu does that on the GPU).
+# gemm_isa_sm90a.sh: the Hopper GEMM's code is Hopper's.  Every
+# configuration of tj_gemm_f16 that tokitai-jit --warm --arch sm_90 (a
+# device's own arch) compiles (gemm_sm90a.hip, one code object for each
+# kind and tile, each skinny strip and cluster) must land in the cache as
+# an sm_90a row, and its SASS (cuobjdump -sass, else nvdisasm) must hold
+# HGMMA (wgmma) and no HMMA (mma.sync).  This shows which instructions
+# run, not that the results are right (check_kernels_gpu does that on the
+# GPU).
 # Exit 0 when all passed, 1 when any failed, 77 when it cannot run here
 # (not nvidia, or neither disassembler found, or no python3).
 . "$(dirname "$0")/isa_prelude.sh"
@@ -18,18 +19,26 @@ fi
 make_tmp
 unset TOKITAI_JIT_CACHE
 cache=$tmp/cache.db
-# Every entry with a tile in its name (128x64_cluster_k2 and 128x256_mc2
-# too) and the skinny ones; the split-K reduce holds no matrix
-# instruction.
-entries=$("$prog" --list-kernels --all | sed -n 's/^\(gemm_f16_sm90a_\([0-9][0-9]*x[0-9][0-9]*\|skinny\)[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
-[ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
+"$prog" --warm --arch sm_90 --cache "$cache" >"$tmp/out" 2>&1 ||
+  { echo "FAIL: tokitai-jit --warm --arch sm_90"; cat "$tmp/out"; exit 1; }
+# A configuration's row names its entries, the product's first.
+entries=$(python3 - "$cache" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for (k,) in db.execute("SELECT kernel FROM code_objects WHERE arch = 'sm_90a'"):
+    first = k.split(" ")[0]
+    if first.startswith("gemm_f16_f16_f16_nn_none_sm90a_"):
+        print(first)
+PY
+)
+n=$(echo $entries | wc -w)
+[ "$n" -eq 17 ] || fail "--warm --arch sm_90 stored $n sm_90a configurations of tj_gemm_f16, not 17"
 for e in $entries; do
-  "$prog" --warm --arch sm_90 --cache "$cache" "$e" >"$tmp/out" 2>&1 ||
-    { fail "tokitai-jit --warm --arch sm_90 $e"; cat "$tmp/out"; continue; }
   python3 - "$cache" "$e" "$tmp/$e.cubin" <<'PY' || { fail "$e: no sm_90a row in the cache"; continue; }
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
-row = db.execute("SELECT code FROM code_objects WHERE kernel = ? AND arch = 'sm_90a'",
+row = db.execute("SELECT code FROM code_objects WHERE arch = 'sm_90a' AND "
+                 "(kernel = ?1 OR kernel LIKE ?1 || ' %')",
                  (sys.argv[2],)).fetchone()
 if row is None:
     sys.exit(1)

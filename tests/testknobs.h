@@ -25,4 +25,15 @@ static inline tj_runtime *test_reopen_knobs(tj_runtime *rt, tj_runtime *fresh)
   return test_reopen(rt, test_knobs_from_env(fresh));
 }
 
+/* The name of the configuration the heuristic picks for M x N x K on sms
+ * SMs (a static buffer: the next call overwrites it). */
+static inline const char *heuristic_name(int sms, int M, int N, int K)
+{
+  static char name[TJ__GEMM_CONFIG_NAME_MAX];
+  tj__gemm_config c;
+  tj__gemm_heuristic(sms, M, N, K, &c);
+  tj__gemm_config_name(&c, name);
+  return name;
+}
+
 #endif

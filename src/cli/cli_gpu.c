@@ -327,6 +327,10 @@ typedef struct warm_plan {
   int nown;
   size_t compiled, with_file, cached, failed;
   double compile_ms;
+  /* The GEMM configurations (tj_gemm_f16_configuration), after the
+   * embedded kernels: how many, compiled and found. */
+  size_t configs, configs_compiled, configs_cached;
+  double configs_ms;
   char (*keys)[33];     /* of the kernels compiled: each must be stored */
   char why[1024];       /* the runtime's warning after the last compile */
 } warm_plan;
@@ -566,10 +570,67 @@ static void warm_summary(const warm_plan *w, const char *path)
   for (int i = 0; i < w->nrts; i++)
     printf("%s%s", i ? ", " : "", tj_runtime_arch(w->rts[i]));
   printf(" in %s: %zu compiled (%s), %zu stored with their file, %zu "
-         "already cached", path, w->compiled, ms, w->with_file, w->cached);
+         "already cached", path, w->compiled - w->configs_compiled, ms,
+         w->with_file, w->cached);
   if (w->failed)
     printf(", %zu failed", w->failed);
   putchar('\n');
+  if (!w->configs)
+    return;
+  cli_format_ms(w->configs_ms, ms, sizeof ms);
+  printf("warmed %zu GEMM configurations in %s: %zu compiled (%s), %zu "
+         "already cached\n", w->configs, path, w->configs_compiled, ms,
+         w->configs_cached);
+}
+
+/* w->keys with room for one more compiled kernel's key; 0, said, when out
+ * of memory. */
+static int room_for_key(warm_plan *w)
+{
+  char (*keys)[33] = realloc(w->keys, (w->compiled + 2) * sizeof *keys);
+  if (!keys)
+    cli_error("out of memory");
+  else
+    w->keys = keys;
+  return keys != NULL;
+}
+
+/* The configurations of tj_gemm_f16 that the library compiles per
+ * configuration rather than embeds (on sm_90 its Hopper ones), for each
+ * arch that has them, here in this process: what the library lists
+ * (tj_gemm_f16_configuration), so that a warm cache compiles nothing for
+ * tj_gemm_f16's common shapes. */
+static void warm_configurations(warm_plan *w)
+{
+  for (int a = 0; a < w->nrts; a++) {
+    tj_runtime *rt = w->rts[a];
+    for (size_t i = 0;; i++) {
+      tj_kernel *k = NULL;
+      tj_kernel_info info;
+      int rc = tj_gemm_f16_configuration(rt, i, &k);
+      if (rc == TJ_ENOENT)
+        break;
+      if (rc == TJ_OK)
+        rc = tj_kernel_get_info(k, &info);
+      if (rc != TJ_OK) {
+        cli_error("tj_gemm_f16's configuration %zu for %s: %s: %s", i,
+                  tj_runtime_arch(rt), tj_strerror(rc), tj_errmsg(rt));
+        w->failed++;
+        break;
+      }
+      w->configs++;
+      if (info.origin == TJ_FROM_CACHE) {
+        w->configs_cached++;
+      } else if (room_for_key(w)) {
+        snprintf(w->keys[w->compiled++], sizeof w->keys[0], "%s", info.key);
+        w->configs_compiled++;
+        w->configs_ms += info.compile_ms;
+        snprintf(w->why, sizeof w->why, "%s", tj_errmsg(rt));
+      } else {
+        w->failed++;
+      }
+    }
+  }
 }
 
 /* Compile every job, in worker processes when -j allows, one entry of
@@ -634,6 +695,8 @@ int cli_warm(const cli_options *o)
   if (rc == EXIT_OK)
     warm_all(&w, pool, res, by_job);
   cli_pool_finish(pool);
+  if (rc == EXIT_OK && !o->nkernels)
+    warm_configurations(&w);
   if (rc == EXIT_OK)
     rc = check_stored(o, &w, tj_runtime_cache_path(w.rts[0]));
   if (rc == EXIT_OK && !o->quiet)

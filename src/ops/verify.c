@@ -7,11 +7,10 @@
  * did not write fails, times the launches with events, and compares the
  * last launch's outputs with the double-precision oracle of oracle.h:
  * every element, except for GEMM beyond n = 512, where a seeded sample of
- * whole rows keeps the CPU's share to about 2^27 multiply-adds.  A Hopper
- * GEMM entry runs itself, through its tuning configuration, where the
- * call's shape and device take the Hopper kernels of its kind; every
- * other GEMM run is tj_gemm_f16's choice, and the report's ran field
- * names what ran either way.  The MoE permutation's entries run a
+ * whole rows keeps the CPU's share to about 2^27 multiply-adds.  A GEMM
+ * run is tj_gemm_f16's choice for its shape and device (on sm_90, one of
+ * gemm_sm90a.hip's configurations, named from its plan), and the
+ * report's ran field names what ran.  The MoE permutation's entries run a
  * routing and a call of their own (moe_verify.c).  The report's JSON and
  * markdown forms are report.c's.
  */
@@ -68,9 +67,8 @@ static const verify_kind kinds[] = {
     {"gelu_fwd_bwd_f16", OP_GELU_FWD_BWD, 2, 2, 2, 1e-2, 1e-3, F16_REL_FLOOR,
      -6.0, 6.0, 0},
     {"gemm_f16", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* The GEMM entries run through tj_gemm_f16 (the Hopper ones, where
-     * they can, as themselves: choose_gemm), and the report names what
-     * ran.  The skinny entries: their own M, N = K = n, which is the
+    /* The GEMM entries run through tj_gemm_f16, and the report names
+     * what ran.  The skinny entries: their own M, N = K = n, which is the
      * shape that makes tj_gemm_f16 pick them. */
     {"gemm_skinny_f16_m1", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 1},
     {"gemm_skinny_f16_m2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 2},
@@ -84,31 +82,6 @@ static const verify_kind kinds[] = {
     {"gemm_skinny_f16_tc_n32", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
     {"gemm_skinny_f16_tc_n64", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 9},
     {"gemm_skinny_f16_tc_reduce", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 3},
-    /* The Hopper entries: square n, each run as itself on an sm_90 device
-     * when n is over 16 and a multiple of 8 (through its tuning
-     * configuration), and what tj_gemm_f16 takes elsewhere. */
-    {"gemm_f16_sm90a_128x256", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_128x128", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* Split-K's pair: both run as the configuration split in two. */
-    {"gemm_f16_sm90a_128x128_splitk", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_splitk_reduce", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_128x64", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_128x64_cluster_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_128x256_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_128x128_persistent", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    {"gemm_f16_sm90a_128x256_mc2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 0},
-    /* The Hopper skinny entries: M rows (1 to 16), N = K = n, each run as
-     * itself on an sm_90 device when n is a multiple of 8, and the other
-     * skinny kernels elsewhere. */
-    {"gemm_f16_sm90a_skinny", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
-    {"gemm_f16_sm90a_skinny_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 1},
-    {"gemm_f16_sm90a_skinny_k3", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 3},
-    {"gemm_f16_sm90a_skinny_k4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
-    {"gemm_f16_sm90a_skinny_k8", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 8},
-    {"gemm_f16_sm90a_skinny256", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 16},
-    {"gemm_f16_sm90a_skinny256_k2", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 2},
-    {"gemm_f16_sm90a_skinny256_k3", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 3},
-    {"gemm_f16_sm90a_skinny256_k4", OP_GEMM, 2, 1, 2, INFINITY, 1e-3, F16_REL_FLOOR, -1.0, 1.0, 4},
 };
 
 static const verify_kind *find_kind(const char *name)
@@ -179,7 +152,6 @@ typedef struct verify_run {
   uint64_t rows;         /* GEMM rows compared */
   tj__error_acc err[2];  /* one per output */
   tj__error_stats stats[2]; /* their results */
-  const tj__gemm_config *config; /* the named Hopper entry's, run as such */
   char ran[64];          /* what ran (tj_report's ran) */
 } verify_run;
 
@@ -260,9 +232,6 @@ static int launch_once(const verify_run *v)
   case OP_GELU_FWD_BWD:
     return tj_gelu_fwd_bwd_f16(v->rt, NULL, d[0], d[1], d[2], d[3], n);
   case OP_GEMM:
-    if (v->config)
-      return tj__gemm_run_config(v->rt, "tj_verify", v->config, NULL, M, g, g,
-                                 1.0f, d[0], g, d[1], g, 0.0f, d[2], g);
     return tj_gemm_f16(v->rt, NULL, M, g, g, 1.0f, d[0], g, d[1], g, 0.0f,
                        d[2], g);
   }
@@ -270,17 +239,6 @@ static int launch_once(const verify_run *v)
 }
 
 /* ------------------------------------------------------- which GEMM runs */
-
-/* The tuning configuration that launches the Hopper entry name as the
- * rule does, storing C through TMA where the call allows it (the split-K
- * reduce: the first split, which launches it behind the split-K entry);
- * NULL for the other entries. */
-static const tj__gemm_config *config_of(const char *name)
-{
-  if (strcmp(name, "gemm_f16_sm90a_splitk_reduce") == 0)
-    name = "gemm_f16_sm90a_128x128_splitk";
-  return tj__gemm_config_of_entry(name, 0, 1);
-}
 
 /* The plan tj_gemm_f16 has for the run's shape and buffers (after the
  * first launch). */
@@ -291,30 +249,17 @@ static tj__gemm_plan natural_plan(const verify_run *v)
                             v->dev[1], g, v->dev[2], g);
 }
 
-/* A named Hopper entry runs itself where tj_gemm_f16 would run a Hopper
- * kernel of its kind for this shape (the tiles for M > 16, the skinny
- * kernel for M <= 16; both need an sm_90 device, TMA's alignment, n a
- * multiple of 8); elsewhere the call runs as callers get it. */
-static void choose_gemm(verify_run *v)
-{
-  const tj__gemm_config *c = config_of(v->kind->name);
-  tj__gemm_plan p = natural_plan(v);
-  if (c && (p.path == GEMM_PATH_SM90A || p.path == GEMM_PATH_SM90A_SKINNY) &&
-      (c->skinny != 0) == (p.path == GEMM_PATH_SM90A_SKINNY))
-    v->config = c;
-}
-
 /* The split-K reduce that follows a plan's entry, or NULL. */
 static const char *reduce_of(const tj__gemm_plan *p)
 {
   if (p->split <= 1)
     return NULL;
-  return p->path == GEMM_PATH_SM90A       ? "gemm_f16_sm90a_splitk_reduce"
-         : p->path == GEMM_PATH_SKINNY_TC ? "gemm_skinny_f16_tc_reduce"
-                                          : NULL;
+  return p->path == GEMM_PATH_SKINNY_TC ? "gemm_skinny_f16_tc_reduce"
+                                        : NULL;
 }
 
-/* v->ran: the entries the launches ran, "+" between them. */
+/* v->ran: the entries the launches ran, "+" between them (a Hopper
+ * configuration: its product entry, which names the rest). */
 static void name_what_ran(verify_run *v)
 {
   if (v->kind->op != OP_GEMM) {
@@ -322,12 +267,13 @@ static void name_what_ran(verify_run *v)
     return;
   }
   int g = (int)v->n;
-  tj__gemm_plan p = v->config ? tj__gemm_plan_config(v->config, v->rt->sms,
-                                                     gemm_m(v), g, g)
-                              : natural_plan(v);
-  const char *reduce = reduce_of(&p);
-  snprintf(v->ran, sizeof v->ran, "%s%s%s", p.entry, reduce ? "+" : "",
-           reduce ? reduce : "");
+  tj__gemm_plan p = natural_plan(v);
+  const char *entry = p.entry, *reduce = reduce_of(&p);
+  if (!entry)
+    entry = tj_gemm_f16_kernel(v->rt, gemm_m(v), g, g, v->dev[0], g,
+                               v->dev[1], g, v->dev[2], g);
+  snprintf(v->ran, sizeof v->ran, "%s%s%s", entry ? entry : "?",
+           reduce ? "+" : "", reduce ? reduce : "");
 }
 
 /* Whether name is one of ran's entries. */
@@ -514,8 +460,6 @@ static int run_and_compare(verify_run *v)
   int rc = make_inputs(v);
   if (rc == TJ_OK)
     rc = make_device_buffers(v);
-  if (rc == TJ_OK && v->kind->op == OP_GEMM)
-    choose_gemm(v);
   if (rc == TJ_OK)
     rc = time_launches(v);
   if (rc == TJ_OK)
@@ -629,9 +573,7 @@ static void fill_evidence(tj_report *r, const verify_run *v)
   if (kd->op == OP_GEMM)
     field_append(r->evidence, sizeof r->evidence, "%s M = %d, N = K = %llu "
                  "(ran %s: %s)", kd->name, gemm_m(v), (unsigned long long)v->n,
-                 v->ran, v->config ? "the named entry, launched as its tuning "
-                 "configuration" : "tj_gemm_f16's choice for this shape and "
-                 "device");
+                 v->ran, "tj_gemm_f16's choice for this shape and device");
   else
     field_append(r->evidence, sizeof r->evidence, "%s on %llu elements",
                  kd->name, (unsigned long long)v->n);

@@ -302,16 +302,16 @@ TJ_EXPORT int tj_grouped_gemm_host(tj_runtime *rt,
  * Paths.  The call picks a kernel for the shape, the operands' alignment
  * and the device (tj_gemm_f16_kernel says which):
  *   - on sm_90 devices, M <= 16 with A and B 16-byte aligned and lda and
- *     ldb multiples of 8: the Hopper skinny kernel
- *     (kernels/gemm_f16_sm90a_skinny.hip: B through TMA, K split across a
- *     thread-block cluster whose blocks add their sums in a fixed order);
+ *     ldb multiples of 8: the Hopper skinny kernel (kernels/gemm_sm90a.hip,
+ *     as tj_gemm runs it: B through TMA, K split across a thread-block
+ *     cluster whose blocks add their sums in a fixed order);
  *   - elsewhere on NVIDIA sm_80 and later, M <= 16: a tensor-core kernel
  *     that streams B (kernels/gemm_skinny_f16.hip), for any alignment;
  *     where its strips of C are too few to fill the GPU it splits K, with
  *     fp32 partials from the runtime's pool, ordered on stream;
  *   - elsewhere, M <= 8: a kernel that streams B with fp32 FMAs;
  *   - larger M on sm_90 devices, A and B aligned as above: the Hopper
- *     tiles (kernels/gemm_f16_sm90a.hip, wgmma and TMA), which may split K
+ *     tiles (kernels/gemm_sm90a.hip, wgmma and TMA), which may split K
  *     where their tiles are too few to fill the GPU (tj_gemm_f16_split),
  *     with partials from the pool; else kernels/gemm_f16.hip.
  * Every path gives the same bits on every run of the same call; with
@@ -345,15 +345,28 @@ TJ_EXPORT int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
                           float alpha, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, float beta, uint16_t *C,
                           int ldc);
-/* The embedded entry tj_gemm_f16 would launch for these arguments (a
- * static string, e.g. "gemm_f16_sm90a_128x256"), chosen as it chooses,
- * with the tuning decision in the cache (it never times anything);
- * NULL, with tj_errmsg, for arguments it would refuse.  Launches nothing,
- * so it answers on a compile-only runtime too. */
+/* The entry tj_gemm_f16 would launch for these arguments, chosen as it
+ * chooses, with the tuning decision in the cache (it never times
+ * anything): an embedded kernel's (a static string, e.g. "gemm_f16"), or
+ * on sm_90 the Hopper configuration's, named from its choices as
+ * tj_gemm_kernel names them ("gemm_f16_f16_f16_nn_none_sm90a_128x256_mc2",
+ * owned by rt); NULL, with tj_errmsg, for arguments it would refuse.
+ * Compiles and launches nothing, so it answers on a compile-only runtime
+ * too. */
 TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
                                          const uint16_t *A, int lda,
                                          const uint16_t *B, int ldb,
                                          const uint16_t *C, int ldc);
+/* Compile (or load from the caches) the i-th code object of those that
+ * tj_gemm_f16 chooses among on rt's arch, from 0, so that a cache holds
+ * them before the first call (tokitai-jit --warm): on sm_90, one of each
+ * kind and tile of the Hopper configurations (f16, NN, no epilogue);
+ * elsewhere none (tj_gemm_f16's other kernels are embedded ones,
+ * tj_kernel_get's).  *out: its product's kernel, owned by rt.
+ * TJ_ENOENT, with tj_errmsg, past the last; TJ_EINVAL for a NULL
+ * argument; TJ_ECOMPILE.  Thread-safe as tj_kernel_get is. */
+TJ_EXPORT int tj_gemm_f16_configuration(tj_runtime *rt, size_t i,
+                                        tj_kernel **out /* OUT */);
 /* How many parts tj_gemm_f16 would cut K into for these arguments (split-K
  * on Hopper, and on the skinny tensor-core path, where the tiles of C are
  * too few to fill the GPU, or where the shape class's tuning decision says

@@ -1,19 +1,18 @@
 /*
  * configs.c: the Hopper GEMM's configurations that a tuning decision may
  * name, the shape class a decision applies to, and each runtime's GEMM
- * state: its knobs and the decisions it met so far.
+ * state: its knobs, the decisions it met so far and the names it made.
  *
- * Configurations.  Each is an entry of gemm_f16_sm90a.hip (a skinny
- * one's, of gemm_f16_sm90a_skinny.hip; those of tiles the rule never
- * runs, of gemm_f16_sm90a_extra.hip), a tile and a split factor, and
- * whether C is stored through TMA (the _tmastore ones).  For the tiles the split and the store are launch
- * arguments, not compile-time constants, and for the skinny kernel
- * (M <= 16) the split is the cluster size its entry was compiled with, so
- * every configuration runs one of the entries that tests/check_kernels.c
- * (and check_tuning.c, over this table) compile for sm_90a on a machine
- * without a GPU.  A decision naming a configuration that is not in the
- * table (another library wrote it) is ignored: the heuristic runs, and
- * the row is left for the library that knows it.
+ * Configurations.  Each is a plan's choices (plan.h): its kind, its
+ * tile's columns, its split and whether C is stored through TMA; the
+ * kinds and the tiles, splits and stores each runs are listed once
+ * (tj__gemm_configs), and the names follow from the choices.  One code
+ * object serves every split of split-K and both stores of a tile (they
+ * are launch arguments); the skinny kernel's split is the cluster its
+ * code is compiled for.  A decision naming a configuration that is not
+ * one of these (another library wrote it, or it is malformed) is
+ * ignored: the rule runs, and the row is left for the library that
+ * knows it.
  *
  * Shape class.  The Hopper kernel's work is set by how many tiles it runs:
  * ceil(M / 128) rows of tiles, ceil(N / 128) columns of them and
@@ -29,7 +28,7 @@
  * plans fill the SMs, so parts with other counts get decisions of their
  * own from one library, arch and compiler.  Written "t1x32x64/c4/s132".
  */
-#include "gemm.h"
+#include "plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,92 +36,103 @@
 
 #define CLASS_EXACT 64
 
-/* ------------------------------------------------------------ the table */
+/* ------------------------------------------------------------ configurations */
 
-#define SPLIT(n)                                                            \
-  {.name = "sm90a_128x128_split" #n,                                       \
-   .entry = "gemm_f16_sm90a_128x128_splitk", .bn = 128, .split = n}
-/* The Hopper skinny kernel (M <= 16) in bn-column strips, K split across a
- * cluster of s blocks: gemm_f16_sm90a_skinny<suffix>.  In the order the
- * rule weighs them (plan.c, skinny_rule): by split, the narrower strip
- * first. */
-#define SKINNY(bn_, s, suffix)                                              \
-  {.name = "sm90a_skinny_n" #bn_ "_k" #s,                                   \
-   .entry = "gemm_f16_sm90a_skinny" suffix, .bn = bn_, .split = s,          \
-   .skinny = 1}
-/* A tile storing C directly (the base), and the same with its epilogue
- * through TMA stores (where a call's C or beta does not allow them, the
- * same tiles store directly; the rule's store is the TMA one). */
-#define TILE(name_, bn_, ...)                                               \
-  {.name = "sm90a_" name_, .entry = "gemm_f16_sm90a_" name_, .bn = bn_,     \
-   .split = 1, __VA_ARGS__}
-#define TMA_STORE(name_, bn_, ...)                                          \
-  {.name = "sm90a_" name_ "_tmastore", .entry = "gemm_f16_sm90a_" name_,    \
-   .bn = bn_, .split = 1, .tma_store = 1, __VA_ARGS__}
-static const tj__gemm_config configs[] = {
-  /* The tiles storing C directly from the accumulators. */
-  TILE("128x256", 256, .persistent = 0),
-  TILE("128x256_persistent", 256, .persistent = 1),
-  TILE("128x128", 128, .persistent = 0),
-  TILE("128x128_persistent", 128, .persistent = 1),
-  TILE("128x64", 64, .persistent = 0),
-  TILE("128x64_cluster_k2", 64, .cluster_k = 1),
-  TILE("128x256_mc2", 256, .persistent = 1, .mc2 = 1),
-  /* The same through TMA stores. */
-  TMA_STORE("128x256", 256, .persistent = 0),
-  TMA_STORE("128x256_persistent", 256, .persistent = 1),
-  TMA_STORE("128x256_mc2", 256, .persistent = 1, .mc2 = 1),
-  TMA_STORE("128x128", 128, .persistent = 0),
-  TMA_STORE("128x128_persistent", 128, .persistent = 1),
-  TMA_STORE("128x64", 64, .persistent = 0),
-  TMA_STORE("128x64_cluster_k2", 64, .cluster_k = 1),
-  SPLIT(2), SPLIT(3), SPLIT(4), SPLIT(5), SPLIT(6), SPLIT(7), SPLIT(8),
-  SPLIT(9), SPLIT(10), SPLIT(11), SPLIT(12), SPLIT(13), SPLIT(14),
-  SPLIT(15), SPLIT(16),
-  SKINNY(128, 1, ""), SKINNY(256, 1, "256"),
-  SKINNY(128, 2, "_k2"), SKINNY(256, 2, "256_k2"),
-  SKINNY(128, 3, "_k3"), SKINNY(256, 3, "256_k3"),
-  SKINNY(128, 4, "_k4"), SKINNY(256, 4, "256_k4"),
-  SKINNY(128, 8, "_k8"),
-};
-#undef SPLIT
-#undef SKINNY
-#undef TILE
-#undef TMA_STORE
+/* The skinny kernel's clusters (gemm_sm90a.hip's TJ_H_SPLIT), and the
+ * widest strip each fits in shared memory beside its sums. */
+static const int skinny_splits[] = {1, 2, 3, 4, 8};
 
-const tj__gemm_config *tj__gemm_configs(size_t *n)
+static int skinny_widest(int split)
 {
-  *n = sizeof configs / sizeof configs[0];
-  return configs;
+  return split == 8 ? 128 : 256;
 }
 
-const tj__gemm_config *tj__gemm_config_find(const char *name)
+static size_t add(tj__gemm_config *out, size_t n, int kind, int bn,
+                  int split, int store)
 {
-  for (size_t i = 0; name && i < sizeof configs / sizeof configs[0]; i++)
-    if (strcmp(configs[i].name, name) == 0)
-      return &configs[i];
-  return NULL;
+  out[n] = (tj__gemm_config){kind, bn, split, store};
+  return n + 1;
 }
 
-const tj__gemm_config *tj__gemm_config_of_entry(const char *entry, int split,
-                                                int store)
+/* The tiles, each storing C directly and through TMA; split-K's splits
+ * (its partials never go through TMA); the skinny kernel's clusters by
+ * split, the narrower strip first (the order plan.c's skinny rule weighs
+ * them in). */
+size_t tj__gemm_configs(tj__gemm_config out[TJ__GEMM_CONFIGS_MAX])
 {
-  const tj__gemm_config *other = NULL;
-  for (size_t i = 0; entry && i < sizeof configs / sizeof configs[0]; i++)
-    if (strcmp(configs[i].entry, entry) == 0 &&
-        (split == 0 || configs[i].split == split)) {
-      if (configs[i].tma_store == store)
-        return &configs[i];
-      if (!other)
-        other = &configs[i];
+  size_t n = 0;
+  for (int store = 0; store <= 1; store++) {
+    for (int bn = 256; bn >= 64; bn /= 2) {
+      n = add(out, n, GEMM_KIND_TILE, bn, 1, store);
+      if (bn > 64)
+        n = add(out, n, GEMM_KIND_PERSISTENT, bn, 1, store);
     }
-  return other;
+    n = add(out, n, GEMM_KIND_CLUSTER_K2, 64, 1, store);
+    n = add(out, n, GEMM_KIND_MC2, 256, 1, store);
+  }
+  for (int split = 2; split <= SM90A_SPLIT_MAX; split++)
+    n = add(out, n, GEMM_KIND_SPLIT, 128, split, 0);
+  for (size_t i = 0; i < sizeof skinny_splits / sizeof skinny_splits[0]; i++)
+    for (int bn = SM90A_SKINNY_BN; bn <= skinny_widest(skinny_splits[i]);
+         bn *= 2)
+      n = add(out, n, GEMM_KIND_SKINNY, bn, skinny_splits[i], 0);
+  return n;
+}
+
+void tj__gemm_config_code(int kind, int bn, int split,
+                          char out[TJ__GEMM_CONFIG_NAME_MAX])
+{
+  static const char *const tails[] = {"", "_persistent", "_mc2",
+                                      "_cluster_k2", "_splitk"};
+  if (kind == GEMM_KIND_SKINNY) {
+    char k[16] = "";
+    if (split > 1)
+      snprintf(k, sizeof k, "_k%d", split);
+    snprintf(out, TJ__GEMM_CONFIG_NAME_MAX, "sm90a_skinny%s%s",
+             bn == SM90A_SKINNY_BN ? "" : "256", k);
+    return;
+  }
+  snprintf(out, TJ__GEMM_CONFIG_NAME_MAX, "sm90a_%dx%d%s", SM90A_BM, bn,
+           kind >= 0 && kind < GEMM_KIND_SKINNY ? tails[kind] : "_unknown");
+}
+
+void tj__gemm_config_name(const tj__gemm_config *c,
+                          char out[TJ__GEMM_CONFIG_NAME_MAX])
+{
+  if (c->kind == GEMM_KIND_SKINNY)
+    snprintf(out, TJ__GEMM_CONFIG_NAME_MAX, "sm90a_skinny_n%d_k%d", c->bn,
+             c->split);
+  else if (c->kind == GEMM_KIND_SPLIT)
+    snprintf(out, TJ__GEMM_CONFIG_NAME_MAX, "sm90a_%dx%d_split%d", SM90A_BM,
+             c->bn, c->split);
+  else {
+    tj__gemm_config_code(c->kind, c->bn, c->split, out);
+    if (c->tma_store)
+      strncat(out, "_tmastore", TJ__GEMM_CONFIG_NAME_MAX - strlen(out) - 1);
+  }
+}
+
+/* A name is known when it is exactly one configuration's name. */
+int tj__gemm_config_parse(const char *name, tj__gemm_config *out)
+{
+  tj__gemm_config all[TJ__GEMM_CONFIGS_MAX];
+  char have[TJ__GEMM_CONFIG_NAME_MAX];
+  size_t n = tj__gemm_configs(all);
+  for (size_t i = 0; name && i < n; i++) {
+    tj__gemm_config_name(&all[i], have);
+    if (strcmp(have, name) == 0) {
+      *out = all[i];
+      return 1;
+    }
+  }
+  return 0;
 }
 
 int tj__tuning_config_known(const char *op, const char *config)
 {
+  tj__gemm_config c;
   return op && (strcmp(op, TJ__GEMM_OP) == 0 || tj__gemm_family_op(op)) &&
-         tj__gemm_config_find(config);
+         tj__gemm_config_parse(config, &c);
 }
 
 /* ------------------------------------------------------------ shape class */
@@ -171,15 +181,23 @@ typedef struct memo {
   class_key key;
   char op[TJ__GEMM_OP_MAX]; /* whose decisions: TJ__GEMM_OP, or a
                                  family op (tj__gemm_desc_op) */
-  const tj__gemm_config *config; /* NULL: the heuristic's */
+  int has;                   /* 0: the heuristic's */
+  tj__gemm_config config;
 } memo;
+
+/* A name handed out by tj__gemm_intern. */
+typedef struct interned {
+  struct interned *next;
+  char name[];
+} interned;
 
 /* What the family keeps in a runtime's slot. */
 typedef struct gemm_state {
   tj__gemm_knobs knobs;
-  pthread_mutex_t lock; /* guards the memo */
+  pthread_mutex_t lock; /* guards the memo and the names */
   memo *v;
   size_t n, cap;
+  interned *names;
 } gemm_state;
 
 static void *state_new(void)
@@ -197,6 +215,10 @@ static void state_free(void *p)
   gemm_state *g = p;
   if (!g)
     return;
+  for (interned *i = g->names, *next; i; i = next) {
+    next = i->next;
+    free(i);
+  }
   pthread_mutex_destroy(&g->lock);
   free(g->v);
   free(g);
@@ -222,6 +244,28 @@ int tj__gemm_knobs_set(tj_runtime *rt, const tj__gemm_knobs *k)
   return TJ_OK;
 }
 
+const char *tj__gemm_intern(tj_runtime *rt, const char *name)
+{
+  gemm_state *g = state_of(rt);
+  const char *out = NULL;
+  if (!g)
+    return NULL;
+  pthread_mutex_lock(&g->lock);
+  for (interned *i = g->names; i && !out; i = i->next)
+    if (strcmp(i->name, name) == 0)
+      out = i->name;
+  size_t len = strlen(name) + 1;
+  interned *i = out ? NULL : malloc(sizeof *i + len);
+  if (i) {
+    memcpy(i->name, name, len);
+    i->next = g->names;
+    g->names = i;
+    out = i->name;
+  }
+  pthread_mutex_unlock(&g->lock);
+  return out;
+}
+
 /* The index of op's memo for k, or -1 when it has none.  Under
  * g->lock. */
 static long memo_find(gemm_state *g, const char *op, const class_key *k)
@@ -233,14 +277,18 @@ static long memo_find(gemm_state *g, const char *op, const class_key *k)
   return -1;
 }
 
-/* op's memo for k set to c, added when absent (not when out of memory:
- * the class is asked again next time).  Under g->lock. */
+/* op's memo for k set to c (NULL: none), added when absent (not when out
+ * of memory: the class is asked again next time).  Under g->lock. */
 static void memo_put(gemm_state *g, const char *op, const class_key *k,
                      const tj__gemm_config *c)
 {
+  memo m = {*k, "", c != NULL, {0, 0, 0, 0}};
+  if (c)
+    m.config = *c;
+  snprintf(m.op, sizeof m.op, "%s", op);
   long i = memo_find(g, op, k);
   if (i >= 0) {
-    g->v[i].config = c;
+    g->v[i] = m;
     return;
   }
   if (g->n == g->cap) {
@@ -251,62 +299,55 @@ static void memo_put(gemm_state *g, const char *op, const class_key *k,
     g->v = v;
     g->cap = cap;
   }
-  memo m = {*k, "", c};
-  snprintf(m.op, sizeof m.op, "%s", op);
   g->v[g->n++] = m;
 }
 
 /* ------------------------------------------------------------ decisions */
 
-/* The cache's decision for op and the class (NULL: none, or one this
- * library does not know, ignored). */
-static const tj__gemm_config *stored_decision(tj_runtime *rt, const char *op,
-                                              const char *cls)
+/* The cache's decision for op and the class into *out: 1, or 0 for
+ * none, or one this library does not know (ignored). */
+static int stored_decision(tj_runtime *rt, const char *op, const char *cls,
+                           tj__gemm_config *out)
 {
   char *config = NULL;
   int bad = 0;
   tj__cache *cache = tj__runtime_cache(rt);
   if (!cache)
-    return NULL;
+    return 0;
   tj__tuning_row want = {op, rt->arch, TJ__PLATFORM, rt->compiler,
                          cls, NULL, 0, 0, 0, NULL, 0, NULL, NULL, 0};
   int rc = tj__cache_tuning_get(cache, &want, &config, &bad);
   if (rc == TJ_ECACHE)
     tj__warn(rt, "%s", tj__cache_errmsg(cache));
-  const tj__gemm_config *c = rc == TJ_OK ? tj__gemm_config_find(config) : NULL;
+  int has = rc == TJ_OK && tj__gemm_config_parse(config, out);
   free(config);
-  return c;
+  return has;
 }
 
-const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, int M, int N, int K,
-                                         const void *C, int ldc)
-{
-  return tj__gemm_decision_for(rt, TJ__GEMM_OP, M, N, K, C, ldc);
-}
-
-const tj__gemm_config *tj__gemm_decision_for(tj_runtime *rt, const char *op,
-                                             int M, int N, int K,
-                                             const void *C, int ldc)
+int tj__gemm_decision_for(tj_runtime *rt, const char *op, int M, int N,
+                          int K, const void *C, int ldc, tj__gemm_config *out)
 {
   gemm_state *g = state_of(rt);
   class_key key = key_of(rt->sms, M, N, K, C, ldc);
   if (!g)
-    return NULL;
+    return 0;
   pthread_mutex_lock(&g->lock);
   long i = memo_find(g, op, &key);
-  const tj__gemm_config *c = i >= 0 ? g->v[i].config : NULL;
+  int has = i >= 0 && g->v[i].has;
+  if (has)
+    *out = g->v[i].config;
   pthread_mutex_unlock(&g->lock);
   if (i >= 0)
-    return c;
+    return has;
   /* First sight of the class: one query, outside the lock (two threads
    * may both ask; they get the same answer). */
   char cls[TJ__SHAPE_CLASS_MAX];
   class_name(&key, cls);
-  c = stored_decision(rt, op, cls);
+  has = stored_decision(rt, op, cls, out);
   pthread_mutex_lock(&g->lock);
-  memo_put(g, op, &key, c);
+  memo_put(g, op, &key, has ? out : NULL);
   pthread_mutex_unlock(&g->lock);
-  return c;
+  return has;
 }
 
 void tj__gemm_decision_take(tj_runtime *rt, int M, int N, int K,

@@ -1,18 +1,18 @@
 /*
  * fallback.c: a GEMM's first call with background builds on
  * (tj_options.background_builds).  Where the call's specialised
- * configuration (a Hopper one: tj_gemm_f16's embedded entry, or the
- * family's configuration module) is built neither in the runtime nor in
- * any cache layer, its compile is queued on the runtime's worker under
- * the configuration's name, and the call runs on the fallback, which
+ * configuration (a Hopper configuration module, or tj_gemm_f16's
+ * embedded entry elsewhere) is built neither in the runtime nor in any
+ * cache layer, its compile is queued on the runtime's worker under the
+ * configuration's name (its product entry's), and the call runs on the fallback, which
  * compiles in a fraction of the time; a later call finds the
  * specialised one built and takes it.  A compile that failed keeps its
  * calls on the fallback.
  */
-#include "gemm.h"
+#include "plan.h"
 
 #include <stdint.h>
-#include <stdio.h>
+#include <string.h>
 
 /* ------------------------------------------------------- the fallback */
 
@@ -48,6 +48,7 @@ static int defer(tj_runtime *rt, const char *name, int (*built)(void *),
   return w == TJ__WORK_PENDING || w == TJ__WORK_FAILED;
 }
 
+/* tj_gemm_f16's embedded entry (off Hopper), by name. */
 static int build_kernel(tj_runtime *rt, const void *arg)
 {
   tj_kernel *k = NULL;
@@ -76,61 +77,51 @@ int tj__gemm_defer_kernel(tj_runtime *rt, const char *entry,
                strlen(entry) + 1);
 }
 
+/* A Hopper configuration: d's kinds and sizes with the plan it runs (or
+ * none: the one tj_gemm plans for d).  The worker's copy names no array
+ * of the caller's: the compile reads only the kinds, the sizes and C's
+ * alignment (which picks the shape class). */
+typedef struct hopper_job {
+  tj_gemm_desc d;
+  tj__gemm_plan plan;
+  int planned;
+} hopper_job;
+
 static int build_hopper(tj_runtime *rt, const void *arg)
 {
-  return tj__gemm_hopper_prepare(rt, arg, NULL);
+  const hopper_job *j = arg;
+  return tj__gemm_hopper_prepare(rt, &j->d, j->planned ? &j->plan : NULL,
+                                 NULL);
 }
 
 typedef struct built_hopper {
   tj_runtime *rt;
-  const tj_gemm_desc *d;
+  const hopper_job *j;
 } built_hopper;
 
 static int hopper_built(void *ctx)
 {
   const built_hopper *b = ctx;
-  return tj__gemm_hopper_prepare(b->rt, b->d, NULL);
+  return build_hopper(b->rt, b->j);
 }
 
-/* The worker's name for d's configuration: what picks it (the op, the
- * shape, C's alignment and ldc, which choose the shape class). */
-static void hopper_name(const tj_gemm_desc *d, char *out, size_t len)
-{
-  char op[TJ__GEMM_OP_MAX];
-  tj__gemm_desc_op(d, op);
-  snprintf(out, len, "%s %lldx%lldx%lld c%u ldc%lld", op, (long long)d->m,
-           (long long)d->n, (long long)d->k,
-           (unsigned)((uintptr_t)d->c % 16), (long long)d->ldc);
-}
-
-int tj__gemm_defer_hopper(tj_runtime *rt, const tj_gemm_desc *d)
+int tj__gemm_defer_hopper(tj_runtime *rt, const tj_gemm_desc *d,
+                          const tj__gemm_plan *plan)
 {
   if (!rt->worker || !tj__gemm_fallback_serves(d))
     return 0;
-  char name[TJ__GEMM_OP_MAX + 96];
-  built_hopper b = {rt, d};
-  hopper_name(d, name, sizeof name);
-  /* The worker's copy names no array of the caller's: the compile reads
-   * only the kinds, the sizes and C's alignment. */
-  tj_gemm_desc copy = *d;
-  copy.a = copy.b = copy.bias = NULL;
-  copy.aux = NULL;
-  copy.bias_grad = NULL;
-  copy.c = (void *)((uintptr_t)d->c % 16);
-  return defer(rt, name, hopper_built, &b, build_hopper, &copy,
-               sizeof copy);
-}
-
-void tj__gemm_f16_desc(tj_gemm_desc *d, int M, int N, int K, float alpha,
-                       const uint16_t *A, int lda, const uint16_t *B,
-                       int ldb, float beta, uint16_t *C, int ldc)
-{
-  memset(d, 0, sizeof *d);
-  d->size = sizeof *d;
-  d->a_type = d->b_type = d->c_type = TJ_DTYPE_F16;
-  d->m = M, d->n = N, d->k = K;
-  d->alpha = alpha, d->beta = beta;
-  d->a = A, d->lda = lda;
-  d->b = B, d->ldb = ldb;
-  d->c = C, d->ldc = ldc;
+  const char *name = tj__gemm_hopper_entry(rt, d, plan);
+  if (!name)
+    return 0;
+  hopper_job j;
+  memset(&j, 0, sizeof j);
+  j.d = *d;
+  j.d.a = j.d.b = j.d.bias = NULL;
+  j.d.aux = NULL;
+  j.d.bias_grad = NULL;
+  j.d.c = (void *)((uintptr_t)d->c % 16);
+  if (plan)
+    j.plan = *plan, j.planned = 1;
+  built_hopper b = {rt, &j};
+  return defer(rt, name, hopper_built, &b, build_hopper, &j, sizeof j);
 }

@@ -1,9 +1,9 @@
 /*
  * family.c: tj_gemm, the GEMM family's one call: the descriptor's checks,
- * the route (tj_gemm_f16's kernels for the combination they serve, the
- * Hopper kernel and the tensor-core path for those they serve, the
- * portable kernel for every other), and the portable kernel's
- * configurations.  A configuration is kernels/gemm_portable.hip compiled
+ * the route (the Hopper kernel on sm_90 for what it serves, else
+ * tj_gemm_f16's kernels for the combination they serve, the tensor-core
+ * path for those it serves, the portable kernel for every other), and
+ * the portable kernel's configurations.  A configuration is kernels/gemm_portable.hip compiled
  * with the call's choices as -D constants, a module of its own (one
  * cached code object), whose entry is named from those choices: nothing
  * lists the configurations.
@@ -213,7 +213,7 @@ static int f16_path_serves(const tj_gemm_desc *d)
          d->ldc <= INT_MAX;
 }
 
-/* The path that runs d: tj_gemm_f16's kernels, the Hopper kernel, the
+/* The path that runs d: the Hopper kernel, tj_gemm_f16's kernels, the
  * tensor-core path (tensorcore.c) or the portable kernel, the first that
  * serves it; the knobs' tc_only puts the tensor-core path first. */
 typedef enum route { ROUTE_F16, ROUTE_HOPPER, ROUTE_TC, ROUTE_PORTABLE } route;
@@ -223,10 +223,10 @@ static route route_of(const tj_runtime *rt, const tj_gemm_desc *d)
   int tc = tj__gemm_tc_serves(rt, d);
   if (tc && tj__gemm_tc_forced(rt))
     return ROUTE_TC;
-  if (f16_path_serves(d))
-    return ROUTE_F16;
   if (tj__gemm_hopper_serves(rt, d))
     return ROUTE_HOPPER;
+  if (f16_path_serves(d))
+    return ROUTE_F16;
   return tc ? ROUTE_TC : ROUTE_PORTABLE;
 }
 
@@ -362,16 +362,16 @@ int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *desc)
   if (rc != TJ_OK)
     return rc;
   route r = route_of(rt, &d);
+  if (r == ROUTE_HOPPER) {
+    /* Background builds: the fallback while its configuration compiles. */
+    if (tj__gemm_defer_hopper(rt, &d, NULL))
+      return tj__gemm_fallback_run(rt, fn, stream, &d);
+    return tj__gemm_hopper_run(rt, fn, stream, &d, NULL, NULL);
+  }
   if (r == ROUTE_F16)
     return tj_gemm_f16(rt, stream, (int)d.m, (int)d.n, (int)d.k, d.alpha,
                        d.a, (int)d.lda, d.b, (int)d.ldb, d.beta, d.c,
                        (int)d.ldc);
-  if (r == ROUTE_HOPPER) {
-    /* Background builds: the fallback while its configuration compiles. */
-    if (tj__gemm_defer_hopper(rt, &d))
-      return tj__gemm_fallback_run(rt, fn, stream, &d);
-    return tj__gemm_hopper_run(rt, fn, stream, &d);
-  }
   if (r == ROUTE_TC)
     return tj__gemm_tc_run(rt, fn, stream, &d);
   return launch_portable(rt, fn, stream, &d);
@@ -385,12 +385,15 @@ const char *tj_gemm_kernel(tj_runtime *rt, const tj_gemm_desc *desc)
   if (!tj__runtime_usable(rt) || desc_in(rt, fn, desc, &d) != TJ_OK)
     return NULL;
   route r = route_of(rt, &d);
+  tj_kernel *product = NULL;
+  if (r == ROUTE_HOPPER)
+    return tj__gemm_hopper_prepare(rt, &d, NULL, &product) == TJ_OK
+               ? product->entry
+               : NULL;
   if (r == ROUTE_F16)
     return tj_gemm_f16_kernel(rt, (int)d.m, (int)d.n, (int)d.k, d.a,
                               (int)d.lda, d.b, (int)d.ldb, d.c, (int)d.ldc);
   const char *entry = NULL;
-  if (r == ROUTE_HOPPER)
-    return tj__gemm_hopper_prepare(rt, &d, &entry) == TJ_OK ? entry : NULL;
   if (r == ROUTE_TC)
     return tj__gemm_tc_prepare(rt, &d, &entry) == TJ_OK ? entry : NULL;
   config_names n;
@@ -463,14 +466,15 @@ int tj_gemm_host(tj_runtime *rt, const tj_gemm_desc *desc)
   dev.a = dev.b = NULL;
   dev.c = NULL;
   route r = route_of(rt, &dev);
-  if (r == ROUTE_F16)
+  if (r == ROUTE_HOPPER) {
+    if ((rc = tj__gemm_hopper_prepare(rt, &dev, NULL, NULL)) != TJ_OK)
+      return rc;
+  } else if (r == ROUTE_F16) {
     entry = tj__gemm_plan_call(rt, (int)j.d.m, (int)j.d.n, (int)j.d.k, NULL,
                                (int)j.d.lda, NULL, (int)j.d.ldb, NULL,
                                (int)j.d.ldc).entry;
-  else if (r == ROUTE_HOPPER || r == ROUTE_TC) {
-    rc = r == ROUTE_HOPPER ? tj__gemm_hopper_prepare(rt, &dev, NULL)
-                           : tj__gemm_tc_prepare(rt, &dev, NULL);
-    if (rc != TJ_OK)
+  } else if (r == ROUTE_TC) {
+    if ((rc = tj__gemm_tc_prepare(rt, &dev, NULL)) != TJ_OK)
       return rc;
   } else if (!rt->compile_only) {
     config_names n;

@@ -114,21 +114,6 @@ int tj__gemm_sm90a_maps(tj_runtime *rt, const char *fn,
   return TJ_OK;
 }
 
-/* Whether a Hopper tile's epilogue stores C through TMA (plan p's
- * store, the rule's or a tuning configuration's, where the call allows
- * it: tj__gemm_tma_store_applies, which keeps every box inside its row)
- * and the driver takes C as a tensor; map then holds a descriptor
- * over C in 64 x 64 boxes. */
-static int tma_store_fits(const tj_runtime *rt, const tj__gemm_plan *p,
-                          int M, int N, float beta, void *C, int ldc,
-                          void *map)
-{
-  return tj__gemm_tma_store_applies(tj__gemm_knobs_of(rt), p->tma_store, N, beta, C,
-                                    ldc) &&
-         tj__tensor_map_16(map, C, (uint64_t)M, (uint64_t)N, (uint64_t)ldc,
-                           64, 64, 0) == TJ_OK;
-}
-
 int tj__gemm_kernel_shared(tj_runtime *rt, const char *fn, tj_kernel *k,
                            const char *entry, unsigned bytes)
 {
@@ -157,106 +142,17 @@ static int launch_failed(tj_runtime *rt, int rc, const char *fn,
                   "failed", fn, entry, grid.x, grid.y, grid.z, block.x);
 }
 
-/* Split-K: the partials into work, then the reduce kernel into C, both
- * queued on stream behind whatever the caller queued there. */
-static int launch_split(tj_runtime *rt, const char *fn, const tj__gemm_plan *p,
-                        void *stream, void *ta, void *tb, int M, int N, int K,
-                        float alpha, float beta, void *C, int ldc, float *work)
+/* tj_gemm_f16's Hopper plan p: the family's Hopper path (hopper.c) with
+ * tj_gemm_f16's combination, f16, NN, no epilogue. */
+static int launch_hopper(tj_runtime *rt, const char *fn,
+                         const tj__gemm_plan *p, const tj__gemm_config *cfg,
+                         void *stream, int M, int N, int K, float alpha,
+                         const void *A, int lda, const void *B, int ldb,
+                         float beta, void *C, int ldc)
 {
-  tj_kernel *k = NULL, *r = NULL;
-  int rc = shared_kernel(rt, fn, p, &k);
-  if (rc == TJ_OK)
-    rc = tj__op_kernel(rt, fn, "gemm_f16_sm90a_splitk_reduce", &r);
-  if (rc != TJ_OK)
-    return rc;
-  int kper = p->kper, split = p->split, ldw = (int)p->grid.x * 128;
-  void *args[] = {ta, tb, &M, &N, &K, &kper, &work};
-  rc = tj_launch(k, p->grid, p->block, p->shared, stream, args);
-  if (rc != TJ_OK)
-    return launch_failed(rt, rc, fn, p->entry, p->grid, p->block);
-  tj_dim3 grid = {(unsigned)((N - 1) / SM90A_REDUCE_THREADS + 1),
-                  (unsigned)(M < GEMM_GRID_Y_CAP ? M : GEMM_GRID_Y_CAP), 1};
-  tj_dim3 block = {SM90A_REDUCE_THREADS, 1, 1};
-  void *rargs[] = {&work, &split, &M, &N, &ldw, &alpha, &beta, &C, &ldc};
-  rc = tj_launch(r, grid, block, 0, stream, rargs);
-  if (rc != TJ_OK)
-    return launch_failed(rt, rc, fn, "gemm_f16_sm90a_splitk_reduce", grid,
-                         block);
-  return TJ_OK;
-}
-
-/* The launch of a Hopper tile or skinny plan p on tensor maps ta and
- * tb. */
-static int launch_tiles(tj_runtime *rt, const char *fn,
-                        const tj__gemm_plan *p, void *stream, void *ta,
-                        void *tb, int M, int N, int K, float alpha,
-                        float beta, void *C, int ldc)
-{
-  tj_kernel *k = NULL;
-  int rc = shared_kernel(rt, fn, p, &k);
-  if (rc != TJ_OK)
-    return rc;
-  /* The tiles take a third map, over C, and whether to store through it;
-   * the skinny kernel whether B goes through L2 marked evict-first
-   * (unless the knobs say not): B is read once, and marked so it does not
-   * push out what the next layer reads, which matters most with L2 left
-   * full of dirty lines as a model's last layer leaves it (tj-bench's
-   * skinny section). */
-  _Alignas(64) unsigned char tc[TJ__TENSOR_MAP_BYTES] = {0};
-  int store = p->path == GEMM_PATH_SM90A &&
-              tma_store_fits(rt, p, M, N, beta, C, ldc, tc);
-  const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
-  int evict_first = knobs->evict_first != 0;
-  void *targs[] = {ta, tb, tc, &M, &N, &K, &alpha, &beta, &C, &ldc, &store};
-  void *sargs[] = {ta, tb, &M, &N, &K, &alpha, &beta, &C, &ldc, &evict_first};
-  /* The skinny kernel waits (griddepcontrol.wait) before it touches A,
-   * B or C, so it is launched to start early (unless the knobs say not),
-   * which shortens layers in a row (tj-bench's skinny section).  A launch
-   * with anything else between (an event, a copy) waits as a plain one
-   * does. */
-  int early = p->path == GEMM_PATH_SM90A_SKINNY && knobs->early != 0;
-  rc = tj__launch_kernel(k, p->grid, p->block, p->shared, stream,
-                         p->path == GEMM_PATH_SM90A ? targs : sargs, early);
-  if (rc != TJ_OK)
-    return launch_failed(rt, rc, fn, p->entry, p->grid, p->block);
-  return TJ_OK;
-}
-
-/* A workspace (split-K's partials) is the call's own, allocated and
- * freed in order on its stream, so calls on other streams never share
- * one.  Without stream-ordered allocation (or memory for it) the call
- * runs unsplit. */
-static int launch_sm90a(tj_runtime *rt, const char *fn, tj__gemm_plan p,
-                        void *stream, int M, int N, int K, float alpha,
-                        const void *A, int lda, const void *B, int ldb,
-                        float beta, void *C, int ldc)
-{
-  if (rt->compile_only)
-    return tj__op_no_gpu(rt, fn);
-  _Alignas(64) unsigned char ta[TJ__TENSOR_MAP_BYTES], tb[TJ__TENSOR_MAP_BYTES];
-  /* A's box: the tile's 128 rows, or the skinny kernel's 16. */
-  int a_rows = p.path == GEMM_PATH_SM90A_SKINNY ? SM90A_SKINNY_ROWS : SM90A_BM;
-  const tj__gemm_ab ab = {M, N, K, A, B, lda, ldb, 0, 0, 0};
-  int rc = tj__gemm_sm90a_maps(rt, fn, &ab, a_rows, ta, tb);
-  if (rc != TJ_OK)
-    return rc;
-  if (p.split > 1 && p.path == GEMM_PATH_SM90A) {
-    void *work = NULL;
-    size_t bytes = (size_t)p.split * (size_t)M * p.grid.x * 128 * sizeof(float);
-    if (tj__alloc_async(&rt->device, &work, bytes, stream) == TJ_OK) {
-      rc = launch_split(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C,
-                        ldc, work);
-      if (tj__free_async(work, stream) != TJ_OK && rc == TJ_OK)
-        rc = tj__fail(rt, TJ_EDEVICE, "%s: freeing the split-K workspace "
-                      "failed", fn);
-      return rc;
-    }
-    p = (tj__gemm_plan){"gemm_f16_sm90a_128x128", {p.grid.x, p.grid.y, 1},
-                    p.block, p.shared, 1, 0, GEMM_PATH_SM90A, 128,
-                    p.tma_store, GEMM_KIND_TILE};
-  }
-  return launch_tiles(rt, fn, &p, stream, ta, tb, M, N, K, alpha, beta, C,
-                      ldc);
+  tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, alpha, A, lda, B, ldb, beta,
+                                     C, ldc);
+  return tj__gemm_hopper_run(rt, fn, stream, &d, cfg, p);
 }
 
 int tj__gemm_run_config(tj_runtime *rt, const char *fn,
@@ -264,8 +160,14 @@ int tj__gemm_run_config(tj_runtime *rt, const char *fn,
                         int N, int K, float alpha, const void *A, int lda,
                         const void *B, int ldb, float beta, void *C, int ldc)
 {
-  return launch_sm90a(rt, fn, tj__gemm_plan_config(cfg, rt->sms, M, N, K),
-                      stream, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  return launch_hopper(rt, fn, NULL, cfg, stream, M, N, K, alpha, A, lda, B,
+                       ldb, beta, C, ldc);
+}
+
+/* Whether p runs a Hopper configuration (gemm_sm90a.hip's). */
+static int hopper_plan(const tj__gemm_plan *p)
+{
+  return p->path == GEMM_PATH_SM90A || p->path == GEMM_PATH_SM90A_SKINNY;
 }
 
 /* The skinny tensor-core path: the partials (split > 1) into a
@@ -325,7 +227,58 @@ const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
       check_gemm(rt, "tj_gemm_f16_kernel", M, N, K, A, lda, B, ldb, C, ldc) !=
           TJ_OK)
     return NULL;
-  return tj__gemm_plan_call(rt, M, N, K, A, lda, B, ldb, C, ldc).entry;
+  tj__gemm_plan p = tj__gemm_plan_call(rt, M, N, K, A, lda, B, ldb, C, ldc);
+  if (!hopper_plan(&p))
+    return p.entry;
+  tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, 1.0f, A, lda, B, ldb, 0.0f,
+                                     (void *)C, ldc);
+  const char *entry = tj__gemm_hopper_entry(rt, &d, &p);
+  if (!entry)
+    tj__fail(rt, TJ_ENOMEM, "out of memory");
+  return entry;
+}
+
+/* The i-th of the configurations with a code object of their own (the
+ * first of each kind and tile: the splits of split-K and the stores share
+ * one) into *c: 1, or 0 past the last. */
+static int nth_code_object(size_t i, tj__gemm_config *c)
+{
+  tj__gemm_config all[TJ__GEMM_CONFIGS_MAX];
+  size_t n = tj__gemm_configs(all), found = 0;
+  for (size_t j = 0; j < n; j++) {
+    int first = 1;
+    for (size_t k = 0; k < j && first; k++)
+      first = all[k].kind != all[j].kind || all[k].bn != all[j].bn ||
+              (all[j].kind == GEMM_KIND_SKINNY && all[k].split != all[j].split);
+    if (first && found++ == i) {
+      *c = all[j];
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int tj_gemm_f16_configuration(tj_runtime *rt, size_t i, tj_kernel **out)
+{
+  static const char fn[] = "tj_gemm_f16_configuration";
+  if (!tj__runtime_usable(rt))
+    return TJ_EINVAL;
+  if (!out)
+    return tj__fail(rt, TJ_EINVAL, "%s: the kernel output pointer is NULL",
+                    fn);
+  /* Any shape the configuration runs: its code is the same for all. */
+  const int M = SM90A_BM, N = SM90A_BM, K = 64;
+  tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, 1.0f, NULL, K, NULL, N, 0.0f,
+                                     NULL, N);
+  tj__gemm_config c;
+  if (!tj__gemm_hopper_serves(rt, &d))
+    return tj__fail(rt, TJ_ENOENT, "%s: tj_gemm_f16 runs no generated "
+                    "configuration on arch %s", fn, rt->arch);
+  if (!nth_code_object(i, &c))
+    return tj__fail(rt, TJ_ENOENT, "%s: %zu is past the last configuration",
+                    fn, i);
+  tj__gemm_plan p = tj__gemm_plan_config(&c, rt->sms, M, N, K);
+  return tj__gemm_hopper_prepare(rt, &d, &p, out);
 }
 
 int tj_gemm_f16_split(tj_runtime *rt, int M, int N, int K, const uint16_t *A,
@@ -365,15 +318,19 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   if (p.path == GEMM_PATH_SKINNY_TC)
     return launch_skinny_tc(rt, fn, p, stream, M, N, K, alpha, A, lda, B,
                             ldb, beta, C, ldc);
-  if (p.path == GEMM_PATH_SM90A || p.path == GEMM_PATH_SM90A_SKINNY) {
-    /* Background builds: the fallback while p's entry compiles. */
-    tj_gemm_desc d;
-    tj__gemm_f16_desc(&d, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (tj__gemm_defer_kernel(rt, p.entry, &d))
+  if (hopper_plan(&p)) {
+    /* Background builds: the fallback while its configuration compiles. */
+    tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, alpha, A, lda, B, ldb, beta,
+                                       C, ldc);
+    if (tj__gemm_defer_hopper(rt, &d, &p))
       return tj__gemm_fallback_run(rt, fn, stream, &d);
-    return launch_sm90a(rt, fn, p, stream, M, N, K, alpha, A, lda, B, ldb,
-                        beta, C, ldc);
+    return launch_hopper(rt, fn, &p, NULL, stream, M, N, K, alpha, A, lda, B,
+                         ldb, beta, C, ldc);
   }
+  tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                     ldc);
+  if (tj__gemm_defer_kernel(rt, p.entry, &d))
+    return tj__gemm_fallback_run(rt, fn, stream, &d);
   void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc};
   return tj__op_launch(rt, fn, p.entry, p.grid, p.block, stream, args);
 }
@@ -409,8 +366,17 @@ int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K, float alpha,
       {A, NULL, matrix_span(M, K, K)},
       {B, NULL, matrix_span(K, N, N)},
       {beta != 0.0f ? C : NULL, C, matrix_span(M, N, N)}};
-  /* The device copies are hipMalloc's, aligned as NULL is (256 bytes). */
-  const char *kernel =
-      tj__gemm_plan_call(rt, M, N, K, NULL, K, NULL, N, NULL, N).entry;
-  return tj__op_host_run(rt, fn, kernel, buf, 3, call_gemm, &shape);
+  /* The device copies are hipMalloc's, aligned as NULL is (256 bytes).
+   * What runs is built before any device memory is held: an embedded
+   * entry by name (host_run gets it), or the Hopper configuration. */
+  tj__gemm_plan p = tj__gemm_plan_call(rt, M, N, K, NULL, K, NULL, N, NULL,
+                                       N);
+  if (hopper_plan(&p) && !rt->compile_only) {
+    tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, alpha, NULL, K, NULL, N,
+                                       beta, NULL, N);
+    if ((rc = tj__gemm_hopper_prepare(rt, &d, &p, NULL)) != TJ_OK)
+      return rc;
+  }
+  return tj__op_host_run(rt, fn, hopper_plan(&p) ? NULL : p.entry, buf, 3,
+                         call_gemm, &shape);
 }

@@ -3,8 +3,8 @@
  * nothing else in the library (its tests and the benchmark reach them
  * too).  Dependencies run one way: the call (gemm.c) asks the plan
  * (plan.c) what to run and launches it; the plan asks the decisions
- * (configs.c) through tj__gemm_decision; the tuner (tune.c) times the
- * configurations through tj__gemm_run_config.  The kernels know nothing
+ * (configs.c) through tj__gemm_decision_for; the tuner (tune.c) times
+ * the configurations through tj__gemm_run_config.  The kernels know nothing
  * of either.
  *
  * What the family keeps per runtime (its settings and the decisions met
@@ -59,58 +59,66 @@ int tj__gemm_knobs_set(tj_runtime *rt, const tj__gemm_knobs *k);
 void tj__gemm_knobs_from_env(tj__gemm_knobs *k);
 
 /* ------------------------------------------------------------ configs.c
- * The Hopper configurations a tuning decision may name, the shape class a
- * decision applies to, and rt's memo of the decisions met so far. */
+ * The Hopper configurations a tuning decision may name, derived from the
+ * plan's choices, the shape class a decision applies to, and rt's memo of
+ * the decisions met so far. */
 
-/* One configuration of the Hopper GEMM that a decision may name. */
+/* One configuration of the Hopper GEMM: a plan's choices.  kind is a
+ * tj__gemm_kind (plan.h: 0 one tile a block, 1 persistent, 2 persistent
+ * in multicast pairs, 3 K split across a cluster of two, 4 split-K, 5 the
+ * skinny kernel). */
 typedef struct tj__gemm_config {
-  const char *name;  /* as stored: "sm90a_128x128_split4" */
-  const char *entry; /* the kernel it launches */
-  int bn;            /* tile columns: 64, 128 or 256 */
-  int split;         /* K parts (1: none) */
-  int persistent;    /* one block per SM walking the tiles */
-  int mc2;           /* persistent in clusters of two sharing B (multicast) */
-  int skinny;        /* the Hopper skinny kernel (M <= 16): bn its strip's
-                        columns, split its cluster's blocks */
-  int tma_store;     /* C stored through TMA where the call allows it */
-  int cluster_k;     /* the 128 x 64 tile with K split across a cluster of
-                        two blocks */
+  int kind;
+  int bn;        /* tile columns: 64, 128 or 256 (skinny: its strip's) */
+  int split;     /* K parts (1: none; skinny: its cluster's blocks) */
+  int tma_store; /* C stored through TMA where the call allows it */
 } tj__gemm_config;
-/* The rows the Hopper skinny kernel takes (its configurations are the
- * table's skinny ones). */
+/* The rows the Hopper skinny kernel takes (kind 5). */
 #define TJ__GEMM_SKINNY_ROWS 16
-/* The name tuning decisions of this family are stored under. */
+/* The name tuning decisions of tj_gemm_f16 (and of tj_gemm's f16 NN
+ * calls without an epilogue) are stored under. */
 #define TJ__GEMM_OP "gemm_f16"
-/* The table, and one by name (NULL when this library has none). */
-const tj__gemm_config *tj__gemm_configs(size_t *n);
-const tj__gemm_config *tj__gemm_config_find(const char *name);
-/* The first configuration that launches entry with split parts (0: any
- * split) and stores C through TMA (store 1: a _tmastore one) or directly
- * (0); where entry has none of that store (split-K, the skinny kernel),
- * its first of the other; NULL where the table does not launch entry. */
-const tj__gemm_config *tj__gemm_config_of_entry(const char *entry, int split,
-                                                int store);
-/* Whether config is one this library has for op (TJ__GEMM_OP). */
+/* Every configuration, into out (at most TJ__GEMM_CONFIGS_MAX): each
+ * kind with the tiles, splits and stores it runs, the skinny kernel's by
+ * split, the narrower strip first.  Returns the count. */
+#define TJ__GEMM_CONFIGS_MAX 48
+size_t tj__gemm_configs(tj__gemm_config out[TJ__GEMM_CONFIGS_MAX]);
+/* A configuration's name as decisions store it ("sm90a_128x128_split4",
+ * "sm90a_128x256_mc2_tmastore", "sm90a_skinny_n128_k2"), and the
+ * configuration a name stands for: 1, or 0 where it is none of
+ * tj__gemm_configs's (unknown or malformed). */
+#define TJ__GEMM_CONFIG_NAME_MAX 40
+void tj__gemm_config_name(const tj__gemm_config *c,
+                          char out[TJ__GEMM_CONFIG_NAME_MAX]);
+int tj__gemm_config_parse(const char *name, tj__gemm_config *out);
+/* The code object part of a configuration's entries: its kind and tile
+ * ("sm90a_128x256_mc2", "sm90a_128x128_splitk", "sm90a_skinny256_k3");
+ * the split of split-K and the store are launch arguments, not part of
+ * the code. */
+void tj__gemm_config_code(int kind, int bn, int split,
+                          char out[TJ__GEMM_CONFIG_NAME_MAX]);
+/* Whether config is one this library has for op (TJ__GEMM_OP or a
+ * family op). */
 int tj__tuning_config_known(const char *op, const char *config);
 /* The shape class of a call on a device of sms SMs, as stored. */
 #define TJ__SHAPE_CLASS_MAX 48
 void tj__gemm_shape_class(int sms, int M, int N, int K, const void *C,
                           int ldc, char out[TJ__SHAPE_CLASS_MAX]);
-/* The configuration to run for a Hopper GEMM: the cache's decision for
- * its shape class, memoised per runtime (one query of the cache per
- * class); NULL: the heuristic's. */
-const tj__gemm_config *tj__gemm_decision(tj_runtime *rt, int M, int N, int K,
-                                         const void *C, int ldc);
-/* The same for op: TJ__GEMM_OP (tj_gemm_f16's), or a family op
- * (tj__gemm_desc_op: one type, layout and epilogue of tj_gemm), whose
- * decisions are its own. */
-const tj__gemm_config *tj__gemm_decision_for(tj_runtime *rt, const char *op,
-                                             int M, int N, int K,
-                                             const void *C, int ldc);
+/* The configuration to run for a Hopper GEMM of op: TJ__GEMM_OP, or a
+ * family op (tj__gemm_desc_op: one type, layout and epilogue of tj_gemm),
+ * whose decisions are its own: the cache's decision for its shape class,
+ * memoised per runtime (one query of the cache per class).  1 with *out
+ * set; 0: none, the heuristic's. */
+int tj__gemm_decision_for(tj_runtime *rt, const char *op, int M, int N,
+                          int K, const void *C, int ldc,
+                          tj__gemm_config *out);
 /* Make config rt's decision for the class of M x N x K (C from the pool:
  * dense, aligned), as a --tune that just recorded it does. */
 void tj__gemm_decision_take(tj_runtime *rt, int M, int N, int K,
                             const tj__gemm_config *config);
+/* A name interned in rt's GEMM state: the same pointer for the same
+ * name until rt closes; NULL when out of memory. */
+const char *tj__gemm_intern(tj_runtime *rt, const char *name);
 
 /* ------------------------------------------------------------ tune.c */
 
@@ -128,8 +136,8 @@ int tj__gemm_outputs_agree(const uint16_t *ref, const uint16_t *got, size_t n,
 /* ------------------------------------------------------------ plan.c */
 
 /* The configuration the heuristic picks for an sm_90 GEMM on a device of
- * sms SMs (NULL where it picks none in the table). */
-const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K);
+ * sms SMs. */
+void tj__gemm_heuristic(int sms, int M, int N, int K, tj__gemm_config *out);
 /* Whether a Hopper tile launch stores C through TMA: asked for (by the
  * knobs, else by planned, the plan's or configuration's store), beta == 0
  * (C not read), N and ldc multiples of 8 (rows of whole 16-byte pieces,
@@ -228,18 +236,17 @@ int tj__gemm_portable_run(tj_runtime *rt, const char *fn, void *stream,
 int tj__gemm_fallback_serves(const tj_gemm_desc *d);
 int tj__gemm_fallback_run(tj_runtime *rt, const char *fn, void *stream,
                           const tj_gemm_desc *d);
+struct tj__gemm_plan; /* plan.h */
 /* 1: run d on the fallback, since its specialised configuration (the
- * embedded entry of tj_gemm_f16's plan; d's Hopper configuration) is not
- * built and its compile is queued, or failed; 0: run the specialised one
+ * embedded entry of tj_gemm_f16's plan off Hopper; d's Hopper
+ * configuration with plan, or NULL: the one tj_gemm plans) is not built
+ * and its compile is queued, or failed; 0: run the specialised one
  * (built, or background builds off, or the fallback does not take d).
  * Thread-safe. */
 int tj__gemm_defer_kernel(tj_runtime *rt, const char *entry,
                           const tj_gemm_desc *d);
-int tj__gemm_defer_hopper(tj_runtime *rt, const tj_gemm_desc *d);
-/* tj_gemm_f16's arguments as a descriptor: f16, row-major, no epilogue. */
-void tj__gemm_f16_desc(tj_gemm_desc *d, int M, int N, int K, float alpha,
-                       const uint16_t *A, int lda, const uint16_t *B,
-                       int ldb, float beta, uint16_t *C, int ldc);
+int tj__gemm_defer_hopper(tj_runtime *rt, const tj_gemm_desc *d,
+                          const struct tj__gemm_plan *plan);
 
 /* ------------------------------------------------------------ hopper.c
  * The family's Hopper path: gemm_sm90a.hip's configurations. */
@@ -248,13 +255,26 @@ void tj__gemm_f16_desc(tj_gemm_desc *d, int M, int N, int K, float alpha,
  * that builds tensor maps, unless compile-only), A and B of one type,
  * alpha != 0, sizes and ldc in int. */
 int tj__gemm_hopper_serves(const tj_runtime *rt, const tj_gemm_desc *d);
-/* Run d (checked, served) on stream. */
+/* Run d (checked, served) on stream: cfg's plan (the tuner's and
+ * tj_verify's), else plan's (tj_gemm_f16's, planned by
+ * tj__gemm_plan_call), else the decision's or the rule's. */
 int tj__gemm_hopper_run(tj_runtime *rt, const char *fn, void *stream,
-                        const tj_gemm_desc *d);
-/* Compile (or load) d's configuration without launching; *entry (when
- * not NULL): its product entry's name, owned by rt. */
+                        const tj_gemm_desc *d, const tj__gemm_config *cfg,
+                        const struct tj__gemm_plan *plan);
+/* Compile (or load) d's configuration (plan's where not NULL) without
+ * launching; *product (when not NULL): its product's kernel, owned by
+ * rt. */
 int tj__gemm_hopper_prepare(tj_runtime *rt, const tj_gemm_desc *d,
-                            const char **entry);
+                            const struct tj__gemm_plan *plan,
+                            tj_kernel **product);
+/* The product entry's name of plan's configuration for d, interned in
+ * rt (nothing compiled); NULL when out of memory. */
+const char *tj__gemm_hopper_entry(tj_runtime *rt, const tj_gemm_desc *d,
+                                  const struct tj__gemm_plan *plan);
+/* tj_gemm_f16's call as the family's descriptor: f16, NN, no epilogue. */
+tj_gemm_desc tj__gemm_f16_desc(int M, int N, int K, float alpha,
+                               const void *A, int lda, const void *B,
+                               int ldb, float beta, void *C, int ldc);
 
 /* ------------------------------------------------------------ tensorcore.c
  * The family's tensor-core path: gemm_f16.hip's configurations. */

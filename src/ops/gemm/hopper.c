@@ -1,8 +1,9 @@
 /*
- * hopper.c: the GEMM family's Hopper path.  A tj_gemm call that it
- * serves runs a configuration of kernels/gemm_sm90a.hip: the tile plan
- * the rule makes for its shape (plan.c, as tj_gemm_f16 plans its tiles)
- * with the call's types, layouts and epilogue, all as -D constants,
+ * hopper.c: the GEMM family's Hopper path, tj_gemm_f16's on sm_90 as
+ * well.  A call that it serves runs a configuration of
+ * kernels/gemm_sm90a.hip: the tuning decision for its shape class, else
+ * the plan the rule makes (plan.c), with the call's types, layouts and
+ * epilogue, all as -D constants,
  * compiled for sm_90a the first time it is used, its entries named from
  * those choices; then its launch with the tensor maps over A, B and C,
  * split-K's workspace, and the column sums of a dGELU's bias gradient.
@@ -22,10 +23,6 @@
  * build-aux/embed.sh). */
 extern const char tj__gemm_sm90a_source[];
 
-/* The plan's entries are tj_gemm_f16's, named with this prefix; a
- * configuration is named by the call's types, layouts and epilogue, then
- * "sm90a_" and the rest of its plan's entry ("128x256_persistent"). */
-#define F16_PREFIX "gemm_f16_sm90a_"
 /* gemm_sm90a.hip's reduce, column sums and copies: 256 threads a block,
  * the sums 32 columns a block, a copy 256 columns. */
 #define REDUCE_THREADS 256u
@@ -53,16 +50,28 @@ int tj__gemm_hopper_serves(const tj_runtime *rt, const tj_gemm_desc *d)
   return d->m <= lim && d->n <= lim && d->k <= lim && d->ldc <= INT_MAX;
 }
 
-/* The configuration of plan p for d. */
+/* The entries of c's plan for d: the call's types, layouts and
+ * epilogue, then the plan's kind and tile ("sm90a_128x256_mc2"). */
 static void name_config(const tj_gemm_desc *d, config *c)
 {
-  char path[TJ__GEMM_NAME_MAX];
-  snprintf(path, sizeof path, "sm90a_%s",
-           c->plan.entry + strlen(F16_PREFIX));
+  char path[TJ__GEMM_CONFIG_NAME_MAX];
+  tj__gemm_config_code((int)c->plan.kind, c->plan.tile_n, c->plan.split,
+                       path);
   tj__gemm_desc_name(d, path, c->product);
   snprintf(c->reduce, sizeof c->reduce, "%s_reduce", c->product);
   snprintf(c->colsum, sizeof c->colsum, "%s_colsum", c->product);
   snprintf(c->pad, sizeof c->pad, "%s_pad", c->product);
+}
+
+/* Whose decisions d takes: tj_gemm_f16's for its combination (f16, NN,
+ * no epilogue), else d's own op. */
+static void op_of(const tj_gemm_desc *d, char op[TJ__GEMM_OP_MAX])
+{
+  if (d->a_type == TJ_DTYPE_F16 && d->c_type == TJ_DTYPE_F16 &&
+      !d->trans_a && !d->trans_b && d->epilogue == TJ_EPILOGUE_NONE)
+    snprintf(op, TJ__GEMM_OP_MAX, "%s", TJ__GEMM_OP);
+  else
+    tj__gemm_desc_op(d, op);
 }
 
 /* The tuning decision for d's op and shape class where the cache has
@@ -76,14 +85,16 @@ static void config_of(tj_runtime *rt, const tj_gemm_desc *d, config *c)
   int skinny = M <= SM90A_SKINNY_ROWS && !d->trans_a &&
                tj__gemm_skinny_on(rt);
   const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
-  const tj__gemm_config *decision = NULL;
+  tj__gemm_config decision;
+  int has = 0;
   if (!knobs->forced_split && !knobs->tile) {
     char op[TJ__GEMM_OP_MAX];
-    tj__gemm_desc_op(d, op);
-    decision = tj__gemm_decision_for(rt, op, M, N, K, d->c, (int)d->ldc);
+    op_of(d, op);
+    has = tj__gemm_decision_for(rt, op, M, N, K, d->c, (int)d->ldc,
+                                &decision);
   }
-  if (decision && decision->skinny == skinny)
-    c->plan = tj__gemm_plan_config(decision, rt->sms, M, N, K);
+  if (has && (decision.kind == GEMM_KIND_SKINNY) == skinny)
+    c->plan = tj__gemm_plan_config(&decision, rt->sms, M, N, K);
   else if (skinny)
     c->plan = tj__gemm_plan_skinny(rt, N, K);
   else
@@ -96,7 +107,6 @@ static void config_of(tj_runtime *rt, const tj_gemm_desc *d, config *c)
 static void unsplit_config(const tj_gemm_desc *d, config *c)
 {
   tj__gemm_plan *p = &c->plan;
-  p->entry = F16_PREFIX "128x128";
   p->grid.z = 1;
   p->split = 1;
   p->kper = 0;
@@ -139,18 +149,57 @@ static int module_of(tj_runtime *rt, const tj_gemm_desc *d, const config *c,
   return tj__module_get_for(rt, &src, "sm_90a", m);
 }
 
+/* c for d: cfg's plan, else plan, else the decision's or the rule's. */
+static void config_for(tj_runtime *rt, const tj_gemm_desc *d,
+                       const tj__gemm_config *cfg, const tj__gemm_plan *plan,
+                       config *c)
+{
+  if (cfg || plan) {
+    c->plan = cfg ? tj__gemm_plan_config(cfg, rt->sms, (int)d->m, (int)d->n,
+                                         (int)d->k)
+                  : *plan;
+    name_config(d, c);
+  } else {
+    config_of(rt, d, c);
+  }
+}
+
+const char *tj__gemm_hopper_entry(tj_runtime *rt, const tj_gemm_desc *d,
+                                  const tj__gemm_plan *plan)
+{
+  config c;
+  config_for(rt, d, NULL, plan, &c);
+  return tj__gemm_intern(rt, c.product);
+}
+
+tj_gemm_desc tj__gemm_f16_desc(int M, int N, int K, float alpha,
+                               const void *A, int lda, const void *B,
+                               int ldb, float beta, void *C, int ldc)
+{
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = d.c_type = TJ_DTYPE_F16;
+  d.m = M, d.n = N, d.k = K;
+  d.alpha = alpha, d.beta = beta;
+  d.a = A, d.b = B, d.c = C;
+  d.lda = lda, d.ldb = ldb, d.ldc = ldc;
+  d.epilogue = TJ_EPILOGUE_NONE;
+  return d;
+}
+
 int tj__gemm_hopper_prepare(tj_runtime *rt, const tj_gemm_desc *d,
-                            const char **entry)
+                            const tj__gemm_plan *plan, tj_kernel **product)
 {
   config c;
   tj_module *m = NULL;
   tj_kernel *k = NULL;
-  config_of(rt, d, &c);
+  config_for(rt, d, NULL, plan, &c);
   int rc = module_of(rt, d, &c, &m);
   if (rc == TJ_OK)
     rc = tj_module_kernel(m, c.product, &k);
-  if (rc == TJ_OK && entry)
-    *entry = m->entries[k->index];
+  if (rc == TJ_OK && product)
+    *product = k;
   return rc;
 }
 
@@ -321,14 +370,15 @@ static int run_config(launch *l, tj_module *m, const config *c, float *work,
  * freed in order on its stream, so calls on other streams never share
  * them; without a workspace the call runs unsplit. */
 int tj__gemm_hopper_run(tj_runtime *rt, const char *fn, void *stream,
-                        const tj_gemm_desc *d)
+                        const tj_gemm_desc *d, const tj__gemm_config *cfg,
+                        const tj__gemm_plan *plan)
 {
   if (rt->compile_only)
     return tj__op_no_gpu(rt, fn);
   launch l = {rt, fn, stream, d, (int)d->m, (int)d->n, (int)d->k,
               (int)d->ldc};
   config c;
-  config_of(rt, d, &c);
+  config_for(rt, d, cfg, plan, &c);
   void *work = NULL, *copies[2] = {NULL, NULL};
   if (c.plan.kind == GEMM_KIND_SPLIT) {
     size_t bytes = (size_t)c.plan.split * (size_t)l.M * c.plan.grid.x *

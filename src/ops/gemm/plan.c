@@ -118,7 +118,7 @@ static tj__gemm_plan plan_skinny_tc(const tj_runtime *rt, int N, int K)
 }
 
 /*
- * The Hopper kernel (gemm_f16_sm90a.hip) wants an sm_90 runtime, enough
+ * The Hopper tiles (gemm_sm90a.hip) want an sm_90 runtime, enough
  * rows to fill its 128-row tiles more than the skinny kernel would, and
  * A and B as TMA reads them: 16-byte aligned, rows a multiple of 16 bytes
  * apart; and, with a device, a driver that builds tensor maps.
@@ -144,7 +144,7 @@ static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
 }
 
 /*
- * The Hopper skinny kernel (gemm_f16_sm90a_skinny*) for M <= 16, on the
+ * The Hopper skinny kernel (gemm_sm90a.hip's kind 5) for M <= 16, on the
  * same terms as the Hopper kernel; the knobs skinny_sm90a = 0 and
  * sm90a_off turn it off (the skinny kernels of gemm_skinny_f16.hip and
  * the split-K tiles then take those calls).
@@ -156,16 +156,19 @@ static int sm90a_skinny_fits(const tj_runtime *rt, int M, const void *A,
          sm90a_operands(rt, A, lda, B, ldb);
 }
 
-/* The skinny configuration of the tuning table with bn-column strips and
- * a cluster of split blocks (NULL: none is compiled). */
-static const tj__gemm_config *skinny_config(int bn, int split)
+/* The skinny configuration with bn-column strips and a cluster of split
+ * blocks into *out: 1, or 0 where there is none. */
+static int skinny_config(int bn, int split, tj__gemm_config *out)
 {
-  size_t n;
-  const tj__gemm_config *c = tj__gemm_configs(&n);
+  tj__gemm_config c[TJ__GEMM_CONFIGS_MAX];
+  size_t n = tj__gemm_configs(c);
   for (size_t i = 0; i < n; i++)
-    if (c[i].skinny && c[i].bn == bn && c[i].split == split)
-      return &c[i];
-  return NULL;
+    if (c[i].kind == GEMM_KIND_SKINNY && c[i].bn == bn &&
+        c[i].split == split) {
+      *out = c[i];
+      return 1;
+    }
+  return 0;
 }
 
 /* Each block of a split keeps this many k-tiles of 64 or more. */
@@ -192,13 +195,13 @@ static const tj__gemm_config *skinny_config(int bn, int split)
  * which fit an SM) are never slower, and let the next layer's blocks
  * share the SMs with this one's.
  */
-static const tj__gemm_config *skinny_rule(int N, int ktiles, int sms)
+static tj__gemm_config skinny_rule(int N, int ktiles, int sms)
 {
-  size_t n;
-  const tj__gemm_config *c = tj__gemm_configs(&n), *most = NULL;
+  tj__gemm_config c[TJ__GEMM_CONFIGS_MAX], most;
+  size_t n = tj__gemm_configs(c);
   long long most_bytes = -1, cover = SM90A_SKINNY_COVER_PER_SM * sms;
-  for (size_t i = 0; i < n; i++) { /* by split, the wider strip first */
-    if (!c[i].skinny ||
+  for (size_t i = 0; i < n; i++) { /* by split, the narrower strip first */
+    if (c[i].kind != GEMM_KIND_SKINNY ||
         (c[i].split > 1 && c[i].split * SM90A_SKINNY_MIN_KTILES > ktiles))
       continue;
     long long blocks = (long long)((N - 1) / c[i].bn + 1) * c[i].split;
@@ -206,27 +209,29 @@ static const tj__gemm_config *skinny_rule(int N, int ktiles, int sms)
       continue;
     long long bytes = blocks * SM90A_SKINNY_INFLIGHT(c[i].bn);
     if (bytes >= cover)
-      return &c[i];
+      return c[i];
     if (bytes > most_bytes) {
-      most = &c[i];
+      most = c[i];
       most_bytes = bytes;
     }
   }
-  return most ? most : skinny_config(SM90A_SKINNY_BN, 1);
+  if (most_bytes < 0)
+    skinny_config(SM90A_SKINNY_BN, 1, &most);
+  return most;
 }
 
 int tj__gemm_sm90a_skinny_split(int N, int ktiles, int sms, int *bn)
 {
-  const tj__gemm_config *c = skinny_rule(N, ktiles, sms);
-  *bn = c->bn;
-  return c->split;
+  tj__gemm_config c = skinny_rule(N, ktiles, sms);
+  *bn = c.bn;
+  return c.split;
 }
 
 /* The plan of skinny configuration c for N columns. */
 static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
 {
   long long strips = (N - 1) / c->bn + 1;
-  return (tj__gemm_plan){c->entry, {(unsigned)(strips * c->split), 1, 1},
+  return (tj__gemm_plan){NULL, {(unsigned)(strips * c->split), 1, 1},
                          {SM90A_SKINNY_THREADS, 1, 1},
                          SM90A_SKINNY_SHARED((unsigned)c->bn,
                                              (unsigned)c->split),
@@ -238,17 +243,16 @@ static tj__gemm_plan plan_skinny_config(const tj__gemm_config *c, int N)
  * tile of 128 or 256 that strip width. */
 static tj__gemm_plan plan_sm90a_skinny(const tj_runtime *rt, int N, int K)
 {
-  const tj__gemm_config *rule = skinny_rule(N, (K - 1) / 64 + 1, rt->sms);
-  const tj__gemm_config *c = NULL;
+  tj__gemm_config rule = skinny_rule(N, (K - 1) / 64 + 1, rt->sms), c;
   const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
-  int bn = rule->bn, split = rule->split;
+  int bn = rule.bn, split = rule.split;
   if (knobs->tile == 128 || knobs->tile == 256)
     bn = knobs->tile;
   if (knobs->forced_split)
     split = knobs->forced_split;
-  for (int s = split; !c; s--)
-    c = skinny_config(bn, s);
-  return plan_skinny_config(c, N);
+  for (int s = split; !skinny_config(bn, s, &c); s--)
+    ;
+  return plan_skinny_config(&c, N);
 }
 
 int tj__gemm_sm90a_split(long long tiles, int ktiles, int sms)
@@ -279,7 +283,7 @@ static tj__gemm_plan plan_split(unsigned narrow, unsigned mt, int ktiles,
   int kper = (ktiles - 1) / split + 1;
   if (split <= ktiles)
     split = (ktiles - 1) / kper + 1;
-  return (tj__gemm_plan){"gemm_f16_sm90a_128x128_splitk",
+  return (tj__gemm_plan){NULL,
                          {narrow, mt, (unsigned)split}, {SM90A_THREADS, 1, 1},
                          SM90A_SHARED(128, SM90A_STAGES(128)), split, kper,
                          GEMM_PATH_SM90A, 128, 0, GEMM_KIND_SPLIT};
@@ -290,7 +294,7 @@ static tj__gemm_plan plan_cluster_k2(int M, int N)
 {
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned tn = (unsigned)((N - 1) / 64 + 1);
-  return (tj__gemm_plan){"gemm_f16_sm90a_128x64_cluster_k2", {2 * tn, mt, 1},
+  return (tj__gemm_plan){NULL, {2 * tn, mt, 1},
                          {SM90A_THREADS, 1, 1}, SM90A_SHARED_K2, 1, 0,
                          GEMM_PATH_SM90A, 64, 0, GEMM_KIND_CLUSTER_K2};
 }
@@ -305,26 +309,25 @@ static tj__gemm_plan plan_mc2(int sms, int M, int N)
   unsigned clusters = sms / 2 < 1 ? 1 : (unsigned)sms / 2;
   if (pairs < clusters)
     clusters = (unsigned)pairs;
-  return (tj__gemm_plan){"gemm_f16_sm90a_128x256_mc2", {2 * clusters, 1, 1},
+  return (tj__gemm_plan){NULL, {2 * clusters, 1, 1},
                          {SM90A_THREADS, 1, 1}, sm90a_shared_of(256), 1, 0,
                          GEMM_PATH_SM90A, 256, 0, GEMM_KIND_MC2};
 }
 
-/* An unsplit plan of entry with bn-column tiles; persistent: one block
- * per SM (at most, of sms) walking the tiles. */
-static tj__gemm_plan plan_tile(const char *entry, int bn, int persistent,
-                               int sms, int M, int N)
+/* An unsplit plan of bn-column tiles; persistent: one block per SM (at
+ * most, of sms) walking the tiles. */
+static tj__gemm_plan plan_tile(int bn, int persistent, int sms, int M, int N)
 {
   unsigned mt = (unsigned)((M - 1) / SM90A_BM + 1);
   unsigned tn = (unsigned)((N - 1) / bn + 1);
   if (persistent) {
     unsigned long long tiles = (unsigned long long)tn * mt;
     unsigned grid = tiles < (unsigned)sms ? (unsigned)tiles : (unsigned)sms;
-    return (tj__gemm_plan){entry, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
+    return (tj__gemm_plan){NULL, {grid, 1, 1}, {SM90A_THREADS, 1, 1},
                            sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, bn,
                            0, GEMM_KIND_PERSISTENT};
   }
-  return (tj__gemm_plan){entry, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
+  return (tj__gemm_plan){NULL, {tn, mt, 1}, {SM90A_THREADS, 1, 1},
                          sm90a_shared_of(bn), 1, 0, GEMM_PATH_SM90A, bn, 0,
                          GEMM_KIND_TILE};
 }
@@ -334,18 +337,18 @@ tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K)
 {
   tj__gemm_plan p;
-  if (c->skinny)
+  if (c->kind == GEMM_KIND_SKINNY)
     return plan_skinny_config(c, N);
-  if (c->cluster_k)
+  if (c->kind == GEMM_KIND_CLUSTER_K2)
     p = plan_cluster_k2(M, N);
-  else if (c->mc2)
+  else if (c->kind == GEMM_KIND_MC2)
     p = plan_mc2(sms, M, N);
-  else if (c->split > 1)
+  else if (c->kind == GEMM_KIND_SPLIT)
     p = plan_split((unsigned)((N - 1) / 128 + 1),
                    (unsigned)((M - 1) / SM90A_BM + 1), (K - 1) / 64 + 1,
                    c->split);
   else
-    p = plan_tile(c->entry, c->bn, c->persistent, sms, M, N);
+    p = plan_tile(c->bn, c->kind == GEMM_KIND_PERSISTENT, sms, M, N);
   p.tma_store = c->tma_store;
   return p;
 }
@@ -416,20 +419,13 @@ static tj__gemm_plan plan_sm90a_tiles(const tj__gemm_knobs *env, int sms,
       (env->multicast == 1 ||
        (env->multicast < 0 && !env->tile && tiles256 > (unsigned)sms)))
     return plan_mc2(sms, M, N);
-  const char *entry = bn == 64    ? "gemm_f16_sm90a_128x64"
-                      : bn == 128 ? (persistent
-                                         ? "gemm_f16_sm90a_128x128_persistent"
-                                         : "gemm_f16_sm90a_128x128")
-                                  : (persistent
-                                         ? "gemm_f16_sm90a_128x256_persistent"
-                                         : "gemm_f16_sm90a_128x256");
-  return plan_tile(entry, bn, persistent && bn != 64, sms, M, N);
+  return plan_tile(bn, persistent && bn != 64, sms, M, N);
 }
 
 /* The rule's plan, its tiles storing C through TMA wherever the call
- * allows it (tma_store_fits in gemm.c; split-K's partials never do),
- * which is faster than storing straight from the accumulators at every
- * shape of the benchmark's gemm section. */
+ * allows it (tj__gemm_tma_store_applies, asked by hopper.c; split-K's
+ * partials never do), which is faster than storing straight from the
+ * accumulators at every shape of the benchmark's gemm section. */
 static tj__gemm_plan plan_sm90a(const tj__gemm_knobs *env, int sms, int M, int N,
                                 int K)
 {
@@ -467,12 +463,14 @@ int tj__gemm_tunable(const tj_runtime *rt, int M)
                                 : sm90a_fits(rt, M, NULL, 8, NULL, 8);
 }
 
-const tj__gemm_config *tj__gemm_heuristic(int sms, int M, int N, int K)
+void tj__gemm_heuristic(int sms, int M, int N, int K, tj__gemm_config *out)
 {
-  if (M <= SM90A_SKINNY_ROWS)
-    return skinny_rule(N, (K - 1) / 64 + 1, sms);
+  if (M <= SM90A_SKINNY_ROWS) {
+    *out = skinny_rule(N, (K - 1) / 64 + 1, sms);
+    return;
+  }
   tj__gemm_plan p = plan_sm90a(NULL, sms, M, N, K);
-  return tj__gemm_config_of_entry(p.entry, p.split, p.tma_store);
+  *out = (tj__gemm_config){(int)p.kind, p.tile_n, p.split, p.tma_store};
 }
 
 /*
@@ -487,14 +485,14 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
   const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
   unsigned mt = (unsigned)((M - 1) / GEMM_TILE + 1);
   if (sm90a_skinny_fits(rt, M, A, lda, B, ldb)) {
-    /* A forced split or strip width steps around the table too. */
-    const tj__gemm_config *c = knobs->forced_split || knobs->tile
-                                   ? NULL
-                                   : tj__gemm_decision(rt, M, N, K, C, ldc);
+    /* A forced split or strip width steps around the decisions too. */
+    tj__gemm_config c;
+    int has = !knobs->forced_split && !knobs->tile &&
+              tj__gemm_decision_for(rt, TJ__GEMM_OP, M, N, K, C, ldc, &c);
     /* Only a skinny configuration: a tile's would be planned for rows
      * its kernel needs more of. */
-    return c && c->skinny ? plan_skinny_config(c, N)
-                          : plan_sm90a_skinny(rt, N, K);
+    return has && c.kind == GEMM_KIND_SKINNY ? plan_skinny_config(&c, N)
+                                             : plan_sm90a_skinny(rt, N, K);
   }
   if (skinny_tc_fits(rt, M, N, A, lda, B, ldb))
     return plan_skinny_tc(rt, N, K);
@@ -506,12 +504,14 @@ tj__gemm_plan tj__gemm_plan_call(tj_runtime *rt, int M, int N, int K,
                            0, GEMM_KIND_TILE};
   }
   if (sm90a_fits(rt, M, A, lda, B, ldb)) {
-    const tj__gemm_config *c =
-        knobs->forced_split ? NULL : tj__gemm_decision(rt, M, N, K, C, ldc);
+    tj__gemm_config c;
+    int has = !knobs->forced_split &&
+              tj__gemm_decision_for(rt, TJ__GEMM_OP, M, N, K, C, ldc, &c);
     /* A skinny configuration computes 16 rows: never one for more (a row
      * that says so was not written by this library's tuner). */
-    return c && !c->skinny ? tj__gemm_plan_config(c, rt->sms, M, N, K)
-                           : plan_sm90a(knobs, rt->sms, M, N, K);
+    return has && c.kind != GEMM_KIND_SKINNY
+               ? tj__gemm_plan_config(&c, rt->sms, M, N, K)
+               : plan_sm90a(knobs, rt->sms, M, N, K);
   }
   return (tj__gemm_plan){"gemm_f16",
                          {(unsigned)((N - 1) / GEMM_TILE + 1), mt, 1},

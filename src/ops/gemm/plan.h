@@ -2,7 +2,8 @@
  * plan.h: what tj_gemm_f16 runs, between the file that decides it
  * (plan.c: which kernel, its grid, split and shared memory, from the
  * shape, the operands' alignment, the device, the knobs and the tuning
- * decisions) and the file that launches it (gemm.c).  The
+ * decisions) and the files that launch it (gemm.c; hopper.c the Hopper
+ * plans).  The
  * launch shapes are the ones the contracts in kernels/<name>.hip give;
  * tests/check_kernels.c pins the block sizes against the sources.
  */
@@ -37,36 +38,36 @@
 #define SKINNY_TC_MIN_KROWS 512
 #define SKINNY_TC_SPLIT_MAX 16
 #define SKINNY_TC_REDUCE_THREADS 256u
-/* gemm_f16_sm90a.hip (sm_90 devices): 384 threads per 128 x BN tile, BN
- * 64, 128 or 256, with the dynamic shared memory of the entry's stages
- * (SM90A_TILES; plan_sm90a says which) and of its epilogue's buffers
+/* gemm_sm90a.hip (sm_90 devices): 384 threads per 128 x BN tile, BN
+ * 64, 128 or 256, with the dynamic shared memory of the tile's stages
+ * (plan_sm90a says which tile) and of its epilogue's buffers
  * (SM90A_EPI_BYTES: two 64 x 64 fp16 boxes for each consumer
  * warpgroup). */
 #define SM90A_THREADS 384u
 #define SM90A_BM 128
 #define SM90A_EPI_BYTES (2 * 2 * 64 * 64 * 2)
-/* The stages of a 128 x bn tile (gemm_f16_sm90a.hip's entries, and
- * gemm_sm90a.hip's TJ_H_STAGES): as many as fit beside its epilogue. */
+/* The stages of a 128 x bn tile (gemm_sm90a.hip's TJ_H_STAGES): as many
+ * as fit beside its epilogue. */
 #define SM90A_STAGES(bn) ((bn) == 64 ? 8 : (bn) == 256 ? 4 : 5)
 #define SM90A_SHARED(bn, stages)                                  \
   ((stages) * (SM90A_BM + (bn)) * 64 * 2 + SM90A_EPI_BYTES + 1024 + \
    16 * (stages))
-/* gemm_f16_sm90a_128x64_cluster_k2: the 8 stages of 128 x 64 and one more
- * barrier (the other block's fp32 sums of the tile land in the epilogue's
- * buffers). */
+/* The 128 x 64 tile split across a cluster of two: the 8 stages of
+ * 128 x 64 and one more barrier (the other block's fp32 sums of the tile
+ * land in the epilogue's buffers). */
 #define SM90A_SHARED_K2 (SM90A_SHARED(64, 8) + 16)
-/* Split-K (gemm_f16_sm90a_128x128_splitk, then ..._splitk_reduce with
- * 256 threads a block): only while the 128 x 128 tiles leave SMs idle (of
- * rt->sms: the device's count, TJ__FALLBACK_SMS without one), and
+/* Split-K (the 128 x 128 tile's partials, then gemm_sm90a.hip's reduce
+ * with 256 threads a block): only while the 128 x 128 tiles leave SMs
+ * idle (of rt->sms: the device's count, TJ__FALLBACK_SMS without one), and
  * with SM90A_SPLIT_MIN_KTILES k-tiles of 64 or more per split, so that
  * each block runs its 5-stage pipeline a few times over and the fp32
  * partials stay small beside the work they save. */
 #define SM90A_SPLIT_MIN_KTILES 16
 #define SM90A_SPLIT_MAX 16
 #define SM90A_REDUCE_THREADS 256u
-/* gemm_f16_sm90a_skinny (M <= 16): 160 threads, 128 columns of C a
- * block, K split across a cluster of 1, 2, 3, 4 or 8 blocks (an entry
- * each); A's TMA box is its 16 rows. */
+/* The Hopper skinny kernel (M <= 16): 160 threads, 128 columns of C a
+ * block, K split across a cluster of 1, 2, 3, 4 or 8 blocks (a code
+ * object each); A's TMA box is its 16 rows. */
 #define SM90A_SKINNY_ROWS TJ__GEMM_SKINNY_ROWS
 #define SM90A_SKINNY_THREADS 160u
 #define SM90A_SKINNY_BN 128
@@ -114,7 +115,9 @@ typedef enum tj__gemm_kind {
                            strip, K split across a cluster of split */
 } tj__gemm_kind;
 typedef struct tj__gemm_plan {
-  const char *entry;
+  const char *entry; /* the embedded entry; NULL on the Hopper paths,
+                        whose configurations hopper.c names from kind,
+                        tile_n and split */
   tj_dim3 grid, block;
   unsigned shared; /* dynamic: the sm90a and skinny tensor-core entries */
   int split, kper;
@@ -141,7 +144,7 @@ tj__gemm_plan tj__gemm_plan_tiles(const tj_runtime *rt, int M, int N, int K);
  * tj__gemm_skinny_on. */
 tj__gemm_plan tj__gemm_plan_skinny(const tj_runtime *rt, int N, int K);
 int tj__gemm_skinny_on(const tj_runtime *rt);
-/* The plan of one configuration of the tuning table, on sms SMs. */
+/* The plan of one configuration (configs.c), on sms SMs. */
 tj__gemm_plan tj__gemm_plan_config(const tj__gemm_config *c, int sms, int M,
                                    int N, int K);
 

@@ -14,7 +14,7 @@
  * it computes, even where a configuration has a bug at a shape the tests
  * did not try.
  */
-#include "gemm.h"
+#include "plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -52,7 +52,26 @@ typedef struct tune_job {
   timed t[MAX_CANDIDATES];
   int n;
   const tj__gemm_config *rule; /* the heuristic's choice, as timed */
+  /* Every configuration (what the pointers above point into) and its
+   * name. */
+  tj__gemm_config all[TJ__GEMM_CONFIGS_MAX];
+  char names[TJ__GEMM_CONFIGS_MAX][TJ__GEMM_CONFIG_NAME_MAX];
+  size_t nall;
 } tune_job;
+
+/* The configurations and their names into j. */
+static void list_configs(tune_job *j)
+{
+  j->nall = tj__gemm_configs(j->all);
+  for (size_t i = 0; i < j->nall; i++)
+    tj__gemm_config_name(&j->all[i], j->names[i]);
+}
+
+/* c's name (c one of j->all). */
+static const char *name_of(const tune_job *j, const tj__gemm_config *c)
+{
+  return j->names[c - j->all];
+}
 
 /* Whether a _tmastore candidate's launches store C through TMA, as
  * tj_gemm_f16's would (its scratch C: beta 0, ldc = N); else they would
@@ -70,14 +89,15 @@ static int applies(const tune_job *j, const tj__gemm_config *c)
 {
   const tj__gemm_knobs *knobs = tj__gemm_knobs_of(j->rt);
   /* The skinny kernel's configurations for M <= 16, and only those. */
-  if (c->skinny != (j->M <= TJ__GEMM_SKINNY_ROWS))
+  int skinny = c->kind == GEMM_KIND_SKINNY;
+  if (skinny != (j->M <= TJ__GEMM_SKINNY_ROWS))
     return 0;
-  if (c->skinny)
+  if (skinny)
     return 1;
   /* Not the multicast pairs where the knobs turn them off, nor TMA
    * stores where they do or the scratch C (ldc = N) cannot take them:
    * they would time their base again. */
-  if (c->mc2 && knobs->multicast == 0)
+  if (c->kind == GEMM_KIND_MC2 && knobs->multicast == 0)
     return 0;
   if (c->tma_store && !stores_through_tma(j))
     return 0;
@@ -94,10 +114,14 @@ static int applies(const tune_job *j, const tj__gemm_config *c)
  * keeps), so that one launch is not timed under two names. */
 static const tj__gemm_config *heuristic(const tune_job *j)
 {
-  const tj__gemm_config *h = tj__gemm_heuristic(j->sms, j->M, j->N, j->K);
-  if (h && h->tma_store && !stores_through_tma(j))
-    return tj__gemm_config_of_entry(h->entry, h->split, 0);
-  return h;
+  tj__gemm_config h;
+  tj__gemm_heuristic(j->sms, j->M, j->N, j->K, &h);
+  if (h.tma_store && !stores_through_tma(j))
+    h.tma_store = 0;
+  for (size_t i = 0; i < j->nall; i++)
+    if (memcmp(&j->all[i], &h, sizeof h) == 0)
+      return &j->all[i];
+  return NULL;
 }
 
 /* The candidates, the heuristic's choice h (NULL for none) first: its
@@ -108,11 +132,9 @@ static int candidates(const tune_job *j, const tj__gemm_config *h,
   int n = 0;
   if (h)
     out[n++] = h;
-  size_t count;
-  const tj__gemm_config *configs = tj__gemm_configs(&count);
-  for (size_t i = 0; i < count; i++)
-    if (&configs[i] != h && applies(j, &configs[i]) && n < MAX_CANDIDATES)
-      out[n++] = &configs[i];
+  for (size_t i = 0; i < j->nall; i++)
+    if (&j->all[i] != h && applies(j, &j->all[i]) && n < MAX_CANDIDATES)
+      out[n++] = &j->all[i];
   return n;
 }
 
@@ -265,7 +287,7 @@ static int sample_output(tune_job *j, const tj__gemm_config *c, uint16_t *out)
   }
   if (rc != TJ_OK)
     return tj__fail(j->rt, TJ_EDEVICE, "%s: checking what %s computes "
-                    "failed", j->fn, c->name);
+                    "failed", j->fn, name_of(j, c));
   return TJ_OK;
 }
 
@@ -296,9 +318,9 @@ static int check_all(tune_job *j, const tj__gemm_config **use, int *n)
     }
     size_t w = check_width(j);
     tj__warn(j->rt, "%s: %dx%dx%d: the tuner set %s aside: C[%d][%d] is %g "
-             "where %s gives %g", j->fn, j->M, j->N, j->K, use[i]->name,
+             "where %s gives %g", j->fn, j->M, j->N, j->K, name_of(j, use[i]),
              check_row(j, (int)(bad / w)), check_col(j, bad % w),
-             (double)tj_f16_to_f32(got[bad]), use[0]->name,
+             (double)tj_f16_to_f32(got[bad]), name_of(j, use[0]),
              (double)tj_f16_to_f32(ref[bad]));
     j->t[j->n++] = (timed){use[i], 0.0, 0};
   }
@@ -359,9 +381,10 @@ static char *measured_lines(const tune_job *j)
   s[0] = '\0';
   for (int i = 0; i < j->n; i++)
     used += (size_t)snprintf(s + used, cap - used, "%s\t%.6f\t%d\n",
-                             j->t[i].config->name, j->t[i].ms, j->t[i].runs);
+                             name_of(j, j->t[i].config), j->t[i].ms,
+                             j->t[i].runs);
   if (j->rule)
-    snprintf(s + used, cap - used, "rule\t%s\n", j->rule->name);
+    snprintf(s + used, cap - used, "rule\t%s\n", name_of(j, j->rule));
   return s;
 }
 
@@ -375,8 +398,8 @@ static void record(tune_job *j, const char *cls, const char *device)
   if (!lines || !c)
     goto out;
   tj__tuning_row row = {TJ__GEMM_OP, rt->arch, TJ__PLATFORM, rt->compiler,
-                        cls, j->t[0].config->name, j->M, j->N, j->K, device,
-                        j->t[0].runs, lines, "tune", 0};
+                        cls, name_of(j, j->t[0].config), j->M, j->N, j->K,
+                        device, j->t[0].runs, lines, "tune", 0};
   if (tj__cache_tuning_put(c, &row) != TJ_OK)
     tj__warn(rt, "could not store the tuning decision for %s %s: %s",
              TJ__GEMM_OP, cls, tj__cache_errmsg(c));
@@ -442,12 +465,12 @@ static void report(const tune_job *j, const char *cls, const char *device,
 {
   tj_tuning_time times[MAX_CANDIDATES];
   for (int i = 0; i < j->n; i++)
-    times[i] = (tj_tuning_time){j->t[i].config->name, j->t[i].ms,
+    times[i] = (tj_tuning_time){name_of(j, j->t[i].config), j->t[i].ms,
                                 j->t[i].runs};
   tj_tuning t = {TJ__GEMM_OP, j->rt->arch, TJ__PLATFORM, j->rt->compiler, cls,
-                 j->t[0].config->name, j->M, j->N, j->K, device, "tune",
+                 name_of(j, j->t[0].config), j->M, j->N, j->K, device, "tune",
                  (int64_t)time(NULL), 1, j->n, times,
-                 j->rule ? j->rule->name : NULL};
+                 j->rule ? name_of(j, j->rule) : NULL};
   fn(&t, ctx);
 }
 
@@ -492,6 +515,7 @@ int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K, tj_tuning_visit fn,
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   *j = (tune_job){.rt = rt, .fn = name, .M = M, .N = N, .K = K, .lda = lda,
                   .ldb = ldb};
+  list_configs(j);
   void *a = NULL, *b = NULL;
   tj__device_props props;
   char cls[TJ__SHAPE_CLASS_MAX];
