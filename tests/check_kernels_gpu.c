@@ -1969,7 +1969,7 @@ START_TEST(gemm_family_background_first_call)
     const char *entry = tj_gemm_kernel(rt, &d);
     ck_assert_ptr_nonnull(entry);
     ck_assert_msg(strstr(entry, "_sm90a_") != NULL, "%s", entry);
-    ck_assert_int_eq(tj__gemm_defer_hopper(rt, &d), 0);
+    ck_assert_int_eq(tj__gemm_defer_hopper(rt, &d, NULL), 0);
     tj_runtime_get_stats(rt, &after);
     ck_assert_uint_eq(after.compiles, before.compiles);
     CHECK_HIP(hipMemset(dC, 0xff, nc * 2));
