@@ -55,7 +55,7 @@
  * compiling on its own.  A server that stays away costs a process this
  * many faults, or the lease time, once; from then on it compiles at
  * once until the server answers again.  A slow server (an answer that
- * began and did not end in time) or one that refuses is not waited
+ * began and did not end in time) or an error answer is not waited
  * for. */
 #define RIDE_FAULTS 3
 
