@@ -14,7 +14,8 @@
  * machinery needs (servers up, reports whole).  It is built like the
  * suites, on tests/testremote.h's servers and herds (`make
  * bench/remote_herd`), each run a Check case in a process of its own:
- *   nice bench/remote_herd [N...]
+ *   nice bench/remote_herd [--only SCENARIO] [N...]
+ * (--only: the scenarios whose names start with SCENARIO).
  */
 #define PROCS 64
 #include "testutil.h"
@@ -47,6 +48,7 @@ static const char *const scenario_name[SCENARIOS] = {
 
 static int sizes[16] = {8, 32, 64};
 static int nsizes = 3;
+static const char *only; /* --only NAME: the scenarios whose names start so */
 
 /* ------------------------------------------------------- the herd */
 
@@ -326,6 +328,8 @@ static pid_t fault(int sc, redis_server *s, int ns, const char *dir,
 START_TEST(herd_run)
 {
   int sc = _i / nsizes, n = sizes[_i % nsizes];
+  if (only && strncmp(scenario_name[sc], only, strlen(only)) != 0)
+    return;
   char *dir = test_tmpdir();
   redis_server s[NODES];
   memset(s, 0, sizeof s);
@@ -372,12 +376,16 @@ int main(int argc, char **argv)
     printf("redis-server is not installed\n");
     return 77;
   }
-  if (argc > 1) {
+  int first = 1;
+  if (argc > 2 && strcmp(argv[1], "--only") == 0)
+    only = argv[2], first = 3;
+  if (argc > first) {
     nsizes = 0;
-    for (int i = 1; i < argc && nsizes < 16; i++) {
+    for (int i = first; i < argc && nsizes < 16; i++) {
       int n = atoi(argv[i]);
       if (n < 1 || n > PROCS) {
-        fprintf(stderr, "usage: %s [N...] (each 1 to %d)\n", argv[0], PROCS);
+        fprintf(stderr, "usage: %s [--only SCENARIO] [N...] (each 1 to "
+                "%d)\n", argv[0], PROCS);
         return 2;
       }
       sizes[nsizes++] = n;

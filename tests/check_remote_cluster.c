@@ -413,6 +413,48 @@ START_TEST(a_moved_slot_is_followed)
 }
 END_TEST
 
+/* A runtime whose slot map is older than a slot's move: tj_stats counts
+ * the MOVED it followed, and so do the cache's counters that --stats
+ * prints once the runtime is closed. */
+START_TEST(a_runtime_counts_the_redirections_it_followed)
+{
+  cluster cl;
+  cluster_start(&cl);
+  char *a = test_path(cl.dir, "a.db"), *b = test_path(cl.dir, "b.db");
+  tj_runtime *ra = open_remote(a, cl.spec), *rb = open_remote(b, cl.spec);
+  ck_assert_ptr_nonnull(ra);
+  ck_assert_ptr_nonnull(rb);
+  tj_kernel *k;
+  tj_kernel_info info;
+  tj_stats st;
+  ck_assert_int_eq(tj_kernel_get(rb, "gelu_fwd_f16", &k), TJ_OK); /* map */
+  ck_assert_int_eq(tj_kernel_get(ra, "add_i32", &k), TJ_OK);
+  ck_assert_int_eq(tj_kernel_get_info(k, &info), TJ_OK);
+  unsigned slot = tj__remote_redis_slot(info.key, strlen(info.key));
+  int from = slot < 5461 ? 0 : slot < 10923 ? 1 : 2;
+  char name[128];
+  snprintf(name, sizeof name, "tokitai-jit:v1:code:{%s}", info.key);
+  migrate_slot(&cl, slot, from, (from + 1) % NODES, name, 1);
+  ck_assert_int_eq(tj_kernel_get(rb, "add_i32", &k), TJ_OK);
+  ck_assert_int_eq(tj_runtime_get_stats(rb, &st), TJ_OK);
+  ck_assert_uint_eq(st.remote_hits, 1);
+  ck_assert_uint_eq(st.remote_redirects, 1);
+  ck_assert_int_eq(tj_runtime_get_stats(ra, &st), TJ_OK);
+  ck_assert_uint_eq(st.remote_redirects, 0);
+  tj_runtime_close(rb);
+  tj_runtime_close(ra);
+  tj_cache *c = NULL;
+  tj_cache_stats cs;
+  ck_assert_int_eq(tj_cache_open(&c, b, TJ_CACHE_READONLY), TJ_OK);
+  ck_assert_int_eq(tj_cache_get_stats(c, &cs), TJ_OK);
+  ck_assert_uint_eq(cs.remote_redirects, 1);
+  tj_cache_close(c);
+  free(a);
+  free(b);
+  cluster_stop(&cl);
+}
+END_TEST
+
 /* A slot half-way through a migration: a key already moved is asked for
  * on the old node, which answers ASK; ASKING and the command go to the
  * new node, and the map stays as it was (each later command is asked
@@ -714,6 +756,7 @@ int main(void)
   tcase_add_test(tc, values_published_through_one_seed_are_found_through_another);
   tcase_add_test(tc, keys_land_on_all_three_nodes);
   tcase_add_test(tc, a_moved_slot_is_followed);
+  tcase_add_test(tc, a_runtime_counts_the_redirections_it_followed);
   tcase_add_test(tc, an_ask_during_a_migration_is_followed);
   tcase_add_test(tc, a_herd_compiles_each_key_once_through_a_cluster);
   tcase_add_test(tc, a_node_killed_mid_run_turns_the_tier_off_and_fails_no_call);

@@ -179,6 +179,7 @@ run 0 --stats --json
 unset TOKITAI_JIT_REMOTE
 json
 out '"configured": "redis://\*\*\*@h:1/2,unix:///r.sock"'
+out '"redirects": 0'
 no_out sekrit
 keys_are stats
 stats_keys_before=$(json_keys)
@@ -491,6 +492,7 @@ json
 out '^\[\]$'
 run 0 --stats
 out '^entries +0$'
+out '^remote redirects +0 '
 run 0 --verify-cache
 out '^checked 0 entries'
 

@@ -189,6 +189,7 @@ int tj_cache_get_stats(tj_cache *c, tj_cache_stats *out)
   s.remote_lease_renewals = sums.remote[7];
   s.remote_lease_takeovers = sums.remote[8];
   s.remote_off_at_close = sums.remote[9];
+  s.remote_redirects = sums.remote[10];
   /* The limit lives in each runtime's options, not in the file; report
    * the one a runtime applies when its caller sets none. */
   s.size_limit = TJ__CACHE_DEFAULT_LIMIT;

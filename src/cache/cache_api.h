@@ -177,7 +177,7 @@ const char *tj__cache_errmsg(tj__cache *c);
 /* The remote tier's counters that a runtime adds to its cache's counters
  * table at close (rows "remote_hits", ...; no schema change: the table
  * is name and value), read back by tj_cache_get_stats. */
-#define TJ__REMOTE_COUNTERS 10
+#define TJ__REMOTE_COUNTERS 11
 extern const char *const tj__remote_counter_names[TJ__REMOTE_COUNTERS];
 int tj__cache_add_counters(tj__cache *c, const uint64_t *values);
 

@@ -16,8 +16,9 @@
  * breaker: a fault turns the tier off until a jittered backoff passes
  * (doubling at each fault in a row, up to 64 times the first); the first
  * call after it is sent, and its success turns the tier on again and
- * publishes the values that waited.  Leases held here are renewed by one
- * thread of the tier, started with the first lease.
+ * publishes the values that waited.  One thread of the tier, started
+ * with the first lease or the first value that waits, renews the leases
+ * held here and publishes what waits once the backoff has passed.
  */
 #include "config.h"
 #include "record.h"
@@ -42,6 +43,21 @@
 #define REJECTED_MAX 8
 #define POLL_FIRST_MS 20
 #define POLL_MAX_MS 250
+/* How many lease waits a waiter gives a holder that took the lease over
+ * (from a holder that stopped or expired): it is alive, renewing and
+ * compiling, and a compile may outlast one wait on a loaded machine; as
+ * lease.c gives the local one. */
+#define TAKEOVER_WAITS 4
+/* Faults in a row that a compile waits through, when the server is
+ * away (nothing of an answer came: no connection, a closed one, a
+ * silence): a stall or a restart is over within two backoffs, and a
+ * process that waits for it shares the lease and the value instead of
+ * compiling on its own.  A server that stays away costs a process this
+ * many faults, or the lease time, once; from then on it compiles at
+ * once until the server answers again.  A slow server (an answer that
+ * began and did not end in time) or an error answer is not waited
+ * for. */
+#define RIDE_FAULTS 3
 
 static const tj__remote_backend *const backends[] = {&tj__remote_redis};
 
@@ -61,6 +77,9 @@ struct tj__remote {
   int off;               /* atomic: the breaker is open */
   long long retry_at;    /* when it may be tried again (ms) */
   long backoff;          /* the last time off, 0 while on */
+  int streak;            /* faults in a row */
+  long long streak_at;   /* when the first of them came (ms) */
+  int away;              /* the last fault got nothing of an answer */
   uint64_t seed;
   int changed;           /* a change of state not yet said */
   char why[800];
@@ -154,8 +173,9 @@ int tj__remote_open(const char *spec, const tj__remote_settings *s,
   return TJ_OK;
 }
 
-static void flush_pending(tj__remote *r);
+static int flush_pending(tj__remote *r);
 static int may_call(tj__remote *r);
+static void start_renewer(tj__remote *r);
 
 void tj__remote_stop(tj__remote *r)
 {
@@ -231,6 +251,15 @@ static int may_call(tj__remote *r)
   return !r->off || now_ms() >= r->retry_at;
 }
 
+/* A command answered while the tier was off: on again.  r->lock held. */
+static void turn_on(tj__remote *r)
+{
+  __atomic_store_n(&r->off, 0, __ATOMIC_RELEASE);
+  r->backoff = 0;
+  r->changed = 1;
+  snprintf(r->why, sizeof r->why, "remote tier on again: it answers");
+}
+
 /* A command ended: rc < 0 is a fault (c says why), which turns the tier
  * off for the next backoff; success turns it on again.  r->lock held. */
 static void account(tj__remote *r, const tj__remote_call *c, int rc)
@@ -239,15 +268,16 @@ static void account(tj__remote *r, const tj__remote_call *c, int rc)
   r->n.bytes_out += c->bytes_out;
   r->n.redirects += c->redirects;
   if (rc >= 0) {
+    r->streak = 0;
     if (r->off) {
-      __atomic_store_n(&r->off, 0, __ATOMIC_RELEASE);
-      r->backoff = 0;
-      r->changed = 1;
-      snprintf(r->why, sizeof r->why, "remote tier on again: it answers");
+      turn_on(r);
       flush_pending(r);
     }
     return;
   }
+  if (r->streak++ == 0)
+    r->streak_at = now_ms();
+  r->away = c->away;
   if (c->timeout)
     r->n.timeouts++;
   else
@@ -334,17 +364,20 @@ static void keep_pending(tj__remote *r, const char *key, unsigned char *val,
   snprintf(p->key, sizeof p->key, "%s", key);
   p->val = val, p->len = len, p->replace = replace;
   r->pend_bytes += len;
+  start_renewer(r); /* it publishes once the backoff has passed */
+  pthread_cond_broadcast(&r->wake);
 }
 
-/* Publish what waited, until a fault.  r->lock held. */
-static void flush_pending(tj__remote *r)
+/* Publish what waited, until a fault: 0, or -1 when one ended it.
+ * r->lock held. */
+static int flush_pending(tj__remote *r)
 {
-  int i = 0;
+  int i = 0, rc = 0;
   for (; i < r->npend; i++) {
     pending *p = &r->pend[i];
     tj__remote_call c = {0};
-    int rc = r->be->put(r->b, p->key, p->val, p->len, p->replace,
-                        r->set.ttl_s, &c);
+    rc = r->be->put(r->b, p->key, p->val, p->len, p->replace, r->set.ttl_s,
+                    &c);
     if (rc < 0) {
       account(r, &c, rc);
       break;
@@ -357,6 +390,7 @@ static void flush_pending(tj__remote *r)
   }
   memmove(r->pend, r->pend + i, (size_t)(r->npend - i) * sizeof *r->pend);
   r->npend -= i;
+  return rc < 0 ? -1 : 0;
 }
 
 int tj__remote_put(tj__remote *r, const tj__cache_row *row)
@@ -395,38 +429,71 @@ static int done(tj__remote *r, tj__remote_call *c, int rc)
   return rc;
 }
 
+/* When the renewer wakes next: a third of the lease time from now, or
+ * sooner, when values wait for the tier, at the end of its backoff.
+ * r->lock held. */
+static void next_wake(const tj__remote *r, struct timespec *at)
+{
+  long ms = r->set.lease_ms / 3;
+  long long left = r->retry_at - now_ms();
+  if (r->npend && r->off && left < ms)
+    ms = left > 1 ? (long)left : 1;
+  clock_gettime(CLOCK_REALTIME, at);
+  at->tv_sec += ms / 1000;
+  at->tv_nsec += (ms % 1000) * 1000000L;
+  if (at->tv_nsec >= 1000000000L)
+    at->tv_sec++, at->tv_nsec -= 1000000000L;
+}
+
+/* Renew the leases held here.  r->lock held. */
+static void renew_held(tj__remote *r)
+{
+  for (int i = 0; i < HELD_MAX && !r->stopping; i++) {
+    tj__remote_lease *l = r->held[i];
+    if (!l)
+      continue;
+    tj__remote_call c = {0};
+    int rc = may_call(r) ? done(r, &c, r->be->lease_renew(r->b, l->key,
+                               l->token, r->set.lease_ms, &c))
+                         : -1;
+    r->n.renewals += rc == 1;
+    if (rc == 0) /* taken over: no longer ours to renew */
+      r->held[i] = NULL;
+  }
+}
+
+/* The tier's thread: renews the leases held here and, once a backoff
+ * has passed, publishes the values that wait for the tier, so that the
+ * processes waiting on a lease held here find the value without this
+ * process sending another command. */
 static void *renewer(void *arg)
 {
   tj__remote *r = arg;
   pthread_mutex_lock(&r->lock);
   while (!r->stopping) {
-    long ms = r->set.lease_ms / 3;
     struct timespec at;
-    clock_gettime(CLOCK_REALTIME, &at);
-    at.tv_sec += ms / 1000;
-    at.tv_nsec += (ms % 1000) * 1000000L;
-    if (at.tv_nsec >= 1000000000L)
-      at.tv_sec++, at.tv_nsec -= 1000000000L;
+    next_wake(r, &at);
     pthread_cond_timedwait(&r->wake, &r->lock, &at);
-    for (int i = 0; i < HELD_MAX && !r->stopping; i++) {
-      tj__remote_lease *l = r->held[i];
-      if (!l)
-        continue;
-      tj__remote_call c = {0};
-      int rc = may_call(r) ? done(r, &c, r->be->lease_renew(r->b, l->key,
-                                 l->token, r->set.lease_ms, &c))
-                           : -1;
-      r->n.renewals += rc == 1;
-      if (rc == 0) /* taken over: no longer ours to renew */
-        r->held[i] = NULL;
-    }
+    if (r->npend && r->off && may_call(r) && !r->stopping &&
+        flush_pending(r) == 0)
+      turn_on(r);
+    renew_held(r);
   }
   pthread_mutex_unlock(&r->lock);
   return NULL;
 }
 
-/* Renew l from now on (the renewer thread, started the first time).
- * r->lock held. */
+/* The tier's thread, started the first time it has work.  r->lock
+ * held. */
+static void start_renewer(tj__remote *r)
+{
+  if (!r->renewer_on && !r->stopping) {
+    r->renewer_on = pthread_create(&r->renewer, NULL, renewer, r) == 0;
+    r->renewer_pid = getpid();
+  }
+}
+
+/* Renew l from now on.  r->lock held. */
 static void hold(tj__remote *r, tj__remote_lease *l)
 {
   l->held = 1;
@@ -435,16 +502,17 @@ static void hold(tj__remote *r, tj__remote_lease *l)
       r->held[i] = l;
       break;
     }
-  if (!r->renewer_on && !r->stopping) {
-    r->renewer_on = pthread_create(&r->renewer, NULL, renewer, r) == 0;
-    r->renewer_pid = getpid();
-  }
+  start_renewer(r);
 }
 
-/* One step of the wait: 2 compile, holding the lease; 1 look again;
- * 0 go on waiting; -1 compile without it.  r->lock held. */
+/* What one step of the wait decides.  OFF: a command failed or the
+ * tier is off, nothing learnt. */
+enum { STEP_OFF = -2, STEP_ALONE = -1, STEP_WAIT, STEP_LOOK, STEP_HOLD };
+
+/* One step of the wait; *bound is how long the holder seen may hold
+ * the lease before one waiter takes it over.  r->lock held. */
 static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
-                      long long *since, long wait_ms)
+                      long long *since, long wait_ms, long *bound)
 {
   int ro = r->set.readonly;
   long ms = r->set.lease_ms;
@@ -454,17 +522,20 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
                                  l->token, NULL, ms, &c))
                         : -1;
     if (t != 0)
-      return t > 0 ? 2 : -1;
+      return t > 0 ? STEP_HOLD : STEP_OFF;
   }
   char holder[TJ__REMOTE_TOKEN] = "";
   int h = may_call(r) ? done(r, &c, r->be->lease_holder(r->b, l->key, holder,
                                                         sizeof holder, &c))
                       : -1;
-  if (h < 0 || (h == 0 && ro))
-    return -1; /* nobody is making it, or the tier is off */
+  if (h < 0)
+    return STEP_OFF;
   if (h == 0)
-    return 0; /* released meanwhile: take it next */
-  if (strcmp(holder, seen) != 0) { /* a new holder: wait for it afresh */
+    return ro ? STEP_ALONE : STEP_WAIT; /* nobody is making it; or it was
+                                           released meanwhile: take it */
+  if (strcmp(holder, seen) != 0) { /* a new holder: wait for it afresh,
+                                      longer when it took the lease over */
+    *bound = seen[0] ? TAKEOVER_WAITS * wait_ms : wait_ms;
     snprintf(seen, TJ__REMOTE_TOKEN, "%s", holder);
     *since = now_ms();
   }
@@ -472,17 +543,17 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
     int have = may_call(r) ? done(r, &c, r->be->exists(r->b, l->key, &c))
                            : -1;
     if (have != 0)
-      return have > 0 ? 1 : -1;
+      return have > 0 ? STEP_LOOK : STEP_OFF;
   }
-  if (now_ms() - *since < wait_ms)
-    return 0;
+  if (now_ms() - *since < *bound)
+    return STEP_WAIT;
   if (ro)
-    return -1;
+    return STEP_ALONE;
   /* The holder outlived the wait: one waiter takes it from that holder. */
   int t = may_call(r) ? done(r, &c, r->be->lease_take(r->b, l->key, l->token,
                                                       seen, ms, &c))
                       : -1;
-  return t < 0 ? -1 : t > 0 ? 2 : 0;
+  return t < 0 ? STEP_OFF : t > 0 ? STEP_HOLD : STEP_WAIT;
 }
 
 /* The lease was taken after another held it: from a holder that stopped
@@ -495,6 +566,17 @@ static int taken_over(tj__remote *r, const tj__remote_lease *l)
   return done(r, &c, r->be->exists(r->b, l->key, &c)) == 0;
 }
 
+/* After a step that met the tier off: wait on (the fault is ridden
+ * out, RIDE_FAULTS says when) for at most the lease time since the
+ * first fault, as long as a dead holder may cost, and while the wait
+ * has time left.  r->lock held. */
+static int ride_out(const tj__remote *r, long long since, long wait_ms)
+{
+  long long t = now_ms();
+  return r->away && r->streak < RIDE_FAULTS &&
+         t - r->streak_at < r->set.lease_ms && t - since < wait_ms;
+}
+
 int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
                            tj__remote_lease *l)
 {
@@ -505,17 +587,19 @@ int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
            (unsigned long long)seed);
   char seen[TJ__REMOTE_TOKEN] = "";
   long long since = now_ms();
-  long delay = POLL_FIRST_MS;
+  long delay = POLL_FIRST_MS, bound = wait_ms;
   for (int waited = 0;; waited = 1) {
     pthread_mutex_lock(&r->lock);
-    int step = lease_step(r, l, seen, &since, wait_ms);
-    if (step == 2) {
+    int step = lease_step(r, l, seen, &since, wait_ms, &bound);
+    if (step == STEP_HOLD) {
       hold(r, l);
       r->n.takeovers += seen[0] && taken_over(r, l);
     }
+    if (step == STEP_OFF && ride_out(r, since, bound))
+      step = STEP_WAIT;
     pthread_mutex_unlock(&r->lock);
-    if (step != 0)
-      return step == 1 || (step == 2 && waited);
+    if (step != STEP_WAIT)
+      return step == STEP_LOOK || (step == STEP_HOLD && waited);
     tj__lease_sleep_jittered(delay, &seed);
     delay = delay * 3 / 2 < POLL_MAX_MS ? delay * 3 / 2 : POLL_MAX_MS;
   }

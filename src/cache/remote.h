@@ -16,8 +16,9 @@
  * error reply, a reply of a type or size the command does not return)
  * turns the tier off for a while: calls answer at once as a miss until
  * the backoff (doubling from TOKITAI_JIT_REMOTE_BACKOFF_MS, with jitter)
- * has passed, and the next call tries again.  Each change of state is
- * said once (tj__remote_take_warning).
+ * has passed, and the next call tries again (the tier's thread does, when
+ * values wait to be published).  Each change of state is said once
+ * (tj__remote_take_warning).
  */
 #ifndef TJ_REMOTE_H
 #define TJ_REMOTE_H
@@ -69,6 +70,8 @@ typedef struct tj__remote_call {
   uint64_t bytes_in, bytes_out;
   uint64_t redirects; /* cluster redirections (MOVED, ASK) followed */
   int timeout;     /* the deadline passed */
+  int away;        /* nothing of an answer came: no connection, a closed
+                      one, or silence until the deadline */
   char what[640];  /* the fault, naming the server */
 } tj__remote_call;
 
@@ -189,10 +192,14 @@ typedef struct tj__remote_lease tj__remote_lease;
  * time) until tj__remote_lease_end, so a waiter takes it over only when
  * the renewals stop (the holder died or stalled) and the lease expires;
  * when wait_ms passes with one holder still renewing, one waiter takes it
- * from that holder, not every waiter.  A value that failed its check here
- * is not taken as done: the waiter waits for the lease.  1: look in every
- * layer again before compiling (the value may be there); 0: compile.
- * Either way end with tj__remote_lease_end.
+ * from that holder, not every waiter (a holder that took the lease over
+ * gets four times wait_ms).  A value that failed its check here is not
+ * taken as done: the waiter waits for the lease.  A fault where the
+ * server is away (tj__remote_call.away) is waited through, a few faults
+ * in a row at most (remote.c, RIDE_FAULTS), so that a stall or a restart
+ * does not make every waiter compile.  1: look in every layer again
+ * before compiling (the value may be there); 0: compile.  Either way end
+ * with tj__remote_lease_end.
  */
 int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
                            tj__remote_lease *l);

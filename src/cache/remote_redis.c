@@ -407,8 +407,18 @@ static int fault(tj__remote_call *c, const server *sv, int timeout,
                  const char *what)
 {
   c->timeout = timeout;
+  c->away = 0;
   snprintf(c->what, sizeof c->what, "%s %s %s", sv->name,
            timeout ? "did not answer in time:" : "failed:", what);
+  return -1;
+}
+
+/* A fault that got nothing of an answer from sv: -1, c->away set. */
+static int away(tj__remote_call *c, const server *sv, int timeout,
+                const char *what)
+{
+  fault(c, sv, timeout, what);
+  c->away = 1;
   return -1;
 }
 
@@ -433,7 +443,10 @@ static redisContext *connect_to(redis_backend *rb, server *sv, int *fresh,
   if (!x || x->err) {
     int timeout = x && (e == ETIMEDOUT || e == EINPROGRESS || e == EAGAIN ||
                         strstr(x->errstr, "timed out"));
-    fault(c, sv, timeout, x ? x->errstr : "out of memory");
+    if (x)
+      away(c, sv, timeout, x->errstr);
+    else
+      fault(c, sv, 0, "out of memory");
     if (x)
       redisFree(x);
     return NULL;
@@ -479,10 +492,10 @@ static int send_all(int fd, const char *b, size_t n, long long deadline,
   while (n > 0) {
     int w = wait_fd(fd, POLLOUT, deadline);
     if (w <= 0)
-      return fault(c, sv, w == 0, w == 0 ? "sending" : strerror(errno));
+      return away(c, sv, w == 0, w == 0 ? "sending" : strerror(errno));
     ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
     if (k < 0 && errno != EAGAIN && errno != EINTR)
-      return fault(c, sv, 0, strerror(errno));
+      return away(c, sv, 0, strerror(errno));
     if (k > 0)
       b += k, n -= (size_t)k, c->bytes_out += (uint64_t)k;
   }
@@ -582,16 +595,19 @@ static redisReply *read_answer(redisContext *x, const expect *ex,
     if (rep)
       return rep;
     int w = wait_fd(x->fd, POLLIN, deadline);
+    if (w <= 0 && s.bytes == 0) /* silent: away; else slow */
+      return away(c, sv, w == 0, w == 0 ? "the answer" : strerror(errno)),
+             NULL;
     if (w <= 0)
       return fault(c, sv, w == 0, w == 0 ? "the answer" : strerror(errno)),
              NULL;
     ssize_t k = recv(x->fd, buf, sizeof buf, 0);
     if (k == 0)
-      return fault(c, sv, 0, "the connection closed"), NULL;
+      return away(c, sv, 0, "the connection closed"), NULL;
     if (k < 0) {
       if (errno == EAGAIN || errno == EINTR)
         continue;
-      return fault(c, sv, 0, strerror(errno)), NULL;
+      return away(c, sv, 0, strerror(errno)), NULL;
     }
     c->bytes_in += (uint64_t)k;
     if (scan_bytes(&s, buf, (size_t)k, ex, sv, c) < 0)

@@ -164,7 +164,8 @@ int tj__cache_sums_get(tj__cache *c, tj__cache_sums *out)
 const char *const tj__remote_counter_names[TJ__REMOTE_COUNTERS] = {
     "remote_hits", "remote_misses", "remote_errors", "remote_timeouts",
     "remote_bytes_in", "remote_bytes_out", "remote_openings",
-    "remote_renewals", "remote_takeovers", "remote_off_at_close"};
+    "remote_renewals", "remote_takeovers", "remote_off_at_close",
+    "remote_redirects"};
 
 /* The remote counters, when a runtime has written any; c->lock held. */
 static int remote_sums(tj__cache *c, uint64_t *out)

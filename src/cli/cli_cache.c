@@ -347,9 +347,10 @@ static void print_stats_json(const char *path, const tj_cache_stats *s)
          s->remote_bytes_in, s->remote_bytes_out);
   printf(", \"timeouts\": %" PRIu64 ", \"breaker_openings\": %" PRIu64
          ", \"lease_renewals\": %" PRIu64 ", \"lease_takeovers\": %" PRIu64
-         ", \"off_at_close\": %" PRIu64 "}}\n", s->remote_timeouts,
-         s->remote_breaker_openings, s->remote_lease_renewals,
-         s->remote_lease_takeovers, s->remote_off_at_close);
+         ", \"off_at_close\": %" PRIu64 ", \"redirects\": %" PRIu64 "}}\n",
+         s->remote_timeouts, s->remote_breaker_openings,
+         s->remote_lease_renewals, s->remote_lease_takeovers,
+         s->remote_off_at_close, s->remote_redirects);
 }
 
 static void print_stats(const char *path, const tj_cache_stats *s)
@@ -398,6 +399,8 @@ static void print_stats(const char *path, const tj_cache_stats *s)
   cli_field("remote leases", "%" PRIu64 " renewals, %" PRIu64 " takeovers",
             s->remote_lease_renewals, s->remote_lease_takeovers);
   cli_field("remote traffic", "%s in, %s out", in, out);
+  cli_field("remote redirects", "%" PRIu64 " (Redis Cluster MOVED and ASK "
+            "followed)", s->remote_redirects);
 }
 
 int cli_stats(const cli_options *o)

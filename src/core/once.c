@@ -94,7 +94,7 @@ void tj__remote_teardown(tj_runtime *rt)
     uint64_t v[TJ__REMOTE_COUNTERS] = {
         n.hits,     n.misses,   n.errors,    n.timeouts,
         n.bytes_in, n.bytes_out, n.openings, n.renewals,
-        n.takeovers, (uint64_t)tj__remote_off(rt->remote)};
+        n.takeovers, (uint64_t)tj__remote_off(rt->remote), n.redirects};
     tj__cache_add_counters(rt->cache, v);
   }
   tj__remote_close(rt->remote);
@@ -118,6 +118,7 @@ void tj__remote_stats(const tj_runtime *rt, tj_stats *s)
   s->remote_lease_takeovers = n.takeovers;
   s->remote_published_late = n.published;
   s->remote_state = tj__remote_off(rt->remote) ? TJ_REMOTE_OFF : TJ_REMOTE_ON;
+  s->remote_redirects = n.redirects;
   s->cache_drops += n.rejects;
 }
 

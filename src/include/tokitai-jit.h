@@ -669,7 +669,9 @@ typedef struct tj_stats {
   uint64_t remote_published_late;   /* compiled while the tier was off,
                                        published once it was back */
   int remote_state;      /* TJ_REMOTE_NONE, TJ_REMOTE_ON, TJ_REMOTE_OFF */
-  uint64_t reserved[1];  /* zero; room for fields to come */
+  uint64_t remote_redirects; /* Redis Cluster redirections (MOVED, ASK)
+                                followed; the last of the reserved space,
+                                so the struct's size is unchanged */
 } tj_stats;
 
 /* tj_stats.remote_state. */

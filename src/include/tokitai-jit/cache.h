@@ -123,7 +123,9 @@ typedef struct tj_cache_stats {
   uint64_t remote_lease_renewals;   /* while a compile held a lease */
   uint64_t remote_lease_takeovers;  /* from holders that stopped */
   uint64_t remote_off_at_close;     /* runtimes that closed with it off */
-  uint64_t reserved[1];    /* zero; room for fields to come */
+  uint64_t remote_redirects;        /* Redis Cluster redirections (MOVED,
+                                       ASK) followed; the last of the
+                                       reserved space, the size unchanged */
 } tj_cache_stats;
 
 /* Errors: TJ_EINVAL (NULL arguments), TJ_ECACHE.  One thread at a time
