@@ -4,7 +4,7 @@
 # gemm_f16_sm90a_extra.hip, each after the
 # headers it names), and of the GEMM family's Hopper configurations
 # (gemm_sm90a.hip, one of each kind with a mix of types, layouts and
-# epilogues), compiles for sm_90a with no register
+# epilogues) and of the grouped GEMM's (gemm_grouped_sm90a.hip), compiles for sm_90a with no register
 # spills, no stack frame, and no ptxas note
 # of lost performance (its "wgmma.mma_async instructions are serialized"
 # is one: the tensor cores then wait for each instruction in turn).  Each
@@ -81,6 +81,27 @@ done <<EOF
 2 2 0 1 2 5 128 5 3
 1 3 0 0 3 5 256 5 1
 EOF
+# The grouped GEMM's Hopper configurations (gemm_grouped_sm90a.hip):
+# every layout and epilogue in bf16 at BN 128, and f16 to f16 and f32 at
+# BN 256 and 64; entries grouped<i>, with _colsum (dGELU).
+as_embedded "$kernels/gemm_grouped_sm90a.hip" gemm_grouped_sm90a
+i=0
+grouped_config() {
+  cp "$tmp/gemm_grouped_sm90a.cu" "$tmp/grouped$i.cu"
+  compile "grouped$i" -DTJ_TA=$1 -DTJ_TC=$2 -DTJ_TRANS_A=$3 \
+    -DTJ_TRANS_B=$4 -DTJ_EPI=$5 -DTJ_H_BN=$6 -DTJ_H_STAGES=$7 \
+    -DTJ_GGEMM_ENTRY=grouped$i -DTJ_GCOLSUM_ENTRY=grouped${i}_colsum
+  family="$family grouped$i"
+  [ "$5" = 3 ] && family="$family grouped${i}_colsum"
+  i=$((i + 1))
+}
+for layout in "0 0" "0 1" "1 0" "1 1"; do
+  for epi in 0 1 2 3; do
+    grouped_config 2 2 $layout $epi 128 5
+  done
+done
+grouped_config 1 1 0 0 2 256 4
+grouped_config 1 3 0 1 3 64 8
 entries=$("$prog" --list-kernels --all | sed -n 's/^\(gemm_f16_sm90a_[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
 entries="$entries $family"
