@@ -1,6 +1,6 @@
 /* bench_grouped.c: tj_grouped_gemm (bf16 in, bf16 out) in TFLOP/s, with
- * the configuration that ran (the Hopper kernel's on an sm_90 device for
- * the M-grouped directions), at the
+ * the configuration that ran (the Hopper kernel's on an sm_90 device),
+ * at the
  * mixture-of-experts shapes of one expert MLP's first GEMM (T tokens,
  * hidden H, expert FFN F, E experts, top-k: T k rows routed to the
  * experts), each direction (forward Y = X W[e], input gradient

@@ -1614,3 +1614,163 @@ __device__ __forceinline__ void tj_hg_gemm(const tj_tmap *ta,
 #else
 #define TJ_HG_BODY(bn, stages) __builtin_trap()
 #endif
+
+/* ------------------------------------------------------- grouped (K)
+ * The grouped GEMM's Hopper kind for the weight gradient
+ * (TJ_GROUPED == 2): C_e = alpha * op(A)[:, group e] op(B)[group e, :]
+ * + beta * C_e, C_e = C + e * stride_c, group e's reduction
+ * [offs[e-1], offs[e]) (clamped to [0, K]), with A stored K x M
+ * (TJ_TRANS_A) and B stored K x N (not TJ_TRANS_B): both operands'
+ * tiles are k rows of 128 bytes, M- and N-major.
+ *   tiles     each group has the same ceil(M / 128) x ceil(N / BN)
+ *             tiles, group after group, walked as the persistent
+ *             entries do; an empty group's tiles run no k-tile and
+ *             store beta * C_e.
+ *   k-tiles   a group's k-tiles start at its first row of the
+ *             reduction (TMA takes any row); the rows of its last
+ *             k-tile past the group's end are the next group's, so the
+ *             consumers zero them in shared memory (whole 128-byte rows
+ *             of A and of B, where the swizzle moves nothing between
+ *             rows), make the zeros visible to wgmma (fence.proxy.async)
+ *             and meet at named barrier 3 before they multiply.
+ */
+#if TJ_H_HOPPER
+
+/* Rows [valid, 64) of every 64-row box of the stage (A's two, B's BN /
+ * 64) zeroed by the 256 consumer threads, then made visible to wgmma. */
+template <int BN>
+__device__ __forceinline__ void tj_hk_zero_tail(unsigned a, unsigned b,
+                                                int valid) {
+  const int boxes = 2 + BN / 64, chunks = (64 - valid) * 8;
+  for (int i = threadIdx.x - 128; i < boxes * chunks; i += 256) {
+    int box = i / chunks, c = i % chunks;
+    unsigned base = box < 2 ? a + box * 8192 : b + (box - 2) * 8192;
+    unsigned at = base + valid * 128 + c * 16;
+    asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(at),
+                 "r"(0)
+                 : "memory");
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  tj_h_named_sync(3, 256);
+}
+
+/* One consumer warpgroup over a group's kn k-tiles (tj_h_consume's
+ * loop, A and B MN-major), the last one's rows past last_rows zeroed
+ * first where it is short. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_hk_consume(float (&d)[BN / 2], int cw,
+                                              const tj_h_stages &st, int kn,
+                                              int it0, int last_rows) {
+  for (int kt = 0; kt < kn; kt++) {
+    int it = it0 + kt, s = it % STAGES;
+    tj_h_bar_wait(st.full + 8 * s, (it / STAGES) & 1);
+    unsigned a0 = st.sa + s * (TJ_H_BM * TJ_H_BK * 2);
+    unsigned b = st.sb + s * (TJ_H_BK * BN * 2);
+    if (kt == kn - 1 && last_rows < TJ_H_BK)
+      tj_hk_zero_tail<BN>(a0, b, last_rows);
+    unsigned a = a0 + cw * (64 * 128);
+    tj_h_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < TJ_H_BK / 16; kk++)
+      tj_h_wgmma(d, tj_h_desc(a + 2048 * kk, TJ_H_BK * 128, 1024),
+                 tj_h_desc(b + 2048 * kk, TJ_H_BK * 128, 1024));
+    tj_h_wgmma_commit();
+    tj_h_wgmma_wait_one();
+    if (kt > 0 && threadIdx.x % 32 == 0)
+      tj_h_bar_arrive(st.empty + 8 * ((it - 1) % STAGES));
+  }
+  tj_h_wgmma_wait_all();
+  if (kn > 0 && threadIdx.x % 32 == 0)
+    tj_h_bar_arrive(st.empty + 8 * ((it0 + kn - 1) % STAGES));
+}
+
+/* The producer's loads of a group's tile: A's two 64 x 64 boxes and B's
+ * BN / 64, k rows from k0 on. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_hk_produce(const tj_tmap *ta,
+                                              const tj_tmap *tb,
+                                              const tj_h_stages &st, int kn,
+                                              int m0, int n0, int k0,
+                                              int it0) {
+  for (int kt = 0; kt < kn; kt++) {
+    int it = it0 + kt, s = it % STAGES, k = k0 + kt * TJ_H_BK;
+    tj_h_bar_wait(st.empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+    unsigned bar = st.full + 8 * s;
+    tj_h_bar_expect(bar, TJ_H_STAGE_BYTES(BN));
+    unsigned a = st.sa + s * (TJ_H_BM * TJ_H_BK * 2);
+    tj_h_tma_load(a, ta, m0, k, bar);
+    tj_h_tma_load(a + 64 * 128, ta, m0 + 64, k, bar);
+    for (int j = 0; j < BN / 64; j++)
+      tj_h_tma_load(st.sb + s * (TJ_H_BK * BN * 2) + j * (TJ_H_BK * 128), tb,
+                    n0 + 64 * j, k, bar);
+  }
+}
+
+/* Tile t of the K-grouped grid: its group e, the group's reduction
+ * [k0, k0 + rows) in kn k-tiles, and its tile (m0, n0). */
+struct tj_hk_tile {
+  int e, k0, rows, kn, m0, n0;
+};
+
+__device__ __forceinline__ tj_hk_tile tj_hk_tile_of(const int *offs, int K,
+                                                    int t, int tiles_m,
+                                                    int tiles_n, int bn) {
+  tj_hk_tile w;
+  int per = tiles_m * tiles_n, mt, nt;
+  w.e = t / per;
+  tj_h_tile_at(t - w.e * per, tiles_m, tiles_n, mt, nt);
+  int lo = w.e > 0 ? __ldg(offs + w.e - 1) : 0, hi = __ldg(offs + w.e);
+  lo = lo < 0 ? 0 : lo > K ? K : lo;
+  hi = hi < lo ? lo : hi > K ? K : hi;
+  w.k0 = lo, w.rows = hi - lo, w.kn = (w.rows + TJ_H_BK - 1) / TJ_H_BK;
+  w.m0 = mt * TJ_H_BM, w.n0 = nt * bn;
+  return w;
+}
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_hk_gemm(const tj_tmap *ta,
+                                           const tj_tmap *tb, const int *offs,
+                                           int E, int M, int N, int K,
+                                           long long stride_c, tj_h_out o) {
+  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, nullptr);
+  int wg = threadIdx.x / 128;
+  int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
+  int tiles = E * tiles_m * tiles_n; /* the host keeps it in int */
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x != 0)
+      return;
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      tj_hk_tile w = tj_hk_tile_of(offs, K, t, tiles_m, tiles_n, BN);
+      tj_hk_produce<BN, STAGES>(ta, tb, st, w.kn, w.m0, w.n0, w.k0, it);
+      it += w.kn;
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  void *C = o.C;
+  int it = 0;
+  float d[BN / 2];
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    tj_hk_tile w = tj_hk_tile_of(offs, K, t, tiles_m, tiles_n, BN);
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+      d[i] = 0.0f;
+    tj_hk_consume<BN, STAGES>(d, wg - 1, st, w.kn, it,
+                              w.rows - (w.kn - 1) * TJ_H_BK);
+    it += w.kn;
+    o.C = (char *)C + w.e * stride_c * (TJ_TC == 3 ? 4 : 2);
+    tj_h_epilogue_direct<BN>(d, o, w.m0 + 64 * (wg - 1), w.n0);
+  }
+}
+
+#define TJ_HK_BODY(bn, stages)                                             \
+  tj_hk_gemm<bn, stages>(&tma_a, &tma_b, offs, E, M, N, K, stride_c,       \
+                         tj_h_out{C, ldc, M, N, alpha, beta, nullptr, 0,   \
+                                  nullptr, nullptr, 0})
+#elif defined(__CUDA_ARCH__)
+#define TJ_HK_BODY(bn, stages) asm volatile("trap;")
+#else
+#define TJ_HK_BODY(bn, stages) __builtin_trap()
+#endif

@@ -284,16 +284,18 @@ static void with_epilogue(tj_grouped_gemm_desc *d, int e)
     d->bias_grad = FAKE(6);
 }
 
-/* The path d's configuration runs on arch: on sm_90 an M-grouped call
- * with A and B of one type whose A, B and stride_b TMA reads (the
- * descriptors here: aligned, rows and matrices a multiple of 8 elements
- * apart), alpha != 0, the Hopper kernel in 128 x 128 tiles (these small
- * shapes); else the portable kernel. */
+/* The path d's configuration runs on arch: on sm_90 an M-grouped call,
+ * or a K-grouped one with A stored K x M and B K x N, with A and B of
+ * one type that TMA reads (the descriptors here: aligned, rows and
+ * matrices a multiple of 8 elements apart), alpha != 0, the Hopper
+ * kernel in 128 x 128 tiles (these small shapes); else the portable
+ * kernel. */
 static const char *path_of(const char *arch, const tj_grouped_gemm_desc *d)
 {
   int tma = d->lda % 8 == 0 && d->ldb % 8 == 0 && d->stride_b % 8 == 0;
-  if (strcmp(arch, "sm_90") != 0 || d->grouped != TJ_GROUPED_M ||
-      d->a_type != d->b_type || d->alpha == 0.0f || !tma)
+  int kind = d->grouped == TJ_GROUPED_M || (d->trans_a && !d->trans_b);
+  if (strcmp(arch, "sm_90") != 0 || !kind || d->a_type != d->b_type ||
+      d->alpha == 0.0f || !tma)
     return "portable";
   return "sm90a_128x128";
 }
@@ -387,9 +389,10 @@ START_TEST(every_configuration_compiles)
 END_TEST
 
 /* On sm_90 the M-grouped calls that TMA can read run the Hopper kernel
- * (each layout and epilogue above); those it cannot read, alpha == 0,
- * A and B of two types and the K-grouped calls stay portable, and a
- * large call takes the 128 x 256 tile. */
+ * (each layout and epilogue above), and so do the K-grouped ones with A
+ * stored K x M and B K x N; those it cannot read, alpha == 0, A and B of
+ * two types and the other K-grouped layouts stay portable, and a large
+ * call takes the 128 x 256 tile. */
 START_TEST(hopper_routing)
 {
   if (strcmp(TEST_ARCH, "sm_90") != 0)
@@ -414,6 +417,18 @@ START_TEST(hopper_routing)
   compiles_on(rt, "sm_90", &big, "sm90a_128x256");
   big.n = big.ldb = big.ldc = 1408, big.stride_b = 2048 * 1408;
   compiles_on(rt, "sm_90", &big, "sm90a_128x128");
+  /* The weight gradient: E x 1024 x 1408 from 8192 rows. */
+  tj_grouped_gemm_desc w = valid_k(8, 1024, 1408, 8192);
+  w.c_type = TJ_DTYPE_BF16;
+  compiles_on(rt, "sm_90", &w, "sm90a_128x128");
+  w.n = w.ldb = w.ldc = 1536, w.stride_c = 1024 * 1536;
+  compiles_on(rt, "sm_90", &w, "sm90a_128x256");
+  w.lda = 1028; /* rows of A not 16 bytes apart */
+  compiles_on(rt, "sm_90", &w, "portable");
+  w.lda = 1024, w.trans_b = 1, w.ldb = 8192;
+  compiles_on(rt, "sm_90", &w, "portable");
+  w.trans_b = 0, w.trans_a = 0, w.lda = 8192, w.ldb = 1536;
+  compiles_on(rt, "sm_90", &w, "portable");
   tj_runtime_close(rt);
 }
 END_TEST

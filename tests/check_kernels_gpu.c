@@ -2090,12 +2090,8 @@ START_TEST(grouped_gemm_m_grouped)
 }
 END_TEST
 
-/* The M-grouped call where TMA reads A and B (on an sm_90 device the
- * Hopper kernel, asserted; elsewhere the portable one): every layout and
- * epilogue in bf16, each epilogue in f16 and to f32, each routing, at
- * row counts that are multiples of no tile, K and N not multiples of 64,
- * groups of one row, a group of nearly every row, empty groups, more
- * groups than the table has entries, and each tile width. */
+/* run_grouped with operands TMA reads (gc.tma), asserting on an sm_90
+ * device that the Hopper kernel takes the call. */
 static void run_grouped_tma(tj_runtime *rt, grouped_case gc, long long E,
                             long long M, long long N, long long K, int route,
                             uint64_t seed)
@@ -2114,6 +2110,12 @@ static void run_grouped_tma(tj_runtime *rt, grouped_case gc, long long E,
   run_grouped(rt, &gc, E, M, N, K, route, 0, seed);
 }
 
+/* The M-grouped call where TMA reads A and B (on an sm_90 device the
+ * Hopper kernel, asserted; elsewhere the portable one): every layout and
+ * epilogue in bf16, each epilogue in f16 and to f32, each routing, at
+ * row counts that are multiples of no tile, K and N not multiples of 64,
+ * groups of one row, a group of nearly every row, empty groups, more
+ * groups than the table has entries, and each tile width. */
 START_TEST(grouped_gemm_m_grouped_sm90a)
 {
   tj_runtime *rt = open_gpu();
@@ -2175,6 +2177,37 @@ START_TEST(grouped_gemm_k_grouped)
   run_grouped(rt, &w, 1, 1, 1, 1, ROUTE_UNIFORM, 0, 801);
   run_grouped(rt, &w, 4, 1, 1, 1, ROUTE_EMPTY_ENDS, 0, 802);
   run_grouped(rt, &w, 5, 20, 30, 77, ROUTE_SKEWED, 1, 803);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* The K-grouped call where TMA reads A (stored K x M) and B (K x N): on
+ * an sm_90 device the Hopper kernel (asserted), elsewhere the portable
+ * one.  To f32, bf16 and f16, each routing (empty groups: C_e = beta
+ * C_e), reductions of fewer rows than a k-tile and not multiples of it
+ * (the last k-tile's rows past the group zeroed), one group, and each
+ * tile width. */
+START_TEST(grouped_gemm_k_grouped_sm90a)
+{
+  tj_runtime *rt = open_gpu();
+  int n = 0;
+  for (int c = TJ_DTYPE_BF16; c <= TJ_DTYPE_F32; c++)
+    for (int r = 0; r < N_ROUTES; r++, n++) {
+      grouped_case gc = {TJ_GROUPED_K, TJ_DTYPE_BF16, c, 1, 0, 0, 1};
+      run_grouped_tma(rt, gc, 6, 150, 70, 403, r, 1300 + n);
+    }
+  grouped_case h = {TJ_GROUPED_K, TJ_DTYPE_F16, TJ_DTYPE_F16, 1, 0, 0, 1};
+  run_grouped_tma(rt, h, 33, 67, 200, 1000, ROUTE_UNIFORM, 1400); /* ~30 */
+  run_grouped_tma(rt, h, 5, 130, 65, 97, ROUTE_SKEWED, 1401);
+  run_grouped_tma(rt, h, 1, 1, 1, 1, ROUTE_UNIFORM, 1402);
+  run_grouped_tma(rt, h, 1, 257, 136, 640, ROUTE_UNIFORM, 1403);
+  int widths[] = {64, 256};
+  for (int i = 0; i < 2; i++) {
+    tj__gemm_knobs k = *tj__gemm_knobs_of(rt);
+    k.tile = widths[i];
+    ck_assert_int_eq(tj__gemm_knobs_set(rt, &k), TJ_OK);
+    run_grouped_tma(rt, h, 7, 200, 300, 500, ROUTE_EMPTY_ENDS, 1410 + i);
+  }
   tj_runtime_close(rt);
 }
 END_TEST
@@ -2697,6 +2730,7 @@ int main(void)
   tcase_add_test(grouped, grouped_gemm_m_grouped);
   tcase_add_test(grouped, grouped_gemm_m_grouped_sm90a);
   tcase_add_test(grouped, grouped_gemm_k_grouped);
+  tcase_add_test(grouped, grouped_gemm_k_grouped_sm90a);
   tcase_add_loop_test(grouped, grouped_gemm_captured_and_rerouted, 0, 2);
   tcase_add_test(grouped, grouped_gemm_host_call);
   /* The MoE permutation (CK_RUN_CASE=moe). */

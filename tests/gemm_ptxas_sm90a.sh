@@ -82,26 +82,32 @@ done <<EOF
 1 3 0 0 3 5 256 5 1
 EOF
 # The grouped GEMM's Hopper configurations (gemm_grouped_sm90a.hip):
-# every layout and epilogue in bf16 at BN 128, and f16 to f16 and f32 at
-# BN 256 and 64; entries grouped<i>, with _colsum (dGELU).
+# M-grouped (TJ_GROUPED 1), every layout and epilogue in bf16 at BN 128,
+# and f16 to f16 and f32 at BN 256 and 64; K-grouped (2, A stored K x M,
+# B K x N), bf16 to bf16 and f32 and f16 to f16 at each BN; entries
+# grouped<i>, with _colsum (dGELU).
 as_embedded "$kernels/gemm_grouped_sm90a.hip" gemm_grouped_sm90a
 i=0
 grouped_config() {
   cp "$tmp/gemm_grouped_sm90a.cu" "$tmp/grouped$i.cu"
-  compile "grouped$i" -DTJ_TA=$1 -DTJ_TC=$2 -DTJ_TRANS_A=$3 \
-    -DTJ_TRANS_B=$4 -DTJ_EPI=$5 -DTJ_H_BN=$6 -DTJ_H_STAGES=$7 \
-    -DTJ_GGEMM_ENTRY=grouped$i -DTJ_GCOLSUM_ENTRY=grouped${i}_colsum
+  compile "grouped$i" -DTJ_GROUPED=$1 -DTJ_TA=$2 -DTJ_TC=$3 \
+    -DTJ_TRANS_A=$4 -DTJ_TRANS_B=$5 -DTJ_EPI=$6 -DTJ_H_BN=$7 \
+    -DTJ_H_STAGES=$8 -DTJ_GGEMM_ENTRY=grouped$i \
+    -DTJ_GCOLSUM_ENTRY=grouped${i}_colsum
   family="$family grouped$i"
-  [ "$5" = 3 ] && family="$family grouped${i}_colsum"
+  [ "$6" = 3 ] && family="$family grouped${i}_colsum"
   i=$((i + 1))
 }
 for layout in "0 0" "0 1" "1 0" "1 1"; do
   for epi in 0 1 2 3; do
-    grouped_config 2 2 $layout $epi 128 5
+    grouped_config 1 2 2 $layout $epi 128 5
   done
 done
-grouped_config 1 1 0 0 2 256 4
-grouped_config 1 3 0 1 3 64 8
+grouped_config 1 1 1 0 0 2 256 4
+grouped_config 1 1 3 0 1 3 64 8
+grouped_config 2 2 2 1 0 0 128 5
+grouped_config 2 2 3 1 0 0 256 4
+grouped_config 2 1 1 1 0 0 64 8
 entries=$("$prog" --list-kernels --all | sed -n 's/^\(gemm_f16_sm90a_[a-z0-9_]*\)\( .*\)\{0,1\}$/\1/p')
 [ -n "$entries" ] || { echo "FAIL: --list-kernels names no gemm_f16_sm90a_ entry"; exit 1; }
 entries="$entries $family"

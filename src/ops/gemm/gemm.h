@@ -232,10 +232,11 @@ int tj__gemm_hopper_prepare(tj_runtime *rt, const tj_gemm_desc *d,
  * path, into out (n bytes). */
 void tj__grouped_name(const tj_grouped_gemm_desc *d, const char *path,
                       char *out, size_t n);
-/* Whether the Hopper path takes d (checked) on rt: M-grouped, an sm_90
- * runtime (with a driver that builds tensor maps, unless compile-only),
- * A and B of one type, alpha != 0, A and B (and stride_b) as TMA reads
- * them, sizes and ldc in int. */
+/* Whether the Hopper path takes d (checked) on rt: M-grouped, or
+ * K-grouped with A stored K x M and B K x N; an sm_90 runtime (with a
+ * driver that builds tensor maps, unless compile-only), A and B of one
+ * type, alpha != 0, A and B (and stride_b) as TMA reads them, sizes and
+ * ldc in int. */
 int tj__grouped_hopper_serves(const tj_runtime *rt,
                               const tj_grouped_gemm_desc *d);
 /* Run d (checked, served) on stream. */
