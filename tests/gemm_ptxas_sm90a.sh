@@ -4,8 +4,9 @@
 # gemm_f16_sm90a_extra.hip, each after the
 # headers it names), and of the GEMM family's Hopper configurations
 # (gemm_sm90a.hip, one of each kind with a mix of types, layouts and
-# epilogues) and of the grouped GEMM's (gemm_grouped_sm90a.hip), compiles for sm_90a with no register
-# spills, no stack frame, and no ptxas note
+# epilogues) and of the grouped GEMM's (gemm_grouped_sm90a.hip),
+# compiles for sm_90a with no register spills, no stack frame, and no
+# ptxas note
 # of lost performance (its "wgmma.mma_async instructions are serialized"
 # is one: the tensor cores then wait for each instruction in turn).  Each
 # is a cliff in speed that the results, and so the GPU suites, never show,
