@@ -1,4 +1,6 @@
-/* bench_grouped.c: tj_grouped_gemm (bf16 in, bf16 out) in TFLOP/s at the
+/* bench_grouped.c: tj_grouped_gemm (bf16 in, bf16 out) in TFLOP/s, with
+ * the configuration that ran (the Hopper kernel's on an sm_90 device),
+ * at the
  * mixture-of-experts shapes of one expert MLP's first GEMM (T tokens,
  * hidden H, expert FFN F, E experts, top-k: T k rows routed to the
  * experts), each direction (forward Y = X W[e], input gradient
@@ -174,12 +176,13 @@ static void grp_shape_run(tj_runtime *rt, const grp_shape *s,
                grp_dirs[dir], s->T, s->H, s->F, s->E, s->k,
                skewed ? "skewed" : "uniform");
       double t0 = bench_now_ms();
-      if (!tj_grouped_gemm_kernel(rt, &g.d))
+      const char *config = tj_grouped_gemm_kernel(rt, &g.d);
+      if (!config)
         die("tj_grouped_gemm_kernel: %s", tj_errmsg(rt));
       double first = bench_now_ms() - t0;
       double ms = bench_time_gpu(run_grouped, &g, 5);
-      printf("  %-48s %8.1f TFLOP/s (first build %.0f ms)\n", label,
-             flop / (ms * 1e9), first);
+      printf("  %-48s %8.1f TFLOP/s (first build %.0f ms) %s\n", label,
+             flop / (ms * 1e9), first, config);
       record("grouped", label, flop / (ms * 1e9), "TFLOP/s");
 #if defined(TJ_PLATFORM_NVIDIA)
       if (have_blas) {

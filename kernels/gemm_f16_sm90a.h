@@ -1465,3 +1465,386 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 #define TJ_H_CLUSTER8
 #endif
 
+
+/* ------------------------------------------------------- grouped (M)
+ * The grouped GEMM's Hopper kind (kernels/gemm_grouped_sm90a.hip):
+ * C[rows of e] = epilogue_e(alpha * op(A)[rows of e] op(B_e) + beta * C),
+ * group e's rows [offs[e-1], offs[e]) (each offset clamped to [0, M]),
+ * on the tiles' mainloop (tj_h_consume) as a persistent kernel.
+ *   tiles     a group of r rows has ceil(r / 128) tile rows of 128 x BN
+ *             tiles, starting at its first row; an empty group has none.
+ *             The tile rows of all groups, in group order, make one
+ *             virtual grid of tiles that the blocks walk as the
+ *             persistent entries do (tile t, t + gridDim.x, ..., banded).
+ *   table     each block first counts the tile rows of every group into
+ *             shared memory (the epilogue's buffers, which this kind does
+ *             not use: TJ_HG_TABLE running totals, each over TJ_HG_TABLE-th
+ *             of the groups), then finds a tile row's group by a binary
+ *             search there and a walk of at most that many groups; no
+ *             offset is read on the host, nothing is allocated.
+ *   A         tma_a as the tiles' (2-D over all M rows): rows of a tile
+ *             past its group's end are loaded and computed, not stored.
+ *   B         tma_b 3-D {N, K, E} (TJ_TRANS_B: {K, N, E}), the matrices
+ *             stride_b apart, boxes {64, 64, 1}: TMA fills K and N past
+ *             the end of B_e with zeros and never reads B_{e+1}.
+ *   C         stored straight from the accumulators (tj_h_store2), rows
+ *             masked to the group's end, bias + e * N as the group's bias
+ *             and aux at the global row; the same bits on every run.
+ */
+/* Entries of the tile-row table, and its place: the epilogue buffers,
+ * TJ_HG_TABLE ints then one a thread for the scan. */
+#define TJ_HG_TABLE 4096
+static_assert((TJ_HG_TABLE + TJ_H_THREADS) * 4 <= TJ_H_EPI_BYTES,
+               "the grouped table fits the epilogue's buffers");
+
+#if TJ_H_HOPPER
+
+/* One box of the 3-D tensor map at (x = column, y = row, z = matrix). */
+__device__ __forceinline__ void tj_hg_tma_load3(unsigned dst,
+                                                const tj_tmap *map, int x,
+                                                int y, int z, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y),
+               "r"(z), "r"(bar)
+               : "memory");
+}
+
+/* The groups as the block sees them: offs (E ends, clamped to M), the
+ * table of running tile-row totals (entry c covering groups [c * per,
+ * c * per + per)), and the total of tile rows. */
+struct tj_hg_groups {
+  const int *offs;
+  int E, M, per, entries, rows;
+  const int *table;
+};
+
+/* End of group e, clamped to [0, M]; e == -1 is the start, 0. */
+__device__ __forceinline__ int tj_hg_end(const tj_hg_groups &g, int e) {
+  if (e < 0)
+    return 0;
+  int v = __ldg(g.offs + e);
+  return v < 0 ? 0 : v > g.M ? g.M : v;
+}
+
+/* Group e's tile rows (0 for an empty or out-of-order group). */
+__device__ __forceinline__ int tj_hg_tile_rows(const tj_hg_groups &g,
+                                               int e) {
+  int r = tj_hg_end(g, e) - tj_hg_end(g, e - 1);
+  return r > 0 ? (r + TJ_H_BM - 1) / TJ_H_BM : 0;
+}
+
+/* Every thread of the block: the table, built in shared memory at smem
+ * (each thread counts a run of entries, warp 0 scans the runs' totals,
+ * each thread adds the ones before its run); ends in __syncthreads. */
+__device__ __forceinline__ tj_hg_groups tj_hg_count(const int *offs, int E,
+                                                    int M, int *smem) {
+  tj_hg_groups g;
+  g.offs = offs, g.E = E, g.M = M;
+  g.per = (E + TJ_HG_TABLE - 1) / TJ_HG_TABLE;
+  g.entries = (E + g.per - 1) / g.per;
+  g.table = smem;
+  int *table = smem, *part = smem + TJ_HG_TABLE;
+  int t = threadIdx.x, run = (g.entries + TJ_H_THREADS - 1) / TJ_H_THREADS;
+  int c0 = t * run, c1 = min(g.entries, c0 + run), sum = 0;
+  for (int c = c0; c < c1; c++) {
+    for (int e = c * g.per; e < min(E, c * g.per + g.per); e++)
+      sum += tj_hg_tile_rows(g, e);
+    table[c] = sum;
+  }
+  part[t] = sum;
+  __syncthreads();
+  if (t < 32) {
+    int carry = 0;
+    for (int i = t; i < TJ_H_THREADS; i += 32) {
+      int v = part[i], x = v;
+      for (int o = 1; o < 32; o <<= 1) {
+        int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (t >= o)
+          x += y;
+      }
+      part[i] = carry + x - v; /* the runs before run i */
+      carry += __shfl_sync(0xffffffffu, x, 31);
+    }
+  }
+  __syncthreads();
+  for (int c = c0; c < c1; c++)
+    table[c] += part[t];
+  __syncthreads();
+  g.rows = table[g.entries - 1];
+  return g;
+}
+
+/* Tile row R (below g.rows): its group *e and the group's first row of
+ * the tile *m0 and end *m1. */
+__device__ __forceinline__ void tj_hg_find(const tj_hg_groups &g, int R,
+                                           int &e, int &m0, int &m1) {
+  int lo = 0, hi = g.entries - 1;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (g.table[mid] > R)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  int base = lo > 0 ? g.table[lo - 1] : 0;
+  e = lo * g.per;
+  for (int last = min(g.E, e + g.per) - 1; e < last; e++) {
+    int r = tj_hg_tile_rows(g, e);
+    if (R < base + r)
+      break;
+    base += r;
+  }
+  m0 = tj_hg_end(g, e - 1) + (R - base) * TJ_H_BM;
+  m1 = tj_hg_end(g, e);
+}
+
+/* The producer's loads of one tile: tj_h_produce's, with B_e's boxes
+ * from the 3-D map. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_hg_produce(const tj_tmap *ta,
+                                              const tj_tmap *tb,
+                                              const tj_h_stages &st,
+                                              int ktiles, int m0, int n0,
+                                              int e, int it0) {
+  for (int kt = 0; kt < ktiles; kt++) {
+    int it = it0 + kt, s = it % STAGES;
+    tj_h_bar_wait(st.empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+    unsigned bar = st.full + 8 * s;
+    tj_h_bar_expect(bar, TJ_H_STAGE_BYTES(BN));
+    int k = kt * TJ_H_BK;
+    unsigned a = st.sa + s * (TJ_H_BM * TJ_H_BK * 2);
+    if (!TJ_TRANS_A) {
+      tj_h_tma_load(a, ta, k, m0, bar);
+    } else {
+      tj_h_tma_load(a, ta, m0, k, bar);
+      tj_h_tma_load(a + 64 * 128, ta, m0 + 64, k, bar);
+    }
+    for (int j = 0; j < BN / 64; j++) {
+      unsigned dst = st.sb + s * (TJ_H_BK * BN * 2) + j * (TJ_H_BK * 128);
+      int x = TJ_TRANS_B ? k : n0 + 64 * j, y = TJ_TRANS_B ? n0 + 64 * j : k;
+      tj_hg_tma_load3(dst, tb, x, y, e, bar);
+    }
+  }
+}
+
+/* The persistent M-grouped GEMM; o's M is replaced by each group's end
+ * and its bias by the group's. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_hg_gemm(const tj_tmap *ta,
+                                           const tj_tmap *tb, const int *offs,
+                                           int E, int M, int N, int K,
+                                           tj_h_out o) {
+  extern __shared__ unsigned char tj_h_smem[];
+  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, nullptr);
+  int *smem = reinterpret_cast<int *>(
+      tj_h_smem + (st.epi - tj_h_smem_addr(tj_h_smem)));
+  tj_hg_groups g = tj_hg_count(offs, E, M, smem);
+  int wg = threadIdx.x / 128;
+  int ktiles = (K + TJ_H_BK - 1) / TJ_H_BK, tiles_n = (N + BN - 1) / BN;
+  int tiles = g.rows * tiles_n; /* the host keeps it in int */
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x != 0)
+      return;
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x, it += ktiles) {
+      int R, nt, e, m0, m1;
+      tj_h_tile_at(t, g.rows, tiles_n, R, nt);
+      tj_hg_find(g, R, e, m0, m1);
+      tj_hg_produce<BN, STAGES>(ta, tb, st, ktiles, m0, nt * BN, e, it);
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const void *bias = o.bias;
+  int it = 0;
+  float d[BN / 2];
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x, it += ktiles) {
+    int R, nt, e, m0, m1;
+    tj_h_tile_at(t, g.rows, tiles_n, R, nt);
+    tj_hg_find(g, R, e, m0, m1);
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+      d[i] = 0.0f;
+    tj_h_consume<BN, STAGES>(d, wg - 1, st.sa, st.sb, st.full, st.empty,
+                             ktiles, it);
+    if (threadIdx.x % 32 == 0)
+      tj_h_bar_arrive(st.empty + 8 * ((it + ktiles - 1) % STAGES));
+    o.M = m1;
+    o.bias = bias ? (const char *)bias +
+                        (long long)e * N * (TJ_TC == 3 ? 4 : 2)
+                  : nullptr;
+    tj_h_epilogue_direct<BN>(d, o, m0 + 64 * (wg - 1), nt * BN);
+  }
+}
+
+#define TJ_HG_BODY(bn, stages)                                             \
+  tj_hg_gemm<bn, stages>(&tma_a, &tma_b, offs, E, M, N, K,                 \
+                         tj_h_out{C, ldc, M, N, alpha, beta, nullptr, 0,   \
+                                  bias, aux, ldaux})
+#elif defined(__CUDA_ARCH__)
+#define TJ_HG_BODY(bn, stages) asm volatile("trap;")
+#else
+#define TJ_HG_BODY(bn, stages) __builtin_trap()
+#endif
+
+/* ------------------------------------------------------- grouped (K)
+ * The grouped GEMM's Hopper kind for the weight gradient
+ * (TJ_GROUPED == 2): C_e = alpha * op(A)[:, group e] op(B)[group e, :]
+ * + beta * C_e, C_e = C + e * stride_c, group e's reduction
+ * [offs[e-1], offs[e]) (clamped to [0, K]), with A stored K x M
+ * (TJ_TRANS_A) and B stored K x N (not TJ_TRANS_B): both operands'
+ * tiles are k rows of 128 bytes, M- and N-major.
+ *   tiles     each group has the same ceil(M / 128) x ceil(N / BN)
+ *             tiles, group after group, walked as the persistent
+ *             entries do; an empty group's tiles run no k-tile and
+ *             store beta * C_e.
+ *   k-tiles   a group's k-tiles start at its first row of the
+ *             reduction (TMA takes any row); the rows of its last
+ *             k-tile past the group's end are the next group's, so the
+ *             consumers zero them in shared memory (whole 128-byte rows
+ *             of A and of B, where the swizzle moves nothing between
+ *             rows), make the zeros visible to wgmma (fence.proxy.async)
+ *             and meet at named barrier 3 before they multiply.
+ */
+#if TJ_H_HOPPER
+
+/* Rows [valid, 64) of every 64-row box of the stage (A's two, B's BN /
+ * 64) zeroed by the 256 consumer threads, then made visible to wgmma. */
+template <int BN>
+__device__ __forceinline__ void tj_hk_zero_tail(unsigned a, unsigned b,
+                                                int valid) {
+  const int boxes = 2 + BN / 64, chunks = (64 - valid) * 8;
+  for (int i = threadIdx.x - 128; i < boxes * chunks; i += 256) {
+    int box = i / chunks, c = i % chunks;
+    unsigned base = box < 2 ? a + box * 8192 : b + (box - 2) * 8192;
+    unsigned at = base + valid * 128 + c * 16;
+    asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(at),
+                 "r"(0)
+                 : "memory");
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  tj_h_named_sync(3, 256);
+}
+
+/* One consumer warpgroup over a group's kn k-tiles (tj_h_consume's
+ * loop, A and B MN-major), the last one's rows past last_rows zeroed
+ * first where it is short. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_hk_consume(float (&d)[BN / 2], int cw,
+                                              const tj_h_stages &st, int kn,
+                                              int it0, int last_rows) {
+  for (int kt = 0; kt < kn; kt++) {
+    int it = it0 + kt, s = it % STAGES;
+    tj_h_bar_wait(st.full + 8 * s, (it / STAGES) & 1);
+    unsigned a0 = st.sa + s * (TJ_H_BM * TJ_H_BK * 2);
+    unsigned b = st.sb + s * (TJ_H_BK * BN * 2);
+    if (kt == kn - 1 && last_rows < TJ_H_BK)
+      tj_hk_zero_tail<BN>(a0, b, last_rows);
+    unsigned a = a0 + cw * (64 * 128);
+    tj_h_wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < TJ_H_BK / 16; kk++)
+      tj_h_wgmma(d, tj_h_desc(a + 2048 * kk, TJ_H_BK * 128, 1024),
+                 tj_h_desc(b + 2048 * kk, TJ_H_BK * 128, 1024));
+    tj_h_wgmma_commit();
+    tj_h_wgmma_wait_one();
+    if (kt > 0 && threadIdx.x % 32 == 0)
+      tj_h_bar_arrive(st.empty + 8 * ((it - 1) % STAGES));
+  }
+  tj_h_wgmma_wait_all();
+  if (kn > 0 && threadIdx.x % 32 == 0)
+    tj_h_bar_arrive(st.empty + 8 * ((it0 + kn - 1) % STAGES));
+}
+
+/* The producer's loads of a group's tile: A's two 64 x 64 boxes and B's
+ * BN / 64, k rows from k0 on. */
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_hk_produce(const tj_tmap *ta,
+                                              const tj_tmap *tb,
+                                              const tj_h_stages &st, int kn,
+                                              int m0, int n0, int k0,
+                                              int it0) {
+  for (int kt = 0; kt < kn; kt++) {
+    int it = it0 + kt, s = it % STAGES, k = k0 + kt * TJ_H_BK;
+    tj_h_bar_wait(st.empty + 8 * s, ((it / STAGES) & 1) ^ 1);
+    unsigned bar = st.full + 8 * s;
+    tj_h_bar_expect(bar, TJ_H_STAGE_BYTES(BN));
+    unsigned a = st.sa + s * (TJ_H_BM * TJ_H_BK * 2);
+    tj_h_tma_load(a, ta, m0, k, bar);
+    tj_h_tma_load(a + 64 * 128, ta, m0 + 64, k, bar);
+    for (int j = 0; j < BN / 64; j++)
+      tj_h_tma_load(st.sb + s * (TJ_H_BK * BN * 2) + j * (TJ_H_BK * 128), tb,
+                    n0 + 64 * j, k, bar);
+  }
+}
+
+/* Tile t of the K-grouped grid: its group e, the group's reduction
+ * [k0, k0 + rows) in kn k-tiles, and its tile (m0, n0). */
+struct tj_hk_tile {
+  int e, k0, rows, kn, m0, n0;
+};
+
+__device__ __forceinline__ tj_hk_tile tj_hk_tile_of(const int *offs, int K,
+                                                    int t, int tiles_m,
+                                                    int tiles_n, int bn) {
+  tj_hk_tile w;
+  int per = tiles_m * tiles_n, mt, nt;
+  w.e = t / per;
+  tj_h_tile_at(t - w.e * per, tiles_m, tiles_n, mt, nt);
+  int lo = w.e > 0 ? __ldg(offs + w.e - 1) : 0, hi = __ldg(offs + w.e);
+  lo = lo < 0 ? 0 : lo > K ? K : lo;
+  hi = hi < lo ? lo : hi > K ? K : hi;
+  w.k0 = lo, w.rows = hi - lo, w.kn = (w.rows + TJ_H_BK - 1) / TJ_H_BK;
+  w.m0 = mt * TJ_H_BM, w.n0 = nt * bn;
+  return w;
+}
+
+template <int BN, int STAGES>
+__device__ __forceinline__ void tj_hk_gemm(const tj_tmap *ta,
+                                           const tj_tmap *tb, const int *offs,
+                                           int E, int M, int N, int K,
+                                           long long stride_c, tj_h_out o) {
+  tj_h_stages st = tj_h_setup<BN, STAGES>(ta, tb, nullptr);
+  int wg = threadIdx.x / 128;
+  int tiles_m = (M + TJ_H_BM - 1) / TJ_H_BM, tiles_n = (N + BN - 1) / BN;
+  int tiles = E * tiles_m * tiles_n; /* the host keeps it in int */
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x != 0)
+      return;
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      tj_hk_tile w = tj_hk_tile_of(offs, K, t, tiles_m, tiles_n, BN);
+      tj_hk_produce<BN, STAGES>(ta, tb, st, w.kn, w.m0, w.n0, w.k0, it);
+      it += w.kn;
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  void *C = o.C;
+  int it = 0;
+  float d[BN / 2];
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    tj_hk_tile w = tj_hk_tile_of(offs, K, t, tiles_m, tiles_n, BN);
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++)
+      d[i] = 0.0f;
+    tj_hk_consume<BN, STAGES>(d, wg - 1, st, w.kn, it,
+                              w.rows - (w.kn - 1) * TJ_H_BK);
+    it += w.kn;
+    o.C = (char *)C + w.e * stride_c * (TJ_TC == 3 ? 4 : 2);
+    tj_h_epilogue_direct<BN>(d, o, w.m0 + 64 * (wg - 1), w.n0);
+  }
+}
+
+#define TJ_HK_BODY(bn, stages)                                             \
+  tj_hk_gemm<bn, stages>(&tma_a, &tma_b, offs, E, M, N, K, stride_c,       \
+                         tj_h_out{C, ldc, M, N, alpha, beta, nullptr, 0,   \
+                                  nullptr, nullptr, 0})
+#elif defined(__CUDA_ARCH__)
+#define TJ_HK_BODY(bn, stages) asm volatile("trap;")
+#else
+#define TJ_HK_BODY(bn, stages) __builtin_trap()
+#endif

@@ -284,19 +284,42 @@ static void with_epilogue(tj_grouped_gemm_desc *d, int e)
     d->bias_grad = FAKE(6);
 }
 
-/* d's configuration compiled on rt under the name that says it. */
-static void compiles_as_named(tj_runtime *rt, const char *arch,
-                              const tj_grouped_gemm_desc *d)
+/* The path d's configuration runs on arch: on sm_90 an M-grouped call,
+ * or a K-grouped one with A stored K x M and B K x N, with A and B of
+ * one type that TMA reads (the descriptors here: aligned, rows and
+ * matrices a multiple of 8 elements apart), alpha != 0, the Hopper
+ * kernel in 128 x 128 tiles (these small shapes); else the portable
+ * kernel. */
+static const char *path_of(const char *arch, const tj_grouped_gemm_desc *d)
+{
+  int tma = d->lda % 8 == 0 && d->ldb % 8 == 0 && d->stride_b % 8 == 0;
+  int kind = d->grouped == TJ_GROUPED_M || (d->trans_a && !d->trans_b);
+  if (strcmp(arch, "sm_90") != 0 || !kind || d->a_type != d->b_type ||
+      d->alpha == 0.0f || !tma)
+    return "portable";
+  return "sm90a_128x128";
+}
+
+/* d's configuration compiled on rt under the name that says it, for the
+ * path it runs on (path NULL: path_of's). */
+static void compiles_on(tj_runtime *rt, const char *arch,
+                        const tj_grouped_gemm_desc *d, const char *path)
 {
   const char *got = tj_grouped_gemm_kernel(rt, d);
   ck_assert_msg(got != NULL, "%s: %s", arch, tj_errmsg(rt));
   char want[96];
-  snprintf(want, sizeof want, "gemm_grouped_%c_%s_%s_%s_%c%c_%s_portable",
+  snprintf(want, sizeof want, "gemm_grouped_%c_%s_%s_%s_%c%c_%s_%s",
            d->grouped == TJ_GROUPED_M ? 'm' : 'k', type_names[d->a_type],
            type_names[d->b_type], type_names[d->c_type],
            d->trans_a ? 't' : 'n', d->trans_b ? 't' : 'n',
-           epi_names[d->epilogue]);
+           epi_names[d->epilogue], path ? path : path_of(arch, d));
   ck_assert_str_eq(got, want);
+}
+
+static void compiles_as_named(tj_runtime *rt, const char *arch,
+                              const tj_grouped_gemm_desc *d)
+{
+  compiles_on(rt, arch, d, NULL);
 }
 
 /* The archs whose compilers each configuration must pass: those of
@@ -361,6 +384,51 @@ START_TEST(every_configuration_compiles)
   compiles_as_named(rt, arch, &d);
   ck_assert_int_eq(tj_runtime_get_stats(rt, &st), TJ_OK);
   ck_assert_uint_eq(st.compiles, (uint64_t)built);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* On sm_90 the M-grouped calls that TMA can read run the Hopper kernel
+ * (each layout and epilogue above), and so do the K-grouped ones with A
+ * stored K x M and B K x N; those it cannot read, alpha == 0, A and B of
+ * two types and the other K-grouped layouts stay portable, and a large
+ * call takes the 128 x 256 tile. */
+START_TEST(hopper_routing)
+{
+  if (strcmp(TEST_ARCH, "sm_90") != 0)
+    return;
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  tj_grouped_gemm_desc d = valid_m(3, 40, 24, 20);
+  d.c_type = TJ_DTYPE_BF16;
+  with_epilogue(&d, TJ_EPILOGUE_BIAS);
+  compiles_on(rt, "sm_90", &d, "portable"); /* lda 20 */
+  d.k = 24, d.lda = 24, d.stride_b = 24 * 24;
+  compiles_on(rt, "sm_90", &d, "sm90a_128x128");
+  d.a = (const char *)d.a + 8; /* A not 16-byte aligned */
+  compiles_on(rt, "sm_90", &d, "portable");
+  d.a = FAKE(1), d.stride_b = 24 * 24 + 4; /* B_1 not 16-byte aligned */
+  compiles_on(rt, "sm_90", &d, "portable");
+  d.stride_b = 24 * 24, d.alpha = 0.0f;
+  compiles_on(rt, "sm_90", &d, "portable");
+  d.alpha = 1.0f, d.ldc = 25; /* C need not be aligned */
+  compiles_on(rt, "sm_90", &d, "sm90a_128x128");
+  tj_grouped_gemm_desc big = valid_m(64, 98304, 2048, 2048);
+  big.c_type = TJ_DTYPE_BF16;
+  compiles_on(rt, "sm_90", &big, "sm90a_128x256");
+  big.n = big.ldb = big.ldc = 1408, big.stride_b = 2048 * 1408;
+  compiles_on(rt, "sm_90", &big, "sm90a_128x128");
+  /* The weight gradient: E x 1024 x 1408 from 8192 rows. */
+  tj_grouped_gemm_desc w = valid_k(8, 1024, 1408, 8192);
+  w.c_type = TJ_DTYPE_BF16;
+  compiles_on(rt, "sm_90", &w, "sm90a_128x128");
+  w.n = w.ldb = w.ldc = 1536, w.stride_c = 1024 * 1536;
+  compiles_on(rt, "sm_90", &w, "sm90a_128x256");
+  w.lda = 1028; /* rows of A not 16 bytes apart */
+  compiles_on(rt, "sm_90", &w, "portable");
+  w.lda = 1024, w.trans_b = 1, w.ldb = 8192;
+  compiles_on(rt, "sm_90", &w, "portable");
+  w.trans_b = 0, w.trans_a = 0, w.lda = 8192, w.ldb = 1536;
+  compiles_on(rt, "sm_90", &w, "portable");
   tj_runtime_close(rt);
 }
 END_TEST
@@ -468,5 +536,6 @@ int main(void)
   TCase *cc = test_case(s, "configurations", 1200);
   tcase_add_loop_test(cc, every_configuration_compiles, 0, n_archs);
   tcase_add_test(cc, configurations_are_cached);
+  tcase_add_test(cc, hopper_routing);
   return run_suite(s);
 }

@@ -2028,6 +2028,8 @@ static void make_offs(int32_t *offs, int E, long long total, int route,
 
 typedef struct grouped_case {
   int grouped, ab, c, ta, tb, epi;
+  int tma; /* 1: A's and B's rows and B's matrices a multiple of 8
+              elements apart (the Hopper path reads them) */
 } grouped_case;
 
 /* One grouped call's operands in the order a, b, c, offs, bias, aux,
@@ -2101,8 +2103,12 @@ static tj_grouped_gemm_desc grouped_desc(const grouped_case *gc, long long E,
   d.m = M, d.n = N, d.k = K, d.alpha = 1.5f, d.beta = 0.5f;
   d.lda = (gc->ta ? M : K) + 3, d.ldb = (gc->tb ? K : N) + 5, d.ldc = N + 2;
   d.ldaux = N + 1;
+  if (gc->tma) {
+    d.lda = ((gc->ta ? M : K) + 7) / 8 * 8 + 8;
+    d.ldb = ((gc->tb ? K : N) + 7) / 8 * 8 + 8;
+  }
   if (gc->grouped == TJ_GROUPED_M)
-    d.stride_b = (gc->tb ? N : K) * d.ldb + 7;
+    d.stride_b = (gc->tb ? N : K) * d.ldb + (gc->tma ? 64 : 7);
   else
     d.stride_c = M * d.ldc + 3;
   return d;
@@ -2186,25 +2192,91 @@ START_TEST(grouped_gemm_m_grouped)
   for (int t = 0; t < 4; t++)
     for (int e = 0; e < 4; e++, n++) {
       grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_BF16, t & 1,
-                         t >> 1, e};
+                         t >> 1, e, 0};
       run_grouped(rt, &gc, 5, 203, 45, 70, n % N_ROUTES, 0, 500 + n);
     }
   for (int e = 0; e < 4; e++)
     for (int c = TJ_DTYPE_F16; c <= TJ_DTYPE_F32; c += 2, n++) {
-      grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_F16, c, 0, 1, e};
+      grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_F16, c, 0, 1, e, 0};
       run_grouped(rt, &gc, 7, 131, 67, 33, n % N_ROUTES, 0, 500 + n);
     }
   for (int r = 0; r < N_ROUTES; r++, n++) {
     grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_F32, 0, 0,
-                       TJ_EPILOGUE_DGELU};
+                       TJ_EPILOGUE_DGELU, 0};
     run_grouped(rt, &gc, 40, 150, 70, 19, r, 0, 500 + n);
   }
   grouped_case one = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 1,
-                      TJ_EPILOGUE_BIAS_GELU};
+                      TJ_EPILOGUE_BIAS_GELU, 0};
   run_grouped(rt, &one, 1, 97, 130, 65, ROUTE_UNIFORM, 0, 600);
   run_grouped(rt, &one, 1, 1, 1, 1, ROUTE_UNIFORM, 0, 601);
   run_grouped(rt, &one, 3, 1, 1, 1, ROUTE_SKEWED, 0, 602);
   run_grouped(rt, &one, 6, 300, 20, 40, ROUTE_SKEWED, 1, 603);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* run_grouped with operands TMA reads (gc.tma), asserting on an sm_90
+ * device that the Hopper kernel takes the call. */
+static void run_grouped_tma(tj_runtime *rt, grouped_case gc, long long E,
+                            long long M, long long N, long long K, int route,
+                            uint64_t seed)
+{
+  gc.tma = 1;
+  if (strcmp(tj_runtime_arch(rt), "sm_90") == 0) {
+    tj_grouped_gemm_desc d = grouped_desc(&gc, E, M, N, K);
+    grouped_bufs g;
+    grouped_bufs_make(&g, &d, route, seed);
+    grouped_point(&d, &g, 1);
+    const char *name = tj_grouped_gemm_kernel(rt, &d);
+    ck_assert_msg(name && strstr(name, "_sm90a_128x"), "%s",
+                  name ? name : tj_errmsg(rt));
+    grouped_bufs_free(&g);
+  }
+  run_grouped(rt, &gc, E, M, N, K, route, 0, seed);
+}
+
+/* The M-grouped call where TMA reads A and B (on an sm_90 device the
+ * Hopper kernel, asserted; elsewhere the portable one): every layout and
+ * epilogue in bf16, each epilogue in f16 and to f32, each routing, at
+ * row counts that are multiples of no tile, K and N not multiples of 64,
+ * groups of one row, a group of nearly every row, empty groups, more
+ * groups than the table has entries, and each tile width. */
+START_TEST(grouped_gemm_m_grouped_sm90a)
+{
+  tj_runtime *rt = open_gpu();
+  int n = 0;
+  for (int t = 0; t < 4; t++)
+    for (int e = 0; e < 4; e++, n++) {
+      grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_BF16, t & 1,
+                         t >> 1, e, 1};
+      run_grouped_tma(rt, gc, 5, 403, 45, 70, n % N_ROUTES, 1000 + n);
+    }
+  for (int e = 0; e < 4; e++)
+    for (int c = TJ_DTYPE_F16; c <= TJ_DTYPE_F32; c += 2, n++) {
+      grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_F16, c, 0, 1, e, 1};
+      run_grouped_tma(rt, gc, 7, 331, 67, 33, n % N_ROUTES, 1000 + n);
+    }
+  grouped_case dg = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 0,
+                     TJ_EPILOGUE_DGELU, 1};
+  for (int r = 0; r < N_ROUTES; r++, n++)
+    run_grouped_tma(rt, dg, 16, 1000, 200, 130, r, 1000 + n);
+  grouped_case bg = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 1, 0,
+                     TJ_EPILOGUE_BIAS_GELU, 1};
+  run_grouped_tma(rt, bg, 64, 64, 96, 72, ROUTE_UNIFORM, 1100); /* 1 row */
+  run_grouped_tma(rt, bg, 3, 2000, 136, 200, ROUTE_SKEWED, 1101);
+  run_grouped_tma(rt, bg, 1, 1, 1, 1, ROUTE_UNIFORM, 1102);
+  /* More groups than the table's 4096 entries: two groups an entry. */
+  run_grouped_tma(rt, bg, 5000, 6000, 24, 16, ROUTE_SKEWED, 1103);
+  run_grouped_tma(rt, bg, 5000, 6000, 24, 16, ROUTE_UNIFORM, 1104);
+  /* Each tile width, forced as the benchmark forces it. */
+  int widths[] = {64, 256};
+  for (int i = 0; i < 2; i++) {
+    tj__gemm_knobs k = *tj__gemm_knobs_of(rt);
+    k.tile = widths[i];
+    ck_assert_int_eq(tj__gemm_knobs_set(rt, &k), TJ_OK);
+    run_grouped_tma(rt, dg, 9, 700, 300, 100, ROUTE_SKEWED, 1200 + i);
+    run_grouped_tma(rt, bg, 9, 700, 520, 100, ROUTE_EMPTY_ENDS, 1210 + i);
+  }
   tj_runtime_close(rt);
 }
 END_TEST
@@ -2218,14 +2290,14 @@ START_TEST(grouped_gemm_k_grouped)
   int n = 0;
   for (int t = 0; t < 4; t++)
     for (int c = TJ_DTYPE_BF16; c <= TJ_DTYPE_F32; c++, n++) {
-      grouped_case gc = {TJ_GROUPED_K, TJ_DTYPE_BF16, c, t & 1, t >> 1, 0};
+      grouped_case gc = {TJ_GROUPED_K, TJ_DTYPE_BF16, c, t & 1, t >> 1, 0, 0};
       run_grouped(rt, &gc, 6, 45, 70, 203, n % N_ROUTES, 0, 700 + n);
     }
   for (int r = 0; r < N_ROUTES; r++, n++) {
-    grouped_case gc = {TJ_GROUPED_K, TJ_DTYPE_F16, TJ_DTYPE_F16, 1, 0, 0};
+    grouped_case gc = {TJ_GROUPED_K, TJ_DTYPE_F16, TJ_DTYPE_F16, 1, 0, 0, 0};
     run_grouped(rt, &gc, 33, 67, 33, 150, r, 0, 700 + n);
   }
-  grouped_case w = {TJ_GROUPED_K, TJ_DTYPE_BF16, TJ_DTYPE_F32, 1, 0, 0};
+  grouped_case w = {TJ_GROUPED_K, TJ_DTYPE_BF16, TJ_DTYPE_F32, 1, 0, 0, 0};
   run_grouped(rt, &w, 1, 130, 65, 97, ROUTE_UNIFORM, 0, 800);
   run_grouped(rt, &w, 1, 1, 1, 1, ROUTE_UNIFORM, 0, 801);
   run_grouped(rt, &w, 4, 1, 1, 1, ROUTE_EMPTY_ENDS, 0, 802);
@@ -2234,14 +2306,46 @@ START_TEST(grouped_gemm_k_grouped)
 }
 END_TEST
 
+/* The K-grouped call where TMA reads A (stored K x M) and B (K x N): on
+ * an sm_90 device the Hopper kernel (asserted), elsewhere the portable
+ * one.  To f32, bf16 and f16, each routing (empty groups: C_e = beta
+ * C_e), reductions of fewer rows than a k-tile and not multiples of it
+ * (the last k-tile's rows past the group zeroed), one group, and each
+ * tile width. */
+START_TEST(grouped_gemm_k_grouped_sm90a)
+{
+  tj_runtime *rt = open_gpu();
+  int n = 0;
+  for (int c = TJ_DTYPE_BF16; c <= TJ_DTYPE_F32; c++)
+    for (int r = 0; r < N_ROUTES; r++, n++) {
+      grouped_case gc = {TJ_GROUPED_K, TJ_DTYPE_BF16, c, 1, 0, 0, 1};
+      run_grouped_tma(rt, gc, 6, 150, 70, 403, r, 1300 + n);
+    }
+  grouped_case h = {TJ_GROUPED_K, TJ_DTYPE_F16, TJ_DTYPE_F16, 1, 0, 0, 1};
+  run_grouped_tma(rt, h, 33, 67, 200, 1000, ROUTE_UNIFORM, 1400); /* ~30 */
+  run_grouped_tma(rt, h, 5, 130, 65, 97, ROUTE_SKEWED, 1401);
+  run_grouped_tma(rt, h, 1, 1, 1, 1, ROUTE_UNIFORM, 1402);
+  run_grouped_tma(rt, h, 1, 257, 136, 640, ROUTE_UNIFORM, 1403);
+  int widths[] = {64, 256};
+  for (int i = 0; i < 2; i++) {
+    tj__gemm_knobs k = *tj__gemm_knobs_of(rt);
+    k.tile = widths[i];
+    ck_assert_int_eq(tj__gemm_knobs_set(rt, &k), TJ_OK);
+    run_grouped_tma(rt, h, 7, 200, 300, 500, ROUTE_EMPTY_ENDS, 1410 + i);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* The grouped GEMM captured into a graph and replayed with new routing
  * written into the same offsets between replays: each replay matches the
  * oracle of its routing, and the same call on a stream gives the same
- * bits. */
+ * bits; with operands that TMA cannot read (_i 0) and that it can (1:
+ * on an sm_90 device the Hopper kernel). */
 START_TEST(grouped_gemm_captured_and_rerouted)
 {
   grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 0,
-                     TJ_EPILOGUE_BIAS_GELU};
+                     TJ_EPILOGUE_BIAS_GELU, _i};
   enum { E = 8, M = 257, N = 96, K = 80 };
   tj_grouped_gemm_desc d = grouped_desc(&gc, E, M, N, K);
   d.beta = 0.0f; /* replays overwrite C */
@@ -2302,7 +2406,7 @@ END_TEST
 START_TEST(grouped_gemm_host_call)
 {
   grouped_case gc = {TJ_GROUPED_M, TJ_DTYPE_F16, TJ_DTYPE_F16, 0, 1,
-                     TJ_EPILOGUE_DGELU};
+                     TJ_EPILOGUE_DGELU, 0};
   enum { E = 6, M = 90, N = 37, K = 50 };
   tj_grouped_gemm_desc d = grouped_desc(&gc, E, M, N, K);
   tj_runtime *rt = open_gpu(); /* first: the buffers' context */
@@ -2751,8 +2855,10 @@ int main(void)
   /* The grouped GEMM (CK_RUN_CASE=grouped). */
   TCase *grouped = test_case(s, "grouped", 600);
   tcase_add_test(grouped, grouped_gemm_m_grouped);
+  tcase_add_test(grouped, grouped_gemm_m_grouped_sm90a);
   tcase_add_test(grouped, grouped_gemm_k_grouped);
-  tcase_add_test(grouped, grouped_gemm_captured_and_rerouted);
+  tcase_add_test(grouped, grouped_gemm_k_grouped_sm90a);
+  tcase_add_loop_test(grouped, grouped_gemm_captured_and_rerouted, 0, 2);
   tcase_add_test(grouped, grouped_gemm_host_call);
   /* The MoE permutation (CK_RUN_CASE=moe). */
   TCase *moe = test_case(s, "moe", 600);

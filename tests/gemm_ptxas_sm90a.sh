@@ -1,10 +1,10 @@
 #!/bin/sh
 # gemm_ptxas_sm90a.sh: every entry of the sm_90a kernel files (those
-# marked "embed: arch sm_90a", each after the headers it names), and of
-# the GEMM family's Hopper configurations (gemm_sm90a.hip: every kind and
+# marked "embed: arch sm_90a", each after the headers it names), of the
+# GEMM family's Hopper configurations (gemm_sm90a.hip: every kind and
 # tile tj_gemm_f16 runs, f16 NN without an epilogue, and one of each kind
-# with a mix of types, layouts and epilogues), compiles for sm_90a with
-# no register
+# with a mix of types, layouts and epilogues) and of the grouped GEMM's
+# (gemm_grouped_sm90a.hip), compiles for sm_90a with no register
 # spills, no stack frame, and no ptxas note
 # of lost performance (its "wgmma.mma_async instructions are serialized"
 # is one: the tensor cores then wait for each instruction in turn).  Each
@@ -100,6 +100,33 @@ done <<EOF
 2 2 0 1 2 5 128 5 3
 1 3 0 0 3 5 256 5 1
 EOF
+# The grouped GEMM's Hopper configurations (gemm_grouped_sm90a.hip):
+# M-grouped (TJ_GROUPED 1), every layout and epilogue in bf16 at BN 128,
+# and f16 to f16 and f32 at BN 256 and 64; K-grouped (2, A stored K x M,
+# B K x N), bf16 to bf16 and f32 and f16 to f16 at each BN; entries
+# grouped<i>, with _colsum (dGELU).
+as_embedded "$kernels/gemm_grouped_sm90a.hip" gemm_grouped_sm90a
+i=0
+grouped_config() {
+  cp "$tmp/gemm_grouped_sm90a.cu" "$tmp/grouped$i.cu"
+  compile "grouped$i" -DTJ_GROUPED=$1 -DTJ_TA=$2 -DTJ_TC=$3 \
+    -DTJ_TRANS_A=$4 -DTJ_TRANS_B=$5 -DTJ_EPI=$6 -DTJ_H_BN=$7 \
+    -DTJ_H_STAGES=$8 -DTJ_GGEMM_ENTRY=grouped$i \
+    -DTJ_GCOLSUM_ENTRY=grouped${i}_colsum
+  family="$family grouped$i"
+  [ "$6" = 3 ] && family="$family grouped${i}_colsum"
+  i=$((i + 1))
+}
+for layout in "0 0" "0 1" "1 0" "1 1"; do
+  for epi in 0 1 2 3; do
+    grouped_config 1 2 2 $layout $epi 128 5
+  done
+done
+grouped_config 1 1 1 0 0 2 256 4
+grouped_config 1 1 3 0 1 3 64 8
+grouped_config 2 2 2 1 0 0 128 5
+grouped_config 2 2 3 1 0 0 256 4
+grouped_config 2 1 1 1 0 0 64 8
 entries=$family
 # One line per function: name, registers, stack, spill stores, spill loads.
 awk '

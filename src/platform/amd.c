@@ -84,6 +84,16 @@ int tj__tensor_map_16(void *map, const void *base, uint64_t rows,
   return TJ_EDEVICE;
 }
 
+int tj__tensor_map_16_3d(void *map, const void *base, uint64_t rows,
+                         uint64_t cols, uint64_t ld, uint64_t count,
+                         uint64_t stride, uint32_t box_rows,
+                         uint32_t box_cols, int bf16)
+{
+  (void)map, (void)base, (void)rows, (void)cols, (void)ld, (void)count,
+      (void)stride, (void)box_rows, (void)box_cols, (void)bf16;
+  return TJ_EDEVICE;
+}
+
 int tj__function_shared_limit(void *function, unsigned bytes)
 {
   (void)function, (void)bytes;

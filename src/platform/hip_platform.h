@@ -83,6 +83,13 @@ int tj__function_resources(void *function, struct tj_kernel_resources *out);
 int tj__tensor_map_16(void *map, const void *base, uint64_t rows,
                       uint64_t cols, uint64_t ld, uint32_t box_rows,
                       uint32_t box_cols, int bf16);
+/* The same over count such matrices, stride elements from one to the
+ * next (a multiple of 8): a 3-D map whose boxes (box_rows x box_cols x
+ * 1) never reach from one matrix into the next. */
+int tj__tensor_map_16_3d(void *map, const void *base, uint64_t rows,
+                         uint64_t cols, uint64_t ld, uint64_t count,
+                         uint64_t stride, uint32_t box_rows,
+                         uint32_t box_cols, int bf16);
 int tj__function_shared_limit(void *function, unsigned bytes);
 /* 1 when the driver can build tensor maps (the Hopper GEMM's condition);
  * 0 on AMD and without a driver. */

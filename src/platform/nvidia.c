@@ -193,6 +193,27 @@ int tj__tensor_map_16(void *map, const void *base, uint64_t rows,
              ? TJ_OK : TJ_EDEVICE;
 }
 
+int tj__tensor_map_16_3d(void *map, const void *base, uint64_t rows,
+                         uint64_t cols, uint64_t ld, uint64_t count,
+                         uint64_t stride, uint32_t box_rows,
+                         uint32_t box_cols, int bf16)
+{
+  if (!tj__hopper_driver())
+    return TJ_EDEVICE;
+  const cuuint64_t dims[3] = {cols, rows, count},
+                   strides[2] = {ld * 2, stride * 2};
+  const cuuint32_t box[3] = {box_cols, box_rows, 1}, step[3] = {1, 1, 1};
+  return TJ__CU(cuTensorMapEncodeTiled(
+             (CUtensorMap *)map,
+             bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+             3, (void *)base, dims, strides, box, step,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)) == CUDA_SUCCESS
+             ? TJ_OK : TJ_EDEVICE;
+}
+
 /* function launched with programmatic dependent launch (tj__launch's
  * early): 1 when the driver took it, 0 where it has no cuLaunchKernelEx or
  * refused the launch. */

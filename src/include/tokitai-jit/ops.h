@@ -262,9 +262,15 @@ typedef struct tj_grouped_gemm_desc {
 /*
  * Queue the grouped GEMM d describes on stream (NULL: the default stream)
  * and return, without reading offs on the host and without allocating.
- * Every combination runs the portable grouped kernel
- * (kernels/gemm_grouped_portable.hip, fp32 FMAs on any GPU), compiled the
- * first time it is used; the same call gives the same bits on every run.
+ * On an sm_90 device an M-grouped call, or a K-grouped one with A stored
+ * K x M and B K x N (trans_a 1, trans_b 0), with A and B of one type,
+ * alpha != 0, and A, B and stride_b as TMA reads them (16-byte aligned,
+ * rows and matrices a multiple of 8 elements apart) runs the Hopper
+ * grouped kernel (kernels/gemm_grouped_sm90a.hip: wgmma and TMA, a persistent
+ * grid over the groups' tiles); every other combination runs the
+ * portable grouped kernel (kernels/gemm_grouped_portable.hip, fp32 FMAs
+ * on any GPU).  Each is compiled the first time it is used; the same
+ * call gives the same bits on every run.
  * Errors: TJ_EINVAL (a NULL or malformed field, named in tj_errmsg),
  * TJ_ERANGE (sizes past what the kernel indexes or int32 offsets reach),
  * TJ_ENODEVICE (a compile-only runtime), TJ_ECOMPILE, TJ_EDEVICE.
@@ -274,7 +280,8 @@ TJ_EXPORT int tj_grouped_gemm(tj_runtime *rt, void *stream,
                               const tj_grouped_gemm_desc *d);
 /*
  * The entry tj_grouped_gemm would launch for d, a name that says its
- * configuration ("gemm_grouped_m_bf16_bf16_bf16_nn_biasgelu_portable"),
+ * configuration ("gemm_grouped_m_bf16_bf16_bf16_nn_biasgelu_portable",
+ * "gemm_grouped_m_bf16_bf16_bf16_nn_none_sm90a_128x128"),
  * owned by rt; it compiles (or loads) the configuration and launches
  * nothing, so it answers on a compile-only runtime too.  NULL, with
  * tj_errmsg, for a descriptor tj_grouped_gemm refuses or a failed

@@ -292,4 +292,27 @@ int tj__gemm_tc_run(tj_runtime *rt, const char *fn, void *stream,
 int tj__gemm_tc_prepare(tj_runtime *rt, const tj_gemm_desc *d,
                         const char **entry);
 
+/* ------------------------------------------------------------ grouped
+ * tj_grouped_gemm (grouped.c) and its Hopper path (grouped_hopper.c). */
+
+/* The name of d's configuration on path ("portable",
+ * "sm90a_128x128"): "gemm_grouped_m_bf16_bf16_bf16_nn_biasgelu_" then
+ * path, into out (n bytes). */
+void tj__grouped_name(const tj_grouped_gemm_desc *d, const char *path,
+                      char *out, size_t n);
+/* Whether the Hopper path takes d (checked) on rt: M-grouped, or
+ * K-grouped with A stored K x M and B K x N; an sm_90 runtime (with a
+ * driver that builds tensor maps, unless compile-only), A and B of one
+ * type, alpha != 0, A and B (and stride_b) as TMA reads them, sizes and
+ * ldc in int. */
+int tj__grouped_hopper_serves(const tj_runtime *rt,
+                              const tj_grouped_gemm_desc *d);
+/* Run d (checked, served) on stream. */
+int tj__grouped_hopper_run(tj_runtime *rt, const char *fn, void *stream,
+                           const tj_grouped_gemm_desc *d);
+/* Compile (or load) d's configuration without launching; *entry (when
+ * not NULL): its product entry's name, owned by rt. */
+int tj__grouped_hopper_prepare(tj_runtime *rt, const tj_grouped_gemm_desc *d,
+                               const char **entry);
+
 #endif

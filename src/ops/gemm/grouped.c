@@ -5,8 +5,9 @@
  * (kernels/gemm_grouped_portable.hip compiled with the call's choices as
  * -D constants, one cached module each, its entries named from those
  * choices) and the launch, which reads no offset on the host and
- * allocates nothing.  The host call reads and checks its offsets, which
- * are host memory there.
+ * allocates nothing.  The M-grouped calls the Hopper path serves run
+ * there instead (grouped_hopper.c).  The host call reads and checks its
+ * offsets, which are host memory there.
  */
 #include "call.h"
 #include "gemm.h"
@@ -237,14 +238,19 @@ typedef struct config_names {
   char product[CONFIG_NAME_MAX], colsum[CONFIG_NAME_MAX + 8];
 } config_names;
 
-static void names_of(const tj_grouped_gemm_desc *d, config_names *n)
+void tj__grouped_name(const tj_grouped_gemm_desc *d, const char *path,
+                      char *out, size_t n)
 {
-  snprintf(n->product, sizeof n->product,
-           "gemm_grouped_%c_%s_%s_%s_%c%c_%s_portable",
+  snprintf(out, n, "gemm_grouped_%c_%s_%s_%s_%c%c_%s_%s",
            d->grouped == TJ_GROUPED_M ? 'm' : 'k', tj__gemm_dtype_name(d->a_type),
            tj__gemm_dtype_name(d->b_type), tj__gemm_dtype_name(d->c_type),
            d->trans_a ? 't' : 'n', d->trans_b ? 't' : 'n',
-           tj__gemm_epilogue_name(d->epilogue));
+           tj__gemm_epilogue_name(d->epilogue), path);
+}
+
+static void names_of(const tj_grouped_gemm_desc *d, config_names *n)
+{
+  tj__grouped_name(d, "portable", n->product, sizeof n->product);
   snprintf(n->colsum, sizeof n->colsum, "%s_colsum", n->product);
 }
 
@@ -323,6 +329,8 @@ int tj_grouped_gemm(tj_runtime *rt, void *stream,
   int rc = desc_in(rt, fn, desc, &d);
   if (rc != TJ_OK)
     return rc;
+  if (tj__grouped_hopper_serves(rt, &d))
+    return tj__grouped_hopper_run(rt, fn, stream, &d);
   return launch_grouped(rt, fn, stream, &d);
 }
 
@@ -334,6 +342,11 @@ const char *tj_grouped_gemm_kernel(tj_runtime *rt,
   tj_module *m = NULL;
   if (!tj__runtime_usable(rt) || desc_in(rt, fn, desc, &d) != TJ_OK)
     return NULL;
+  if (tj__grouped_hopper_serves(rt, &d)) {
+    const char *entry = NULL;
+    return tj__grouped_hopper_prepare(rt, &d, &entry) == TJ_OK ? entry
+                                                               : NULL;
+  }
   config_names n;
   names_of(&d, &n);
   tj_kernel *k = NULL;
@@ -410,7 +423,10 @@ int tj_grouped_gemm_host(tj_runtime *rt, const tj_grouped_gemm_desc *desc)
     return rc;
   /* The configuration is built before any device memory is held. */
   tj_module *m = NULL;
-  if (!rt->compile_only) {
+  if (!rt->compile_only && tj__grouped_hopper_serves(rt, &j.d)) {
+    if ((rc = tj__grouped_hopper_prepare(rt, &j.d, NULL)) != TJ_OK)
+      return rc;
+  } else if (!rt->compile_only) {
     config_names n;
     names_of(&j.d, &n);
     if ((rc = grouped_module(rt, &j.d, &n, &m)) != TJ_OK)
