@@ -283,25 +283,16 @@ static void names_of(const tj_gemm_desc *d, config_names *n)
 static int portable_module(tj_runtime *rt, const tj_gemm_desc *d,
                            const config_names *n, tj_module **m)
 {
-  char opt[8][TJ__GEMM_NAME_MAX + 32];
-  int vals[] = {d->a_type, d->b_type, d->c_type, d->trans_a, d->trans_b,
-                d->epilogue};
-  const char *keys[] = {"TJ_TA", "TJ_TB", "TJ_TC", "TJ_TRANS_A",
-                        "TJ_TRANS_B", "TJ_EPI"};
-  const char *options[8];
-  for (int i = 0; i < 6; i++) {
-    snprintf(opt[i], sizeof opt[i], "-D%s=%d", keys[i], vals[i]);
-    options[i] = opt[i];
-  }
-  snprintf(opt[6], sizeof opt[6], "-DTJ_GEMM_ENTRY=%s", n->product);
-  snprintf(opt[7], sizeof opt[7], "-DTJ_COLSUM_ENTRY=%s", n->colsum);
-  options[6] = opt[6];
-  options[7] = opt[7];
-  const char *entries[] = {n->product, n->colsum};
-  tj_module_source src = {sizeof src, tj__gemm_portable_source,
-                          "kernels/gemm_portable.hip", options, 8, NULL, 0,
-                          entries, 2};
-  return tj_module_compile(rt, &src, m);
+  const tj__gemm_define defs[] = {
+      {"TJ_TA", d->a_type},         {"TJ_TB", d->b_type},
+      {"TJ_TC", d->c_type},         {"TJ_TRANS_A", d->trans_a},
+      {"TJ_TRANS_B", d->trans_b},   {"TJ_EPI", d->epilogue}};
+  const tj__gemm_entry entries[] = {{"TJ_GEMM_ENTRY", n->product, 1},
+                                    {"TJ_COLSUM_ENTRY", n->colsum, 1}};
+  const tj__gemm_source src = {tj__gemm_portable_source,
+                               "kernels/gemm_portable.hip", NULL, defs, 6,
+                               entries, 2};
+  return tj__gemm_build(rt, &src, m);
 }
 
 /* ------------------------------------------------------- launching */

@@ -204,6 +204,28 @@ tj_dim3 tj__gemm_f16_grid(tj_runtime *rt, int M, int N, int K,
  * decisions are stored under.  tj__gemm_family_op: whether op is one
  * tj__gemm_desc_op makes. */
 #define TJ__GEMM_NAME_MAX 96
+
+/* ------------------------------------------------------------ build.c
+ * A configuration's code object: text (the embedded copy of file)
+ * compiled with -Dkey=value for each define and -Dmacro=name for each
+ * entry, the listed entries looked up in the module; for arch (NULL:
+ * the runtime's), compiled the first time, then loaded. */
+typedef struct tj__gemm_define {
+  const char *key;
+  int value;
+} tj__gemm_define;
+typedef struct tj__gemm_entry {
+  const char *macro, *name;
+  int listed;
+} tj__gemm_entry;
+typedef struct tj__gemm_source {
+  const char *text, *file, *arch;
+  const tj__gemm_define *defines;
+  int n_defines;
+  const tj__gemm_entry *entries;
+  int n_entries;
+} tj__gemm_source;
+int tj__gemm_build(tj_runtime *rt, const tj__gemm_source *s, tj_module **m);
 #define TJ__GEMM_OP_MAX 40
 void tj__gemm_desc_name(const tj_gemm_desc *d, const char *path,
                         char out[TJ__GEMM_NAME_MAX]);

@@ -259,24 +259,17 @@ static void names_of(const tj_grouped_gemm_desc *d, config_names *n)
 static int grouped_module(tj_runtime *rt, const tj_grouped_gemm_desc *d,
                           const config_names *n, tj_module **m)
 {
-  enum { N_OPTIONS = 9 };
-  char opt[N_OPTIONS][CONFIG_NAME_MAX + 32];
-  int vals[] = {d->grouped, d->a_type, d->b_type, d->c_type, d->trans_a,
-                d->trans_b, d->epilogue};
-  const char *keys[] = {"TJ_GROUPED", "TJ_TA", "TJ_TB", "TJ_TC",
-                        "TJ_TRANS_A", "TJ_TRANS_B", "TJ_EPI"};
-  const char *options[N_OPTIONS];
-  for (int i = 0; i < 7; i++)
-    snprintf(opt[i], sizeof opt[i], "-D%s=%d", keys[i], vals[i]);
-  snprintf(opt[7], sizeof opt[7], "-DTJ_GGEMM_ENTRY=%s", n->product);
-  snprintf(opt[8], sizeof opt[8], "-DTJ_GCOLSUM_ENTRY=%s", n->colsum);
-  for (int i = 0; i < N_OPTIONS; i++)
-    options[i] = opt[i];
-  const char *entries[] = {n->product, n->colsum};
-  tj_module_source src = {sizeof src, tj__gemm_grouped_portable_source,
-                          "kernels/gemm_grouped_portable.hip", options,
-                          N_OPTIONS, NULL, 0, entries, 2};
-  return tj_module_compile(rt, &src, m);
+  const tj__gemm_define defs[] = {
+      {"TJ_GROUPED", d->grouped},   {"TJ_TA", d->a_type},
+      {"TJ_TB", d->b_type},         {"TJ_TC", d->c_type},
+      {"TJ_TRANS_A", d->trans_a},   {"TJ_TRANS_B", d->trans_b},
+      {"TJ_EPI", d->epilogue}};
+  const tj__gemm_entry entries[] = {{"TJ_GGEMM_ENTRY", n->product, 1},
+                                    {"TJ_GCOLSUM_ENTRY", n->colsum, 1}};
+  const tj__gemm_source src = {tj__gemm_grouped_portable_source,
+                               "kernels/gemm_grouped_portable.hip", NULL,
+                               defs, 7, entries, 2};
+  return tj__gemm_build(rt, &src, m);
 }
 
 /* ------------------------------------------------------- launching */

@@ -107,26 +107,18 @@ static void config_of(const tj_runtime *rt, const tj_grouped_gemm_desc *d,
 static int module_of(tj_runtime *rt, const tj_grouped_gemm_desc *d,
                      const gconfig *c, tj_module **m)
 {
-  enum { NOPT = 10, NVALS = 8 };
-  char opt[NOPT][TJ__GEMM_NAME_MAX + 32];
-  const char *keys[NVALS] = {"TJ_GROUPED", "TJ_TA",  "TJ_TC",
-                             "TJ_TRANS_A", "TJ_TRANS_B", "TJ_EPI",
-                             "TJ_H_BN",    "TJ_H_STAGES"};
-  int vals[NVALS] = {d->grouped, d->a_type, d->c_type, d->trans_a,
-                     d->trans_b, d->epilogue, c->bn, SM90A_STAGES(c->bn)};
-  const char *options[NOPT];
-  for (int i = 0; i < NVALS; i++)
-    snprintf(opt[i], sizeof opt[i], "-D%s=%d", keys[i], vals[i]);
-  snprintf(opt[8], sizeof opt[8], "-DTJ_GGEMM_ENTRY=%s", c->product);
-  snprintf(opt[9], sizeof opt[9], "-DTJ_GCOLSUM_ENTRY=%s", c->colsum);
-  for (int i = 0; i < NOPT; i++)
-    options[i] = opt[i];
-  const char *entries[2] = {c->product, c->colsum};
-  int n = d->epilogue == TJ_EPILOGUE_DGELU ? 2 : 1;
-  tj_module_source src = {sizeof src, tj__gemm_grouped_sm90a_source,
-                          "kernels/gemm_grouped_sm90a.hip", options, NOPT,
-                          NULL, 0, entries, n};
-  return tj__module_get_for(rt, &src, "sm_90a", m);
+  const tj__gemm_define defs[] = {
+      {"TJ_GROUPED", d->grouped},   {"TJ_TA", d->a_type},
+      {"TJ_TC", d->c_type},         {"TJ_TRANS_A", d->trans_a},
+      {"TJ_TRANS_B", d->trans_b},   {"TJ_EPI", d->epilogue},
+      {"TJ_H_BN", c->bn},           {"TJ_H_STAGES", SM90A_STAGES(c->bn)}};
+  const tj__gemm_entry entries[] = {
+      {"TJ_GGEMM_ENTRY", c->product, 1},
+      {"TJ_GCOLSUM_ENTRY", c->colsum, d->epilogue == TJ_EPILOGUE_DGELU}};
+  const tj__gemm_source src = {tj__gemm_grouped_sm90a_source,
+                               "kernels/gemm_grouped_sm90a.hip", "sm_90a",
+                               defs, 8, entries, 2};
+  return tj__gemm_build(rt, &src, m);
 }
 
 int tj__grouped_hopper_prepare(tj_runtime *rt, const tj_grouped_gemm_desc *d,

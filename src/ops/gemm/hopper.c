@@ -119,34 +119,26 @@ static void unsplit_config(const tj_gemm_desc *d, config *c)
 static int module_of(tj_runtime *rt, const tj_gemm_desc *d, const config *c,
                      tj_module **m)
 {
-  enum { NOPT = 13, NVALS = 9 };
-  char opt[NOPT][TJ__GEMM_NAME_MAX + 32];
-  const char *keys[NVALS] = {"TJ_TA",     "TJ_TC",   "TJ_TRANS_A",
-                             "TJ_TRANS_B", "TJ_EPI",  "TJ_H_KIND",
-                             "TJ_H_BN",    "TJ_H_STAGES", "TJ_H_SPLIT"};
   int skinny = c->plan.kind == GEMM_KIND_SKINNY;
-  int vals[NVALS] = {d->a_type, d->c_type, d->trans_a, d->trans_b,
-                     d->epilogue, (int)c->plan.kind, c->plan.tile_n,
-                     SM90A_STAGES(c->plan.tile_n), skinny ? c->plan.split : 1};
-  const char *options[NOPT];
-  for (int i = 0; i < NVALS; i++)
-    snprintf(opt[i], sizeof opt[i], "-D%s=%d", keys[i], vals[i]);
-  snprintf(opt[9], sizeof opt[9], "-DTJ_GEMM_ENTRY=%s", c->product);
-  snprintf(opt[10], sizeof opt[10], "-DTJ_REDUCE_ENTRY=%s", c->reduce);
-  snprintf(opt[11], sizeof opt[11], "-DTJ_COLSUM_ENTRY=%s", c->colsum);
-  snprintf(opt[12], sizeof opt[12], "-DTJ_PAD_ENTRY=%s", c->pad);
-  for (int i = 0; i < NOPT; i++)
-    options[i] = opt[i];
-  const char *entries[4] = {c->product, c->pad};
-  int n = 2;
-  if (c->plan.kind == GEMM_KIND_SPLIT)
-    entries[n++] = c->reduce;
-  if (d->epilogue == TJ_EPILOGUE_DGELU)
-    entries[n++] = c->colsum;
-  tj_module_source src = {sizeof src, tj__gemm_sm90a_source,
-                          "kernels/gemm_sm90a.hip", options, NOPT, NULL, 0,
-                          entries, n};
-  return tj__module_get_for(rt, &src, "sm_90a", m);
+  const tj__gemm_define defs[] = {
+      {"TJ_TA", d->a_type},
+      {"TJ_TC", d->c_type},
+      {"TJ_TRANS_A", d->trans_a},
+      {"TJ_TRANS_B", d->trans_b},
+      {"TJ_EPI", d->epilogue},
+      {"TJ_H_KIND", (int)c->plan.kind},
+      {"TJ_H_BN", c->plan.tile_n},
+      {"TJ_H_STAGES", SM90A_STAGES(c->plan.tile_n)},
+      {"TJ_H_SPLIT", skinny ? c->plan.split : 1}};
+  const tj__gemm_entry entries[] = {
+      {"TJ_GEMM_ENTRY", c->product, 1},
+      {"TJ_PAD_ENTRY", c->pad, 1},
+      {"TJ_REDUCE_ENTRY", c->reduce, c->plan.kind == GEMM_KIND_SPLIT},
+      {"TJ_COLSUM_ENTRY", c->colsum, d->epilogue == TJ_EPILOGUE_DGELU}};
+  const tj__gemm_source src = {tj__gemm_sm90a_source,
+                               "kernels/gemm_sm90a.hip", "sm_90a", defs, 9,
+                               entries, 4};
+  return tj__gemm_build(rt, &src, m);
 }
 
 /* c for d: cfg's plan, else plan, else the decision's or the rule's. */

@@ -63,24 +63,16 @@ static void names_of(const tj_gemm_desc *d, tc_names *n)
 static int module_of(tj_runtime *rt, const tj_gemm_desc *d,
                      const tc_names *n, tj_module **m)
 {
-  enum { NVALS = 5, NOPT = 7 };
-  char opt[NOPT][TJ__GEMM_NAME_MAX + 32];
-  const char *keys[NVALS] = {"TJ_TA", "TJ_TC", "TJ_TRANS_A", "TJ_TRANS_B",
-                             "TJ_EPI"};
-  int vals[NVALS] = {d->a_type, d->c_type, d->trans_a, d->trans_b,
-                     d->epilogue};
-  const char *options[NOPT];
-  for (int i = 0; i < NVALS; i++)
-    snprintf(opt[i], sizeof opt[i], "-D%s=%d", keys[i], vals[i]);
-  snprintf(opt[5], sizeof opt[5], "-DTJ_GEMM_ENTRY=%s", n->product);
-  snprintf(opt[6], sizeof opt[6], "-DTJ_COLSUM_ENTRY=%s", n->colsum);
-  for (int i = 0; i < NOPT; i++)
-    options[i] = opt[i];
-  const char *entries[] = {n->product, n->colsum};
-  tj_module_source src = {sizeof src, tj__gemm_tc_source,
-                          "kernels/gemm_f16.hip", options, NOPT, NULL, 0,
-                          entries, 2};
-  return tj_module_compile(rt, &src, m);
+  const tj__gemm_define defs[] = {{"TJ_TA", d->a_type},
+                                  {"TJ_TC", d->c_type},
+                                  {"TJ_TRANS_A", d->trans_a},
+                                  {"TJ_TRANS_B", d->trans_b},
+                                  {"TJ_EPI", d->epilogue}};
+  const tj__gemm_entry entries[] = {{"TJ_GEMM_ENTRY", n->product, 1},
+                                    {"TJ_COLSUM_ENTRY", n->colsum, 1}};
+  const tj__gemm_source src = {tj__gemm_tc_source, "kernels/gemm_f16.hip",
+                               NULL, defs, 5, entries, 2};
+  return tj__gemm_build(rt, &src, m);
 }
 
 int tj__gemm_tc_prepare(tj_runtime *rt, const tj_gemm_desc *d,
