@@ -7,6 +7,7 @@
  * hand (an empty group, rows past the last group, each direction).
  */
 #include "testutil.h"
+#include "gemm/gemm.h"
 #include "oracle.h"
 
 #include <check.h>
@@ -345,6 +346,16 @@ static void read_archs(void)
   free(list);
 }
 
+/* rt with the grouped Hopper kernels on (the benchmark's knob, off by
+ * the rule). */
+static tj_runtime *grouped_sm90a_on(tj_runtime *rt)
+{
+  tj__gemm_knobs k = tj__gemm_knobs_rule;
+  k.grouped_sm90a = 1;
+  ck_assert_int_eq(tj__gemm_knobs_set(rt, &k), TJ_OK);
+  return rt;
+}
+
 /* Every layout and epilogue of the M-grouped call (bf16 to bf16), every
  * layout of the K-grouped one (bf16 to f32), and every pair of types in
  * each direction: each a module of its own, compiled for the arch, the
@@ -352,7 +363,7 @@ static void read_archs(void)
 START_TEST(every_configuration_compiles)
 {
   const char *arch = archs[_i];
-  tj_runtime *rt = open_for_arch(arch, NULL);
+  tj_runtime *rt = grouped_sm90a_on(open_for_arch(arch, NULL));
   int built = 0;
   for (int t = 0; t < 4; t++) {
     for (int e = 0; e < 4; e++) {
@@ -401,6 +412,11 @@ START_TEST(hopper_routing)
   tj_grouped_gemm_desc d = valid_m(3, 40, 24, 20);
   d.c_type = TJ_DTYPE_BF16;
   with_epilogue(&d, TJ_EPILOGUE_BIAS);
+  d.k = 24, d.lda = 24, d.stride_b = 24 * 24;
+  compiles_on(rt, "sm_90", &d, "portable"); /* the rule: knob off */
+  rt = grouped_sm90a_on(rt);
+  compiles_on(rt, "sm_90", &d, "sm90a_128x128");
+  d.k = 20, d.lda = 20, d.stride_b = 24 * 20;
   compiles_on(rt, "sm_90", &d, "portable"); /* lda 20 */
   d.k = 24, d.lda = 24, d.stride_b = 24 * 24;
   compiles_on(rt, "sm_90", &d, "sm90a_128x128");

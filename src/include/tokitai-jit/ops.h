@@ -262,14 +262,14 @@ typedef struct tj_grouped_gemm_desc {
 /*
  * Queue the grouped GEMM d describes on stream (NULL: the default stream)
  * and return, without reading offs on the host and without allocating.
- * On an sm_90 device an M-grouped call, or a K-grouped one with A stored
- * K x M and B K x N (trans_a 1, trans_b 0), with A and B of one type,
- * alpha != 0, and A, B and stride_b as TMA reads them (16-byte aligned,
- * rows and matrices a multiple of 8 elements apart) runs the Hopper
- * grouped kernel (kernels/gemm_grouped_sm90a.hip: wgmma and TMA, a persistent
- * grid over the groups' tiles); every other combination runs the
- * portable grouped kernel (kernels/gemm_grouped_portable.hip, fp32 FMAs
- * on any GPU).  Each is compiled the first time it is used; the same
+ * Every combination runs the portable grouped kernel
+ * (kernels/gemm_grouped_portable.hip, fp32 FMAs on any GPU).  A Hopper
+ * grouped kernel (kernels/gemm_grouped_sm90a.hip: wgmma and TMA, a
+ * persistent grid over the groups' tiles) for M-grouped calls and the
+ * weight gradient's K-grouped layout is built and tested on the CPU, and
+ * runs only where the benchmark's knob asks for it
+ * (TJ_GEMM_GROUPED_SM90A=1, read by tj-bench; the GPU suite sets it):
+ * it is opt-in while no GPU run has checked it.  Each is compiled the first time it is used; the same
  * call gives the same bits on every run.
  * Errors: TJ_EINVAL (a NULL or malformed field, named in tj_errmsg),
  * TJ_ERANGE (sizes past what the kernel indexes or int32 offsets reach),

@@ -64,7 +64,8 @@ int tj__grouped_hopper_serves(const tj_runtime *rt,
                               const tj_grouped_gemm_desc *d)
 {
   /* alpha == 0 reads neither A nor B: the portable kernel's. */
-  if (!kind_served(d) || tj__gemm_knobs_of(rt)->sm90a_off ||
+  const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
+  if (!knobs->grouped_sm90a || !kind_served(d) || knobs->sm90a_off ||
       d->a_type != d->b_type || d->alpha == 0.0f)
     return 0;
   if (strcmp(rt->arch, "sm_90") != 0 && strcmp(rt->arch, "sm_90a") != 0)

@@ -39,6 +39,9 @@
  *   TJ_GEMM_TC_ONLY=1      tj_gemm's tensor-core path (tensorcore.c) for
  *                          every call it serves, the Hopper one's and
  *                          tj_gemm_f16's included
+ *   TJ_GEMM_GROUPED_SM90A=1
+ *                          tj_grouped_gemm's Hopper kernels
+ *                          (grouped_hopper.c) for the calls they serve
  */
 #include "gemm.h"
 
@@ -81,4 +84,5 @@ void tj__gemm_knobs_from_env(tj__gemm_knobs *k)
   k->evict_first = zero_or_one(getenv("TJ_GEMM_EVICT_FIRST"));
   k->early = zero_or_one(getenv("TJ_GEMM_PDL"));
   k->tc_only = zero_or_one(getenv("TJ_GEMM_TC_ONLY")) == 1;
+  k->grouped_sm90a = zero_or_one(getenv("TJ_GEMM_GROUPED_SM90A")) == 1;
 }
