@@ -63,7 +63,7 @@
  *   4-byte aligned and ldc is even.
  *
  * Paths
- *   On an sm_90 device tj_gemm_f16 runs gemm_f16_sm90a.hip (wgmma, TMA)
+ *   On an sm_90 device tj_gemm_f16 runs gemm_sm90a.hip's configurations (wgmma, TMA)
  *   instead wherever its preconditions hold; this kernel takes the rest.
  *   NVIDIA sm_80+ (__CUDA_ARCH__ >= 800): tensor cores through inline PTX
  *   mma.sync m16n8k16 (f16 or bf16 in, f32 accumulate).  A 128 x 128 x
