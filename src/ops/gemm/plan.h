@@ -64,7 +64,6 @@
  * partials stay small beside the work they save. */
 #define SM90A_SPLIT_MIN_KTILES 16
 #define SM90A_SPLIT_MAX 16
-#define SM90A_REDUCE_THREADS 256u
 /* The Hopper skinny kernel (M <= 16): 160 threads, 128 columns of C a
  * block, K split across a cluster of 1, 2, 3, 4 or 8 blocks (a code
  * object each); A's TMA box is its 16 rows. */
