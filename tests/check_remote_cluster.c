@@ -569,6 +569,115 @@ START_TEST(a_node_killed_mid_run_turns_the_tier_off_and_fails_no_call)
 }
 END_TEST
 
+/* The node that holds the values of kernel set what, warmed by one
+ * process with a cache of its own under dir/name: its index, or -1 when
+ * the new values are not all on one node. */
+static int probe_node(const cluster *cl, const char *name, int what,
+                      long long before[NODES])
+{
+  char *sub = test_path(cl->dir, name);
+  ck_assert_int_eq(mkdir(sub, 0700), 0);
+  herd h;
+  herd_start(&h, 1, sub, cl->spec, 0, what);
+  herd_go(&h);
+  herd_wait(&h);
+  ck_assert_int_eq(h.ok, 1);
+  free(sub);
+  int at = -1;
+  for (int i = 0; i < NODES; i++) {
+    long long n = keys_on(cl, i, "tokitai-jit:v1:code:*");
+    if (n > before[i])
+      at = at < 0 ? i : -2;
+    before[i] = n;
+  }
+  return at < 0 ? -1 : at;
+}
+
+/* A node is dead before the herd starts, and it serves the key that
+ * each process warms first: that key is compiled by every process, but
+ * the breaker is the dead node's only, so the key served by a live node
+ * is still compiled once in all. */
+START_TEST(a_dead_node_leaves_the_other_nodes_keys_shared)
+{
+  enum { N = 8 };
+  setenv("TOKITAI_JIT_REMOTE_LEASE_MS", "2000", 1);
+  cluster cl;
+  cluster_start(&cl);
+  long long before[NODES] = {0};
+  int dead = probe_node(&cl, "add", ADD, before), user = dead;
+  ck_assert_int_ge(dead, 0);
+  char src[160], name[32];
+  for (int v = 0; v < 16 && user == dead; v++) { /* a user kernel whose
+                                                    key a live node serves */
+    snprintf(src, sizeof src, "extern \"C\" __global__ void remote_k(int "
+             "*p) { p[threadIdx.x] = %d; }", v);
+    snprintf(name, sizeof name, "user%d", v);
+    herd_user_source = src;
+    user = probe_node(&cl, name, ADD_AND_USER, before);
+    ck_assert_int_ge(user, 0);
+  }
+  ck_assert_int_ne(user, dead);
+  for (int i = 0; i < NODES; i++)
+    freeReplyObject(ask(&cl.node[i], "FLUSHALL"));
+  stop_server(&cl.node[dead]);
+  herd h;
+  herd_start(&h, N, cl.dir, cl.spec, 0, ADD_AND_USER);
+  herd_go(&h);
+  herd_wait(&h);
+  printf("remote cluster: node %d dead, the user kernel on node %d: %d of "
+         "%d succeeded, %llu compiles, %llu remote hits, %llu errors\n",
+         dead, user, h.ok, N, (unsigned long long)h.compiles,
+         (unsigned long long)h.remote_hits, (unsigned long long)h.errors);
+  ck_assert_int_eq(h.ok, N);
+  /* add_i32 by each process; the live node's key once, N-1 hits */
+  ck_assert_uint_eq(h.compiles, N + 1);
+  ck_assert_uint_eq(h.remote_hits, N - 1);
+  ck_assert_int_eq(keys_on(&cl, user, "tokitai-jit:v1:code:*"), 1);
+  ck_assert_int_eq(keys_on(&cl, user, "tokitai-jit:v1:lease:*"), 0);
+  for (int i = 0; i < N; i++) { /* one opening each: the dead node's */
+    ck_assert_uint_eq(h.got[i].st.remote_breaker_openings, 1);
+    ck_assert_uint_le(h.got[i].st.remote_errors +
+                          h.got[i].st.remote_timeouts, 1);
+  }
+  unsetenv("TOKITAI_JIT_REMOTE_LEASE_MS");
+  herd_user_source = user_source;
+  cluster_stop(&cl);
+}
+END_TEST
+
+/* One remote, a node dead: the dead node's keys answer at once as the
+ * tier off, the others' keys are still read and written. */
+START_TEST(a_dead_node_turns_off_its_keys_only)
+{
+  cluster cl;
+  cluster_start(&cl);
+  tj__remote *r = remote_on(cl.spec), *other = remote_on(cl.spec);
+  char live[TJ__KEY_HEX], gone[TJ__KEY_HEX];
+  key_on_node(1, 0, live);
+  key_on_node(0, 0, gone);
+  ck_assert_int_eq(fetch(r, live), TJ_ENOENT); /* the map is learnt */
+  stop_server(&cl.node[0]);
+  ck_assert_int_eq(fetch(r, gone), TJ_EIO);
+  ck_assert_int_eq(tj__remote_off(r), 1);
+  ck_assert_int_eq(fetch(r, gone), TJ_EIO); /* at once: off */
+  tj__cache_row row = row_for(live);
+  ck_assert_int_eq(tj__remote_put(r, &row), TJ_OK);
+  ck_assert_int_eq(fetch(r, live), TJ_OK);
+  ck_assert_int_eq(fetch(other, live), TJ_OK);
+  tj__remote_counters n;
+  tj__remote_get_counters(r, &n);
+  ck_assert_uint_eq(n.openings, 1);
+  ck_assert_uint_eq(n.errors + n.timeouts, 1);
+  ck_assert_uint_eq(n.hits, 1);
+  char said[800];
+  ck_assert_int_eq(tj__remote_take_warning(r, said, sizeof said), 1);
+  ck_assert_ptr_nonnull(strstr(said, "for one server's keys"));
+  tj__remote_close(r);
+  tj__remote_close(other);
+  cluster_stop(&cl);
+}
+END_TEST
+
 /* ------------------------------------------------------- odd nodes */
 
 enum { LOOP, HUGE_MAP, BAD_MAP, BAD_REDIRECT, ENDLESS_LINE };
@@ -760,6 +869,8 @@ int main(void)
   tcase_add_test(tc, an_ask_during_a_migration_is_followed);
   tcase_add_test(tc, a_herd_compiles_each_key_once_through_a_cluster);
   tcase_add_test(tc, a_node_killed_mid_run_turns_the_tier_off_and_fails_no_call);
+  tcase_add_test(tc, a_dead_node_turns_off_its_keys_only);
+  tcase_add_test(tc, a_dead_node_leaves_the_other_nodes_keys_shared);
   return run_suite(s);
 }
 

@@ -30,6 +30,9 @@
 /* A user kernel beside the embedded add_i32: the module path too. */
 static const char user_source[] =
     "extern \"C\" __global__ void remote_k(int *p) { p[threadIdx.x] = 7; }";
+/* The user kernel that the children compile (a case may pick another
+ * before herd_start, to choose its key). */
+static const char *herd_user_source = user_source;
 
 /* ------------------------------------------------------- servers */
 
@@ -257,7 +260,7 @@ static inline void child(int index, const char *cache, const char *spec,
                                               : "add_i32";
   rep.ok = rt && tj_kernel_get(rt, name, &k) == TJ_OK &&
            (what != ADD_AND_USER ||
-            tj_kernel_compile(rt, user_source, "remote_k", NULL, &k) == TJ_OK) &&
+            tj_kernel_compile(rt, herd_user_source, "remote_k", NULL, &k) == TJ_OK) &&
            (what != ADD_AND_GELU ||
             tj_kernel_get(rt, "gelu_fwd_f16", &k) == TJ_OK);
   if (rt) {

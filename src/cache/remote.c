@@ -12,11 +12,12 @@
  * "The remote tier").
  *
  * One mutex orders the commands: a backend's connections are not shared
- * between threads, and a command ends within the operation timeout.  The
- * breaker: a fault turns the tier off until a jittered backoff passes
- * (doubling at each fault in a row, up to 64 times the first); the first
- * call after it is sent, and its success turns the tier on again and
- * publishes the values that waited.  One thread of the tier, started
+ * between threads, and a command ends within the operation timeout.  A
+ * breaker per server (shard, cluster node): a fault turns that server's
+ * keys off until a jittered backoff passes (doubling at each fault in a
+ * row, up to 64 times the first), while the keys of the other servers
+ * stay shared; the first call on it after the backoff is sent, and its
+ * success turns it on again and publishes the values that waited.  One thread of the tier, started
  * with the first lease or the first value that waits, renews the leases
  * held here and publishes what waits once the backoff has passed.
  */
@@ -68,18 +69,24 @@ typedef struct pending {
   int replace;
 } pending;
 
+/* One server's breaker. */
+typedef struct breaker {
+  int off;               /* open: the server's keys are not asked */
+  long long retry_at;    /* when it may be tried again (ms) */
+  long backoff;          /* the last time off, 0 while on */
+  int streak;            /* faults in a row */
+  long long streak_at;   /* when the first of them came (ms) */
+  int away;              /* the last fault got nothing of an answer */
+} breaker;
+
 struct tj__remote {
   const tj__remote_backend *be;
   void *b;
   tj__remote_settings set;
   pthread_mutex_t lock;
   pthread_cond_t wake;   /* the renewer's sleep */
-  int off;               /* atomic: the breaker is open */
-  long long retry_at;    /* when it may be tried again (ms) */
-  long backoff;          /* the last time off, 0 while on */
-  int streak;            /* faults in a row */
-  long long streak_at;   /* when the first of them came (ms) */
-  int away;              /* the last fault got nothing of an answer */
+  breaker brk[TJ__REMOTE_MAX_SERVERS]; /* one per server */
+  int noff;              /* atomic: the servers whose breaker is open */
   uint64_t seed;
   int changed;           /* a change of state not yet said */
   char why[800];
@@ -174,7 +181,7 @@ int tj__remote_open(const char *spec, const tj__remote_settings *s,
 }
 
 static int flush_pending(tj__remote *r);
-static int may_call(tj__remote *r);
+static int may_call(tj__remote *r, const char *key);
 static void start_renewer(tj__remote *r);
 
 void tj__remote_stop(tj__remote *r)
@@ -190,7 +197,7 @@ void tj__remote_stop(tj__remote *r)
   if (joined)
     pthread_join(r->renewer, NULL);
   pthread_mutex_lock(&r->lock);
-  if (r->npend && may_call(r))
+  if (r->npend)
     flush_pending(r);
   pthread_mutex_unlock(&r->lock);
 }
@@ -221,7 +228,7 @@ int tj__remote_server_of(const tj__remote *r, const char *key)
 
 int tj__remote_off(const tj__remote *r)
 {
-  return __atomic_load_n(&r->off, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&r->noff, __ATOMIC_ACQUIRE) > 0;
 }
 
 int tj__remote_take_warning(tj__remote *r, char *out, size_t len)
@@ -245,57 +252,91 @@ void tj__remote_get_counters(const tj__remote *r, tj__remote_counters *c)
 
 /* ------------------------------------------------------- the breaker */
 
-/* May a command be sent now?  r->lock held. */
-static int may_call(tj__remote *r)
+/* The breaker of key's server.  r->lock held. */
+static breaker *brk_of(tj__remote *r, const char *key)
 {
-  return !r->off || now_ms() >= r->retry_at;
+  int i = r->be->server_of(r->b, key);
+  return &r->brk[i >= 0 && i < TJ__REMOTE_MAX_SERVERS ? i : 0];
 }
 
-/* A command answered while the tier was off: on again.  r->lock held. */
-static void turn_on(tj__remote *r)
+/* May a command on key be sent now?  r->lock held. */
+static int may_call(tj__remote *r, const char *key)
 {
-  __atomic_store_n(&r->off, 0, __ATOMIC_RELEASE);
-  r->backoff = 0;
+  const breaker *k = brk_of(r, key);
+  return !k->off || now_ms() >= k->retry_at;
+}
+
+/* A command answered on a server that was off: on again.  r->lock
+ * held. */
+static void turn_on(tj__remote *r, breaker *k)
+{
+  k->off = 0;
+  k->backoff = 0;
+  int left = __atomic_sub_fetch(&r->noff, 1, __ATOMIC_ACQ_REL);
   r->changed = 1;
-  snprintf(r->why, sizeof r->why, "remote tier on again: it answers");
+  snprintf(r->why, sizeof r->why, left ? "a remote server answers again; "
+           "%d still off" : "remote tier on again: it answers", left);
 }
 
-/* A command ended: rc < 0 is a fault (c says why), which turns the tier
- * off for the next backoff; success turns it on again.  r->lock held. */
-static void account(tj__remote *r, const tj__remote_call *c, int rc)
+/* A fault on k: off for the next backoff.  r->lock held. */
+static void turn_off(tj__remote *r, breaker *k, const tj__remote_call *c)
 {
+  if (k->streak++ == 0)
+    k->streak_at = now_ms();
+  k->away = c->away;
+  long first = r->set.backoff_ms;
+  k->backoff = !k->backoff ? first
+               : k->backoff < first * BACKOFF_GROWTH / 2 ? k->backoff * 2
+                                                        : first * BACKOFF_GROWTH;
+  r->seed ^= r->seed >> 12, r->seed ^= r->seed << 25, r->seed ^= r->seed >> 27;
+  uint64_t j = (r->seed * 0x2545F4914F6CDD1Dull) % (uint64_t)(k->backoff + 1);
+  k->retry_at = now_ms() + k->backoff / 2 + (long long)j;
+  if (k->off)
+    return;
+  k->off = 1;
+  r->n.openings++;
+  r->changed = 1;
+  if (r->be->server_count(r->b) > 1)
+    snprintf(r->why, sizeof r->why, "remote tier off for a while for one "
+             "server's keys: %s; compiling them here instead, trying it "
+             "again later", c->what);
+  else
+    snprintf(r->why, sizeof r->why, "remote tier off for a while: %s; "
+             "compiling here instead, trying it again later", c->what);
+  __atomic_add_fetch(&r->noff, 1, __ATOMIC_ACQ_REL);
+}
+
+/* A command on key ended: rc < 0 is a fault (c says why), which turns
+ * key's server off for the next backoff; success turns it on again and,
+ * unless flushing, publishes what waited.  The server is judged after
+ * the command: a cluster's first command learns its map.  r->lock held. */
+static void settle(tj__remote *r, const char *key, const tj__remote_call *c,
+                   int rc, int flushing)
+{
+  breaker *k = brk_of(r, key);
   r->n.bytes_in += c->bytes_in;
   r->n.bytes_out += c->bytes_out;
   r->n.redirects += c->redirects;
   if (rc >= 0) {
-    r->streak = 0;
-    if (r->off) {
-      turn_on(r);
-      flush_pending(r);
+    k->streak = 0;
+    if (k->off) {
+      turn_on(r, k);
+      if (!flushing)
+        flush_pending(r);
     }
     return;
   }
-  if (r->streak++ == 0)
-    r->streak_at = now_ms();
-  r->away = c->away;
   if (c->timeout)
     r->n.timeouts++;
   else
     r->n.errors++;
-  long first = r->set.backoff_ms;
-  r->backoff = !r->backoff ? first
-               : r->backoff < first * BACKOFF_GROWTH / 2 ? r->backoff * 2
-                                                        : first * BACKOFF_GROWTH;
-  r->seed ^= r->seed >> 12, r->seed ^= r->seed << 25, r->seed ^= r->seed >> 27;
-  uint64_t j = (r->seed * 0x2545F4914F6CDD1Dull) % (uint64_t)(r->backoff + 1);
-  r->retry_at = now_ms() + r->backoff / 2 + (long long)j;
-  if (!r->off) {
-    r->n.openings++;
-    r->changed = 1;
-    snprintf(r->why, sizeof r->why, "remote tier off for a while: %s; "
-             "compiling here instead, trying it again later", c->what);
-    __atomic_store_n(&r->off, 1, __ATOMIC_RELEASE);
-  }
+  turn_off(r, k, c);
+}
+
+static void account(tj__remote *r, const char *key, const tj__remote_call *c,
+                    int rc)
+{
+  settle(r, key, c, rc, 0);
 }
 
 /* ------------------------------------------------------- values */
@@ -329,12 +370,12 @@ int tj__remote_get(tj__remote *r, const tj__cache_row *want,
   unsigned char *val = NULL;
   size_t len = 0;
   pthread_mutex_lock(&r->lock);
-  if (!may_call(r)) {
+  if (!may_call(r, want->key)) {
     pthread_mutex_unlock(&r->lock);
     return TJ_EIO;
   }
   int got = r->be->get(r->b, want->key, MAX_VALUE, &val, &len, &c);
-  account(r, &c, got);
+  account(r, want->key, &c, got);
   int verdict = got > 0 ? tj__remote_decode(val, len, want, v) : 1;
   if (verdict == 0)
     r->n.hits++;
@@ -368,29 +409,32 @@ static void keep_pending(tj__remote *r, const char *key, unsigned char *val,
   pthread_cond_broadcast(&r->wake);
 }
 
-/* Publish what waited, until a fault: 0, or -1 when one ended it.
+/* Publish what waited whose server may be asked now; a value whose
+ * server is off, or faults, waits on.  0, or -1 when a fault came.
  * r->lock held. */
 static int flush_pending(tj__remote *r)
 {
-  int i = 0, rc = 0;
-  for (; i < r->npend; i++) {
+  int kept = 0, rc = 0;
+  for (int i = 0; i < r->npend; i++) {
     pending *p = &r->pend[i];
     tj__remote_call c = {0};
-    rc = r->be->put(r->b, p->key, p->val, p->len, p->replace, r->set.ttl_s,
-                    &c);
-    if (rc < 0) {
-      account(r, &c, rc);
-      break;
+    int put = may_call(r, p->key)
+                  ? r->be->put(r->b, p->key, p->val, p->len, p->replace,
+                               r->set.ttl_s, &c)
+                  : -2;
+    if (put != -2)
+      settle(r, p->key, &c, put, 1);
+    if (put < 0) {
+      rc |= put == -1 ? -1 : 0;
+      r->pend[kept++] = *p;
+      continue;
     }
-    r->n.bytes_in += c.bytes_in, r->n.bytes_out += c.bytes_out;
-    r->n.redirects += c.redirects;
     r->n.published++;
     r->pend_bytes -= p->len;
     free(p->val);
   }
-  memmove(r->pend, r->pend + i, (size_t)(r->npend - i) * sizeof *r->pend);
-  r->npend -= i;
-  return rc < 0 ? -1 : 0;
+  r->npend = kept;
+  return rc;
 }
 
 int tj__remote_put(tj__remote *r, const tj__cache_row *row)
@@ -403,13 +447,13 @@ int tj__remote_put(tj__remote *r, const tj__cache_row *row)
     return TJ_OK; /* out of memory: the value is only a help to others */
   pthread_mutex_lock(&r->lock);
   int replace = was_rejected(r, row->key), rc = 0;
-  if (!may_call(r)) {
+  if (!may_call(r, row->key)) {
     keep_pending(r, row->key, b, len, replace);
     b = NULL;
   } else {
     tj__remote_call c = {0};
     rc = r->be->put(r->b, row->key, b, len, replace, r->set.ttl_s, &c);
-    account(r, &c, rc);
+    account(r, row->key, &c, rc);
     if (rc < 0)
       keep_pending(r, row->key, b, len, replace), b = NULL;
   }
@@ -422,9 +466,9 @@ int tj__remote_put(tj__remote *r, const tj__cache_row *row)
 
 /* Account for one command sent (call it only when may_call said so) and
  * get the call ready for the next.  r->lock held. */
-static int done(tj__remote *r, tj__remote_call *c, int rc)
+static int done(tj__remote *r, const char *key, tj__remote_call *c, int rc)
 {
-  account(r, c, rc);
+  account(r, key, c, rc);
   memset(c, 0, sizeof *c);
   return rc;
 }
@@ -435,8 +479,11 @@ static int done(tj__remote *r, tj__remote_call *c, int rc)
 static void next_wake(const tj__remote *r, struct timespec *at)
 {
   long ms = r->set.lease_ms / 3;
-  long long left = r->retry_at - now_ms();
-  if (r->npend && r->off && left < ms)
+  long long left = ms;
+  for (int i = 0; i < TJ__REMOTE_MAX_SERVERS && r->npend && r->noff; i++)
+    if (r->brk[i].off && r->brk[i].retry_at - now_ms() < left)
+      left = r->brk[i].retry_at - now_ms();
+  if (left < ms)
     ms = left > 1 ? (long)left : 1;
   clock_gettime(CLOCK_REALTIME, at);
   at->tv_sec += ms / 1000;
@@ -453,8 +500,9 @@ static void renew_held(tj__remote *r)
     if (!l)
       continue;
     tj__remote_call c = {0};
-    int rc = may_call(r) ? done(r, &c, r->be->lease_renew(r->b, l->key,
-                               l->token, r->set.lease_ms, &c))
+    int rc = may_call(r, l->key)
+                 ? done(r, l->key, &c, r->be->lease_renew(r->b, l->key,
+                        l->token, r->set.lease_ms, &c))
                          : -1;
     r->n.renewals += rc == 1;
     if (rc == 0) /* taken over: no longer ours to renew */
@@ -474,9 +522,8 @@ static void *renewer(void *arg)
     struct timespec at;
     next_wake(r, &at);
     pthread_cond_timedwait(&r->wake, &r->lock, &at);
-    if (r->npend && r->off && may_call(r) && !r->stopping &&
-        flush_pending(r) == 0)
-      turn_on(r);
+    if (r->npend && r->noff && !r->stopping)
+      flush_pending(r);
     renew_held(r);
   }
   pthread_mutex_unlock(&r->lock);
@@ -518,15 +565,15 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
   long ms = r->set.lease_ms;
   tj__remote_call c = {0};
   if (!ro) {
-    int t = may_call(r) ? done(r, &c, r->be->lease_take(r->b, l->key,
-                                 l->token, NULL, ms, &c))
+    int t = may_call(r, l->key) ? done(r, l->key, &c, r->be->lease_take(
+                                      r->b, l->key, l->token, NULL, ms, &c))
                         : -1;
     if (t != 0)
       return t > 0 ? STEP_HOLD : STEP_OFF;
   }
   char holder[TJ__REMOTE_TOKEN] = "";
-  int h = may_call(r) ? done(r, &c, r->be->lease_holder(r->b, l->key, holder,
-                                                        sizeof holder, &c))
+  int h = may_call(r, l->key) ? done(r, l->key, &c, r->be->lease_holder(
+                                    r->b, l->key, holder, sizeof holder, &c))
                       : -1;
   if (h < 0)
     return STEP_OFF;
@@ -540,7 +587,8 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
     *since = now_ms();
   }
   if (!was_rejected(r, l->key)) {
-    int have = may_call(r) ? done(r, &c, r->be->exists(r->b, l->key, &c))
+    int have = may_call(r, l->key)
+                   ? done(r, l->key, &c, r->be->exists(r->b, l->key, &c))
                            : -1;
     if (have != 0)
       return have > 0 ? STEP_LOOK : STEP_OFF;
@@ -550,8 +598,8 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
   if (ro)
     return STEP_ALONE;
   /* The holder outlived the wait: one waiter takes it from that holder. */
-  int t = may_call(r) ? done(r, &c, r->be->lease_take(r->b, l->key, l->token,
-                                                      seen, ms, &c))
+  int t = may_call(r, l->key) ? done(r, l->key, &c, r->be->lease_take(
+                                    r->b, l->key, l->token, seen, ms, &c))
                       : -1;
   return t < 0 ? STEP_OFF : t > 0 ? STEP_HOLD : STEP_WAIT;
 }
@@ -561,20 +609,22 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
 static int taken_over(tj__remote *r, const tj__remote_lease *l)
 {
   tj__remote_call c = {0};
-  if (was_rejected(r, l->key) || !may_call(r))
+  if (was_rejected(r, l->key) || !may_call(r, l->key))
     return 0;
-  return done(r, &c, r->be->exists(r->b, l->key, &c)) == 0;
+  return done(r, l->key, &c, r->be->exists(r->b, l->key, &c)) == 0;
 }
 
 /* After a step that met the tier off: wait on (the fault is ridden
  * out, RIDE_FAULTS says when) for at most the lease time since the
  * first fault, as long as a dead holder may cost, and while the wait
  * has time left.  r->lock held. */
-static int ride_out(const tj__remote *r, long long since, long wait_ms)
+static int ride_out(tj__remote *r, const char *key, long long since,
+                    long wait_ms)
 {
+  const breaker *k = brk_of(r, key);
   long long t = now_ms();
-  return r->away && r->streak < RIDE_FAULTS &&
-         t - r->streak_at < r->set.lease_ms && t - since < wait_ms;
+  return k->away && k->streak < RIDE_FAULTS &&
+         t - k->streak_at < r->set.lease_ms && t - since < wait_ms;
 }
 
 int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
@@ -595,7 +645,7 @@ int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
       hold(r, l);
       r->n.takeovers += seen[0] && taken_over(r, l);
     }
-    if (step == STEP_OFF && ride_out(r, since, bound))
+    if (step == STEP_OFF && ride_out(r, l->key, since, bound))
       step = STEP_WAIT;
     pthread_mutex_unlock(&r->lock);
     if (step != STEP_WAIT)
@@ -614,8 +664,8 @@ void tj__remote_lease_end(tj__remote *r, tj__remote_lease *l)
     if (r->held[i] == l)
       r->held[i] = NULL;
   tj__remote_call c = {0};
-  if (may_call(r))
-    done(r, &c, r->be->lease_release(r->b, l->key, l->token, &c));
+  if (may_call(r, l->key))
+    done(r, l->key, &c, r->be->lease_release(r->b, l->key, l->token, &c));
   pthread_mutex_unlock(&r->lock);
   l->held = 0;
 }

@@ -14,11 +14,13 @@
  * The remote is advisory.  Every command is bounded as a whole by the
  * operation timeout; a fault (no connection, the deadline passed, an
  * error reply, a reply of a type or size the command does not return)
- * turns the tier off for a while: calls answer at once as a miss until
- * the backoff (doubling from TOKITAI_JIT_REMOTE_BACKOFF_MS, with jitter)
- * has passed, and the next call tries again (the tier's thread does, when
- * values wait to be published).  Each change of state is said once
- * (tj__remote_take_warning).
+ * turns the tier off for a while for the keys of the server that had it
+ * (each server, shard or cluster node has a breaker of its own; the keys
+ * of the others stay shared): calls on them answer at once as a miss
+ * until the backoff (doubling from TOKITAI_JIT_REMOTE_BACKOFF_MS, with
+ * jitter) has passed, and the next call tries again (the tier's thread
+ * does, when values wait to be published).  Each change of state is said
+ * once (tj__remote_take_warning).
  */
 #ifndef TJ_REMOTE_H
 #define TJ_REMOTE_H
@@ -33,7 +35,7 @@ typedef struct tj__remote tj__remote;
 /* What one remote has done; each only grows. */
 typedef struct tj__remote_counters {
   uint64_t hits, misses, rejects, errors, timeouts, bytes_in, bytes_out;
-  uint64_t openings;  /* the breaker turned the tier off */
+  uint64_t openings;  /* a server's breaker turned its keys off */
   uint64_t renewals;  /* lease renewals sent while compiling */
   uint64_t takeovers; /* leases taken from a holder that stopped */
   uint64_t published; /* values compiled while off, published later */
@@ -90,6 +92,8 @@ typedef struct tj__remote_backend {
               int *readonly, char *msg, size_t len);
   void (*close)(void *b);
   int (*server_count)(void *b);
+  /* The server of key, from 0 to TJ__REMOTE_MAX_SERVERS - 1: its breaker.
+   * After a fault it names the server that had it. */
   int (*server_of)(void *b, const char *key);
   /* key's value, at most max bytes: 1 with *val (malloc'd), *len; 0: none. */
   int (*get)(void *b, const char *key, size_t max, unsigned char **val,
@@ -144,7 +148,7 @@ int tj__remote_server_count(const tj__remote *r);
 /* The server that holds key's value and lease. */
 int tj__remote_server_of(const tj__remote *r, const char *key);
 
-/* Non-zero while the tier is off (the breaker open). */
+/* Non-zero while the tier is off for any server (its breaker open). */
 int tj__remote_off(const tj__remote *r);
 /* The last change of state, to be said once: copied out the first time
  * (1), else 0. */

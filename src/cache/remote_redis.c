@@ -379,9 +379,10 @@ static int redis_server_count(void *b)
 static int redis_server_of(void *b, const char *key)
 {
   const redis_backend *rb = b;
-  if (rb->cluster) { /* the node the map names, while there is a map */
+  if (rb->cluster) { /* the node the map names; after a fault, the one
+                       it named last (its breaker is that node's) */
     int i = rb->slot[slot_of(key)];
-    return rb->mapped && i != NO_NODE ? i : 0;
+    return i != NO_NODE ? i : 0;
   }
   int best = 0;
   uint64_t top = 0;
