@@ -322,6 +322,61 @@ START_TEST(a_server_killed_mid_run_costs_only_compiles)
 }
 END_TEST
 
+/* Two standalone shards, one killed: its keys answer at once as the
+ * tier off after one fault, the other shard's keys are still written and
+ * read, by this remote and by another. */
+START_TEST(a_dead_shard_turns_off_its_keys_only)
+{
+  char *dir = test_tmpdir();
+  redis_server s[2];
+  for (int i = 0; i < 2; i++)
+    start_server(&s[i], dir);
+  char *spec = spec_of(s, 2, "");
+  tj__remote_settings set;
+  char why[256], msg[512];
+  tj__remote_settings_env(&set, why, sizeof why);
+  tj__remote *r, *other;
+  ck_assert_int_eq(tj__remote_open(spec, &set, &r, msg, sizeof msg), TJ_OK);
+  ck_assert_int_eq(tj__remote_open(spec, &set, &other, msg, sizeof msg),
+                   TJ_OK);
+  char key[2][TJ__KEY_HEX];
+  int have[2] = {0, 0};
+  for (int i = 0; !(have[0] && have[1]); i++) {
+    char k[TJ__KEY_HEX];
+    tj__hash_hex(&i, sizeof i, k);
+    int at = tj__remote_server_of(r, k);
+    if (!have[at])
+      memcpy(key[at], k, sizeof k), have[at] = 1;
+  }
+  stop_server(&s[0]);
+  static const unsigned char code[] = "\177ELF shard code";
+  tj__cache_row row = {key[0], "add_i32", TEST_ARCH, TJ__PLATFORM,
+                       "compiler 1", "-O3", code, sizeof code, 1.5, "", NULL};
+  tj__remote_value v;
+  int rejected;
+  ck_assert_int_eq(tj__remote_get(r, &row, &v, &rejected), TJ_EIO);
+  ck_assert_int_eq(tj__remote_get(r, &row, &v, &rejected), TJ_EIO);
+  ck_assert_int_eq(tj__remote_off(r), 1);
+  row.key = key[1];
+  ck_assert_int_eq(tj__remote_put(r, &row), TJ_OK);
+  ck_assert_int_eq(tj__remote_get(r, &row, &v, &rejected), TJ_OK);
+  tj__found_free(&v);
+  ck_assert_int_eq(tj__remote_get(other, &row, &v, &rejected), TJ_OK);
+  ck_assert_mem_eq(v.code, code, sizeof code);
+  tj__found_free(&v);
+  tj__remote_counters n;
+  tj__remote_get_counters(r, &n);
+  ck_assert_uint_eq(n.openings, 1);
+  ck_assert_uint_eq(n.errors + n.timeouts, 1);
+  ck_assert_uint_eq(n.hits, 1);
+  tj__remote_close(r);
+  tj__remote_close(other);
+  stop_server(&s[1]);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
 /* A server that accepts connections (the kernel does, into the listen
  * backlog) and never answers: each process waits out one operation
  * timeout, turns the tier off and compiles.  A redis-server stopped
@@ -1172,6 +1227,7 @@ int main(void)
   tcase_add_test(tc, a_cluster_compiles_each_file_once);
   tcase_add_test(tc, processes_sharing_a_cache_compile_each_key_once);
   tcase_add_test(tc, a_server_killed_mid_run_costs_only_compiles);
+  tcase_add_test(tc, a_dead_shard_turns_off_its_keys_only);
   tcase_add_test(tc, a_server_that_never_answers_is_given_up);
   tcase_add_test(tc, a_tampered_value_is_never_loaded);
   tcase_add_test(tc, a_read_only_client_writes_nothing);
