@@ -260,7 +260,8 @@ static inline void child(int index, const char *cache, const char *spec,
                                               : "add_i32";
   rep.ok = rt && tj_kernel_get(rt, name, &k) == TJ_OK &&
            (what != ADD_AND_USER ||
-            tj_kernel_compile(rt, herd_user_source, "remote_k", NULL, &k) == TJ_OK) &&
+            tj_kernel_compile(rt, herd_user_source, "remote_k", NULL,
+                              &k) == TJ_OK) &&
            (what != ADD_AND_GELU ||
             tj_kernel_get(rt, "gelu_fwd_f16", &k) == TJ_OK);
   if (rt) {

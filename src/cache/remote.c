@@ -17,9 +17,10 @@
  * keys off until a jittered backoff passes (doubling at each fault in a
  * row, up to 64 times the first), while the keys of the other servers
  * stay shared; the first call on it after the backoff is sent, and its
- * success turns it on again and publishes the values that waited.  One thread of the tier, started
- * with the first lease or the first value that waits, renews the leases
- * held here and publishes what waits once the backoff has passed.
+ * success turns it on again and publishes the values that waited.  One
+ * thread of the tier, started with the first lease or the first value
+ * that waits, renews the leases held here and publishes what waits once
+ * its server's backoff has passed.
  */
 #include "config.h"
 #include "record.h"
