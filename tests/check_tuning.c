@@ -326,6 +326,27 @@ START_TEST(family_decisions_are_keyed_by_op)
                    "gemm_bf16_bf16_bf16_nn_none_sm90a_skinny256_k4");
   ck_assert_str_eq(family_for(rt, 0, 1, 4, 4096, 4096),
                    "gemm_bf16_bf16_bf16_nt_none_sm90a_skinny_k3");
+  /* What a tune of a family op takes (tj__gemm_decision_take, after it
+   * stores the decision) is what that op's calls plan with at once, for
+   * the class it was tuned at; other ops keep theirs. */
+  tj__gemm_config taken;
+  ck_assert(tj__gemm_config_parse("sm90a_128x64", &taken));
+  const char *tn = family_for(rt, 1, 0, 8, 4096, 4096);
+  ck_assert_str_ne(tn, "gemm_bf16_bf16_bf16_tn_none_sm90a_128x64");
+  tj__gemm_decision_take(rt, "gemm_bf16_bf16_bf16_tn_none", 8, 4096, 4096,
+                         &taken);
+  ck_assert_str_eq(family_for(rt, 1, 0, 8, 4096, 4096),
+                   "gemm_bf16_bf16_bf16_tn_none_sm90a_128x64");
+  ck_assert_str_ne(family_for(rt, 1, 1, 8, 4096, 4096),
+                   "gemm_bf16_bf16_bf16_tt_none_sm90a_128x64");
+  ck_assert_str_eq(family_for(rt, 0, 1, 4096, 4096, 4096),
+                   "gemm_bf16_bf16_bf16_nt_none_sm90a_128x128_persistent");
+  tj__gemm_decision_take(rt, "gemm_bf16_bf16_bf16_nt_none", 4096, 4096, 4096,
+                         &taken);
+  ck_assert_str_eq(family_for(rt, 0, 1, 4096, 4096, 4096),
+                   "gemm_bf16_bf16_bf16_nt_none_sm90a_128x64");
+  ck_assert_str_eq(entry_for(rt, 4096, 4096, 4096),
+                   "gemm_f16_f16_f16_nn_none_sm90a_128x64");
   tj_runtime_close(rt);
   /* The family's ops are this library's: --list-tuning calls them
    * known. */
@@ -481,6 +502,42 @@ START_TEST(tuning_knobs_and_environment)
   ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "no GPU"));
   ck_assert_int_eq(tj_gemm_f16_tune(rt, 0, 4096, 4096, NULL, NULL), TJ_EINVAL);
   ck_assert_int_eq(tj_gemm_f16_tune(NULL, 1, 1, 1, NULL, NULL), TJ_EINVAL);
+  tj_runtime_close(rt);
+}
+END_TEST
+
+/* tj_gemm_tune checks its descriptor before it asks for a GPU, and
+ * says what is wrong. */
+START_TEST(family_tunes_check_their_call)
+{
+  tj_runtime *rt = open_arch(TEST_ARCH, 0);
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = TJ_DTYPE_BF16, d.c_type = TJ_DTYPE_F32;
+  d.trans_b = 1, d.epilogue = TJ_EPILOGUE_BIAS_GELU;
+  d.m = d.n = d.k = 4096;
+  ck_assert_int_eq(tj_gemm_tune(rt, &d, NULL, NULL), TJ_ENODEVICE);
+  ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "no GPU"));
+  ck_assert_int_eq(tj_gemm_tune(rt, NULL, NULL, NULL), TJ_EINVAL);
+  ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "d is NULL"));
+  ck_assert_int_eq(tj_gemm_tune(NULL, &d, NULL, NULL), TJ_EINVAL);
+  tj_gemm_desc bad = d;
+  bad.size = 8;
+  ck_assert_int_eq(tj_gemm_tune(rt, &bad, NULL, NULL), TJ_EINVAL);
+  ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "size"));
+  bad = d, bad.b_type = TJ_DTYPE_F16;
+  ck_assert_int_eq(tj_gemm_tune(rt, &bad, NULL, NULL), TJ_EINVAL);
+  ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "portable"));
+  bad = d, bad.epilogue = 9;
+  ck_assert_int_eq(tj_gemm_tune(rt, &bad, NULL, NULL), TJ_EINVAL);
+  bad = d, bad.a_type = bad.b_type = TJ_DTYPE_F32;
+  ck_assert_int_eq(tj_gemm_tune(rt, &bad, NULL, NULL), TJ_EINVAL);
+  bad = d, bad.k = ((int64_t)1 << 30) + 1;
+  ck_assert_int_eq(tj_gemm_tune(rt, &bad, NULL, NULL), TJ_EINVAL);
+  ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "2^30"));
+  bad = d, bad.m = 0;
+  ck_assert_int_eq(tj_gemm_tune(rt, &bad, NULL, NULL), TJ_EINVAL);
   tj_runtime_close(rt);
 }
 END_TEST
@@ -861,6 +918,96 @@ START_TEST(every_configuration_compiles)
 }
 END_TEST
 
+/* The candidates a tune of one op of the family times on a device of 132
+ * SMs (names[0]: the rule's choice), their count. */
+static int tune_candidates(tj_runtime *rt, int ab, int c, int trans_a,
+                           int trans_b, int epi, int M, int N, int K,
+                           char names[][TJ__GEMM_CONFIG_NAME_MAX])
+{
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = ab, d.c_type = c;
+  d.trans_a = trans_a, d.trans_b = trans_b, d.epilogue = epi;
+  d.m = M, d.n = N, d.k = K;
+  return (int)tj__gemm_tune_candidates(rt, &d, names, TJ__GEMM_CONFIGS_MAX);
+}
+
+/* Whether name is among n names. */
+static int has_name(char names[][TJ__GEMM_CONFIG_NAME_MAX], int n,
+                    const char *name)
+{
+  for (int i = 0; i < n; i++)
+    if (strcmp(names[i], name) == 0)
+      return 1;
+  return 0;
+}
+
+/* Which configurations a family op's tune times: the tiles (split-K
+ * only where they leave SMs idle) for a large shape, the skinny kernel's
+ * only for M <= 16 with A not transposed, the tiles for a transposed A
+ * at M = 8; no TMA store for an f32 C, which the kernel stores directly. */
+START_TEST(family_tune_candidates_follow_the_call)
+{
+  if (!TJ_PLATFORM_IS_NVIDIA)
+    return;
+  tj_runtime *rt = test_knobs_from_env(open_arch("sm_90", 0));
+  char names[TJ__GEMM_CONFIGS_MAX][TJ__GEMM_CONFIG_NAME_MAX];
+  char f16[TJ__GEMM_CONFIGS_MAX][TJ__GEMM_CONFIG_NAME_MAX];
+  int n = tune_candidates(rt, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 1,
+                          TJ_EPILOGUE_BIAS_GELU, 4096, 4096, 4096, names);
+  int nf = tune_candidates(rt, TJ_DTYPE_F16, TJ_DTYPE_F16, 0, 0,
+                           TJ_EPILOGUE_NONE, 4096, 4096, 4096, f16);
+  tj__gemm_config rule;
+  char rule_name[TJ__GEMM_CONFIG_NAME_MAX];
+  tj__gemm_heuristic(132, 4096, 4096, 4096, &rule);
+  tj__gemm_config_name(&rule, rule_name);
+  ck_assert_int_gt(n, 4);
+  ck_assert_int_eq(n, nf); /* the same configurations as gemm_f16's */
+  ck_assert_str_eq(names[0], rule_name);
+  ck_assert_str_eq(f16[0], rule_name);
+  ck_assert(has_name(names, n, "sm90a_128x256_mc2_tmastore"));
+  ck_assert(has_name(names, n, "sm90a_128x128_persistent"));
+  for (int i = 0; i < n; i++) {
+    ck_assert_ptr_null(strstr(names[i], "skinny"));
+    ck_assert_ptr_null(strstr(names[i], "split")); /* 1024 tiles */
+    ck_assert(has_name(f16, nf, names[i]));
+  }
+  /* An f32 C: the same tiles, none through TMA. */
+  int n32 = tune_candidates(rt, TJ_DTYPE_BF16, TJ_DTYPE_F32, 0, 1,
+                            TJ_EPILOGUE_BIAS_GELU, 4096, 4096, 4096, names);
+  ck_assert_int_gt(n32, 4);
+  ck_assert_int_lt(n32, n);
+  for (int i = 0; i < n32; i++)
+    ck_assert_ptr_null(strstr(names[i], "tmastore"));
+  /* M = 8, A not transposed: the skinny kernel's, and only those. */
+  n = tune_candidates(rt, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 0, 1,
+                      TJ_EPILOGUE_BIAS_GELU, 8, 4096, 4096, names);
+  ck_assert_int_gt(n, 1);
+  for (int i = 0; i < n; i++)
+    ck_assert_ptr_nonnull(strstr(names[i], "sm90a_skinny_"));
+  tj__gemm_heuristic(132, 8, 4096, 4096, &rule);
+  tj__gemm_config_name(&rule, rule_name);
+  ck_assert_str_eq(names[0], rule_name);
+  /* M = 8, A transposed (TN): the tiles, split-K among them (32 tiles
+   * leave SMs idle), the rule's tiles first. */
+  n = tune_candidates(rt, TJ_DTYPE_BF16, TJ_DTYPE_BF16, 1, 0,
+                      TJ_EPILOGUE_NONE, 8, 4096, 4096, names);
+  ck_assert_int_gt(n, 1);
+  int splits = 0;
+  for (int i = 0; i < n; i++) {
+    ck_assert_ptr_null(strstr(names[i], "skinny"));
+    splits += strstr(names[i], "split") != NULL;
+  }
+  ck_assert_int_gt(splits, 0);
+  tj__gemm_plan p = tj__gemm_plan_tiles(rt, 8, 4096, 4096);
+  rule = (tj__gemm_config){(int)p.kind, p.tile_n, p.split, p.tma_store};
+  tj__gemm_config_name(&rule, rule_name);
+  ck_assert_str_eq(names[0], rule_name);
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* tj_gemm_f16_configuration lists tj_gemm_f16's generated code objects
  * on sm_90 (the last, 17th, the skinny kernel's cluster of eight) and
  * none elsewhere; bad arguments are refused. */
@@ -895,6 +1042,7 @@ int main(void)
   tcase_add_test(tc, shape_classes);
   tcase_add_test(tc, tune_rounds_keep_to_the_budget);
   tcase_add_test(tc, list_tuning_explains_and_clear_forgets);
+  tcase_add_test(tc, family_tunes_check_their_call);
   tc = test_case(s, "decisions", 60);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, stored_decisions_are_used);
@@ -910,6 +1058,7 @@ int main(void)
   tcase_add_test(tc, configurations_are_derived_from_plan_choices);
   tcase_add_test(tc, unknown_and_malformed_names_are_no_configuration);
   tcase_add_test(tc, f16_configurations_are_listed_on_sm90_only);
+  tcase_add_test(tc, family_tune_candidates_follow_the_call);
   tcase_add_test(tc, every_configuration_compiles);
   return run_suite(s);
 }

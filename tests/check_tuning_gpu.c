@@ -4,7 +4,9 @@
  * tj_gemm_f16_tune times every candidate, reports them fastest first and
  * stores its decision, which this runtime and a later one use, and
  * every candidate passes the tuner's check against the rule's choice
- * (none set aside).  On other GPUs nothing is tuned.  Exits 77 (skip)
+ * (none set aside); tj_gemm_tune does the same for one op of the
+ * family, whose calls then plan with its decision and compute what the
+ * oracle does.  On other GPUs nothing is tuned.  Exits 77 (skip)
  * without a GPU.  The times themselves are never asserted.
  */
 #include "testgpu.h"
@@ -231,6 +233,94 @@ START_TEST(tune_ahead_times_every_candidate)
 }
 END_TEST
 
+/* A bf16 NT descriptor of M x N x K on A, B, C (dense). */
+static tj_gemm_desc bf16_nt(int M, int N, int K, const void *A,
+                            const void *B, void *C)
+{
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = d.c_type = TJ_DTYPE_BF16;
+  d.trans_b = 1;
+  d.m = M, d.n = N, d.k = K, d.alpha = 1.0f;
+  d.a = A, d.lda = K, d.b = B, d.ldb = K, d.c = C, d.ldc = N;
+  return d;
+}
+
+/* d (bf16 NT) on random inputs on the GPU, element by element against
+ * the oracle. */
+static void bf16_nt_matches_oracle(tj_runtime *rt, int M, int N, int K)
+{
+  size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+  uint16_t *A = xmalloc(na * 2), *B = xmalloc(nb * 2), *C = xmalloc(nc * 2);
+  double *want = xmalloc(nc * sizeof *want);
+  uint64_t seed = 41;
+  for (size_t i = 0; i < na + nb; i++) {
+    double u = (double)(next_random(&seed) >> 11) * 0x1p-53;
+    (i < na ? A : B)[i < na ? i : i - na] = tj_f32_to_bf16((float)(2 * u - 1));
+  }
+  void *dA = to_device(A, na * 2), *dB = to_device(B, nb * 2), *dC = NULL;
+  CHECK_HIP(hipMalloc(&dC, nc * 2));
+  tj_gemm_desc d = bf16_nt(M, N, K, dA, dB, dC);
+  CHECK_TJ(rt, tj_gemm(rt, NULL, &d));
+  CHECK_HIP(hipDeviceSynchronize());
+  CHECK_HIP(hipMemcpyDtoH(C, dC, nc * 2));
+  tj_gemm_desc h = bf16_nt(M, N, K, A, B, C);
+  tj__oracle_gemm_desc(&h, want, NULL, NULL);
+  for (size_t i = 0; i < nc; i++) {
+    double got = tj_bf16_to_f32(C[i]);
+    if (!(fabs(got - want[i]) <= 0x1p-7 * fabs(want[i]) + 1e-2))
+      ck_abort_msg("bf16 nt %dx%dx%d: C[%zu] = %g, want %g", M, N, K, i, got,
+                   want[i]);
+  }
+  hipFree(dA);
+  hipFree(dB);
+  hipFree(dC);
+  free(A); free(B); free(C); free(want);
+}
+
+/* tj_gemm_tune of bf16 NT: every candidate passes the check and is
+ * timed, the decision is stored under the op, and the op's calls (in
+ * this runtime and the next) plan with it and match the oracle. */
+START_TEST(family_tune_decides_for_its_op)
+{
+  const int M = 256, N = 512, K = 1024;
+  tj_runtime *rt = open_tuning(NULL, NULL);
+  got_tuning g = {0};
+  tj_gemm_desc d = bf16_nt(M, N, K, NULL, NULL, NULL);
+  int rc = tj_gemm_tune(rt, &d, keep, &g);
+  if (!hopper(rt)) {
+    ck_assert_int_eq(rc, TJ_EINVAL);
+    tj_runtime_close(rt);
+    return;
+  }
+  ck_assert_msg(rc == TJ_OK, "%s", tj_errmsg(rt));
+  ck_assert_int_eq(g.calls, 1);
+  ck_assert_int_ge(g.num_times, 2);
+  ck_assert(g.sorted && g.chosen_first && g.known && g.rule_timed);
+  ck_assert_int_eq(g.set_aside, 0);
+  ck_assert_int_eq(tsql_int(path, "SELECT count(*) FROM tuning WHERE op = "
+                                  "'gemm_bf16_bf16_bf16_nt_none' AND origin "
+                                  "= 'tune'"),
+                   1);
+  tj__gemm_config c;
+  ck_assert(tj__gemm_config_parse(g.config, &c));
+  char code[TJ__GEMM_CONFIG_NAME_MAX], want[TJ__GEMM_NAME_MAX];
+  tj__gemm_config_code(c.kind, c.bn, c.split, code);
+  snprintf(want, sizeof want, "gemm_bf16_bf16_bf16_nt_none_%s", code);
+  uint16_t *fake = (uint16_t *)((uintptr_t)1 << 40);
+  tj_gemm_desc f = bf16_nt(M, N, K, fake, fake + ((size_t)1 << 30),
+                           fake + ((size_t)2 << 30));
+  for (int run = 0; run < 2; run++) {
+    ck_assert_str_eq(tj_gemm_kernel(rt, &f), want);
+    bf16_nt_matches_oracle(rt, M, N, K);
+    tj_runtime_close(rt);
+    rt = open_tuning(NULL, NULL);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
 int main(void)
 {
   Suite *s = suite_create("tuning_gpu");
@@ -238,5 +328,6 @@ int main(void)
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, calls_never_tune);
   tcase_add_test(tc, tune_ahead_times_every_candidate);
+  tcase_add_test(tc, family_tune_decides_for_its_op);
   return run_gpu_suite(s, "the tuning GPU suite");
 }

@@ -844,9 +844,37 @@ err 'from 1 to'
 run 2 --list-tuning --device 0
 err '--device applies only to'
 run 1 --tune gelu_f16 --shape 128x128x128 --cache "$tcache"
-err 'no configurations to tune'
+err 'no configurations to tune \(gemm and gemm_f16 have\)'
+# --tune gemm takes the family's words; gemm_f16 and bad ones are refused.
+run 0 --help
+out -- '--tune OP  *OP gemm (with --dtype, --c-dtype, --layout,'
+run 2 --tune gemm --dtype bf16 --layout nt
+err 'needs at least one --shape'
+run 2 --tune gemm --dtype f32 --shape 8x8x8
+err "--dtype 'f32' is not f16 or bf16"
+run 2 --tune gemm --layout xx --shape 8x8x8
+err "--layout 'xx' is not nn, nt, tn or tt"
+run 2 --tune gemm --epilogue gelu --shape 8x8x8
+err "--epilogue 'gelu' is not none, bias, biasgelu or dgelu"
+run 2 --tune gemm_f16 --dtype bf16 --shape 8x8x8
+err '--dtype applies only to .* and to --tune gemm \(gemm_f16 is f16, nn, no epilogue\)'
+run 2 --tune gemm_f16 --epilogue bias --shape 8x8x8
+err '--epilogue applies only to'
+run 2 --tune gemm --epilogue biasgelu --aux --shape 8x8x8
+err "--aux does not apply to --tune: an op's decisions hold with and without it"
+run 2 --tune gemm --epilogue dgelu --bias-grad --shape 8x8x8
+err '--bias-grad does not apply to --tune'
+run 2 --tune gemm --grouped k --shape 8x8x8
+err '--grouped applies only to --run grouped_gemm'
+run 2 --tune gemm --dtype bf16 --shape 0x1x1
+err 'from 1 to'
+run 2 --tune gemm --dtype bf16 --shape 8x8x8 --n 8
+err '--n applies only to --run'
 if [ "$gpu" = no ]; then
   run 1 --tune gemm_f16 --shape 128x4096x4096 --cache "$tcache"
+  err 'needs a GPU'
+  run 1 --tune gemm --dtype bf16 --layout nt --epilogue biasgelu \
+    --shape 4096x4096x4096 --cache "$tcache"
   err 'needs a GPU'
 fi
 run 0 --warm --arch "$arch" add_i32 --cache "$tcache"
@@ -879,6 +907,15 @@ INSERT INTO tuning VALUES ('gemm_f16', 'sm_90', 'nvidia', '$comp', 't2x32x64/c4/
       "sm90a_128x128_split4 true 3 0.102 0 sm90a_128x128 false null " ] ||
       fail "$last: jq reads other values: $(jq -c '.' <"$tmp/out")"
   fi
+  # A decision of a family op is listed with its op.
+  sqlite3 "$tcache" "INSERT INTO tuning VALUES ('gemm_bf16_bf16_f32_nt_biasgelu', 'sm_90', 'nvidia', '$comp', 't32x32x64/c4/s132', 'sm90a_128x128_persistent', 4096, 4096, 4096, 'NVIDIA H200', 10, '', 'tune', 1700000000)" ||
+    fail "sqlite3 could not add a family decision to $tcache"
+  run 0 --list-tuning --cache "$tcache"
+  out '^gemm_bf16_bf16_f32_nt_biasgelu t32x32x64/c4/s132 on sm_90 \(nvidia\): sm90a_128x128_persistent$'
+  out '^3 tuning decisions in '
+  run 0 --list-tuning --json --cache "$tcache"
+  json
+  out '"op": "gemm_bf16_bf16_f32_nt_biasgelu", .*"config": "sm90a_128x128_persistent", "used": true'
   run 0 --clear-cache --cache "$tcache"
   run 0 --list-tuning --cache "$tcache"
   out 'holds no tuning decisions'
@@ -894,6 +931,16 @@ if [ "$gpu" = yes ]; then
        out '"origin": "tune"' ;;
     1) err 'nothing to tune' ;;
     *) fail "--tune on a GPU: exit neither 0 nor 1" ;;
+  esac
+  "$prog" --tune gemm --dtype bf16 --layout nt --shape 256x1024x2048 \
+    --cache "$tcache" >"$tmp/out" 2>"$tmp/err"
+  case $? in
+    0) out '^gemm_bf16_bf16_bf16_nt_none t[0-9]'
+       out ' chosen$'
+       run 0 --list-tuning --cache "$tcache"
+       out '^gemm_bf16_bf16_bf16_nt_none ' ;;
+    1) err 'nothing to tune' ;;
+    *) fail "--tune gemm on a GPU: exit neither 0 nor 1" ;;
   esac
 fi
 

@@ -112,9 +112,10 @@ static const char usage_text[] =
   "                             module as --compile takes it)\n"
   "      --merge FILE...        copy the entries of other cache files into\n"
   "                             the cache, each checked against its hash\n"
-  "      --tune gemm_f16        time gemm_f16's configurations for each\n"
-  "                             --shape and record the fastest in the cache\n"
-  "                             (needs a GPU)\n"
+  "      --tune OP              OP gemm (with --dtype, --c-dtype, --layout,\n"
+  "                             --epilogue) or gemm_f16: time its Hopper\n"
+  "                             configurations for each --shape and record\n"
+  "                             the fastest in the cache (needs a GPU)\n"
   "      --list-tuning          show the tuning decisions in the cache and\n"
   "                             the times behind them\n"
   "  -h, --help                 show this help and exit\n"
@@ -156,8 +157,8 @@ static const char usage_text[] =
   "                             (128x4096x4096); repeat for more; with\n"
   "                             --run gemm or grouped_gemm: the one shape\n"
   "                             (default 512x512x512)\n"
-  "      --dtype TYPE           with --run and --warm of gemm and\n"
-  "                             grouped_gemm: A's and B's type: f16\n"
+  "      --dtype TYPE           with --run, --warm and --tune of gemm (and\n"
+  "                             grouped_gemm's): A's and B's type: f16\n"
   "                             (default), bf16\n"
   "      --c-dtype TYPE         C's type (and bias's and aux's): f16, bf16,\n"
   "                             f32 (default: --dtype's)\n"
@@ -642,6 +643,9 @@ int cli_gemm_command(const cli_options *o)
     return strcmp(o->run_kernel, CLI_GEMM) == 0           ? CLI_GEMM_PLAIN
            : strcmp(o->run_kernel, CLI_GROUPED_GEMM) == 0 ? CLI_GEMM_GROUPED
                                                           : 0;
+  if (o->command == CMD_TUNE)
+    return o->tune_op && strcmp(o->tune_op, CLI_GEMM) == 0 ? CLI_GEMM_PLAIN
+                                                           : 0;
   for (int i = 0; o->command == CMD_WARM && i < o->nkernels; i++)
     if (strcmp(o->kernels[i], CLI_GEMM) == 0)
       return CLI_GEMM_PLAIN;
@@ -661,7 +665,7 @@ static void gemm_defaults(cli_options *o)
     o->gemm_grouped = TJ_GROUPED_M;
   if (!o->gemm_groups)
     o->gemm_groups = CLI_GROUPED_DEFAULT_GROUPS;
-  if (o->nshapes == 0) {
+  if (o->nshapes == 0 && o->command != CMD_TUNE) {
     o->shapes[0][0] = o->shapes[0][1] = o->shapes[0][2] = CLI_GEMM_DEFAULT_SIZE;
     o->nshapes = 1;
   }
@@ -676,7 +680,14 @@ static int check_gemm_family(cli_options *o, const parse_state *ps)
   const char *what = family == CLI_GEMM_GROUPED ? CLI_GROUPED_GEMM : CLI_GEMM;
   if (ps->given_gemm && !family)
     return usage_error("--%s applies only to --run and --warm of gemm and "
-                       "grouped_gemm", option_name(ps->given_gemm));
+                       "grouped_gemm, and to --tune gemm%s",
+                       option_name(ps->given_gemm),
+                       o->command == CMD_TUNE ? " (gemm_f16 is f16, nn, no "
+                                                "epilogue)" : "");
+  if (o->command == CMD_TUNE && (o->gemm_aux || o->gemm_bias_grad))
+    return usage_error("--%s does not apply to --tune: an op's decisions "
+                       "hold with and without it", o->gemm_aux ? "aux"
+                                                               : "bias-grad");
   if (ps->given_grouped && family != CLI_GEMM_GROUPED)
     return usage_error("--%s applies only to --run grouped_gemm and --warm "
                        "grouped_gemm", option_name(ps->given_grouped));

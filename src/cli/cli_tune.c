@@ -184,11 +184,30 @@ int cli_list_tuning(const cli_options *o)
 
 /* ------------------------------------------------------------ --tune */
 
+/* The call --tune gemm tunes at shape s: the options' types, layout and
+ * epilogue; gemm_f16's combination for --tune gemm_f16. */
+static tj_gemm_desc tune_desc(const cli_options *o, const int *s)
+{
+  tj_gemm_desc d;
+  memset(&d, 0, sizeof d);
+  d.size = sizeof d;
+  d.a_type = d.b_type = d.c_type = TJ_DTYPE_F16;
+  if (cli_gemm_command(o)) {
+    d.a_type = d.b_type = o->gemm_ab_type;
+    d.c_type = o->gemm_c_type;
+    d.trans_a = o->gemm_trans_a;
+    d.trans_b = o->gemm_trans_b;
+    d.epilogue = o->gemm_epilogue;
+  }
+  d.m = s[0], d.n = s[1], d.k = s[2];
+  return d;
+}
+
 int cli_tune(const cli_options *o)
 {
-  if (strcmp(o->tune_op, "gemm_f16") != 0) {
-    cli_error("--tune: '%s' has no configurations to tune (gemm_f16 has)",
-              o->tune_op);
+  if (strcmp(o->tune_op, "gemm_f16") != 0 && !cli_gemm_command(o)) {
+    cli_error("--tune: '%s' has no configurations to tune (gemm and "
+              "gemm_f16 have)", o->tune_op);
     return EXIT_FAIL;
   }
   tj_options opts = cli_runtime_options(o, NULL);
@@ -207,11 +226,12 @@ int cli_tune(const cli_options *o)
   for (int i = 0; i < o->nshapes; i++) {
     const int *s = o->shapes[i];
     if (o->progress && !o->json)
-      fprintf(stderr, PROGRAM ": tuning gemm_f16 %dx%dx%d...\n", s[0], s[1],
-              s[2]);
-    rc = tj_gemm_f16_tune(rt, s[0], s[1], s[2], print_tuning, &p);
+      fprintf(stderr, PROGRAM ": tuning %s %dx%dx%d...\n", o->tune_op, s[0],
+              s[1], s[2]);
+    tj_gemm_desc d = tune_desc(o, s);
+    rc = tj_gemm_tune(rt, &d, print_tuning, &p);
     if (rc != TJ_OK) {
-      cli_error("tuning gemm_f16 %dx%dx%d: %s: %s", s[0], s[1], s[2],
+      cli_error("tuning %s %dx%dx%d: %s: %s", o->tune_op, s[0], s[1], s[2],
                 tj_strerror(rc), tj_errmsg(rt));
       failed = 1;
     }

@@ -418,6 +418,18 @@ TJ_EXPORT int tj_gelu_fwd_bwd_f16_host(tj_runtime *rt, const uint16_t *x,
  */
 TJ_EXPORT int tj_gemm_f16_tune(tj_runtime *rt, int M, int N, int K,
                                tj_tuning_visit fn, void *ctx);
+/*
+ * tj_gemm_f16_tune for one op of the family: d's types, layouts and
+ * epilogue (the op "gemm_bf16_bf16_bf16_nt_biasgelu"; f16 NN without an
+ * epilogue is "gemm_f16") and its m, n, k; the rest of d is ignored (the
+ * tune makes its own A, B, bias and aux, dense, and a C with ldc = n).
+ * The decision is stored under the op and shape class, and tj_gemm's
+ * Hopper path plans with it.  Errors as tj_gemm_f16_tune's, and
+ * TJ_EINVAL for a NULL d, a kind it does not name, or A and B of two
+ * types (the portable kernel's, with nothing to tune).
+ */
+TJ_EXPORT int tj_gemm_tune(tj_runtime *rt, const tj_gemm_desc *d,
+                           tj_tuning_visit fn, void *ctx);
 
 TJ_EXPORT int tj_gemm_f16_host(tj_runtime *rt, int M, int N, int K,
                                float alpha, const uint16_t *A,

@@ -350,14 +350,14 @@ int tj__gemm_decision_for(tj_runtime *rt, const char *op, int M, int N,
   return has;
 }
 
-void tj__gemm_decision_take(tj_runtime *rt, int M, int N, int K,
-                            const tj__gemm_config *config)
+void tj__gemm_decision_take(tj_runtime *rt, const char *op, int M, int N,
+                            int K, const tj__gemm_config *config)
 {
   gemm_state *g = state_of(rt);
   class_key key = key_of(rt->sms, M, N, K, NULL, N);
   if (!g)
     return;
   pthread_mutex_lock(&g->lock);
-  memo_put(g, TJ__GEMM_OP, &key, config);
+  memo_put(g, op, &key, config);
   pthread_mutex_unlock(&g->lock);
 }

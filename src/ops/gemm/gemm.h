@@ -117,10 +117,10 @@ void tj__gemm_shape_class(int sms, int M, int N, int K, const void *C,
 int tj__gemm_decision_for(tj_runtime *rt, const char *op, int M, int N,
                           int K, const void *C, int ldc,
                           tj__gemm_config *out);
-/* Make config rt's decision for the class of M x N x K (C from the pool:
- * dense, aligned), as a --tune that just recorded it does. */
-void tj__gemm_decision_take(tj_runtime *rt, int M, int N, int K,
-                            const tj__gemm_config *config);
+/* Make config rt's decision for op and the class of M x N x K (C from
+ * the pool: dense, aligned), as a --tune that just recorded it does. */
+void tj__gemm_decision_take(tj_runtime *rt, const char *op, int M, int N,
+                            int K, const tj__gemm_config *config);
 /* A name interned in rt's GEMM state: the same pointer for the same
  * name until rt closes; NULL when out of memory. */
 const char *tj__gemm_intern(tj_runtime *rt, const char *name);
@@ -137,6 +137,13 @@ int tj__gemm_tune_rounds(double left, double round_ms);
  * *bad the first that does not. */
 int tj__gemm_outputs_agree(const uint16_t *ref, const uint16_t *got, size_t n,
                            size_t *bad);
+/* The names of the configurations a tune of d's op (its types, layouts,
+ * epilogue, m, n, k; kinds checked, sizes from 1 to 2^30) times on rt,
+ * the rule's choice first, into names (at most max); their count.  Asks
+ * no GPU: for the tests of which candidates apply. */
+size_t tj__gemm_tune_candidates(tj_runtime *rt, const tj_gemm_desc *d,
+                                char names[][TJ__GEMM_CONFIG_NAME_MAX],
+                                size_t max);
 
 /* ------------------------------------------------------------ plan.c */
 
@@ -298,6 +305,9 @@ int tj__gemm_hopper_prepare(tj_runtime *rt, const tj_gemm_desc *d,
  * rt (nothing compiled); NULL when out of memory. */
 const char *tj__gemm_hopper_entry(tj_runtime *rt, const tj_gemm_desc *d,
                                   const struct tj__gemm_plan *plan);
+/* The op whose tuning decisions d takes: TJ__GEMM_OP for tj_gemm_f16's
+ * combination (f16, NN, no epilogue), else tj__gemm_desc_op's. */
+void tj__gemm_hopper_op(const tj_gemm_desc *d, char op[TJ__GEMM_OP_MAX]);
 /* tj_gemm_f16's call as the family's descriptor: f16, NN, no epilogue. */
 tj_gemm_desc tj__gemm_f16_desc(int M, int N, int K, float alpha,
                                const void *A, int lda, const void *B,

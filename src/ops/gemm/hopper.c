@@ -64,8 +64,8 @@ static void name_config(const tj_gemm_desc *d, config *c)
 }
 
 /* Whose decisions d takes: tj_gemm_f16's for its combination (f16, NN,
- * no epilogue), else d's own op. */
-static void op_of(const tj_gemm_desc *d, char op[TJ__GEMM_OP_MAX])
+ * no epilogue), else d's own op (the tuner's too). */
+void tj__gemm_hopper_op(const tj_gemm_desc *d, char op[TJ__GEMM_OP_MAX])
 {
   if (d->a_type == TJ_DTYPE_F16 && d->c_type == TJ_DTYPE_F16 &&
       !d->trans_a && !d->trans_b && d->epilogue == TJ_EPILOGUE_NONE)
@@ -89,7 +89,7 @@ static void config_of(tj_runtime *rt, const tj_gemm_desc *d, config *c)
   int has = 0;
   if (!knobs->forced_split && !knobs->tile) {
     char op[TJ__GEMM_OP_MAX];
-    op_of(d, op);
+    tj__gemm_hopper_op(d, op);
     has = tj__gemm_decision_for(rt, op, M, N, K, d->c, (int)d->ldc,
                                 &decision);
   }
