@@ -126,14 +126,15 @@ typedef struct tj_gemm_desc {
 
 /*
  * Queue the GEMM d describes on stream (NULL: the default stream) and
- * return.  f16 A, B and C without transposes or epilogue run
- * tj_gemm_f16's kernels.  On an sm_90 device, A and B of one type (and
+ * return.  On an sm_90 device, A and B of one type (and
  * alpha != 0) run the Hopper kernel (kernels/gemm_sm90a.hip: wgmma and
  * TMA, the epilogue fused), in the configuration its rule picks for the
  * shape; an A or B whose rows are not a multiple of 8 elements apart (or
  * not 16-byte aligned) is first copied, on stream, into memory from the
- * runtime's pool where they are.  Every other call with A and B of one
- * type and alpha != 0 runs the tensor-core path (kernels/gemm_f16.hip,
+ * runtime's pool where they are (tj_gemm_f16 runs the same
+ * configurations).  Elsewhere f16 A, B and C without transposes or
+ * epilogue run tj_gemm_f16's kernels, and every other call with A and B
+ * of one type and alpha != 0 the tensor-core path (kernels/gemm_f16.hip,
  * tj_gemm_f16's kernel: mma.sync on NVIDIA sm_80 and later, MFMA or WMMA
  * on AMD, fp32 tiles elsewhere); the rest (mixed A and B types, alpha ==
  * 0) runs the portable kernel (kernels/gemm_portable.hip, fp32 FMAs).
