@@ -270,8 +270,8 @@ typedef struct tj_grouped_gemm_desc {
  * weight gradient's K-grouped layout is built and tested on the CPU, and
  * runs only where the benchmark's knob asks for it
  * (TJ_GEMM_GROUPED_SM90A=1, read by tj-bench; the GPU suite sets it):
- * it is opt-in while no GPU run has checked it.  Each is compiled the first time it is used; the same
- * call gives the same bits on every run.
+ * it is opt-in while no GPU run has checked it.  Each is compiled the
+ * first time it is used; the same call gives the same bits on every run.
  * Errors: TJ_EINVAL (a NULL or malformed field, named in tj_errmsg),
  * TJ_ERANGE (sizes past what the kernel indexes or int32 offsets reach),
  * TJ_ENODEVICE (a compile-only runtime), TJ_ECOMPILE, TJ_EDEVICE.
