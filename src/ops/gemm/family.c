@@ -29,6 +29,7 @@ extern const char tj__gemm_portable_source[];
 #define PORTABLE_TILE 64
 #define PORTABLE_GRID_Y_CAP 65535
 #define COLSUM_COLUMNS 32
+#define COLSUM_THREADS 256u
 
 static const char *const dtype_names[] = {NULL, "f16", "bf16", "f32"};
 static const char *const epilogue_names[] = {"none", "bias", "biasgelu",
@@ -297,38 +298,54 @@ static int portable_module(tj_runtime *rt, const tj_gemm_desc *d,
 
 /* ------------------------------------------------------- launching */
 
+int tj__gemm_launch_tiles(tj_runtime *rt, const char *fn, void *stream,
+                          const tj_gemm_desc *d, tj_module *m,
+                          const char *product, const char *colsum, int tile,
+                          unsigned threads)
+{
+  tj_kernel *k = NULL, *sum = NULL;
+  int rc = tj_module_kernel(m, product, &k);
+  if (rc == TJ_OK && d->bias_grad)
+    rc = tj_module_kernel(m, colsum, &sum);
+  if (rc != TJ_OK)
+    return rc;
+  long long M = d->m, N = d->n, K = d->k, lda = d->lda, ldb = d->ldb,
+            ldc = d->ldc, ldaux = d->ldaux;
+  float alpha = d->alpha, beta = d->beta;
+  const void *A = d->a, *B = d->b, *bias = d->bias;
+  void *C = d->c, *aux = d->aux;
+  float *sums = d->bias_grad;
+  tj_dim3 grid = {(unsigned)((N - 1) / tile + 1),
+                  (unsigned)((M - 1) / tile + 1), 1};
+  tj_dim3 block = {threads, 1, 1};
+  void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb,
+                  &beta, &C, &ldc, &bias, &aux, &ldaux};
+  if ((rc = tj_launch(k, grid, block, 0, stream, args)) != TJ_OK)
+    return tj__fail(rt, rc, "%s: launching %s (grid %u x %u) failed", fn,
+                    product, grid.x, grid.y);
+  if (!sum)
+    return TJ_OK;
+  tj_dim3 sgrid = {(unsigned)((N - 1) / COLSUM_COLUMNS + 1), 1, 1};
+  tj_dim3 sblock = {COLSUM_THREADS, 1, 1};
+  void *sargs[] = {&M, &N, &C, &ldc, &sums};
+  if ((rc = tj_launch(sum, sgrid, sblock, 0, stream, sargs)) != TJ_OK)
+    return tj__fail(rt, rc, "%s: launching %s failed", fn, colsum);
+  return TJ_OK;
+}
+
 static int launch_portable(tj_runtime *rt, const char *fn, void *stream,
-                           tj_gemm_desc *d)
+                           const tj_gemm_desc *d)
 {
   tj_module *m = NULL;
-  tj_kernel *k = NULL, *sum = NULL;
   config_names n;
   names_of(d, &n);
   if (rt->compile_only)
     return tj__op_no_gpu(rt, fn);
   int rc = portable_module(rt, d, &n, &m);
-  if (rc == TJ_OK)
-    rc = tj_module_kernel(m, n.product, &k);
-  if (rc == TJ_OK && d->bias_grad)
-    rc = tj_module_kernel(m, n.colsum, &sum);
   if (rc != TJ_OK)
     return rc;
-  long long M = d->m, N = d->n, K = d->k;
-  tj_dim3 grid = {(unsigned)((N - 1) / PORTABLE_TILE + 1),
-                  (unsigned)((M - 1) / PORTABLE_TILE + 1), 1};
-  tj_dim3 block = {PORTABLE_THREADS, 1, 1};
-  void *args[] = {&M, &N, &K, &d->alpha, &d->a, &d->lda, &d->b, &d->ldb,
-                  &d->beta, &d->c, &d->ldc, &d->bias, &d->aux, &d->ldaux};
-  if ((rc = tj_launch(k, grid, block, 0, stream, args)) != TJ_OK)
-    return tj__fail(rt, rc, "%s: launching %s (grid %u x %u) failed", fn,
-                    n.product, grid.x, grid.y);
-  if (!sum)
-    return TJ_OK;
-  tj_dim3 sgrid = {(unsigned)((N - 1) / COLSUM_COLUMNS + 1), 1, 1};
-  void *sargs[] = {&M, &N, &d->c, &d->ldc, &d->bias_grad};
-  if ((rc = tj_launch(sum, sgrid, block, 0, stream, sargs)) != TJ_OK)
-    return tj__fail(rt, rc, "%s: launching %s failed", fn, n.colsum);
-  return TJ_OK;
+  return tj__gemm_launch_tiles(rt, fn, stream, d, m, n.product, n.colsum,
+                               PORTABLE_TILE, PORTABLE_THREADS);
 }
 
 int tj__gemm_portable_serves(const tj_gemm_desc *d)
@@ -339,8 +356,7 @@ int tj__gemm_portable_serves(const tj_gemm_desc *d)
 int tj__gemm_portable_run(tj_runtime *rt, const char *fn, void *stream,
                           const tj_gemm_desc *d)
 {
-  tj_gemm_desc copy = *d;
-  return launch_portable(rt, fn, stream, &copy);
+  return launch_portable(rt, fn, stream, d);
 }
 
 int tj_gemm(tj_runtime *rt, void *stream, const tj_gemm_desc *desc)

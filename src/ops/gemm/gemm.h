@@ -313,6 +313,16 @@ tj_gemm_desc tj__gemm_f16_desc(int M, int N, int K, float alpha,
                                const void *A, int lda, const void *B,
                                int ldb, float beta, void *C, int ldc);
 
+/* The product and (with d's bias_grad) the column sums of a
+ * configuration whose product entry takes gemm_portable.hip's arguments
+ * (the portable kernel's and the tensor-core path's), from module m: tile
+ * x tile blocks of threads over C, N along x; the column sums 256
+ * threads, 32 columns a block.  d checked. */
+int tj__gemm_launch_tiles(tj_runtime *rt, const char *fn, void *stream,
+                          const tj_gemm_desc *d, tj_module *m,
+                          const char *product, const char *colsum, int tile,
+                          unsigned threads);
+
 /* ------------------------------------------------------------ tensorcore.c
  * The family's tensor-core path: gemm_f16.hip's configurations. */
 

@@ -27,12 +27,9 @@
 extern const char tj__gemm_tc_source[];
 
 /* gemm_f16.hip's launch: 128 threads, 128 x 128 tiles of C, N tiles
- * along x and M tiles along y; the column sums 256 threads, 32 columns a
- * block. */
+ * along x and M tiles along y (tj__gemm_launch_tiles). */
 #define TC_THREADS 128u
 #define TC_TILE 128
-#define COLSUM_THREADS 256u
-#define COLSUM_COLUMNS 32
 
 typedef struct tc_names {
   char product[TJ__GEMM_NAME_MAX], colsum[TJ__GEMM_NAME_MAX];
@@ -90,51 +87,17 @@ int tj__gemm_tc_prepare(tj_runtime *rt, const tj_gemm_desc *d,
   return rc;
 }
 
-/* The bias gradient: C's column sums, after the product on the stream. */
-static int launch_colsum(tj_runtime *rt, const char *fn, void *stream,
-                         tj_kernel *sum, const char *name,
-                         const tj_gemm_desc *d)
-{
-  long long M = d->m, N = d->n, ldc = d->ldc;
-  const void *C = d->c;
-  float *sums = d->bias_grad;
-  tj_dim3 grid = {(unsigned)((N - 1) / COLSUM_COLUMNS + 1), 1, 1};
-  tj_dim3 block = {COLSUM_THREADS, 1, 1};
-  void *args[] = {&M, &N, &C, &ldc, &sums};
-  int rc = tj_launch(sum, grid, block, 0, stream, args);
-  if (rc != TJ_OK)
-    return tj__fail(rt, rc, "%s: launching %s failed", fn, name);
-  return TJ_OK;
-}
-
 int tj__gemm_tc_run(tj_runtime *rt, const char *fn, void *stream,
                     const tj_gemm_desc *d)
 {
   tc_names n;
   tj_module *m = NULL;
-  tj_kernel *k = NULL, *sum = NULL;
   if (rt->compile_only)
     return tj__op_no_gpu(rt, fn);
   names_of(d, &n);
   int rc = module_of(rt, d, &n, &m);
-  if (rc == TJ_OK)
-    rc = tj_module_kernel(m, n.product, &k);
-  if (rc == TJ_OK && d->bias_grad)
-    rc = tj_module_kernel(m, n.colsum, &sum);
   if (rc != TJ_OK)
     return rc;
-  long long M = d->m, N = d->n, K = d->k, lda = d->lda, ldb = d->ldb,
-            ldc = d->ldc, ldaux = d->ldaux;
-  float alpha = d->alpha, beta = d->beta;
-  const void *A = d->a, *B = d->b, *bias = d->bias;
-  void *C = d->c, *aux = d->aux;
-  tj_dim3 grid = {(unsigned)((N - 1) / TC_TILE + 1),
-                  (unsigned)((M - 1) / TC_TILE + 1), 1};
-  tj_dim3 block = {TC_THREADS, 1, 1};
-  void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb,
-                  &beta, &C, &ldc, &bias, &aux, &ldaux};
-  if ((rc = tj_launch(k, grid, block, 0, stream, args)) != TJ_OK)
-    return tj__fail(rt, rc, "%s: launching %s (grid %u x %u) failed", fn,
-                    n.product, grid.x, grid.y);
-  return sum ? launch_colsum(rt, fn, stream, sum, n.colsum, d) : TJ_OK;
+  return tj__gemm_launch_tiles(rt, fn, stream, d, m, n.product, n.colsum,
+                               TC_TILE, TC_THREADS);
 }
