@@ -142,28 +142,6 @@ static int launch_failed(tj_runtime *rt, int rc, const char *fn,
                   "failed", fn, entry, grid.x, grid.y, grid.z, block.x);
 }
 
-/* tj_gemm_f16's Hopper plan p: the family's Hopper path (hopper.c) with
- * tj_gemm_f16's combination, f16, NN, no epilogue. */
-static int launch_hopper(tj_runtime *rt, const char *fn,
-                         const tj__gemm_plan *p, const tj__gemm_config *cfg,
-                         void *stream, int M, int N, int K, float alpha,
-                         const void *A, int lda, const void *B, int ldb,
-                         float beta, void *C, int ldc)
-{
-  tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, alpha, A, lda, B, ldb, beta,
-                                     C, ldc);
-  return tj__gemm_hopper_run(rt, fn, stream, &d, cfg, p);
-}
-
-int tj__gemm_run_config(tj_runtime *rt, const char *fn,
-                        const tj__gemm_config *cfg, void *stream, int M,
-                        int N, int K, float alpha, const void *A, int lda,
-                        const void *B, int ldb, float beta, void *C, int ldc)
-{
-  return launch_hopper(rt, fn, NULL, cfg, stream, M, N, K, alpha, A, lda, B,
-                       ldb, beta, C, ldc);
-}
-
 /* Whether p runs a Hopper configuration (gemm_sm90a.hip's). */
 static int hopper_plan(const tj__gemm_plan *p)
 {
@@ -318,17 +296,15 @@ int tj_gemm_f16(tj_runtime *rt, void *stream, int M, int N, int K,
   if (p.path == GEMM_PATH_SKINNY_TC)
     return launch_skinny_tc(rt, fn, p, stream, M, N, K, alpha, A, lda, B,
                             ldb, beta, C, ldc);
-  if (hopper_plan(&p)) {
-    /* Background builds: the fallback while its configuration compiles. */
-    tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, alpha, A, lda, B, ldb, beta,
-                                       C, ldc);
-    if (tj__gemm_defer_hopper(rt, &d, &p))
-      return tj__gemm_fallback_run(rt, fn, stream, &d);
-    return launch_hopper(rt, fn, &p, NULL, stream, M, N, K, alpha, A, lda, B,
-                         ldb, beta, C, ldc);
-  }
+  /* Background builds: the fallback while p's configuration or entry
+   * compiles. */
   tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, alpha, A, lda, B, ldb, beta, C,
                                      ldc);
+  if (hopper_plan(&p)) {
+    if (tj__gemm_defer_hopper(rt, &d, &p))
+      return tj__gemm_fallback_run(rt, fn, stream, &d);
+    return tj__gemm_hopper_run(rt, fn, stream, &d, NULL, &p);
+  }
   if (tj__gemm_defer_kernel(rt, p.entry, &d))
     return tj__gemm_fallback_run(rt, fn, stream, &d);
   void *args[] = {&M, &N, &K, &alpha, &A, &lda, &B, &ldb, &beta, &C, &ldc};

@@ -4,7 +4,7 @@
  * too).  Dependencies run one way: the call (gemm.c) asks the plan
  * (plan.c) what to run and launches it; the plan asks the decisions
  * (configs.c) through tj__gemm_decision_for; the tuner (tune.c) times
- * the configurations through tj__gemm_run_config.  The kernels know nothing
+ * the configurations through tj__gemm_hopper_run.  The kernels know nothing
  * of either.
  *
  * What the family keeps per runtime (its settings and the decisions met
@@ -192,13 +192,6 @@ int tj__gemm_sm90a_maps(tj_runtime *rt, const char *fn,
 int tj__gemm_kernel_shared(tj_runtime *rt, const char *fn, tj_kernel *k,
                            const char *entry, unsigned bytes);
 
-/* One launch of cfg on stream, as tj_gemm_f16 would launch it (workspace
- * included): the tuner's. */
-int tj__gemm_run_config(tj_runtime *rt, const char *fn,
-                        const tj__gemm_config *cfg, void *stream, int M,
-                        int N, int K, float alpha, const void *A, int lda,
-                        const void *B, int ldb, float beta, void *C,
-                        int ldc);
 /* The grid of the first launch tj_gemm_f16 would make for these arguments,
  * planned as tj_gemm_f16_kernel plans (for tests of the plans' grids:
  * persistent ones are one block per SM); {0, 0, 0}, with tj_errmsg, for
