@@ -586,23 +586,37 @@ static void hold(tj__remote *r, tj__remote_lease *l)
 enum { STEP_OFF = -2, STEP_ALONE = -1, STEP_WAIT, STEP_LOOK, STEP_HOLD };
 
 /* What a waiter has seen: the holder it waits for (its token, since
- * when, for how long at most), and when that holder vanished with no
- * value behind it, and how long it is given to come back. */
+ * when, for how long at most), whether the server was away meanwhile,
+ * and when the holder vanished with no value behind it, and how long it
+ * is given to come back. */
 typedef struct waiting {
   char seen[TJ__REMOTE_TOKEN];
   long long since;
   long bound;
+  int unsure;        /* the server was away: a lease may have been lost */
   long long gone_at; /* 0 while a lease or nothing was seen */
   long grace;
 } waiting;
 
-/* A holder that vanished: its lease is gone and no value is there.  It
- * stopped and its lease expired, or the server restarted empty while it
- * compiles on; such a holder finds its lease gone at its next renewal,
- * within a third of the lease time, and takes it again, so a waiter
- * gives it that and a quarter to a half more (jittered, so that the
- * waiters do not all ask at once) before it takes the lease itself.  A
- * lease nobody was seen holding is taken at once.  r->lock held. */
+/* Was key's server away lately (the last fault got nothing of an
+ * answer, and nothing answered since)?  Then it may have restarted
+ * empty, and no lease there does not mean that nobody holds one.
+ * r->lock held. */
+static int away_lately(tj__remote *r, const char *key)
+{
+  const breaker *k = brk_of(r, key);
+  return k->off && k->away;
+}
+
+/* No lease, and no value: the holder seen (or one that a server away
+ * meanwhile may have lost) stopped and its lease expired, or the server
+ * restarted empty while it compiles on.  Such a holder finds its lease
+ * gone at its next renewal, within a third of the lease time, and takes
+ * it again, so a waiter gives it that and a quarter to a half more
+ * (jittered, so that the waiters do not all ask at once) before it
+ * takes the lease itself.  A key whose value failed its check here has a
+ * value whatever the holder did: the lease is taken at once, and the
+ * look again tells whether the holder replaced it.  r->lock held. */
 static int vanished(tj__remote *r, tj__remote_lease *l, waiting *w)
 {
   long ms = r->set.lease_ms;
@@ -610,7 +624,8 @@ static int vanished(tj__remote *r, tj__remote_lease *l, waiting *w)
   long long t = now_ms();
   if (!w->gone_at) {
     w->gone_at = t;
-    w->grace = ms / 3 + ms / 12 + below(r, ms / 12 + 1);
+    w->grace = was_rejected(r, l->key)
+                   ? 0 : ms / 3 + ms / 12 + below(r, ms / 12 + 1);
   }
   if (t - w->gone_at < w->grace)
     return STEP_WAIT;
@@ -631,8 +646,10 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, waiting *w,
   long ms = r->set.lease_ms;
   tj__remote_call c = {0};
   /* A lease nobody was seen holding is taken at once; once a holder was
-   * seen, who holds it is asked first (vanished says why). */
-  if (!ro && !w->seen[0]) {
+   * seen, or the server was away, who holds it is asked first (vanished
+   * says why). */
+  int wary = w->seen[0] || w->unsure;
+  if (!ro && !wary) {
     int t = may_call(r, l->key) ? done(r, l->key, &c, r->be->lease_take(
                                       r->b, l->key, l->token, NULL, ms, &c))
                         : -1;
@@ -645,7 +662,7 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, waiting *w,
                       : -1;
   if (h < 0)
     return STEP_OFF;
-  if (h == 0 && !w->seen[0])
+  if (h == 0 && !wary)
     return ro ? STEP_ALONE : STEP_WAIT; /* nobody is making it; or it was
                                            released meanwhile: take it */
   if (h > 0 && strcmp(holder, w->seen) != 0) { /* a new holder: wait for
@@ -712,7 +729,9 @@ int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
   long delay = POLL_FIRST_MS;
   for (int waited = 0;; waited = 1) {
     pthread_mutex_lock(&r->lock);
+    w.unsure |= away_lately(r, l->key);
     int step = lease_step(r, l, &w, wait_ms);
+    w.unsure |= away_lately(r, l->key);
     if (step == STEP_HOLD) {
       hold(r, l);
       r->n.takeovers += w.seen[0] && taken_over(r, l);
