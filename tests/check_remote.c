@@ -1112,6 +1112,47 @@ static int clients_whose_last_command_is(const redis_server *s,
   return n;
 }
 
+/* A holder that goes without a value once every waiter has seen it (its
+ * lease deleted, as a restart or an eviction would): the waiters give it
+ * a renewal period and a little more to take the lease again, then one of
+ * them takes it and compiles, and the others wait for that one. */
+START_TEST(a_holder_gone_without_its_value_is_followed_by_one_compile)
+{
+  enum { N = 8 };
+  char *dir = test_tmpdir(), key[TJ__KEY_HEX];
+  key_of_add(dir, key);
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  freeReplyObject(ask(&s, "SET " TJ__REMOTE_NAMESPACE "lease:%s 1-gone PX "
+                      "600000", key));
+  setenv("TOKITAI_JIT_REMOTE_LEASE_MS", "3000", 1);
+  herd h;
+  herd_start(&h, N, dir, spec, 0, ADD);
+  unsetenv("TOKITAI_JIT_REMOTE_LEASE_MS");
+  herd_go(&h);
+  int waiting = 0;
+  for (int i = 0; i < 60000 && waiting < N; i++)
+    if ((waiting = clients_whose_last_command_is(&s, "exists")) < N)
+      sleep_ms(2);
+  ck_assert_int_eq(waiting, N);
+  freeReplyObject(ask(&s, "DEL " TJ__REMOTE_NAMESPACE "lease:%s", key));
+  herd_wait(&h);
+  printf("remote: a holder gone without its value, %d processes: %llu "
+         "compiles, %llu takeovers, %llu remote hits\n", N,
+         (unsigned long long)h.compiles, (unsigned long long)h.takeovers,
+         (unsigned long long)h.remote_hits);
+  ck_assert_int_eq(h.ok, N);
+  ck_assert_uint_eq(h.compiles, 1);
+  ck_assert_uint_eq(h.takeovers, 1);
+  ck_assert_uint_eq(h.remote_hits, N - 1);
+  ck_assert_uint_eq(h.errors + h.timeouts, 0);
+  stop_server(&s);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
 /* A restart, empty, while a compile holds the lease and 8 processes wait
  * on it: the holder takes its lease again at its next renewal, the
  * waiters give it that time instead of taking the lease themselves, and
@@ -1355,6 +1396,7 @@ int main(void)
   tc = test_case(s, "ridden", 120);
   tcase_add_test(tc, a_stall_mid_compile_costs_at_most_one_compile_more);
   tcase_add_test(tc, a_restart_mid_compile_costs_no_compile_more);
+  tcase_add_test(tc, a_holder_gone_without_its_value_is_followed_by_one_compile);
   return run_suite(s);
 }
 
