@@ -36,7 +36,8 @@ typedef struct tj__remote tj__remote;
 typedef struct tj__remote_counters {
   uint64_t hits, misses, rejects, errors, timeouts, bytes_in, bytes_out;
   uint64_t openings;  /* a server's breaker turned its keys off */
-  uint64_t renewals;  /* lease renewals sent while compiling */
+  uint64_t renewals;  /* lease renewals sent while compiling, and leases
+                         taken again after a restart lost them */
   uint64_t takeovers; /* leases taken from a holder that stopped */
   uint64_t published; /* values compiled while off, published later */
   uint64_t redirects; /* cluster redirections (MOVED, ASK) followed */
