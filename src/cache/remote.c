@@ -267,6 +267,13 @@ static int may_call(tj__remote *r, const char *key)
   return !k->off || now_ms() >= k->retry_at;
 }
 
+/* A number from 0 to n - 1, for jitter.  r->lock held. */
+static long below(tj__remote *r, long n)
+{
+  r->seed ^= r->seed >> 12, r->seed ^= r->seed << 25, r->seed ^= r->seed >> 27;
+  return (long)((r->seed * 0x2545F4914F6CDD1Dull) % (uint64_t)(n > 0 ? n : 1));
+}
+
 /* A command answered on a server that was off: on again.  r->lock
  * held. */
 static void turn_on(tj__remote *r, breaker *k)
@@ -289,9 +296,7 @@ static void turn_off(tj__remote *r, breaker *k, const tj__remote_call *c)
   k->backoff = !k->backoff ? first
                : k->backoff < first * BACKOFF_GROWTH / 2 ? k->backoff * 2
                                                         : first * BACKOFF_GROWTH;
-  r->seed ^= r->seed >> 12, r->seed ^= r->seed << 25, r->seed ^= r->seed >> 27;
-  uint64_t j = (r->seed * 0x2545F4914F6CDD1Dull) % (uint64_t)(k->backoff + 1);
-  k->retry_at = now_ms() + k->backoff / 2 + (long long)j;
+  k->retry_at = now_ms() + k->backoff / 2 + below(r, k->backoff + 1);
   if (k->off)
     return;
   k->off = 1;
@@ -493,18 +498,41 @@ static void next_wake(const tj__remote *r, struct timespec *at)
     at->tv_sec++, at->tv_nsec -= 1000000000L;
 }
 
+/* Renew l: 1, 0 when it is no longer ours, -1 on a fault.  A renewal
+ * whose connection the server closed (a restart, an idle timeout) is
+ * sent again at once on a new one, so that a restart costs the holder
+ * no renewal; a silence is not waited for twice.  A lease that is gone
+ * (the server restarted empty, or it expired while this process
+ * stalled and nobody took it over) is taken again under its token, as
+ * the waiters expect (they give a holder that vanished more than one
+ * renewal before they take the lease themselves); one that another
+ * holds was taken over.  r->lock held. */
+static int renew(tj__remote *r, tj__remote_lease *l)
+{
+  long ms = r->set.lease_ms;
+  tj__remote_call c = {0};
+  int rc = r->be->lease_renew(r->b, l->key, l->token, ms, &c);
+  if (rc < 0 && c.away && !c.timeout) {
+    uint64_t in = c.bytes_in, out = c.bytes_out;
+    memset(&c, 0, sizeof c);
+    rc = r->be->lease_renew(r->b, l->key, l->token, ms, &c);
+    c.bytes_in += in, c.bytes_out += out;
+  }
+  done(r, l->key, &c, rc);
+  if (rc == 0 && may_call(r, l->key))
+    rc = done(r, l->key, &c, r->be->lease_take(r->b, l->key, l->token, NULL,
+                                               ms, &c));
+  return rc;
+}
+
 /* Renew the leases held here.  r->lock held. */
 static void renew_held(tj__remote *r)
 {
   for (int i = 0; i < HELD_MAX && !r->stopping; i++) {
     tj__remote_lease *l = r->held[i];
-    if (!l)
+    if (!l || !may_call(r, l->key))
       continue;
-    tj__remote_call c = {0};
-    int rc = may_call(r, l->key)
-                 ? done(r, l->key, &c, r->be->lease_renew(r->b, l->key,
-                        l->token, r->set.lease_ms, &c))
-                         : -1;
+    int rc = renew(r, l);
     r->n.renewals += rc == 1;
     if (rc == 0) /* taken over: no longer ours to renew */
       r->held[i] = NULL;
@@ -557,15 +585,71 @@ static void hold(tj__remote *r, tj__remote_lease *l)
  * tier is off, nothing learnt. */
 enum { STEP_OFF = -2, STEP_ALONE = -1, STEP_WAIT, STEP_LOOK, STEP_HOLD };
 
-/* One step of the wait; *bound is how long the holder seen may hold
+/* What a waiter has seen: the holder it waits for (its token, since
+ * when, for how long at most), whether the server was away meanwhile,
+ * and when the holder vanished with no value behind it, and how long it
+ * is given to come back. */
+typedef struct waiting {
+  char seen[TJ__REMOTE_TOKEN];
+  long long since;
+  long bound;
+  int unsure;        /* the server was away: a lease may have been lost */
+  long long gone_at; /* 0 while a lease or nothing was seen */
+  long grace;
+} waiting;
+
+/* Was key's server away lately (the last fault got nothing of an
+ * answer, and nothing answered since)?  Then it may have restarted
+ * empty, and no lease there does not mean that nobody holds one.
+ * r->lock held. */
+static int away_lately(tj__remote *r, const char *key)
+{
+  const breaker *k = brk_of(r, key);
+  return k->off && k->away;
+}
+
+/* No lease, and no value: the holder seen (or one that a server away
+ * meanwhile may have lost) stopped and its lease expired, or the server
+ * restarted empty while it compiles on.  Such a holder finds its lease
+ * gone at its next renewal, within a third of the lease time, and takes
+ * it again, so a waiter gives it that and a quarter to a half more
+ * (jittered, so that the waiters do not all ask at once) before it
+ * takes the lease itself.  A key whose value failed its check here has a
+ * value whatever the holder did: the lease is taken at once, and the
+ * look again tells whether the holder replaced it.  r->lock held. */
+static int vanished(tj__remote *r, tj__remote_lease *l, waiting *w)
+{
+  long ms = r->set.lease_ms;
+  tj__remote_call c = {0};
+  long long t = now_ms();
+  if (!w->gone_at) {
+    w->gone_at = t;
+    w->grace = was_rejected(r, l->key)
+                   ? 0 : ms / 3 + ms / 12 + below(r, ms / 12 + 1);
+  }
+  if (t - w->gone_at < w->grace)
+    return STEP_WAIT;
+  if (r->set.readonly)
+    return STEP_ALONE;
+  int k = may_call(r, l->key) ? done(r, l->key, &c, r->be->lease_take(
+                                    r->b, l->key, l->token, NULL, ms, &c))
+                      : -1;
+  return k < 0 ? STEP_OFF : k > 0 ? STEP_HOLD : STEP_WAIT;
+}
+
+/* One step of the wait; w->bound is how long the holder seen may hold
  * the lease before one waiter takes it over.  r->lock held. */
-static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
-                      long long *since, long wait_ms, long *bound)
+static int lease_step(tj__remote *r, tj__remote_lease *l, waiting *w,
+                      long wait_ms)
 {
   int ro = r->set.readonly;
   long ms = r->set.lease_ms;
   tj__remote_call c = {0};
-  if (!ro) {
+  /* A lease nobody was seen holding is taken at once; once a holder was
+   * seen, or the server was away, who holds it is asked first (vanished
+   * says why). */
+  int wary = w->seen[0] || w->unsure;
+  if (!ro && !wary) {
     int t = may_call(r, l->key) ? done(r, l->key, &c, r->be->lease_take(
                                       r->b, l->key, l->token, NULL, ms, &c))
                         : -1;
@@ -578,15 +662,18 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
                       : -1;
   if (h < 0)
     return STEP_OFF;
-  if (h == 0)
+  if (h == 0 && !wary)
     return ro ? STEP_ALONE : STEP_WAIT; /* nobody is making it; or it was
                                            released meanwhile: take it */
-  if (strcmp(holder, seen) != 0) { /* a new holder: wait for it afresh,
-                                      longer when it took the lease over */
-    *bound = seen[0] ? TAKEOVER_WAITS * wait_ms : wait_ms;
-    snprintf(seen, TJ__REMOTE_TOKEN, "%s", holder);
-    *since = now_ms();
+  if (h > 0 && strcmp(holder, w->seen) != 0) { /* a new holder: wait for
+                                      it afresh, longer when it took the
+                                      lease over */
+    w->bound = w->seen[0] ? TAKEOVER_WAITS * wait_ms : wait_ms;
+    snprintf(w->seen, sizeof w->seen, "%s", holder);
+    w->since = now_ms();
   }
+  if (h > 0)
+    w->gone_at = 0;
   if (!was_rejected(r, l->key)) {
     int have = may_call(r, l->key)
                    ? done(r, l->key, &c, r->be->exists(r->b, l->key, &c))
@@ -594,13 +681,15 @@ static int lease_step(tj__remote *r, tj__remote_lease *l, char *seen,
     if (have != 0)
       return have > 0 ? STEP_LOOK : STEP_OFF;
   }
-  if (now_ms() - *since < *bound)
+  if (h == 0)
+    return vanished(r, l, w);
+  if (now_ms() - w->since < w->bound)
     return STEP_WAIT;
   if (ro)
     return STEP_ALONE;
   /* The holder outlived the wait: one waiter takes it from that holder. */
   int t = may_call(r, l->key) ? done(r, l->key, &c, r->be->lease_take(
-                                    r->b, l->key, l->token, seen, ms, &c))
+                                    r->b, l->key, l->token, w->seen, ms, &c))
                       : -1;
   return t < 0 ? STEP_OFF : t > 0 ? STEP_HOLD : STEP_WAIT;
 }
@@ -636,17 +725,18 @@ int tj__remote_lease_begin(tj__remote *r, const char *key, long wait_ms,
   uint64_t seed = tj__lease_seed();
   snprintf(l->token, sizeof l->token, "%ld-%016llx", (long)getpid(),
            (unsigned long long)seed);
-  char seen[TJ__REMOTE_TOKEN] = "";
-  long long since = now_ms();
-  long delay = POLL_FIRST_MS, bound = wait_ms;
+  waiting w = {.since = now_ms(), .bound = wait_ms};
+  long delay = POLL_FIRST_MS;
   for (int waited = 0;; waited = 1) {
     pthread_mutex_lock(&r->lock);
-    int step = lease_step(r, l, seen, &since, wait_ms, &bound);
+    w.unsure |= away_lately(r, l->key);
+    int step = lease_step(r, l, &w, wait_ms);
+    w.unsure |= away_lately(r, l->key);
     if (step == STEP_HOLD) {
       hold(r, l);
-      r->n.takeovers += seen[0] && taken_over(r, l);
+      r->n.takeovers += w.seen[0] && taken_over(r, l);
     }
-    if (step == STEP_OFF && ride_out(r, l->key, since, bound))
+    if (step == STEP_OFF && ride_out(r, l->key, w.since, w.bound))
       step = STEP_WAIT;
     pthread_mutex_unlock(&r->lock);
     if (step != STEP_WAIT)

@@ -36,7 +36,8 @@ typedef struct tj__remote tj__remote;
 typedef struct tj__remote_counters {
   uint64_t hits, misses, rejects, errors, timeouts, bytes_in, bytes_out;
   uint64_t openings;  /* a server's breaker turned its keys off */
-  uint64_t renewals;  /* lease renewals sent while compiling */
+  uint64_t renewals;  /* lease renewals sent while compiling, and leases
+                         taken again after a restart lost them */
   uint64_t takeovers; /* leases taken from a holder that stopped */
   uint64_t published; /* values compiled while off, published later */
   uint64_t redirects; /* cluster redirections (MOVED, ASK) followed */
@@ -197,8 +198,12 @@ typedef struct tj__remote_lease tj__remote_lease;
  * the renewals stop (the holder died or stalled) and the lease expires;
  * when wait_ms passes with one holder still renewing, one waiter takes it
  * from that holder, not every waiter (a holder that took the lease over
- * gets four times wait_ms).  A value that failed its check here is not
- * taken as done: the waiter waits for the lease.  A fault where the
+ * gets four times wait_ms).  The holder takes its lease again when it
+ * finds it gone (the server restarted empty); a waiter that finds the
+ * holder it saw gone, and no value, gives it a renewal and a little
+ * more to do so before it takes the lease itself, so that a restart
+ * costs no compile.  A value that failed its check here is not taken as
+ * done: the waiter waits for the lease.  A fault where the
  * server is away (tj__remote_call.away) is waited through, a few faults
  * in a row at most (remote.c, RIDE_FAULTS), so that a stall or a restart
  * does not make every waiter compile.  1: look in every layer again

@@ -14,7 +14,9 @@
  * lease.  Every wait is bounded: TOKITAI_JIT_LEASE_WAIT_MS (30 s) for each
  * of the two, after which one waiter takes over; a holder that dies frees
  * the local lease at once (the kernel drops it) and the remote one when
- * its renewals stop and it expires (TOKITAI_JIT_REMOTE_LEASE_MS, 10 s).
+ * its renewals stop and it expires (TOKITAI_JIT_REMOTE_LEASE_MS, 10 s),
+ * and the waiters' grace for a holder that lost it to a restart has
+ * passed (half that at most).
  */
 #include "internal.h"
 #include "layers.h"
