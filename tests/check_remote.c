@@ -909,6 +909,63 @@ START_TEST(one_waiter_takes_over_a_stuck_local_lease)
 }
 END_TEST
 
+/* A server that closes idle connections (its `timeout` setting, as
+ * operators set it) costs the tier nothing: the next command goes again
+ * on a new connection, no fault is counted and the tier stays on. */
+START_TEST(an_idle_connection_the_server_closed_costs_no_fault)
+{
+  static const char *const sources[] = {
+      "extern \"C\" __global__ void idle_k(int *p) { p[0] = 5; }",
+      "extern \"C\" __global__ void idle_k(int *p) { p[0] = 6; }"};
+  char *dir = test_tmpdir();
+  redis_server s;
+  start_server(&s, dir);
+  char *spec = spec_of(&s, 1, "");
+  char *mine = test_path(dir, "idle.db");
+  tj_runtime *rt = open_remote(mine, spec);
+  tj_kernel *k;
+  tj_stats st;
+  ck_assert_int_eq(tj_kernel_compile(rt, sources[0], "idle_k", NULL, &k),
+                   TJ_OK);
+  redisReply *r = ask(&s, "CONFIG SET timeout 1");
+  ck_assert_int_eq(r->type, REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  /* The server checks idle clients about ten times a second: 2.5 s
+   * leave it time to close ours. */
+  sleep_ms(2500);
+  /* Only the test's own connection is left. */
+  r = ask(&s, "CLIENT LIST");
+  ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+  int lines = 0;
+  for (const char *p = r->str; *p; p++)
+    lines += *p == '\n';
+  ck_assert_msg(lines == 1, "%s", r->str);
+  freeReplyObject(r);
+  ck_assert_int_eq(tj_kernel_compile(rt, sources[1], "idle_k", NULL, &k),
+                   TJ_OK);
+  tj_runtime_get_stats(rt, &st);
+  ck_assert_uint_eq(st.remote_errors, 0);
+  ck_assert_uint_eq(st.remote_timeouts, 0);
+  ck_assert_uint_eq(st.remote_breaker_openings, 0);
+  ck_assert_int_eq(st.remote_state, TJ_REMOTE_ON);
+  tj_runtime_close(rt);
+  /* And what it compiled after the close reached the server. */
+  char *other = test_path(dir, "other.db");
+  rt = open_remote(other, spec);
+  ck_assert_int_eq(tj_kernel_compile(rt, sources[1], "idle_k", NULL, &k),
+                   TJ_OK);
+  tj_runtime_get_stats(rt, &st);
+  ck_assert_uint_eq(st.remote_hits, 1);
+  ck_assert_uint_eq(st.compiles, 0);
+  tj_runtime_close(rt);
+  stop_server(&s);
+  free(other);
+  free(mine);
+  free(spec);
+  free(dir);
+}
+END_TEST
+
 static void restart_server(redis_server *s, const char *dir)
 {
   start_server_at(s, dir, s->port);
@@ -1390,6 +1447,7 @@ int main(void)
   tcase_add_test(tc, a_damaged_value_is_replaced_by_one_compile);
   tcase_add_test(tc, one_waiter_takes_over_a_stuck_lease);
   tcase_add_test(tc, one_waiter_takes_over_a_stuck_local_lease);
+  tcase_add_test(tc, an_idle_connection_the_server_closed_costs_no_fault);
   tcase_add_test(tc, the_tier_comes_back_after_a_stall_and_a_restart);
   tcase_add_test(tc, sharing_resumes_after_a_stall_mid_herd);
   tcase_add_test(tc, a_warm_start_touches_neither_sqlite_nor_the_network);

@@ -498,10 +498,10 @@ static void next_wake(const tj__remote *r, struct timespec *at)
     at->tv_sec++, at->tv_nsec -= 1000000000L;
 }
 
-/* Renew l: 1, 0 when it is no longer ours, -1 on a fault.  A renewal
- * whose connection the server closed (a restart, an idle timeout) is
- * sent again at once on a new one, so that a restart costs the holder
- * no renewal; a silence is not waited for twice.  A lease that is gone
+/* Renew l: 1, 0 when it is no longer ours, -1 on a fault (a connection
+ * the server closed meanwhile is none: the backend sends the renewal
+ * again on a new one, so that a restart costs the holder no renewal).
+ * A lease that is gone
  * (the server restarted empty, or it expired while this process
  * stalled and nobody took it over) is taken again under its token, as
  * the waiters expect (they give a holder that vanished more than one
@@ -511,14 +511,8 @@ static int renew(tj__remote *r, tj__remote_lease *l)
 {
   long ms = r->set.lease_ms;
   tj__remote_call c = {0};
-  int rc = r->be->lease_renew(r->b, l->key, l->token, ms, &c);
-  if (rc < 0 && c.away && !c.timeout) {
-    uint64_t in = c.bytes_in, out = c.bytes_out;
-    memset(&c, 0, sizeof c);
-    rc = r->be->lease_renew(r->b, l->key, l->token, ms, &c);
-    c.bytes_in += in, c.bytes_out += out;
-  }
-  done(r, l->key, &c, rc);
+  int rc = done(r, l->key, &c, r->be->lease_renew(r->b, l->key, l->token,
+                                                  ms, &c));
   if (rc == 0 && may_call(r, l->key))
     rc = done(r, l->key, &c, r->be->lease_take(r->b, l->key, l->token, NULL,
                                                ms, &c));

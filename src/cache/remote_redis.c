@@ -687,13 +687,12 @@ static int greet(const server *sv, redisContext *x, long long deadline,
   return 0;
 }
 
-/* One command on sv by deadline, after ASKING when asking is set: the
- * reply (an error reply too), or NULL with c->what set.  A fault drops
- * the connection: what is left of its answer means nothing. */
-static redisReply *on_server(redis_backend *rb, server *sv, int asking,
-                             int argc, const char **argv, const size_t *argl,
-                             const expect *ex, long long deadline,
-                             tj__remote_call *c)
+/* on_server's one try: the connection (made now if need be), its
+ * greeting when new, then the command; a fault drops the connection. */
+static redisReply *on_connection(redis_backend *rb, server *sv, int asking,
+                                 int argc, const char **argv,
+                                 const size_t *argl, const expect *ex,
+                                 long long deadline, tj__remote_call *c)
 {
   int fresh;
   redisContext *x = connect_to(rb, sv, &fresh, deadline, c);
@@ -714,6 +713,29 @@ static redisReply *on_server(redis_backend *rb, server *sv, int asking,
   }
   if (!rep)
     drop(sv);
+  return rep;
+}
+
+/* One command on sv by deadline, after ASKING when asking is set: the
+ * reply (an error reply too), or NULL with c->what set.  A fault drops
+ * the connection: what is left of its answer means nothing.  A
+ * connection kept from an earlier command that the server closed
+ * meanwhile (its idle timeout, a restart) answers nothing at all: the
+ * command goes again, once, on a new one, so that neither costs the
+ * tier a fault. */
+static redisReply *on_server(redis_backend *rb, server *sv, int asking,
+                             int argc, const char **argv, const size_t *argl,
+                             const expect *ex, long long deadline,
+                             tj__remote_call *c)
+{
+  int kept = sv->ctx != NULL;
+  redisReply *rep = on_connection(rb, sv, asking, argc, argv, argl, ex,
+                                  deadline, c);
+  if (!rep && kept && c->away && !c->timeout && now_ms() < deadline) {
+    c->away = 0;
+    c->what[0] = '\0';
+    rep = on_connection(rb, sv, asking, argc, argv, argl, ex, deadline, c);
+  }
   return rep;
 }
 
