@@ -1010,7 +1010,8 @@ END_TEST
 
 /* tj_gemm_f16_configuration lists tj_gemm_f16's generated code objects
  * on sm_90 (the last, 17th, the skinny kernel's cluster of eight) and
- * none elsewhere; bad arguments are refused. */
+ * none elsewhere, as many as tj_gemm_f16_configurations counts; bad
+ * arguments are refused. */
 START_TEST(f16_configurations_are_listed_on_sm90_only)
 {
   tj_runtime *rt = open_arch(TEST_ARCH, TJ_CACHE_DISABLE);
@@ -1018,6 +1019,9 @@ START_TEST(f16_configurations_are_listed_on_sm90_only)
   ck_assert_int_eq(tj_gemm_f16_configuration(rt, 0, NULL), TJ_EINVAL);
   ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "NULL"));
   ck_assert_int_eq(tj_gemm_f16_configuration(NULL, 0, &k), TJ_EINVAL);
+  ck_assert_uint_eq(tj_gemm_f16_configurations(NULL), 0);
+  ck_assert_uint_eq(tj_gemm_f16_configurations(rt),
+                    strcmp(TEST_ARCH, "sm_90") == 0 ? 17 : 0);
   if (strcmp(TEST_ARCH, "sm_90") != 0) {
     ck_assert_int_eq(tj_gemm_f16_configuration(rt, 0, &k), TJ_ENOENT);
     ck_assert_ptr_nonnull(strstr(tj_errmsg(rt), "no generated configuration"));

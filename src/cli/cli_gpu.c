@@ -328,7 +328,10 @@ typedef struct warm_plan {
   size_t compiled, with_file, cached, failed;
   double compile_ms;
   /* The GEMM configurations (tj_gemm_f16_configuration), after the
-   * embedded kernels: how many, compiled and found. */
+   * embedded kernels, as jobs of the same workers: job total + a *
+   * CONFIG_SLOTS + i is configuration i for arch a.  How many, compiled
+   * and found. */
+  size_t total;
   size_t configs, configs_compiled, configs_cached;
   double configs_ms;
   char (*keys)[33];     /* of the kernels compiled: each must be stored */
@@ -403,15 +406,26 @@ static const char *warm_arch_of(const warm_plan *w, size_t i)
   return tj_runtime_arch(w->rts[i / w->nkernels]);
 }
 
+/* Room for each arch's configurations among the job numbers: more than
+ * tj_gemm_f16_configurations gives on any arch. */
+#define CONFIG_SLOTS 256
+
 static const char *warm_arch(void *ctx, size_t job)
 {
   warm_plan *w = ctx;
+  if (job >= w->total)
+    return tj_runtime_arch(w->rts[(job - w->total) / CONFIG_SLOTS]);
   return warm_arch_of(w, w->order[job]);
 }
 
 static void warm_label(void *ctx, size_t job, char *buf, size_t len)
 {
   warm_plan *w = ctx;
+  if (job >= w->total) {
+    snprintf(buf, len, "GEMM configuration %zu for %s",
+             (job - w->total) % CONFIG_SLOTS, warm_arch(ctx, job));
+    return;
+  }
   size_t i = w->order[job];
   snprintf(buf, len, "%s for %s", w->kernels[i % w->nkernels],
            warm_arch_of(w, i));
@@ -475,11 +489,45 @@ static void warm_one(warm_plan *w, size_t i, const char *arch, int in_worker,
     res->out = strdup(tj_errmsg(rt));
 }
 
+/* Configuration i of tj_gemm_f16 for arch, as warm_one does a kernel. */
+static void warm_config(warm_plan *w, size_t i, const char *arch,
+                        int in_worker, cli_job_result *res)
+{
+  tj_runtime *rt = NULL;
+  if (in_worker)
+    rt = worker_runtime(w, arch, res);
+  for (int a = 0; !in_worker && a < w->nrts; a++)
+    if (strcmp(tj_runtime_arch(w->rts[a]), arch) == 0)
+      rt = w->rts[a];
+  tj_kernel *k = NULL;
+  tj_kernel_info info;
+  if (!rt)
+    return;
+  int rc = tj_gemm_f16_configuration(rt, i, &k);
+  if (rc == TJ_OK)
+    rc = tj_kernel_get_info(k, &info);
+  res->status = rc;
+  if (rc != TJ_OK) {
+    if (asprintf(&res->err, "tj_gemm_f16's configuration %zu for %s: %s: "
+                 "%s", i, arch, tj_strerror(rc), tj_errmsg(rt)) < 0)
+      res->err = NULL;
+    return;
+  }
+  res->origin = info.origin;
+  res->compile_ms = info.compile_ms;
+  snprintf(res->key, sizeof res->key, "%s", info.key);
+  if (info.origin != TJ_FROM_CACHE && *tj_errmsg(rt))
+    res->out = strdup(tj_errmsg(rt));
+}
+
 static void warm_job(void *ctx, size_t job, const char *arch, int in_worker,
                      cli_job_result *res)
 {
   warm_plan *w = ctx;
-  warm_one(w, w->order[job], arch, in_worker, res);
+  if (job >= w->total)
+    warm_config(w, (job - w->total) % CONFIG_SLOTS, arch, in_worker, res);
+  else
+    warm_one(w, w->order[job], arch, in_worker, res);
 }
 
 /* The workers compiled for the GPU's arch without a GPU; the kernels of
@@ -597,40 +645,59 @@ static int room_for_key(warm_plan *w)
 
 /* The configurations of tj_gemm_f16 that the library compiles per
  * configuration rather than embeds (on sm_90 its Hopper ones), for each
- * arch that has them, here in this process: what the library lists
- * (tj_gemm_f16_configuration), so that a warm cache compiles nothing for
- * tj_gemm_f16's common shapes. */
-static void warm_configurations(warm_plan *w)
+ * arch that has them: what the library lists (tj_gemm_f16_configuration),
+ * so that a warm cache compiles nothing for tj_gemm_f16's common shapes.
+ * They run as jobs of the same workers as the embedded kernels; those
+ * compiled there for this machine's GPU are loaded here too, from the
+ * cache, as warm_load_here does the kernels. */
+static void warm_configurations(warm_plan *w, cli_pool *pool)
 {
+  size_t end = w->total + (size_t)w->nrts * CONFIG_SLOTS;
+  cli_job_result *res = calloc(end + 1, sizeof *res);
+  if (!res) {
+    cli_error("out of memory");
+    w->failed++;
+    return;
+  }
   for (int a = 0; a < w->nrts; a++) {
-    tj_runtime *rt = w->rts[a];
-    for (size_t i = 0;; i++) {
-      tj_kernel *k = NULL;
-      tj_kernel_info info;
-      int rc = tj_gemm_f16_configuration(rt, i, &k);
-      if (rc == TJ_ENOENT)
-        break;
-      if (rc == TJ_OK)
-        rc = tj_kernel_get_info(k, &info);
-      if (rc != TJ_OK) {
-        cli_error("tj_gemm_f16's configuration %zu for %s: %s: %s", i,
-                  tj_runtime_arch(rt), tj_strerror(rc), tj_errmsg(rt));
-        w->failed++;
-        break;
+    size_t n = tj_gemm_f16_configurations(w->rts[a]);
+    if (n > CONFIG_SLOTS)
+      n = CONFIG_SLOTS;
+    size_t first = w->total + (size_t)a * CONFIG_SLOTS;
+    cli_jobs jobs = {first + n, warm_job, warm_arch, warm_label, w, first};
+    cli_pool_run(pool, &jobs, res);
+    for (size_t j = first; j < first + n; j++) {
+      cli_job_result *r = &res[j];
+      if (r->status == TJ_OK && cli_pool_workers(pool) &&
+          w->o->narchs == 0) {
+        cli_job_result here;
+        memset(&here, 0, sizeof here);
+        warm_config(w, j - first, tj_runtime_arch(w->rts[a]), 0, &here);
+        if (here.status != TJ_OK || here.origin != TJ_FROM_CACHE) {
+          cli_job_result_free(r);
+          *r = here;
+        } else {
+          cli_job_result_free(&here);
+        }
       }
       w->configs++;
-      if (info.origin == TJ_FROM_CACHE) {
+      if (r->status != TJ_OK) {
+        cli_error("%s", r->err ? r->err : tj_strerror(r->status));
+        w->failed++;
+      } else if (r->origin == TJ_FROM_CACHE) {
         w->configs_cached++;
       } else if (room_for_key(w)) {
-        snprintf(w->keys[w->compiled++], sizeof w->keys[0], "%s", info.key);
+        snprintf(w->keys[w->compiled++], sizeof w->keys[0], "%s", r->key);
         w->configs_compiled++;
-        w->configs_ms += info.compile_ms;
-        snprintf(w->why, sizeof w->why, "%s", tj_errmsg(rt));
+        w->configs_ms += r->compile_ms;
+        snprintf(w->why, sizeof w->why, "%s", r->out ? r->out : "");
       } else {
         w->failed++;
       }
+      cli_job_result_free(r);
     }
   }
+  free(res);
 }
 
 /* Compile every job, in worker processes when -j allows, one entry of
@@ -682,6 +749,7 @@ int cli_warm(const cli_options *o)
   w.o = o;
   w.kernels = names;
   size_t total = w.nkernels * (size_t)(o->narchs ? o->narchs : 1);
+  w.total = total;
   int planned = plan_rounds(&w, total) == 0;
   /* The workers first: before this process opens a runtime or a GPU. */
   cli_pool *pool = cli_pool_start(o, total, warm_job, warm_worker_exit, &w);
@@ -694,9 +762,9 @@ int cli_warm(const cli_options *o)
     cli_error("out of memory");
   if (rc == EXIT_OK)
     warm_all(&w, pool, res, by_job);
-  cli_pool_finish(pool);
   if (rc == EXIT_OK && !o->nkernels)
-    warm_configurations(&w);
+    warm_configurations(&w, pool);
+  cli_pool_finish(pool);
   if (rc == EXIT_OK)
     rc = check_stored(o, &w, tj_runtime_cache_path(w.rts[0]));
   if (rc == EXIT_OK && !o->quiet)

@@ -375,6 +375,10 @@ TJ_EXPORT const char *tj_gemm_f16_kernel(tj_runtime *rt, int M, int N, int K,
  * argument; TJ_ECOMPILE.  Thread-safe as tj_kernel_get is. */
 TJ_EXPORT int tj_gemm_f16_configuration(tj_runtime *rt, size_t i,
                                         tj_kernel **out /* OUT */);
+/* How many code objects tj_gemm_f16_configuration lists on rt's arch (0
+ * where it lists none, or for a NULL rt); compiles nothing, so that a
+ * program can hand them to several processes or threads.  Thread-safe. */
+TJ_EXPORT size_t tj_gemm_f16_configurations(tj_runtime *rt);
 /* How many parts tj_gemm_f16 would cut K into for these arguments (split-K
  * on Hopper, and on the skinny tensor-core path, where the tiles of C are
  * too few to fill the GPU, or where the shape class's tuning decision says

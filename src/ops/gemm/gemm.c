@@ -236,6 +236,26 @@ static int nth_code_object(size_t i, tj__gemm_config *c)
   return 0;
 }
 
+/* The descriptor tj_gemm_f16_configuration builds its configurations
+ * for: any shape they run, since their code is the same for all. */
+static tj_gemm_desc any_shape(void)
+{
+  const int M = SM90A_BM, N = SM90A_BM, K = 64;
+  return tj__gemm_f16_desc(M, N, K, 1.0f, NULL, K, NULL, N, 0.0f, NULL, N);
+}
+
+size_t tj_gemm_f16_configurations(tj_runtime *rt)
+{
+  tj__gemm_config c;
+  size_t n = 0;
+  tj_gemm_desc d = any_shape();
+  if (!tj__runtime_usable(rt) || !tj__gemm_hopper_serves(rt, &d))
+    return 0;
+  while (nth_code_object(n, &c))
+    n++;
+  return n;
+}
+
 int tj_gemm_f16_configuration(tj_runtime *rt, size_t i, tj_kernel **out)
 {
   static const char fn[] = "tj_gemm_f16_configuration";
@@ -244,10 +264,7 @@ int tj_gemm_f16_configuration(tj_runtime *rt, size_t i, tj_kernel **out)
   if (!out)
     return tj__fail(rt, TJ_EINVAL, "%s: the kernel output pointer is NULL",
                     fn);
-  /* Any shape the configuration runs: its code is the same for all. */
-  const int M = SM90A_BM, N = SM90A_BM, K = 64;
-  tj_gemm_desc d = tj__gemm_f16_desc(M, N, K, 1.0f, NULL, K, NULL, N, 0.0f,
-                                     NULL, N);
+  tj_gemm_desc d = any_shape();
   tj__gemm_config c;
   if (!tj__gemm_hopper_serves(rt, &d))
     return tj__fail(rt, TJ_ENOENT, "%s: tj_gemm_f16 runs no generated "
@@ -255,7 +272,8 @@ int tj_gemm_f16_configuration(tj_runtime *rt, size_t i, tj_kernel **out)
   if (!nth_code_object(i, &c))
     return tj__fail(rt, TJ_ENOENT, "%s: %zu is past the last configuration",
                     fn, i);
-  tj__gemm_plan p = tj__gemm_plan_config(&c, rt->sms, M, N, K);
+  tj__gemm_plan p = tj__gemm_plan_config(&c, rt->sms, (int)d.m, (int)d.n,
+                                         (int)d.k);
   return tj__gemm_hopper_prepare(rt, &d, &p, out);
 }
 
