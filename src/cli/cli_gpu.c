@@ -459,25 +459,18 @@ static void warm_worker_exit(void *ctx)
   w->nown = 0;
 }
 
-/* Kernel number i.  res->out: after a compile, the runtime's warning (a
- * store that failed), which check_stored gives as the reason a row is
- * missing. */
-static void warm_one(warm_plan *w, size_t i, const char *arch, int in_worker,
-                     cli_job_result *res)
+/* res for what rt's get of what returned (rc, k).  res->out: after a
+ * compile, the runtime's warning (a store that failed), which
+ * check_stored gives as the reason a row is missing. */
+static void warm_result(tj_runtime *rt, int rc, tj_kernel *k,
+                        const char *what, cli_job_result *res)
 {
-  const char *name = w->kernels[i % w->nkernels];
-  tj_runtime *rt = in_worker ? worker_runtime(w, arch, res)
-                             : w->rts[i / w->nkernels];
-  tj_kernel *k;
   tj_kernel_info info;
-  if (!rt)
-    return;
-  int rc = tj_kernel_get(rt, name, &k);
   if (rc == TJ_OK)
     rc = tj_kernel_get_info(k, &info);
   res->status = rc;
   if (rc != TJ_OK) {
-    if (asprintf(&res->err, "%s for %s: %s: %s", name, tj_runtime_arch(rt),
+    if (asprintf(&res->err, "%s for %s: %s: %s", what, tj_runtime_arch(rt),
                  tj_strerror(rc), tj_errmsg(rt)) < 0)
       res->err = NULL;
     return;
@@ -487,6 +480,20 @@ static void warm_one(warm_plan *w, size_t i, const char *arch, int in_worker,
   snprintf(res->key, sizeof res->key, "%s", info.key);
   if (info.origin != TJ_FROM_CACHE && *tj_errmsg(rt))
     res->out = strdup(tj_errmsg(rt));
+}
+
+/* Kernel number i. */
+static void warm_one(warm_plan *w, size_t i, const char *arch, int in_worker,
+                     cli_job_result *res)
+{
+  const char *name = w->kernels[i % w->nkernels];
+  tj_runtime *rt = in_worker ? worker_runtime(w, arch, res)
+                             : w->rts[i / w->nkernels];
+  tj_kernel *k = NULL;
+  if (!rt)
+    return;
+  int rc = tj_kernel_get(rt, name, &k);
+  warm_result(rt, rc, k, name, res);
 }
 
 /* Configuration i of tj_gemm_f16 for arch, as warm_one does a kernel. */
@@ -500,24 +507,12 @@ static void warm_config(warm_plan *w, size_t i, const char *arch,
     if (strcmp(tj_runtime_arch(w->rts[a]), arch) == 0)
       rt = w->rts[a];
   tj_kernel *k = NULL;
-  tj_kernel_info info;
+  char what[64];
+  snprintf(what, sizeof what, "tj_gemm_f16's configuration %zu", i);
   if (!rt)
     return;
   int rc = tj_gemm_f16_configuration(rt, i, &k);
-  if (rc == TJ_OK)
-    rc = tj_kernel_get_info(k, &info);
-  res->status = rc;
-  if (rc != TJ_OK) {
-    if (asprintf(&res->err, "tj_gemm_f16's configuration %zu for %s: %s: "
-                 "%s", i, arch, tj_strerror(rc), tj_errmsg(rt)) < 0)
-      res->err = NULL;
-    return;
-  }
-  res->origin = info.origin;
-  res->compile_ms = info.compile_ms;
-  snprintf(res->key, sizeof res->key, "%s", info.key);
-  if (info.origin != TJ_FROM_CACHE && *tj_errmsg(rt))
-    res->out = strdup(tj_errmsg(rt));
+  warm_result(rt, rc, k, what, res);
 }
 
 static void warm_job(void *ctx, size_t job, const char *arch, int in_worker,
