@@ -1,7 +1,8 @@
 /*
  * check_reliability_many.c: many processes and threads on one cache at
  * once: processes racing on a fresh file for two archs, threads sharing one
- * runtime, threads compiling different kernels at the same moment,
+ * runtime, threads compiling different kernels (and one source) at the
+ * same moment,
  * processes writing and reading tuning decisions for the same classes.
  * TJ_STRESS=1 (make check-stress) runs 16 processes.
  */
@@ -210,9 +211,9 @@ struct distinct_job {
 };
 
 /* Each round, every thread compiles a kernel no other thread asks for, all
- * released at once: hipRTC itself must never run twice at a time (it
- * aborted the process, or failed with "No available targets", before
- * compile.c made compiles take turns). */
+ * released at once: every compile succeeds (hipRTC on AMD aborted the
+ * process, or failed with "No available targets", before compile.c made
+ * its compiles take turns; NVRTC's run side by side). */
 static void *compile_distinct(void *arg)
 {
   struct distinct_job *j = arg;
@@ -250,6 +251,64 @@ START_TEST(threads_compile_different_kernels_at_once)
   tj_runtime_get_stats(rt, &st);
   ck_assert_uint_eq(st.compiles, (uint64_t)S.compile_rounds * THREADS);
   tj_runtime_close(rt);
+  pthread_barrier_destroy(&start);
+}
+END_TEST
+
+/* Threads that compile one source at the same moment. */
+struct same_job {
+  pthread_barrier_t *start;
+  const char *source, *name;
+  tj__compile_result res;
+  int rc;
+};
+
+static void *compile_same(void *arg)
+{
+  struct same_job *j = arg;
+  pthread_barrier_wait(j->start);
+  j->rc = tj__compile(j->source, j->name, TEST_ARCH, "", &j->res);
+  return NULL;
+}
+
+/* A real kernel file (gelu_f16.hip) compiled by 8 threads at once gives
+ * each the code a lone compile gives, byte for byte: compiles that run
+ * side by side share nothing that changes what they emit. */
+START_TEST(threads_compile_one_source_to_the_same_code)
+{
+  enum { THREADS = 8 };
+  const tj__embedded_kernel *gelu = NULL;
+  for (size_t i = 0; i < tj__embedded_kernel_count && !gelu; i++)
+    if (strcmp(tj__embedded_kernels[i].file, "gelu_f16.hip") == 0)
+      gelu = &tj__embedded_kernels[i];
+  ck_assert_ptr_nonnull(gelu);
+  tj__compile_result lone;
+  ck_assert_int_eq(tj__compile(gelu->source, gelu->file, TEST_ARCH, "",
+                               &lone), TJ_OK);
+  ck_assert_uint_gt(lone.size, 0);
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, THREADS);
+  pthread_t th[THREADS];
+  struct same_job jobs[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    jobs[t] = (struct same_job){&start, gelu->source, gelu->file, {0}, -1};
+    ck_assert_int_eq(pthread_create(&th[t], NULL, compile_same, &jobs[t]), 0);
+  }
+  for (int t = 0; t < THREADS; t++)
+    pthread_join(th[t], NULL);
+  for (int t = 0; t < THREADS; t++) {
+    ck_assert_msg(jobs[t].rc == TJ_OK, "thread %d: %s: %s", t,
+                  tj_strerror(jobs[t].rc),
+                  jobs[t].res.log ? jobs[t].res.log : "");
+    ck_assert_msg(jobs[t].res.size == lone.size &&
+                      memcmp(jobs[t].res.code, lone.code, lone.size) == 0,
+                  "thread %d: %zu bytes of code unlike the lone compile's %zu",
+                  t, jobs[t].res.size, lone.size);
+    free(jobs[t].res.code);
+    free(jobs[t].res.log);
+  }
+  free(lone.code);
+  free(lone.log);
   pthread_barrier_destroy(&start);
 }
 END_TEST
@@ -315,6 +374,7 @@ int main(void)
     {"many", {processes_race_on_a_fresh_cache_for_two_archs,
               threads_share_one_runtime_and_its_cache,
               threads_compile_different_kernels_at_once,
+              threads_compile_one_source_to_the_same_code,
               processes_race_on_tuning_decisions}},
   };
   return rel_main("reliability_many", cases, sizeof cases / sizeof *cases);

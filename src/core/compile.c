@@ -11,33 +11,41 @@
 #include <time.h>
 
 /*
- * hipRTC is not safe to call from two threads at once: comgr parses its
- * options into LLVM's process-wide command-line registry, so two compiles
- * at the same moment abort the process ("LLVM ERROR: inconsistency in
- * registered CommandLine options") or fail ("No available targets are
- * compatible with triple amdgcn-amd-amdhsa").  tests/check_reliability_many.c caught both with 8 threads of one runtime.  So compiles in
+ * hipRTC on AMD is not safe to call from two threads at once: comgr
+ * parses its options into LLVM's process-wide command-line registry, so
+ * two compiles at the same moment abort the process ("LLVM ERROR:
+ * inconsistency in registered CommandLine options") or fail ("No
+ * available targets are compatible with triple amdgcn-amd-amdhsa");
+ * tests/check_reliability_many.c caught both with 8 threads of one
+ * runtime.  Where the platform says so (TJ__RTC_TAKES_TURNS), compiles in
  * one process take turns; separate processes still compile in parallel.
  * Process-wide because the hazard is: the compiler is one per process.
+ * NVRTC compiles run side by side.
  */
 static pthread_mutex_t compiler_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* hipRTC on AMD (comgr, through LLVM) sets the process's working
- * directory to "/" while it compiles and leaves it there: the host
- * program's relative paths would then name other files.  The compile
- * keeps the directory it found (O_PATH: one we cannot list works too) and
- * goes back to it; compiles take turns (above), so no other compile sees
- * the change. */
-static int cwd_keep(void)
+/* comgr also sets the process's working directory to "/" while it
+ * compiles and leaves it there: the host program's relative paths would
+ * then name other files.  A compile that takes turns keeps the directory
+ * it found (O_PATH: one we cannot list works too) and goes back to it;
+ * no other compile runs meanwhile to see the change. */
+static int turn_take(void)
 {
+  if (!TJ__RTC_TAKES_TURNS)
+    return -1;
+  pthread_mutex_lock(&compiler_lock);
   return open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
-static void cwd_restore(int here)
+static void turn_give(int here)
 {
-  if (here < 0)
+  if (!TJ__RTC_TAKES_TURNS)
     return;
-  (void)fchdir(here);
-  close(here);
+  if (here >= 0) {
+    (void)fchdir(here);
+    close(here);
+  }
+  pthread_mutex_unlock(&compiler_lock);
 }
 
 static double now_ms(void)
@@ -152,20 +160,18 @@ int tj__compile_module(const tj__compile_input *in, tj__compile_result *res,
   for (int i = 0; i < nuser; i++)
     opts[nopts++] = in->options[i];
 
-  pthread_mutex_lock(&compiler_lock);
+  int here = turn_take();
   double t0 = now_ms();
   hiprtcProgram prog;
   int rc = create_program(&prog, in, &res->log);
   if (rc != TJ_OK) {
-    pthread_mutex_unlock(&compiler_lock);
+    turn_give(here);
     free(opts);
     return rc;
   }
-  int here = cwd_keep();
   hiprtcResult r = add_names(prog, in) == TJ_OK
                        ? hiprtcCompileProgram(prog, nopts, opts)
                        : HIPRTC_ERROR_NAME_EXPRESSION_NOT_VALID;
-  cwd_restore(here);
   res->log = program_log(prog);
   rc = TJ_ECOMPILE;
   char why[512];
@@ -187,7 +193,7 @@ int tj__compile_module(const tj__compile_input *in, tj__compile_result *res,
   }
   res->ms = now_ms() - t0;
   hiprtcDestroyProgram(&prog);
-  pthread_mutex_unlock(&compiler_lock);
+  turn_give(here);
   free(opts);
   return rc;
 }

@@ -11,6 +11,10 @@
 
 #define TJ__PLATFORM "amd"
 
+/* hipRTC here (comgr, through LLVM) keeps process-wide state while it
+ * compiles: compiles in one process take turns (src/core/compile.c). */
+#define TJ__RTC_TAKES_TURNS 1
+
 static inline hiprtcResult tj__rtc_code_size(hiprtcProgram p, size_t *n)
 {
   return hiprtcGetCodeSize(p, n);

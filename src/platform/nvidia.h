@@ -12,6 +12,12 @@
 
 #define TJ__PLATFORM "nvidia"
 
+/* NVRTC's functions may be called from several threads at once on
+ * different programs (its guide's thread-safety section), and it leaves
+ * the working directory alone: compiles in one process run side by side,
+ * so a background build does not hold up the compile a call waits for. */
+#define TJ__RTC_TAKES_TURNS 0
+
 /* hiprtcGetCode is PTX on NVIDIA; the cache keeps the cubin instead, so a
  * load is cuModuleLoadData of machine code, with no driver JIT. */
 static inline hiprtcResult tj__rtc_code_size(hiprtcProgram p, size_t *n)
