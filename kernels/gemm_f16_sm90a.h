@@ -453,7 +453,9 @@ struct tj_h_out {
   const void *bias;
   void *aux;
   long long ldaux;
-  int K; /* the skinny kernel's */
+  int K;  /* the skinny kernel's */
+  int M0; /* the grouped kind's first row to store (rows below it are
+             another group's); 0 elsewhere */
 };
 
 /* The epilogue on v (alpha and beta applied) at (row, col), which lies
@@ -471,6 +473,10 @@ __device__ __forceinline__ void tj_h_store2(const tj_h_out &o, int row,
                                             bool pairs) {
   if (row >= o.M || col >= o.N)
     return;
+#if defined(TJ_GROUPED)
+  if (row < o.M0)
+    return;
+#endif
   long long i = (long long)row * o.ldc + col;
   bool two = col + 1 < o.N;
   float r0 = o.alpha * v0, r1 = o.alpha * v1;
@@ -1484,6 +1490,11 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
  *             offset is read on the host, nothing is allocated.
  *   A         tma_a as the tiles' (2-D over all M rows): rows of a tile
  *             past its group's end are loaded and computed, not stored.
+ *             Stored K x M (TJ_TRANS_A), A's rows are the boxes' inner
+ *             dimension, whose start TMA takes only on a 16-byte
+ *             boundary: a group's tiles then start at its first row
+ *             rounded down to TJ_HG_ROW_ALIGN, and the rows before its
+ *             first (the previous group's) are computed, not stored.
  *   B         tma_b 3-D {N, K, E} (TJ_TRANS_B: {K, N, E}), the matrices
  *             stride_b apart, boxes {64, 64, 1}: TMA fills K and N past
  *             the end of B_e with zeros and never reads B_{e+1}.
@@ -1494,6 +1505,8 @@ __device__ __forceinline__ void tj_s_gemm(const tj_tmap *ta, const tj_tmap *tb,
 /* Entries of the tile-row table, and its place: the epilogue buffers,
  * TJ_HG_TABLE ints then one a thread for the scan. */
 #define TJ_HG_TABLE 4096
+/* Where a group's tiles start with A stored K x M: 16 bytes of rows. */
+#define TJ_HG_ROW_ALIGN (TJ_TRANS_A ? 8 : 1)
 static_assert((TJ_HG_TABLE + TJ_H_THREADS) * 4 <= TJ_H_EPI_BYTES,
                "the grouped table fits the epilogue's buffers");
 
@@ -1527,11 +1540,18 @@ __device__ __forceinline__ int tj_hg_end(const tj_hg_groups &g, int e) {
   return v < 0 ? 0 : v > g.M ? g.M : v;
 }
 
+/* The first row of group e's tiles: its first row, rounded down to
+ * TJ_HG_ROW_ALIGN. */
+__device__ __forceinline__ int tj_hg_tiles_start(const tj_hg_groups &g,
+                                                 int e) {
+  return tj_hg_end(g, e - 1) / TJ_HG_ROW_ALIGN * TJ_HG_ROW_ALIGN;
+}
+
 /* Group e's tile rows (0 for an empty or out-of-order group). */
 __device__ __forceinline__ int tj_hg_tile_rows(const tj_hg_groups &g,
                                                int e) {
-  int r = tj_hg_end(g, e) - tj_hg_end(g, e - 1);
-  return r > 0 ? (r + TJ_H_BM - 1) / TJ_H_BM : 0;
+  int end = tj_hg_end(g, e), r = end - tj_hg_end(g, e - 1);
+  return r > 0 ? (end - tj_hg_tiles_start(g, e) + TJ_H_BM - 1) / TJ_H_BM : 0;
 }
 
 /* Every thread of the block: the table, built in shared memory at smem
@@ -1575,10 +1595,11 @@ __device__ __forceinline__ tj_hg_groups tj_hg_count(const int *offs, int E,
   return g;
 }
 
-/* Tile row R (below g.rows): its group *e and the group's first row of
- * the tile *m0 and end *m1. */
+/* Tile row R (below g.rows): its group *e, the tile's first row *m0, and
+ * the group's rows [*first, *m1), the ones the tile stores. */
 __device__ __forceinline__ void tj_hg_find(const tj_hg_groups &g, int R,
-                                           int &e, int &m0, int &m1) {
+                                           int &e, int &m0, int &first,
+                                           int &m1) {
   int lo = 0, hi = g.entries - 1;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
@@ -1595,7 +1616,8 @@ __device__ __forceinline__ void tj_hg_find(const tj_hg_groups &g, int R,
       break;
     base += r;
   }
-  m0 = tj_hg_end(g, e - 1) + (R - base) * TJ_H_BM;
+  m0 = tj_hg_tiles_start(g, e) + (R - base) * TJ_H_BM;
+  first = tj_hg_end(g, e - 1);
   m1 = tj_hg_end(g, e);
 }
 
@@ -1649,9 +1671,9 @@ __device__ __forceinline__ void tj_hg_gemm(const tj_tmap *ta,
       return;
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x, it += ktiles) {
-      int R, nt, e, m0, m1;
+      int R, nt, e, m0, first, m1;
       tj_h_tile_at(t, g.rows, tiles_n, R, nt);
-      tj_hg_find(g, R, e, m0, m1);
+      tj_hg_find(g, R, e, m0, first, m1);
       tj_hg_produce<BN, STAGES>(ta, tb, st, ktiles, m0, nt * BN, e, it);
     }
     return;
@@ -1661,9 +1683,9 @@ __device__ __forceinline__ void tj_hg_gemm(const tj_tmap *ta,
   int it = 0;
   float d[BN / 2];
   for (int t = blockIdx.x; t < tiles; t += gridDim.x, it += ktiles) {
-    int R, nt, e, m0, m1;
+    int R, nt, e, m0, first, m1;
     tj_h_tile_at(t, g.rows, tiles_n, R, nt);
-    tj_hg_find(g, R, e, m0, m1);
+    tj_hg_find(g, R, e, m0, first, m1);
 #pragma unroll
     for (int i = 0; i < BN / 2; i++)
       d[i] = 0.0f;
@@ -1671,7 +1693,7 @@ __device__ __forceinline__ void tj_hg_gemm(const tj_tmap *ta,
                              ktiles, it);
     if (threadIdx.x % 32 == 0)
       tj_h_bar_arrive(st.empty + 8 * ((it + ktiles - 1) % STAGES));
-    o.M = m1;
+    o.M0 = first, o.M = m1;
     o.bias = bias ? (const char *)bias +
                         (long long)e * N * (TJ_TC == 3 ? 4 : 2)
                   : nullptr;

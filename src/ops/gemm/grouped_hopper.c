@@ -43,11 +43,15 @@ static int tma_readable(const void *p, int64_t ld)
 }
 
 /* The most tile rows the groups can make: M-grouped, every row in a
- * tile and one part-filled tile a group; K-grouped, M's in each group. */
+ * tile and one part-filled tile a group, two where A is stored K x M (a
+ * group's tiles then start up to 7 rows before its first row, as the
+ * kernel says); K-grouped, M's in each group. */
 static int64_t tile_rows_max(const tj_grouped_gemm_desc *d)
 {
   int64_t rows = (d->m + SM90A_BM - 1) / SM90A_BM;
-  return d->grouped == TJ_GROUPED_M ? rows + d->groups : rows * d->groups;
+  if (d->grouped == TJ_GROUPED_K)
+    return rows * d->groups;
+  return rows + (d->trans_a ? 2 : 1) * d->groups;
 }
 
 /* The directions and layouts the kernel has: M-grouped, any layout;
