@@ -346,12 +346,12 @@ static void read_archs(void)
   free(list);
 }
 
-/* rt with the grouped Hopper kernels on (the benchmark's knob, off by
- * the rule). */
-static tj_runtime *grouped_sm90a_on(tj_runtime *rt)
+/* rt with the grouped Hopper kernels on (1) or off (0, the benchmark's
+ * knob; on by the rule). */
+static tj_runtime *grouped_sm90a(tj_runtime *rt, int on)
 {
   tj__gemm_knobs k = tj__gemm_knobs_rule;
-  k.grouped_sm90a = 1;
+  k.grouped_sm90a = on;
   ck_assert_int_eq(tj__gemm_knobs_set(rt, &k), TJ_OK);
   return rt;
 }
@@ -363,7 +363,7 @@ static tj_runtime *grouped_sm90a_on(tj_runtime *rt)
 START_TEST(every_configuration_compiles)
 {
   const char *arch = archs[_i];
-  tj_runtime *rt = grouped_sm90a_on(open_for_arch(arch, NULL));
+  tj_runtime *rt = open_for_arch(arch, NULL);
   int built = 0;
   for (int t = 0; t < 4; t++) {
     for (int e = 0; e < 4; e++) {
@@ -413,8 +413,10 @@ START_TEST(hopper_routing)
   d.c_type = TJ_DTYPE_BF16;
   with_epilogue(&d, TJ_EPILOGUE_BIAS);
   d.k = 24, d.lda = 24, d.stride_b = 24 * 24;
-  compiles_on(rt, "sm_90", &d, "portable"); /* the rule: knob off */
-  rt = grouped_sm90a_on(rt);
+  compiles_on(rt, "sm_90", &d, "sm90a_128x128"); /* the rule */
+  rt = grouped_sm90a(rt, 0);
+  compiles_on(rt, "sm_90", &d, "portable"); /* the knob off */
+  rt = grouped_sm90a(rt, 1);
   compiles_on(rt, "sm_90", &d, "sm90a_128x128");
   d.k = 20, d.lda = 20, d.stride_b = 24 * 20;
   compiles_on(rt, "sm_90", &d, "portable"); /* lda 20 */

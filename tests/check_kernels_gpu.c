@@ -2181,13 +2181,25 @@ static void run_grouped(tj_runtime *rt, const grouped_case *gc, long long E,
   free(want); free(wantx); free(wants);
 }
 
+/* A GPU runtime with the grouped Hopper kernels on (1, the rule's) or
+ * off (0: the benchmark's knob), so that each kernel is tested on sm_90
+ * whichever its operands would pick. */
+static tj_runtime *open_gpu_grouped(int sm90a)
+{
+  tj_runtime *rt = open_gpu();
+  tj__gemm_knobs k = *tj__gemm_knobs_of(rt);
+  k.grouped_sm90a = sm90a;
+  ck_assert_int_eq(tj__gemm_knobs_set(rt, &k), TJ_OK);
+  return rt;
+}
+
 /* The M-grouped call (forward and input gradient): every layout and
  * epilogue in bf16, each epilogue in f16 and to f32, each routing, at
  * sizes that are multiples of no tile, one group, many small groups
- * sharing each tile of rows, and 1 x 1 x 1. */
+ * sharing each tile of rows, and 1 x 1 x 1, on the portable kernel. */
 START_TEST(grouped_gemm_m_grouped)
 {
-  tj_runtime *rt = open_gpu();
+  tj_runtime *rt = open_gpu_grouped(0);
   int n = 0;
   for (int t = 0; t < 4; t++)
     for (int e = 0; e < 4; e++, n++) {
@@ -2214,17 +2226,6 @@ START_TEST(grouped_gemm_m_grouped)
   tj_runtime_close(rt);
 }
 END_TEST
-
-/* A GPU runtime with the grouped Hopper kernels on (the benchmark's
- * knob; the rule keeps them off). */
-static tj_runtime *open_gpu_grouped_sm90a(void)
-{
-  tj_runtime *rt = open_gpu();
-  tj__gemm_knobs k = *tj__gemm_knobs_of(rt);
-  k.grouped_sm90a = 1;
-  ck_assert_int_eq(tj__gemm_knobs_set(rt, &k), TJ_OK);
-  return rt;
-}
 
 /* run_grouped with operands TMA reads (gc.tma), asserting on an sm_90
  * device that the Hopper kernel takes the call. */
@@ -2254,7 +2255,7 @@ static void run_grouped_tma(tj_runtime *rt, grouped_case gc, long long E,
  * groups than the table has entries, and each tile width. */
 START_TEST(grouped_gemm_m_grouped_sm90a)
 {
-  tj_runtime *rt = open_gpu_grouped_sm90a();
+  tj_runtime *rt = open_gpu_grouped(1);
   int n = 0;
   for (int t = 0; t < 4; t++)
     for (int e = 0; e < 4; e++, n++) {
@@ -2294,10 +2295,10 @@ END_TEST
 
 /* The K-grouped call (weight gradient): every layout to f32 and to bf16,
  * f16, each routing, empty groups (C[e] = beta C[e]), one group, and
- * 1 x 1 x 1. */
+ * 1 x 1 x 1, on the portable kernel. */
 START_TEST(grouped_gemm_k_grouped)
 {
-  tj_runtime *rt = open_gpu();
+  tj_runtime *rt = open_gpu_grouped(0);
   int n = 0;
   for (int t = 0; t < 4; t++)
     for (int c = TJ_DTYPE_BF16; c <= TJ_DTYPE_F32; c++, n++) {
@@ -2325,7 +2326,7 @@ END_TEST
  * tile width. */
 START_TEST(grouped_gemm_k_grouped_sm90a)
 {
-  tj_runtime *rt = open_gpu_grouped_sm90a();
+  tj_runtime *rt = open_gpu_grouped(1);
   int n = 0;
   for (int c = TJ_DTYPE_BF16; c <= TJ_DTYPE_F32; c++)
     for (int r = 0; r < N_ROUTES; r++, n++) {
@@ -2361,9 +2362,8 @@ START_TEST(grouped_gemm_captured_and_rerouted)
   tj_grouped_gemm_desc d = grouped_desc(&gc, E, M, N, K);
   d.beta = 0.0f; /* replays overwrite C */
   /* The runtime first: it makes the device's context current, which
-   * the buffers' allocation needs; with operands TMA reads (_i 1), the
-   * Hopper kernels on. */
-  tj_runtime *rt = _i ? open_gpu_grouped_sm90a() : open_gpu();
+   * the buffers' allocation needs; its rule picks the kernel. */
+  tj_runtime *rt = open_gpu();
   grouped_bufs g;
   grouped_bufs_make(&g, &d, ROUTE_UNIFORM, 900);
   double *want = xmalloc((size_t)M * N * 8), *wantx = xmalloc((size_t)M * N * 8);

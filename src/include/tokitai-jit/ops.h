@@ -263,15 +263,15 @@ typedef struct tj_grouped_gemm_desc {
 /*
  * Queue the grouped GEMM d describes on stream (NULL: the default stream)
  * and return, without reading offs on the host and without allocating.
- * Every combination runs the portable grouped kernel
- * (kernels/gemm_grouped_portable.hip, fp32 FMAs on any GPU).  A Hopper
- * grouped kernel (kernels/gemm_grouped_sm90a.hip: wgmma and TMA, a
- * persistent grid over the groups' tiles) for M-grouped calls and the
- * weight gradient's K-grouped layout is built and tested on the CPU, and
- * runs only where the benchmark's knob asks for it
- * (TJ_GEMM_GROUPED_SM90A=1, read by tj-bench; the GPU suite sets it):
- * it is opt-in while no GPU run has checked it.  Each is compiled the
- * first time it is used; the same call gives the same bits on every run.
+ * On sm_90 the Hopper grouped kernel (kernels/gemm_grouped_sm90a.hip:
+ * wgmma and TMA, a persistent grid over the groups' tiles) runs the
+ * M-grouped calls and the weight gradient's K-grouped layout (A stored
+ * K x M, B K x N) where A and B are 16-byte aligned with rows (and B's
+ * matrices) a multiple of 8 elements apart, A and B of one type and
+ * alpha is not 0; every other combination, and every other GPU, runs the
+ * portable grouped kernel (kernels/gemm_grouped_portable.hip, fp32 FMAs).
+ * Each is compiled the first time it is used; the same call gives the
+ * same bits on every run.
  * Errors: TJ_EINVAL (a NULL or malformed field, named in tj_errmsg),
  * TJ_ERANGE (sizes past what the kernel indexes or int32 offsets reach),
  * TJ_ENODEVICE (a compile-only runtime), TJ_ECOMPILE, TJ_EDEVICE.

@@ -43,11 +43,10 @@ typedef struct tj__gemm_knobs {
   int tc_only;      /* 1: tj_gemm's tensor-core path (tensorcore.c) for
                        every call it serves, before tj_gemm_f16's and the
                        Hopper one; 0: the rule's */
-  int grouped_sm90a; /* 1: tj_grouped_gemm's Hopper kernels
-                        (grouped_hopper.c) for the calls they serve; 0:
-                        the portable grouped kernel.  The rule's is 0: the
-                        Hopper kernels are opt-in until the GPU suite's
-                        grouped case has passed on them. */
+  int grouped_sm90a; /* 0: the portable grouped kernel for every call;
+                        1 or -1: tj_grouped_gemm's Hopper kernels
+                        (grouped_hopper.c) for the calls they serve (the
+                        rule's) */
 } tj__gemm_knobs;
 
 /* The rule's settings: what every runtime starts with. */

@@ -69,7 +69,7 @@ int tj__grouped_hopper_serves(const tj_runtime *rt,
 {
   /* alpha == 0 reads neither A nor B: the portable kernel's. */
   const tj__gemm_knobs *knobs = tj__gemm_knobs_of(rt);
-  if (!knobs->grouped_sm90a || !kind_served(d) || knobs->sm90a_off ||
+  if (knobs->grouped_sm90a == 0 || !kind_served(d) || knobs->sm90a_off ||
       d->a_type != d->b_type || d->alpha == 0.0f)
     return 0;
   if (strcmp(rt->arch, "sm_90") != 0 && strcmp(rt->arch, "sm_90a") != 0)

@@ -39,9 +39,10 @@
  *   TJ_GEMM_TC_ONLY=1      tj_gemm's tensor-core path (tensorcore.c) for
  *                          every call it serves, the Hopper one's and
  *                          tj_gemm_f16's included
- *   TJ_GEMM_GROUPED_SM90A=1
- *                          tj_grouped_gemm's Hopper kernels
- *                          (grouped_hopper.c) for the calls they serve
+ *   TJ_GEMM_GROUPED_SM90A=0
+ *                          not tj_grouped_gemm's Hopper kernels
+ *                          (grouped_hopper.c): the portable grouped
+ *                          kernel for every call
  */
 #include "gemm.h"
 
@@ -50,7 +51,8 @@
 
 const tj__gemm_knobs tj__gemm_knobs_rule = {
     .persistent = -1, .skinny_tc = -1, .tile_k2 = -1, .multicast = -1,
-    .skinny_sm90a = -1, .tma_store = -1, .evict_first = -1, .early = -1};
+    .skinny_sm90a = -1, .tma_store = -1, .evict_first = -1, .early = -1,
+    .grouped_sm90a = -1};
 
 /* 0 or 1 when v is exactly that, else -1 (unset or unknown: the rule's). */
 static int zero_or_one(const char *v)
@@ -84,5 +86,5 @@ void tj__gemm_knobs_from_env(tj__gemm_knobs *k)
   k->evict_first = zero_or_one(getenv("TJ_GEMM_EVICT_FIRST"));
   k->early = zero_or_one(getenv("TJ_GEMM_PDL"));
   k->tc_only = zero_or_one(getenv("TJ_GEMM_TC_ONLY")) == 1;
-  k->grouped_sm90a = zero_or_one(getenv("TJ_GEMM_GROUPED_SM90A")) == 1;
+  k->grouped_sm90a = zero_or_one(getenv("TJ_GEMM_GROUPED_SM90A"));
 }
