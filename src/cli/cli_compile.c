@@ -192,7 +192,7 @@ int cli_compile(const cli_options *o)
   src.num_entries = o->nentries;
   compile_plan plan = {o, &src};
   size_t n = o->narchs ? (size_t)o->narchs : 1;
-  cli_jobs jobs = {n, compile_job, compile_arch, compile_label, &plan, 0};
+  cli_jobs jobs = {n, compile_job, compile_arch, compile_label, &plan, 0, NULL};
   cli_job_result res[CLI_MAX_ARCHS];
   cli_pool *pool = cli_pool_start(o, n, compile_job, NULL, &plan);
   if (!pool) {

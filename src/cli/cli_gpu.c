@@ -327,11 +327,12 @@ typedef struct warm_plan {
   int nown;
   size_t compiled, with_file, cached, failed;
   double compile_ms;
-  /* The GEMM configurations (tj_gemm_f16_configuration), after the
-   * embedded kernels, as jobs of the same workers: job total + a *
-   * CONFIG_SLOTS + i is configuration i for arch a.  How many, compiled
-   * and found. */
+  /* The GEMM configurations (tj_gemm_f16_configuration), in the first
+   * pass beside the files' first entries, as jobs of the same workers:
+   * job total + a * CONFIG_SLOTS + i is configuration i for arch a, of
+   * nconfigs[a].  How many, compiled and found. */
   size_t total;
+  size_t nconfigs[CLI_MAX_ARCHS];
   size_t configs, configs_compiled, configs_cached;
   double configs_ms;
   char (*keys)[33];     /* of the kernels compiled: each must be stored */
@@ -638,30 +639,40 @@ static int room_for_key(warm_plan *w)
   return keys != NULL;
 }
 
-/* The configurations of tj_gemm_f16 that the library compiles per
- * configuration rather than embeds (on sm_90 its Hopper ones), for each
- * arch that has them: what the library lists (tj_gemm_f16_configuration),
- * so that a warm cache compiles nothing for tj_gemm_f16's common shapes.
- * They run as jobs of the same workers as the embedded kernels; those
- * compiled there for this machine's GPU are loaded here too, from the
- * cache, as warm_load_here does the kernels. */
-static void warm_configurations(warm_plan *w, cli_pool *pool)
+/* The first pass's jobs: one entry of each file (jobs 0 to nfirst - 1)
+ * and, unless kernels were named, the configurations of tj_gemm_f16 that
+ * the library compiles per configuration rather than embeds (on sm_90
+ * its Hopper ones) for each arch that has them, as the library lists
+ * them (tj_gemm_f16_configuration), so that a warm cache compiles nothing
+ * for tj_gemm_f16's common shapes.  One pass: no compile waits for
+ * another pass to end.  Malloc'd, *n of them; NULL when out of memory. */
+static size_t *first_pass(warm_plan *w, size_t *n)
 {
-  size_t end = w->total + (size_t)w->nrts * CONFIG_SLOTS;
-  cli_job_result *res = calloc(end + 1, sizeof *res);
-  if (!res) {
-    cli_error("out of memory");
-    w->failed++;
-    return;
+  size_t *ids = calloc(w->nfirst + (size_t)w->nrts * CONFIG_SLOTS + 1,
+                       sizeof *ids);
+  if (!ids)
+    return NULL;
+  *n = 0;
+  for (size_t j = 0; j < w->nfirst; j++)
+    ids[(*n)++] = j;
+  for (int a = 0; !w->o->nkernels && a < w->nrts; a++) {
+    size_t c = tj_gemm_f16_configurations(w->rts[a]);
+    w->nconfigs[a] = c < CONFIG_SLOTS ? c : CONFIG_SLOTS;
+    for (size_t i = 0; i < w->nconfigs[a]; i++)
+      ids[(*n)++] = w->total + (size_t)a * CONFIG_SLOTS + i;
   }
+  return ids;
+}
+
+/* The configurations' results (res at their job numbers, freed here):
+ * those compiled in the workers for this machine's GPU are loaded here
+ * too, from the cache, as warm_load_here does the kernels. */
+static void warm_config_results(warm_plan *w, cli_pool *pool,
+                                cli_job_result *res)
+{
   for (int a = 0; a < w->nrts; a++) {
-    size_t n = tj_gemm_f16_configurations(w->rts[a]);
-    if (n > CONFIG_SLOTS)
-      n = CONFIG_SLOTS;
     size_t first = w->total + (size_t)a * CONFIG_SLOTS;
-    cli_jobs jobs = {first + n, warm_job, warm_arch, warm_label, w, first};
-    cli_pool_run(pool, &jobs, res);
-    for (size_t j = first; j < first + n; j++) {
+    for (size_t j = first; j < first + w->nconfigs[a]; j++) {
       cli_job_result *r = &res[j];
       if (r->status == TJ_OK && cli_pool_workers(pool) &&
           w->o->narchs == 0) {
@@ -692,26 +703,35 @@ static void warm_configurations(warm_plan *w, cli_pool *pool)
       cli_job_result_free(r);
     }
   }
-  free(res);
 }
 
-/* Compile every job, in worker processes when -j allows, one entry of
- * each file first and then the rest (see warm_plan), and load them here
- * when they are for this machine's GPU.  res ends in kernel-number order. */
+/* Compile every job, in worker processes when -j allows: the first pass
+ * (first_pass), then the files' other entries, which the first has put in
+ * the cache (see warm_plan); load them here when they are for this
+ * machine's GPU.  by_job has room for every job number; res ends with the
+ * kernels in kernel-number order. */
 static void warm_all(warm_plan *w, cli_pool *pool, cli_job_result *res,
                      cli_job_result *by_job)
 {
-  size_t total = w->nkernels * (size_t)w->nrts;
-  cli_jobs jobs = {w->nfirst, warm_job, warm_arch, warm_label, w, 0};
+  size_t total = w->total, n = 0;
+  size_t *ids = first_pass(w, &n);
+  if (!ids) {
+    cli_error("out of memory");
+    w->failed++;
+    return;
+  }
+  cli_jobs jobs = {n, warm_job, warm_arch, warm_label, w, 0, ids};
   cli_pool_run(pool, &jobs, by_job);
-  jobs.first = jobs.njobs;
-  jobs.njobs = total;
-  cli_pool_run(pool, &jobs, by_job);
+  free(ids);
+  cli_jobs rest = {total, warm_job, warm_arch, warm_label, w, w->nfirst,
+                   NULL};
+  cli_pool_run(pool, &rest, by_job);
   for (size_t j = 0; j < total; j++)
     res[w->order[j]] = by_job[j];
   if (cli_pool_workers(pool) && w->o->narchs == 0)
     warm_load_here(w, res, total);
   warm_tally(w, res, total);
+  warm_config_results(w, pool, by_job);
 }
 
 /* The kernels --warm compiles: those named, or every embedded one;
@@ -749,7 +769,9 @@ int cli_warm(const cli_options *o)
   /* The workers first: before this process opens a runtime or a GPU. */
   cli_pool *pool = cli_pool_start(o, total, warm_job, warm_worker_exit, &w);
   cli_job_result *res = calloc(total + 1, sizeof *res);
-  cli_job_result *by_job = calloc(total + 1, sizeof *by_job);
+  cli_job_result *by_job =
+      calloc(total + (size_t)(o->narchs ? o->narchs : 1) * CONFIG_SLOTS + 1,
+             sizeof *by_job);
   w.keys = calloc(total + 1, sizeof *w.keys);
   int ok = planned && pool && res && by_job && w.keys;
   int rc = ok ? open_warm_runtimes(o, &w) : EXIT_FAIL;
@@ -757,8 +779,6 @@ int cli_warm(const cli_options *o)
     cli_error("out of memory");
   if (rc == EXIT_OK)
     warm_all(&w, pool, res, by_job);
-  if (rc == EXIT_OK && !o->nkernels)
-    warm_configurations(&w, pool);
   cli_pool_finish(pool);
   if (rc == EXIT_OK)
     rc = check_stored(o, &w, tj_runtime_cache_path(w.rts[0]));

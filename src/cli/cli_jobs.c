@@ -266,12 +266,24 @@ static void progress_clear(progress *g)
 
 /* ------------------------------------------------------------ the command's side */
 
+/* The job number at position i of jobs. */
+static size_t job_at(const cli_jobs *jobs, size_t i)
+{
+  return jobs->ids ? jobs->ids[i] : i;
+}
+
+static void run_one_here(const cli_jobs *jobs, size_t i, cli_job_result *res)
+{
+  size_t job = job_at(jobs, i);
+  jobs->run(jobs->ctx, job, jobs->arch(jobs->ctx, job), 0, &res[job]);
+}
+
 static void run_here(cli_pool *p, const cli_jobs *jobs, cli_job_result *res)
 {
   progress g = {p->o, jobs, now_s(), 0};
   for (size_t i = jobs->first; i < jobs->njobs; i++) {
-    progress_show(&g, i, (long)i);
-    jobs->run(jobs->ctx, i, jobs->arch(jobs->ctx, i), 0, &res[i]);
+    progress_show(&g, i, (long)job_at(jobs, i));
+    run_one_here(jobs, i, res);
   }
   progress_clear(&g);
 }
@@ -279,12 +291,13 @@ static void run_here(cli_pool *p, const cli_jobs *jobs, cli_job_result *res)
 static int send_job(worker *w, const cli_jobs *jobs, size_t i)
 {
   job_msg m;
+  size_t job = job_at(jobs, i);
   memset(&m, 0, sizeof m);
-  m.job = (uint32_t)i;
-  snprintf(m.arch, sizeof m.arch, "%s", jobs->arch(jobs->ctx, i));
+  m.job = (uint32_t)job;
+  snprintf(m.arch, sizeof m.arch, "%s", jobs->arch(jobs->ctx, job));
   if (write_all(w->to, &m, sizeof m) != 0)
     return -1;
-  w->job = (long)i;
+  w->job = (long)job;
   return 0;
 }
 
@@ -302,12 +315,13 @@ static char *read_text(int fd, uint32_t len)
   return s;
 }
 
-/* The worker's answer into res[job]; -1 when it died instead. */
-static int take_reply(worker *w, cli_job_result *res, size_t njobs)
+/* The worker's answer into res[job], for the job it was sent; -1 when it
+ * died instead. */
+static int take_reply(worker *w, cli_job_result *res)
 {
   reply_msg m;
-  if (read_all(w->from, &m, sizeof m) != 0 || m.job != (uint32_t)w->job ||
-      m.job >= njobs)
+  if (read_all(w->from, &m, sizeof m) != 0 || w->job < 0 ||
+      m.job != (uint32_t)w->job)
     return -1;
   cli_job_result *r = &res[m.job];
   r->status = m.status;
@@ -388,7 +402,7 @@ static void run_in_workers(cli_pool *p, const cli_jobs *jobs,
     if (!alive) { /* every worker is gone: the rest is done here */
       progress_clear(&g);
       for (; next < jobs->njobs; next++, done++)
-        jobs->run(jobs->ctx, next, jobs->arch(jobs->ctx, next), 0, &res[next]);
+        run_one_here(jobs, next, res);
       break;
     }
     progress_show(&g, done, oldest_running(p));
@@ -397,7 +411,7 @@ static void run_in_workers(cli_pool *p, const cli_jobs *jobs,
       if (!fds[k].revents)
         continue;
       worker *w = &p->w[who[k]];
-      if (take_reply(w, res, jobs->njobs) != 0)
+      if (take_reply(w, res) != 0)
         lose_worker(w, jobs, res);
       done++;
     }

@@ -38,6 +38,9 @@ typedef struct cli_jobs {
    * earlier one stopped (--warm compiles each file before the entries
    * that come with it); progress counts from first. */
   size_t first;
+  /* NULL, or the job numbers to run: position p (first to njobs - 1)
+   * runs job ids[p], whose result goes to res[ids[p]]. */
+  const size_t *ids;
 } cli_jobs;
 
 typedef struct cli_pool cli_pool;
@@ -48,8 +51,8 @@ typedef struct cli_pool cli_pool;
 cli_pool *cli_pool_start(const cli_options *o, size_t njobs, cli_job_fn run,
                          void (*worker_exit)(void *ctx), void *ctx);
 /* Every job from jobs->first, in the workers or (without any) here, each
- * result in res[i] whatever the order they finish in; a progress line on
- * a terminal. */
+ * result in res[i] (res[ids[i]]) whatever the order they finish in; a
+ * progress line on a terminal. */
 void cli_pool_run(cli_pool *p, const struct cli_jobs *jobs, cli_job_result *res);
 /* How many workers p has: 0 when the jobs run in the command itself. */
 int cli_pool_workers(const cli_pool *p);
