@@ -802,7 +802,7 @@ static void bench_shape(gemm_ctx *g, int have_vendor, double copy_gbs,
     record("gemm", label, bytes / (old * 1e6) / copy_gbs, "x");
   }
   if (entry && strstr(entry, "_sm90a_skinny") != NULL) {
-    /* The paths it replaces (the skinny kernels of gemm_skinny_f16.hip,
+    /* The paths it replaces (the skinny kernels of gemm_skinny_f16_tc.hip,
      * the split-K tiles), with L2 cleaned as below. */
     char was[ENTRY_MAX];
     double old = time_with_env_entry(g, "TJ_GEMM_SKINNY_SM90A", "0", reps,

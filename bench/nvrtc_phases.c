@@ -28,6 +28,7 @@
  *      -L/usr/local/cuda/lib64 -lnvrtc -o /tmp/nvrtc_phases
  *   /tmp/nvrtc_phases --arch sm_90a kernels/add_i32.hip kernels/gelu_f16.hip \
  *      kernels/gemm_f16.hip kernels/gemm_skinny_f16.hip \
+ *      kernels/gemm_skinny_f16_tc.hip \
  *      kernels/moe_permute.hip
  *
  * A configuration of a file compiled per configuration takes its -D

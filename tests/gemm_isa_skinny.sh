@@ -1,5 +1,6 @@
 #!/bin/sh
-# gemm_isa_skinny.sh: every entry of kernels/gemm_skinny_f16.hip that
+# gemm_isa_skinny.sh: every entry of kernels/gemm_skinny_f16.hip and
+# kernels/gemm_skinny_f16_tc.hip that
 # tj_gemm_f16 can pick compiles for every arch it can pick it on, and the
 # tensor-core entries' code is tensor-core code.  Each gemm_skinny_f16_*
 # entry of --list-kernels --all is compiled with tokitai-jit --warm and taken out

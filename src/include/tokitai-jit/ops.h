@@ -314,7 +314,7 @@ TJ_EXPORT int tj_grouped_gemm_host(tj_runtime *rt,
  *     as tj_gemm runs it: B through TMA, K split across a thread-block
  *     cluster whose blocks add their sums in a fixed order);
  *   - elsewhere on NVIDIA sm_80 and later, M <= 16: a tensor-core kernel
- *     that streams B (kernels/gemm_skinny_f16.hip), for any alignment;
+ *     that streams B (kernels/gemm_skinny_f16_tc.hip), for any alignment;
  *     where its strips of C are too few to fill the GPU it splits K, with
  *     fp32 partials from the runtime's pool, ordered on stream;
  *   - elsewhere, M <= 8: a kernel that streams B with fp32 FMAs;

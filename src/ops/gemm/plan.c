@@ -146,7 +146,7 @@ static int sm90a_fits(const tj_runtime *rt, int M, const void *A, int lda,
 /*
  * The Hopper skinny kernel (gemm_sm90a.hip's kind 5) for M <= 16, on the
  * same terms as the Hopper kernel; the knobs skinny_sm90a = 0 and
- * sm90a_off turn it off (the skinny kernels of gemm_skinny_f16.hip and
+ * sm90a_off turn it off (the skinny kernels of gemm_skinny_f16_tc.hip and
  * the split-K tiles then take those calls).
  */
 static int sm90a_skinny_fits(const tj_runtime *rt, int M, const void *A,

@@ -25,7 +25,7 @@
  * threads. */
 #define SKINNY_MAX_M 8
 #define SKINNY_COLS 32
-/* gemm_skinny_f16.hip's tensor-core entries (NVIDIA sm_80 and later): for
+/* gemm_skinny_f16_tc.hip's tensor-core entries (NVIDIA sm_80 and later): for
  * M <= 16, 128 threads and 60 KiB of dynamic shared memory a block, one
  * block per strip of C (table skinny_tc below) and K-range; K is split
  * only while the strips are fewer than half the device's SMs (rt->sms), into
