@@ -15,6 +15,13 @@ Sections (--only, comma-separated; default all):
             by gelu_backward and a column sum
   accuracy  rel L2 against an fp32 product of the same inputs, tj_gemm
             beside torch.mm
+  grouped   tj_grouped_gemm (bf16) against torch._grouped_mm at the MoE
+            shapes of tj-bench's grouped section (T tokens, hidden H,
+            expert FFN F, E experts, top-k), each direction (forward
+            Y = X W[e], input gradient dX = dY W[e]^T, weight gradient
+            dW[e] = X_e^T dY_e), uniform and skewed routing as tj-bench
+            routes them; time ratio torch / tj and the largest relative
+            difference between the two results (not in the default run)
 Each time is the median of 5 replays of a CUDA graph of the calls (so
 that Python's launch cost stays out of both), per call.  A
 configuration's first build (its compile, into a fresh cache, the
@@ -51,12 +58,34 @@ class Desc(C.Structure):
                 ("bias_grad", C.c_void_p)]
 
 
+class GDesc(C.Structure):
+    _fields_ = [("size", C.c_size_t), ("a_type", C.c_int), ("b_type", C.c_int),
+                ("c_type", C.c_int), ("trans_a", C.c_int), ("trans_b", C.c_int),
+                ("grouped", C.c_int), ("groups", C.c_int64),
+                ("offs", C.c_void_p),
+                ("m", C.c_int64), ("n", C.c_int64), ("k", C.c_int64),
+                ("alpha", C.c_float), ("beta", C.c_float),
+                ("a", C.c_void_p), ("lda", C.c_int64),
+                ("b", C.c_void_p), ("ldb", C.c_int64), ("stride_b", C.c_int64),
+                ("c", C.c_void_p), ("ldc", C.c_int64), ("stride_c", C.c_int64),
+                ("epilogue", C.c_int), ("bias", C.c_void_p),
+                ("aux", C.c_void_p), ("ldaux", C.c_int64),
+                ("bias_grad", C.c_void_p)]
+
+
+GROUPED_M, GROUPED_K = 1, 2
+
+
 class Lib:
     def __init__(self, path):
         self.lib = C.CDLL(path)
         self.lib.tj_gemm.argtypes = [C.c_void_p, C.c_void_p, C.POINTER(Desc)]
         self.lib.tj_gemm_kernel.argtypes = [C.c_void_p, C.POINTER(Desc)]
         self.lib.tj_gemm_kernel.restype = C.c_char_p
+        self.lib.tj_grouped_gemm.argtypes = [C.c_void_p, C.c_void_p,
+                                             C.POINTER(GDesc)]
+        self.lib.tj_grouped_gemm_kernel.argtypes = [C.c_void_p, C.POINTER(GDesc)]
+        self.lib.tj_grouped_gemm_kernel.restype = C.c_char_p
         self.lib.tj_errmsg.argtypes = [C.c_void_p]
         self.lib.tj_errmsg.restype = C.c_char_p
         self.rt = C.c_void_p()
@@ -71,6 +100,22 @@ class Lib:
         rc = self.lib.tj_gemm(self.rt, C.c_void_p(s), C.byref(d))
         if rc != 0:
             raise RuntimeError("tj_gemm: %d %s" % (rc, self.lib.tj_errmsg(self.rt)))
+
+    def grouped(self, d):
+        s = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.tj_grouped_gemm(self.rt, C.c_void_p(s), C.byref(d))
+        if rc != 0:
+            raise RuntimeError("tj_grouped_gemm: %d %s" %
+                               (rc, self.lib.tj_errmsg(self.rt)))
+
+    def grouped_name(self, d):
+        """As name, for a grouped descriptor."""
+        t0 = time.perf_counter()
+        n = self.lib.tj_grouped_gemm_kernel(self.rt, C.byref(d))
+        n = n.decode() if n else "?"
+        if n not in self.builds:
+            self.builds[n] = (time.perf_counter() - t0) * 1e3
+        return n
 
     def name(self, d):
         """d's configuration, built (compiled into the fresh cache) the
@@ -299,6 +344,93 @@ def section_accuracy(lib, gen):
                        "ok" if e1 <= e2 * 1.05 + 1e-7 else "WORSE", lib.name(d)))
 
 
+# (T, H, F, E, k): tj-bench's grouped section's shapes.
+MOE = [(8192, 1024, 1408, 8, 2), (16384, 2048, 1408, 64, 6),
+       (8192, 2048, 768, 128, 8), (4096, 1024, 512, 32, 4)]
+
+
+def route(E, rows, skewed):
+    """Group end offsets (int32, on the GPU): equal shares, or expert e's
+    share proportional to 1 / (e + 1), as tj-bench's grp_route."""
+    h = sum(1.0 / (e + 1) for e in range(E))
+    acc, ends = 0.0, []
+    for e in range(E):
+        acc += 1.0 / (e + 1) / h if skewed else 1.0 / E
+        ends.append(rows if e == E - 1 else int(acc * rows))
+    return torch.tensor(ends, device="cuda", dtype=torch.int32)
+
+
+def gdesc(direction, x, w, y, out, offs, E):
+    """tj-bench's grp_desc: forward out = x w[e], input gradient out =
+    y w[e]^T, weight gradient out[e] = x_e^T y_e."""
+    rows, H = x.shape
+    F = y.shape[1]
+    d = GDesc()
+    d.size = C.sizeof(GDesc)
+    d.a_type = d.b_type = d.c_type = BF16
+    d.groups, d.offs, d.alpha, d.beta = E, offs.data_ptr(), 1.0, 0.0
+    d.grouped = GROUPED_K if direction == "wgrad" else GROUPED_M
+    if direction == "fwd":
+        d.m, d.n, d.k = rows, F, H
+        d.a, d.lda, d.b, d.ldb, d.stride_b = x.data_ptr(), H, w.data_ptr(), F, H * F
+        d.c, d.ldc = out.data_ptr(), F
+    elif direction == "dgrad":
+        d.m, d.n, d.k, d.trans_b = rows, H, F, 1
+        d.a, d.lda, d.b, d.ldb, d.stride_b = y.data_ptr(), F, w.data_ptr(), F, H * F
+        d.c, d.ldc = out.data_ptr(), H
+    else:
+        d.m, d.n, d.k, d.trans_a = H, F, rows, 1
+        d.a, d.lda, d.b, d.ldb = x.data_ptr(), H, y.data_ptr(), F
+        d.c, d.ldc, d.stride_c = out.data_ptr(), F, H * F
+    return d
+
+
+def section_grouped(lib, gen):
+    print("== grouped: bf16, tj_grouped_gemm against torch._grouped_mm, "
+          "TFLOP/s tj, torch")
+    if not hasattr(torch, "_grouped_mm"):
+        print("torch %s has no torch._grouped_mm" % torch.__version__)
+        return
+    ratios = []
+    for (T, H, F, E, k) in MOE:
+        rows = T * k
+        x = torch.randn(rows, H, device="cuda", generator=gen).to(torch.bfloat16)
+        y = torch.randn(rows, F, device="cuda", generator=gen).to(torch.bfloat16)
+        w = (torch.randn(E, H, F, device="cuda", generator=gen) * 0.05).to(torch.bfloat16)
+        flop = 2.0 * rows * H * F
+        for skewed in (0, 1):
+            offs = route(E, rows, skewed)
+            for direction in ("fwd", "dgrad", "wgrad"):
+                label = "%s T=%d H=%d F=%d E=%d k=%d %s" % (
+                    direction, T, H, F, E, k, "skewed" if skewed else "uniform")
+                if direction == "fwd":
+                    out = torch.empty(rows, F, device="cuda", dtype=torch.bfloat16)
+                    ref_fn = lambda: torch._grouped_mm(x, w, offs=offs)
+                elif direction == "dgrad":
+                    out = torch.empty(rows, H, device="cuda", dtype=torch.bfloat16)
+                    ref_fn = lambda: torch._grouped_mm(y, w.transpose(-2, -1), offs=offs)
+                else:
+                    out = torch.zeros(E, H, F, device="cuda", dtype=torch.bfloat16)
+                    ref_fn = lambda: torch._grouped_mm(x.t(), y, offs=offs)
+                d = gdesc(direction, x, w, y, out, offs, E)
+                name = lib.grouped_name(d)
+                try:
+                    ref = ref_fn()
+                except Exception as e:  # a layout or routing torch refuses
+                    print("%-44s torch._grouped_mm failed: %s" % (label, e))
+                    continue
+                lib.grouped(d)
+                torch.cuda.synchronize()
+                diff = ((out.float() - ref.float()).abs().max() /
+                        ref.float().abs().max().clamp(min=1e-30)).item()
+                n = calls_for(flop)
+                a = [graph_ms(lambda: lib.grouped(d), n), graph_ms(ref_fn, n)]
+                b = [graph_ms(lambda: lib.grouped(d), n), graph_ms(ref_fn, n)]
+                ratios.append(row(label, min(a[0], b[0]), min(a[1], b[1]), flop, name))
+                print("  largest difference from torch, relative to its largest value: %.3g" % diff)
+    summary("grouped bf16 against torch._grouped_mm", ratios)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--lib", required=True)
@@ -313,7 +445,8 @@ def main():
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1)
     sections = {"accuracy": section_accuracy, "layouts": section_layouts,
-                "epilogue": section_epilogue, "sweep": section_sweep}
+                "epilogue": section_epilogue, "sweep": section_sweep,
+                "grouped": section_grouped}
     for s in args.only.split(","):
         sections[s](lib, gen)
         sys.stdout.flush()

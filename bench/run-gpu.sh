@@ -206,7 +206,9 @@ for what in "$@"; do
     family-check) gemm_check "family" || status=1 ;;
     family-torch)  # tj_gemm against PyTorch on the same inputs
                    # (bench/family_torch.py: layouts, sweep, epilogues,
-                   # accuracy); TJ_FAMILY_ONLY picks its sections
+                   # accuracy; grouped, tj_grouped_gemm against
+                   # torch._grouped_mm, when asked); TJ_FAMILY_ONLY picks
+                   # its sections
       timeout ${TJ_FAMILY_TIMEOUT:-560} python3 "$root/bench/family_torch.py" \
         --lib "$PWD/.libs/libtokitai-jit.so" \
         ${TJ_FAMILY_ONLY:+--only "$TJ_FAMILY_ONLY"} \
