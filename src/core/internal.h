@@ -333,6 +333,11 @@ void tj__worker_free(tj__worker *w);
 
 /* ------------------------------------------------------------ runtime.c */
 
+/* The trace's clock: the start of a step (0 when tracing is off: no clock
+ * read), and its time added to phase (TJ__TRACE_*). */
+double tj__trace_start(const tj_runtime *rt);
+void tj__trace_add(tj_runtime *rt, int phase, double t0);
+
 enum {
   TJ__TRACE_IDENTITY, /* the compiler fingerprint, the arch */
   TJ__TRACE_DEVICE,   /* the driver and the device, when there is one */
@@ -384,7 +389,8 @@ struct tj_runtime {
    * printed on stderr at close.  Off, it costs one test a step. */
   int trace;
   double trace_ms[TJ__TRACE_PHASES];
-  uint64_t trace_kernels;
+  uint64_t trace_kernels, trace_modules; /* embedded and caller kernels;
+                                            modules (user.c) */
   /* What the kernel families of src/ops keep per runtime (decisions
    * met so far, benchmark settings), made on first use by
    * tj__runtime_slot; the runtime only frees it. */

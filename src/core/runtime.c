@@ -31,13 +31,12 @@ static double ms_now(void)
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The start of a traced step: 0 when tracing is off (no clock read). */
-static double trace_start(const tj_runtime *rt)
+double tj__trace_start(const tj_runtime *rt)
 {
   return rt->trace ? ms_now() : 0;
 }
 
-static void trace_add(tj_runtime *rt, int phase, double t0)
+void tj__trace_add(tj_runtime *rt, int phase, double t0)
 {
   if (!rt->trace)
     return;
@@ -63,11 +62,13 @@ static void trace_print(const tj_runtime *rt)
     used += (size_t)snprintf(parts + used, sizeof parts - used, "%s%s %.3f",
                              i ? ", " : "", tj__cache_phase_names[i], cache[i]);
   fprintf(stderr, "tokitai-jit trace: %s open %.3f ms = identity %.3f + "
-          "device %.3f + cache %.3f (%s); %llu kernels built: key %.3f, "
+          "device %.3f + cache %.3f (%s); %llu kernels and %llu modules "
+          "built: key %.3f, "
           "lookup %.3f, compile %.3f, load %.3f ms; memory hits %llu; "
           "close %.3f ms\n", rt->arch, open, t[TJ__TRACE_IDENTITY],
           t[TJ__TRACE_DEVICE], t[TJ__TRACE_CACHE], parts,
-          (unsigned long long)rt->trace_kernels, t[TJ__TRACE_KEY],
+          (unsigned long long)rt->trace_kernels,
+          (unsigned long long)rt->trace_modules, t[TJ__TRACE_KEY],
           t[TJ__TRACE_LOOKUP], t[TJ__TRACE_COMPILE], t[TJ__TRACE_LOAD],
           (unsigned long long)rt->stats.memory_hits, t[TJ__TRACE_CLOSE]);
 }
@@ -288,7 +289,7 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
                     "fields this library does not know zero", opts->size,
                     sizeof o);
   rt->trace = trace_wanted();
-  double t0 = trace_start(rt);
+  double t0 = tj__trace_start(rt);
   rt->flags = o.flags;
   rt->cache_max_bytes = o.cache_max_bytes ? o.cache_max_bytes : TJ__CACHE_DEFAULT_LIMIT;
   unsigned known = TJ_CACHE_DISABLE | TJ_CACHE_READONLY | TJ_NO_DEVICE |
@@ -305,24 +306,24 @@ int tj_runtime_open(tj_runtime **out, const tj_options *opts)
   int rc;
   if (o.arch && (rc = settle_arch(rt, o.arch)) != TJ_OK)
     return rc;
-  trace_add(rt, TJ__TRACE_IDENTITY, t0);
-  t0 = trace_start(rt);
+  tj__trace_add(rt, TJ__TRACE_IDENTITY, t0);
+  t0 = tj__trace_start(rt);
   if ((rc = open_device(rt, &o)) != TJ_OK)
     return rc;
-  trace_add(rt, TJ__TRACE_DEVICE, t0);
-  t0 = trace_start(rt);
+  tj__trace_add(rt, TJ__TRACE_DEVICE, t0);
+  t0 = tj__trace_start(rt);
   /* the device's own arch must be one the compiler knows */
   if (!o.arch && (rc = settle_arch(rt, rt->arch)) != TJ_OK)
     return rc;
   if (!(rt->table = tj__modtable_new()))
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
-  trace_add(rt, TJ__TRACE_IDENTITY, t0);
-  t0 = trace_start(rt);
+  tj__trace_add(rt, TJ__TRACE_IDENTITY, t0);
+  t0 = tj__trace_start(rt);
   if ((rc = open_cache(rt, &o)) == TJ_OK &&
       (rc = tj__remote_setup(rt, o.remote)) == TJ_OK &&
       (rc = open_worker(rt, o.background_builds)) == TJ_OK)
     rt->opened = 1; /* every early return above leaves it unusable */
-  trace_add(rt, TJ__TRACE_CACHE, t0);
+  tj__trace_add(rt, TJ__TRACE_CACHE, t0);
   return rc;
 }
 
@@ -368,7 +369,7 @@ void tj_runtime_close(tj_runtime *rt)
   if (!rt->compile_only)
     tj__device_make_current(&rt->device);
   tj__modtable_free(rt->table, free_kernel, &u);
-  double t0 = trace_start(rt);
+  double t0 = tj__trace_start(rt);
   /* Hits are counted in the SQLite file; a process that never opened it
    * notes them in the code directory for the next one that does. */
   if (rt->cache)
@@ -382,7 +383,7 @@ void tj_runtime_close(tj_runtime *rt)
   tj__layers_close(rt->layers);
   tj__remote_teardown(rt);
   if (rt->trace && rt->opened) {
-    trace_add(rt, TJ__TRACE_CLOSE, t0);
+    tj__trace_add(rt, TJ__TRACE_CLOSE, t0);
     trace_print(rt); /* the cache's open steps are read from it */
   }
   tj__cache_close(rt->cache);
@@ -772,10 +773,10 @@ static int build_kernel(void *ctx, tj_kernel **out)
   int rc = tj__runtime_may_build(rt, req->entry);
   if (rc != TJ_OK)
     return rc;
-  double t0 = trace_start(rt);
+  double t0 = tj__trace_start(rt);
   if (!req->key[0])
     compute_key(rt, req);
-  trace_add(rt, TJ__TRACE_KEY, t0);
+  tj__trace_add(rt, TJ__TRACE_KEY, t0);
   tj_kernel *k = calloc(1, sizeof *k);
   if (!k || !(k->entry = strdup(req->entry))) {
     free(k);
@@ -783,11 +784,11 @@ static int build_kernel(void *ctx, tj_kernel **out)
   }
   k->rt = rt;
   memcpy(k->key, req->key, sizeof k->key);
-  t0 = trace_start(rt);
+  t0 = tj__trace_start(rt);
   uint64_t said = tj__messages_clock();
   rc = from_cache(req, k);
-  trace_add(rt, TJ__TRACE_LOOKUP, t0);
-  t0 = trace_start(rt);
+  tj__trace_add(rt, TJ__TRACE_LOOKUP, t0);
+  t0 = tj__trace_start(rt);
   if (rc == TJ_ENOENT && !req->cache_only) { /* one compile per file */
     tj__once once;
     explain_miss(req, said);
@@ -798,8 +799,8 @@ static int build_kernel(void *ctx, tj_kernel **out)
       rc = from_compiler(req, k);
     tj__once_end(rt, &once);
   }
-  trace_add(rt, TJ__TRACE_COMPILE, t0);
-  t0 = trace_start(rt);
+  tj__trace_add(rt, TJ__TRACE_COMPILE, t0);
+  t0 = tj__trace_start(rt);
   if (rc == TJ_OK && !rt->compile_only) {
     char err[512];
     tj__device_make_current(&rt->device);
@@ -808,7 +809,7 @@ static int build_kernel(void *ctx, tj_kernel **out)
     if (rc != TJ_OK)
       tj__fail(rt, rc, "%s", err);
   }
-  trace_add(rt, TJ__TRACE_LOAD, t0);
+  tj__trace_add(rt, TJ__TRACE_LOAD, t0);
   free(req->inputs);
   req->inputs = NULL;
   if (rt->trace) {

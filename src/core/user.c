@@ -560,7 +560,12 @@ static int build_module(void *ctx, tj_kernel **out)
   request *r = ctx;
   tj_runtime *rt = r->rt;
   int rc = tj__runtime_may_build(rt, r->name);
-  if (rc != TJ_OK || (rc = module_key(r)) != TJ_OK)
+  if (rc != TJ_OK)
+    return rc;
+  double t0 = tj__trace_start(rt);
+  rc = module_key(r);
+  tj__trace_add(rt, TJ__TRACE_KEY, t0);
+  if (rc != TJ_OK)
     return rc;
   tj_module *m = module_new(r);
   tj_kernel *holder = calloc(1, sizeof *holder);
@@ -570,9 +575,12 @@ static int build_module(void *ctx, tj_kernel **out)
     return tj__fail(rt, TJ_ENOMEM, "out of memory");
   }
   uint64_t said = tj__messages_clock();
+  t0 = tj__trace_start(rt);
   rc = from_cache(r, m);
+  tj__trace_add(rt, TJ__TRACE_LOOKUP, t0);
   /* A miss compiles, once a key (waiting for another's compile), unless
    * this thread asks only for what is built (tj__built_only). */
+  t0 = tj__trace_start(rt);
   if (rc == TJ_ENOENT && !tj__built_only_now()) {
     tj__once once;
     explain_miss(r, said);
@@ -582,10 +590,18 @@ static int build_module(void *ctx, tj_kernel **out)
       rc = from_compiler(r, m);
     tj__once_end(rt, &once);
   }
+  tj__trace_add(rt, TJ__TRACE_COMPILE, t0);
   if (rc == MISSING_ENTRY)
     rc = TJ_ENOENT;
+  t0 = tj__trace_start(rt);
   if (rc == TJ_OK)
     rc = load(r, m);
+  tj__trace_add(rt, TJ__TRACE_LOAD, t0);
+  if (rt->trace) {
+    pthread_mutex_lock(&rt->lock);
+    rt->trace_modules++;
+    pthread_mutex_unlock(&rt->lock);
+  }
   if (rc != TJ_OK) {
     tj__module_free(m);
     free(holder);
