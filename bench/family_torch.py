@@ -108,24 +108,22 @@ class Lib:
             raise RuntimeError("tj_grouped_gemm: %d %s" %
                                (rc, self.lib.tj_errmsg(self.rt)))
 
-    def grouped_name(self, d):
-        """As name, for a grouped descriptor."""
+    def _built(self, kernel_of, d):
+        """The entry kernel_of (tj_gemm_kernel or tj_grouped_gemm_kernel)
+        names for d, built (compiled into the fresh cache) the first time;
+        that first build's wall time is kept in builds."""
         t0 = time.perf_counter()
-        n = self.lib.tj_grouped_gemm_kernel(self.rt, C.byref(d))
+        n = kernel_of(self.rt, C.byref(d))
         n = n.decode() if n else "?"
         if n not in self.builds:
             self.builds[n] = (time.perf_counter() - t0) * 1e3
         return n
 
+    def grouped_name(self, d):
+        return self._built(self.lib.tj_grouped_gemm_kernel, d)
+
     def name(self, d):
-        """d's configuration, built (compiled into the fresh cache) the
-        first time; that first build's wall time is kept in builds."""
-        t0 = time.perf_counter()
-        n = self.lib.tj_gemm_kernel(self.rt, C.byref(d))
-        n = n.decode() if n else "?"
-        if n not in self.builds:
-            self.builds[n] = (time.perf_counter() - t0) * 1e3
-        return n
+        return self._built(self.lib.tj_gemm_kernel, d)
 
 
 def desc(a, b, c, ta, tb, epi=NONE, bias=None, aux=None, bias_grad=None):

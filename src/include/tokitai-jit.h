@@ -520,8 +520,9 @@ TJ_EXPORT void *tj_kernel_function(const tj_kernel *k);
  * inside nvrtcCompileProgram on ill-formed inline PTX rather than
  * return an error, and comgr's LLVM aborts on some internal errors.  The
  * library guards what it can: on AMD, compiles of one process take turns
- * (that compiler is not thread-safe; NVRTC's run side by side), arch names are checked before they reach
- * the compiler (an unknown ISA aborts comgr), and input sizes are bounded.
+ * (that compiler is not thread-safe; NVRTC's run side by side), arch
+ * names are checked before they reach the compiler (an unknown ISA aborts
+ * comgr), and input sizes are bounded.
  * It cannot make a compiler that crashes on a source safe to call; a
  * program that compiles untrusted sources should do so in a child process
  * of its own, or precompile with tokitai-jit --compile.
