@@ -337,6 +337,9 @@ void tj__worker_free(tj__worker *w);
  * read), and its time added to phase (TJ__TRACE_*). */
 double tj__trace_start(const tj_runtime *rt);
 void tj__trace_add(tj_runtime *rt, int phase, double t0);
+/* One more of what *n counts (rt->trace_kernels, rt->trace_modules),
+ * when tracing is on. */
+void tj__trace_count(tj_runtime *rt, uint64_t *n);
 
 enum {
   TJ__TRACE_IDENTITY, /* the compiler fingerprint, the arch */

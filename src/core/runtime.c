@@ -46,6 +46,15 @@ void tj__trace_add(tj_runtime *rt, int phase, double t0)
   pthread_mutex_unlock(&rt->lock);
 }
 
+void tj__trace_count(tj_runtime *rt, uint64_t *n)
+{
+  if (!rt->trace)
+    return;
+  pthread_mutex_lock(&rt->lock);
+  (*n)++;
+  pthread_mutex_unlock(&rt->lock);
+}
+
 /* One line on stderr: the open step by step, then the kernels' steps
  * summed, then the close. */
 static void trace_print(const tj_runtime *rt)
@@ -812,11 +821,7 @@ static int build_kernel(void *ctx, tj_kernel **out)
   tj__trace_add(rt, TJ__TRACE_LOAD, t0);
   free(req->inputs);
   req->inputs = NULL;
-  if (rt->trace) {
-    pthread_mutex_lock(&rt->lock);
-    rt->trace_kernels++;
-    pthread_mutex_unlock(&rt->lock);
-  }
+  tj__trace_count(rt, &rt->trace_kernels);
   if (rc != TJ_OK) {
     free(k->code);
     free(k->entry);

@@ -597,11 +597,7 @@ static int build_module(void *ctx, tj_kernel **out)
   if (rc == TJ_OK)
     rc = load(r, m);
   tj__trace_add(rt, TJ__TRACE_LOAD, t0);
-  if (rt->trace) {
-    pthread_mutex_lock(&rt->lock);
-    rt->trace_modules++;
-    pthread_mutex_unlock(&rt->lock);
-  }
+  tj__trace_count(rt, &rt->trace_modules);
   if (rc != TJ_OK) {
     tj__module_free(m);
     free(holder);
