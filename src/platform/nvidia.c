@@ -512,6 +512,19 @@ int tj__base_options(const char *arch, char *store, size_t storelen,
            "%s/cuda_fp16.h", TJ_CUDA_INCLUDE_DIR);
   opts[4] = "-std=c++17";
   opts[5] = "-no-source-include";
+  /* NVRTC from 12.9 also keeps each compile's output in the driver's
+   * compute cache (CUDA_CACHE_PATH, ~/.nv) where a driver is installed,
+   * and answers a later compile of the same input from there.  That
+   * directory is outside the library's location checks and its code is
+   * not verified: the library's code comes from the compiler or from a
+   * verified row of its own cache, which already keeps every compile.
+   * bench/nvrtc_phases.c times a compile with and without it. */
+  int maj = 0, min = 0;
+  if (nvrtcVersion(&maj, &min) == NVRTC_SUCCESS &&
+      (maj > 12 || (maj == 12 && min >= 9))) {
+    opts[6] = "-no-cache";
+    return 7;
+  }
   return 6;
 }
 
