@@ -278,6 +278,37 @@ START_TEST(hopper_kinds_compile)
 }
 END_TEST
 
+/* A one-row A stored K x 1 (lda 1) is A stored 1 x K, and a one-column
+ * B stored K x 1 (ldb 1) is B stored 1 x K: the call runs the layout
+ * along K.  With a leading dimension past 1 the elements are strided and
+ * the layout stays as given. */
+START_TEST(one_line_operands_run_along_k)
+{
+  const struct {
+    int64_t m, n;
+    int trans_a, trans_b;
+    int64_t lda, ldb;
+    const char *layout;
+  } cases[] = {
+      {1, 8, 1, 0, 1, 8, "_nn_"}, {1, 8, 1, 0, 2, 8, "_tn_"},
+      {1, 8, 1, 1, 1, 24, "_nt_"}, {8, 1, 0, 0, 24, 1, "_nt_"},
+      {8, 1, 0, 0, 24, 3, "_nn_"}, {1, 1, 1, 0, 1, 1, "_nt_"},
+      {2, 8, 1, 0, 2, 8, "_tn_"},
+  };
+  tj_runtime *rt = open_compile_only(NULL, 0);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tj_gemm_desc d = valid(cases[i].m, cases[i].n, 24);
+    d.trans_a = cases[i].trans_a, d.trans_b = cases[i].trans_b;
+    d.lda = cases[i].lda, d.ldb = cases[i].ldb;
+    const char *got = tj_gemm_kernel(rt, &d);
+    ck_assert_msg(got != NULL, "%s", tj_errmsg(rt));
+    ck_assert_msg(strstr(got, cases[i].layout), "case %zu: %s, not %s", i,
+                  got, cases[i].layout);
+  }
+  tj_runtime_close(rt);
+}
+END_TEST
+
 /* The configuration's code, cached: a new runtime on the same cache
  * compiles nothing for it. */
 START_TEST(configurations_are_cached)
@@ -456,6 +487,7 @@ int main(void)
   tcase_add_test(tc, every_configuration_compiles);
   tcase_add_test(tc, configurations_are_cached);
   tcase_add_test(tc, hopper_kinds_compile);
+  tcase_add_test(tc, one_line_operands_run_along_k);
   tcase_add_test(tc, bf16_conversions);
   tcase_add_test(tc, oracle_epilogues_by_hand);
   tcase_add_test(tc, tc_knob_from_the_environment);

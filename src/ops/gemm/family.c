@@ -180,6 +180,19 @@ static int check_pointers(tj_runtime *rt, const char *fn,
   return TJ_OK;
 }
 
+/* A with one row stored K x 1 with lda 1 is the same K contiguous
+ * elements as A stored 1 x K, and B with one column stored K x 1 with
+ * ldb 1 the same as B stored 1 x K: such a call runs as the layout whose
+ * rows run along K, the one the kernels read whole (the skinny kernel
+ * reads A only so; a row of one element is no row a TMA load takes). */
+static void one_line_layouts(tj_gemm_desc *d)
+{
+  if (d->m == 1 && d->trans_a && d->lda == 1)
+    d->trans_a = 0, d->lda = d->k;
+  if (d->n == 1 && !d->trans_b && d->ldb == 1)
+    d->trans_b = 1, d->ldb = d->k;
+}
+
 /* The descriptor the caller gave, of the size it says, checked. */
 static int desc_in(tj_runtime *rt, const char *fn, const tj_gemm_desc *user,
                    tj_gemm_desc *d)
@@ -197,6 +210,8 @@ static int desc_in(tj_runtime *rt, const char *fn, const tj_gemm_desc *user,
     rc = check_sizes(rt, fn, d);
   if (rc == TJ_OK)
     rc = check_pointers(rt, fn, d);
+  if (rc == TJ_OK)
+    one_line_layouts(d);
   return rc;
 }
 
