@@ -1628,11 +1628,13 @@ typedef struct family_case {
 /* How a call's operands lie: odd paddings past each row and beta != 0
  * (the portable kernel takes those), or rows a multiple of 8 elements
  * apart, as the Hopper kernel's tensor maps want them, with beta 0 (C
- * then goes out through TMA where it is 16-bit) or not. */
+ * then goes out through TMA where it is 16-bit) or not; or dense (each
+ * leading dimension its stored row, beta != 0). */
 typedef enum family_layout {
   FAMILY_ODD,
   FAMILY_TMA_BETA,
-  FAMILY_TMA_STORE
+  FAMILY_TMA_STORE,
+  FAMILY_DENSE
 } family_layout;
 
 /* One call of c's configuration at m x n x k, leading dimensions padded
@@ -1653,6 +1655,8 @@ static void run_family_as(tj_runtime *rt, const family_case *fc, long long M,
   if (layout == FAMILY_ODD) {
     d.lda = (fc->ta ? M : K) + 3, d.ldb = (fc->tb ? K : N) + 5;
     d.ldc = N + 2;
+  } else if (layout == FAMILY_DENSE) {
+    d.lda = fc->ta ? M : K, d.ldb = fc->tb ? K : N, d.ldc = N;
   } else {
     d.lda = ((fc->ta ? M : K) + 7) / 8 * 8 + 8;
     d.ldb = ((fc->tb ? K : N) + 7) / 8 * 8;
@@ -1854,6 +1858,12 @@ START_TEST(gemm_family_hopper)
        FAMILY_ODD},
       {{TJ_DTYPE_BF16, TJ_DTYPE_BF16, 1, 0, TJ_EPILOGUE_BIAS_GELU}, 3, 200,
        300, FAMILY_TMA_BETA},
+      /* A one-row A stored K x 1 runs as A stored 1 x K (the skinny
+       * kernel), a one-column B stored K x 1 as B stored 1 x K. */
+      {{TJ_DTYPE_BF16, TJ_DTYPE_BF16, 1, 0, TJ_EPILOGUE_BIAS_GELU}, 1, 520,
+       1000, FAMILY_DENSE},
+      {{TJ_DTYPE_BF16, TJ_DTYPE_F32, 0, 0, TJ_EPILOGUE_DGELU}, 37, 1, 264,
+       FAMILY_DENSE},
   };
   for (size_t i = 0; i < sizeof few / sizeof few[0]; i++)
     run_family_as(rt, &few[i].fc, few[i].m, few[i].n, few[i].k, seed++,
