@@ -196,8 +196,9 @@ static int child_cold(const char *kernel)
 /* Cold means cold: each kernel compiled in a new process whose
  * CUDA_CACHE_PATH is a new empty directory, as on a node that never ran
  * it; then once more with that directory as the first run left it (the
- * warm-driver-cache figure, which is what a second process on the same
- * node sees even with no tokitai-jit cache). */
+ * warm-driver-cache figure, what a second process on the same node sees
+ * with no tokitai-jit cache: NVRTC from 12.9 answers a compile from that
+ * directory, unless told -no-cache as the library tells it). */
 static void cold_compile(const char *dir, int quick)
 {
   printf("cold compile (new process, no cache, empty driver cache; "
