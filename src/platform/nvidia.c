@@ -518,7 +518,7 @@ int tj__base_options(const char *arch, char *store, size_t storelen,
    * directory is outside the library's location checks and its code is
    * not verified: the library's code comes from the compiler or from a
    * verified row of its own cache, which already keeps every compile.
-   * bench/nvrtc_phases.c times a compile with and without it. */
+   * (A cold compile takes as long without it: bench/nvrtc_phases.c.) */
   int maj = 0, min = 0;
   if (nvrtcVersion(&maj, &min) == NVRTC_SUCCESS &&
       (maj > 12 || (maj == 12 && min >= 9))) {
