@@ -128,6 +128,29 @@ START_TEST(options_the_compiler_could_exit_on_are_refused)
 }
 END_TEST
 
+/* Every compile gets the platform's base options; on NVIDIA, from NVRTC
+ * 12.9 (which would answer a compile from the driver's compute cache,
+ * outside the cache's checks), -no-cache among them. */
+START_TEST(nvrtc_leaves_the_drivers_cache_alone)
+{
+  char store[2048];
+  const char *opts[TJ__MAX_BASE_OPTIONS];
+  int n = tj__base_options(TEST_ARCH, store, sizeof store, opts);
+  ck_assert_int_gt(n, 0);
+  ck_assert_int_le(n, TJ__MAX_BASE_OPTIONS);
+  int found = 0;
+  for (int i = 0; i < n; i++)
+    found += strcmp(opts[i], "-no-cache") == 0;
+#if defined(TJ_PLATFORM_NVIDIA)
+  int maj = 0, min = 0;
+  ck_assert_int_eq(nvrtcVersion(&maj, &min), NVRTC_SUCCESS);
+  ck_assert_int_eq(found, (maj > 12 || (maj == 12 && min >= 9)));
+#else
+  ck_assert_int_eq(found, 0);
+#endif
+}
+END_TEST
+
 /* The documented options, each checked alone, and a set of them compiled
  * together (and in the separate-argument forms) by the real compiler. */
 START_TEST(documented_options_pass_and_compile)
@@ -551,6 +574,7 @@ int main(void)
   tcase_add_test(tc, options_split_into_one_block);
   tcase_add_test(tc, options_the_compiler_could_exit_on_are_refused);
   tcase_add_test(tc, documented_options_pass_and_compile);
+  tcase_add_test(tc, nvrtc_leaves_the_drivers_cache_alone);
   tcase_add_test(tc, malformed_arch_features_are_refused);
   tcase_add_test(tc, one_target_has_one_spelling_and_one_key);
   tcase_add_test(tc, include_path_variables_refuse_the_build);
