@@ -138,6 +138,10 @@ typedef struct tj_gemm_desc {
  * tj_gemm_f16's kernel: mma.sync on NVIDIA sm_80 and later, MFMA or WMMA
  * on AMD, fp32 tiles elsewhere); the rest (mixed A and B types, alpha ==
  * 0) runs the portable kernel (kernels/gemm_portable.hip, fp32 FMAs).
+ * An operand of one line whose elements lie one after another runs as
+ * the layout along K: A with m == 1 stored k x 1 (trans_a, lda 1) as A
+ * stored 1 x k, B with n == 1 stored k x 1 (no trans_b, ldb 1) as B
+ * stored 1 x k (the same bytes), and its configuration is named so.
  * Each configuration is compiled the first time it is used.  On the
  * Hopper path a tuning decision in the cache for the call's op (its
  * name up to the path: "gemm_bf16_bf16_bf16_nt_none") and shape class
