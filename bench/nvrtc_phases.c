@@ -152,7 +152,9 @@ static int load_headers(void)
 #define MAX_DEFINES 16
 static char *defines[MAX_DEFINES];
 static int ndefines;
-static const char *added[MAX_DEFINES]; /* --option OPT */
+/* Options from the command line (--option OPT), given to every compile. */
+#define MAX_ADDED 16
+static const char *added[MAX_ADDED];
 static int nadded;
 
 typedef struct compile_out {
@@ -168,7 +170,7 @@ static int compile(const char *src, const char *name, const char *target,
                    const char *const *extra, int nextra, compile_out *out)
 {
   char arch[64];
-  const char *opts[16 + 2 * MAX_DEFINES];
+  const char *opts[16 + MAX_DEFINES + MAX_ADDED];
   int n = 0;
   for (int i = 0; i < nextra; i++) /* PCH options must come first */
     opts[n++] = extra[i];
@@ -284,21 +286,17 @@ static int measure(const char *path, const char *arch, int reps)
   snprintf(dirop, sizeof dirop, "--pch-dir=%s", pchdir);
   const char *syntax[] = {"-fdevice-syntax-only"};
   const char *pchopts[] = {"-pch", dirop};
-  if (compile(src, name, arch, NULL, 0, &o) != 0) {
-    fprintf(stderr, "%s: the compile failed (the log is above)\n", path);
-    free(src);
-    remove_dir(pchdir);
-    return -1;
-  }
+  double cold = -1, cold_wall = 0;
+  if (compile(src, name, arch, NULL, 0, &o) == 0)
+    cold = o.ms, cold_wall = o.wall_ms;
   free(o.cubin);
-  double cold = o.ms, cold_wall = o.wall_ms;
   double parse = timed(src, name, arch, syntax, 1, reps, &o, NULL);
   free(o.cubin);
   double ptx = timed(src, name, compute, NULL, 0, reps, &o, NULL);
   free(o.cubin);
   double wall = 0;
   double cubin = timed(src, name, arch, NULL, 0, reps, &plain, &wall);
-  if (parse < 0 || ptx < 0 || cubin < 0) {
+  if (cold < 0 || parse < 0 || ptx < 0 || cubin < 0) {
     fprintf(stderr, "%s: a compile failed (the log is above)\n", path);
     free(plain.cubin);
     free(src);
@@ -319,9 +317,8 @@ static int measure(const char *path, const char *arch, int reps)
   }
   printf("%-28s %7zu %6.0f %6.0f %8.0f %8.0f %8.0f %8.0f %8.0f %10.0f %8.0f "
          "%-6s %s\n",
-         name, strlen(src), cold, cold_wall, parse, ptx - parse, cubin - ptx, cubin, wall,
-         first, used,
-         pch_word(made), same ? "same" : "DIFFERS");
+         name, strlen(src), cold, cold_wall, parse, ptx - parse, cubin - ptx,
+         cubin, wall, first, used, pch_word(made), same ? "same" : "DIFFERS");
   free(plain.cubin);
   free(src);
   remove_dir(pchdir);
@@ -340,7 +337,7 @@ int main(int argc, char **argv)
     else if (strcmp(argv[first], "--define") == 0 && ndefines < MAX_DEFINES &&
              asprintf(&defines[ndefines], "-D%s", argv[first + 1]) >= 0)
       ndefines++;
-    else if (strcmp(argv[first], "--option") == 0 && nadded < MAX_DEFINES)
+    else if (strcmp(argv[first], "--option") == 0 && nadded < MAX_ADDED)
       added[nadded++] = argv[first + 1];
     else
       break;
@@ -367,8 +364,8 @@ int main(int argc, char **argv)
   printf("NVRTC %d.%d, %s, median of %d, milliseconds of CPU time (wall: "
          "the cubin's wall time)\n", maj, min, arch, reps);
   printf("%-28s %7s %6s %6s %8s %8s %8s %8s %8s %10s %8s %-6s %s\n", "file",
-         "bytes", "first", "f-wall", "parse", "nvvm", "ptxas", "cubin", "wall", "pch-first", "pch-use",
-         "pch", "cubin with pch");
+         "bytes", "first", "f-wall", "parse", "nvvm", "ptxas", "cubin", "wall",
+         "pch-first", "pch-use", "pch", "cubin with pch");
   int rc = 0;
   for (int i = first; i < argc; i++)
     rc |= measure(argv[i], arch, reps);
